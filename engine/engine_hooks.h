@@ -1,0 +1,37 @@
+// Deliberately broken variants of the engine, for tests that must show their
+// checks catch a broken guarantee, and for the crash harness's self-test.
+// Never set outside tests. A plain value type.
+
+#ifndef IDEM_ENGINE_ENGINE_HOOKS_H_
+#define IDEM_ENGINE_ENGINE_HOOKS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "idem/engine.h"
+#include "rocksdb/compaction_filter.h"
+
+namespace idem {
+
+struct EngineHooks {
+  // Runs the duplicate check, the handler and the commit without the commit
+  // lock: concurrent deliveries of one ID can both run (breaks guarantee 3).
+  bool skip_commit_lock = false;
+  // Commits the state writes and offsets, then the dedupe records, in two
+  // separate writes (breaks atomicity, guarantee 2).
+  bool split_commit = false;
+  // WaitDurable returns without syncing: outcomes are acknowledged before
+  // they are durable (breaks guarantee 6 under kBuffered).
+  bool skip_wal_sync = false;
+  // Replaces the TTL filter factory of the dedupe column family.
+  std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
+};
+
+// Engine::Open with hooks; Engine::Open is OpenEngineWithHooks(path, options, {}).
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
+    const std::string& path, const Options& options, const EngineHooks& hooks);
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_ENGINE_HOOKS_H_

@@ -1,0 +1,120 @@
+// EngineImpl is the Engine behind Engine::Open: the commit path (duplicate
+// check, handler, one WriteBatch per call), reads, durability, recovery from
+// I/O errors, stats and maintenance. Thread-safety as documented on
+// idem::Engine.
+//
+// Recovery: after a failed write or sync, RocksDB refuses further writes
+// (and some errors are permanent for that DB instance). The engine then
+// closes and reopens its store before the next commit, so it is usable again
+// once the cause (a full disk, a failing device) is gone. Reopening replays
+// the WAL and syncs; commits the OS lost in between would show as a lower
+// recovered sequence, in which case the engine stops with kDataLoss rather
+// than reuse sequence numbers it already handed out.
+
+#ifndef IDEM_ENGINE_ENGINE_IMPL_H_
+#define IDEM_ENGINE_ENGINE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine_hooks.h"
+#include "engine/record.h"
+#include "engine/store.h"
+#include "engine/ttl_filter.h"
+#include "engine/wal_syncer.h"
+#include "idem/engine.h"
+
+namespace idem {
+
+class EngineImpl : public Engine {
+ public:
+  EngineImpl(std::string path, const Options& options, Clock* clock,
+             const EngineHooks& hooks,
+             std::shared_ptr<TtlFilterFactory> ttl_filter, StoreParts parts,
+             std::unique_ptr<Store> store);
+  ~EngineImpl() override;
+
+  absl::StatusOr<Result> Process(const Message& message,
+                                 Handler handler) override;
+  absl::StatusOr<std::vector<Result>> ProcessBatch(
+      absl::Span<const Message> messages, Handler handler) override;
+  absl::StatusOr<std::optional<std::string>> GetState(
+      std::string_view key) override;
+  absl::StatusOr<bool> Seen(std::string_view id) override;
+  absl::Status Forget(std::string_view id) override;
+  absl::StatusOr<std::optional<int64_t>> CommittedOffset(
+      std::string_view source, int32_t partition) override;
+  absl::Status WaitDurable(uint64_t sequence) override;
+  absl::StatusOr<Stats> GetStats() override;
+  absl::Status CompactExpired() override;
+  absl::Status Checkpoint(const std::string& dir) override;
+  absl::Status Dump(
+      absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;
+
+ private:
+  // The commit path of ProcessBatch, after validation.
+  absl::StatusOr<std::vector<Result>> CommitBatch(
+      Store& store, absl::Span<const Message> messages, Handler handler)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Adds to `batch` the offsets `offsets` moves forward.
+  absl::Status AddOffsets(Store& store, const class OffsetTracker& offsets,
+                          rocksdb::WriteBatchBase& batch)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Returns the stored result if a live record for `key` exists.
+  absl::StatusOr<std::optional<std::string>> LookupLive(Store& store,
+                                                        const DedupeKey& key,
+                                                        int64_t now_micros)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Writes `batch` with the configured durability. A failure marks the store
+  // for reopening.
+  absl::Status Write(Store& store, rocksdb::WriteBatch* batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Reopens the store if an earlier failure asked for it.
+  absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(store_mu_);
+
+  // The open store, or kUnavailable/kDataLoss if recovery has not succeeded.
+  absl::StatusOr<Store*> CurrentStore() ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Constant after construction.
+  const std::string path_;
+  const Options options_;
+  Clock* const clock_;
+  const EngineHooks hooks_;
+  const std::shared_ptr<TtlFilterFactory> ttl_filter_;
+  const StoreParts parts_;
+  WalSyncer syncer_;
+
+  // Lock order: commit_mu_, then store_mu_, then the syncer's.
+  // One commit (duplicate check, handlers, write) or recovery at a time.
+  absl::Mutex commit_mu_;
+  // Shared by every use of store_; exclusive to replace it.
+  absl::Mutex store_mu_;
+  std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
+  // Set by a failed write or sync; cleared by a successful reopen.
+  std::atomic<bool> needs_reopen_{false};
+  // Why the store is closed, while it is.
+  absl::Status store_error_ ABSL_GUARDED_BY(store_mu_);
+
+  // Counters since Open.
+  std::atomic<uint64_t> processed_{0};
+  std::atomic<uint64_t> duplicates_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> user_bytes_{0};
+};
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_ENGINE_IMPL_H_

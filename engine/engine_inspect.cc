@@ -1,0 +1,176 @@
+// EngineImpl's inspection and maintenance calls: GetStats, CompactExpired,
+// Checkpoint and Dump.
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "engine/engine_impl.h"
+#include "engine/record.h"
+#include "engine/status_util.h"
+#include "rocksdb/utilities/checkpoint.h"
+
+namespace idem {
+namespace {
+
+std::string_view ToView(const rocksdb::Slice& s) {
+  return std::string_view(s.data(), s.size());
+}
+
+absl::StatusOr<DumpEntry> DedupeEntry(std::string_view key,
+                                      std::string_view value,
+                                      int64_t now_micros) {
+  std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
+  if (!record.has_value()) {
+    return absl::DataLossError(absl::StrCat(
+        "undecodable dedupe record for key ", DedupeKeyToHex(key)));
+  }
+  DumpEntry entry;
+  entry.kind = DumpEntry::Kind::kDedupe;
+  entry.key = DedupeKeyToHex(key);
+  entry.value = std::string(record->result);
+  entry.expires_at = absl::FromUnixMicros(record->expiry_micros);
+  entry.expired = IsExpired(*record, now_micros);
+  return entry;
+}
+
+absl::StatusOr<DumpEntry> StateEntry(std::string_view key,
+                                     std::string_view value) {
+  DumpEntry entry;
+  entry.kind = DumpEntry::Kind::kState;
+  entry.key = std::string(key);
+  entry.value = std::string(value);
+  return entry;
+}
+
+absl::StatusOr<DumpEntry> OffsetEntry(std::string_view key,
+                                      std::string_view value) {
+  std::optional<OffsetKey> offset_key = DecodeOffsetKey(key);
+  std::optional<int64_t> offset = DecodeOffsetValue(value);
+  if (!offset_key.has_value() || !offset.has_value()) {
+    return absl::DataLossError("undecodable stored offset");
+  }
+  DumpEntry entry;
+  entry.kind = DumpEntry::Kind::kOffset;
+  entry.key = std::string(offset_key->source);
+  entry.partition = offset_key->partition;
+  entry.offset = *offset;
+  return entry;
+}
+
+// Visits every entry of `cf` as read through `read`.
+template <typename ToEntry>
+absl::Status ScanColumnFamily(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+    const rocksdb::ReadOptions& read, ToEntry to_entry,
+    absl::FunctionRef<absl::Status(const DumpEntry&)> visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    absl::StatusOr<DumpEntry> entry =
+        to_entry(ToView(it->key()), ToView(it->value()));
+    if (!entry.ok()) return entry.status();
+    if (absl::Status s = visit(*entry); !s.ok()) return s;
+  }
+  return FromRocksStatus(it->status(), "scanning the store");
+}
+
+}  // namespace
+
+absl::StatusOr<Stats> EngineImpl::GetStats() {
+  Stats stats;
+  stats.processed = processed_.load(std::memory_order_relaxed);
+  stats.duplicates = duplicates_.load(std::memory_order_relaxed);
+  stats.failed = failed_.load(std::memory_order_relaxed);
+  stats.expired_dropped = ttl_filter_->dropped();
+  stats.user_bytes = user_bytes_.load(std::memory_order_relaxed);
+  const rocksdb::Statistics& tickers = *parts_.statistics;
+  stats.wal_bytes = tickers.getTickerCount(rocksdb::WAL_FILE_BYTES);
+  stats.flush_bytes = tickers.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);
+  stats.compaction_bytes = tickers.getTickerCount(rocksdb::COMPACT_WRITE_BYTES);
+  if (stats.user_bytes > 0) {
+    stats.write_amplification =
+        static_cast<double>(stats.wal_bytes + stats.flush_bytes +
+                            stats.compaction_bytes) /
+        static_cast<double>(stats.user_bytes);
+  }
+  absl::ReaderMutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::DB* db = (*store)->db;
+  if (!db->GetAggregatedIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize,
+                                    &stats.live_sst_bytes) ||
+      !db->GetIntProperty((*store)->dedupe,
+                          rocksdb::DB::Properties::kEstimateNumKeys,
+                          &stats.estimated_live_records)) {
+    return absl::InternalError("RocksDB did not report its size properties");
+  }
+  return stats;
+}
+
+absl::Status EngineImpl::CompactExpired() {
+  absl::ReaderMutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  rocksdb::Status s = (*store)->db->Flush(flush, (*store)->dedupe);
+  if (!s.ok()) return FromRocksStatus(s, "flushing dedupe records");
+  rocksdb::CompactRangeOptions compact;
+  // Rewrite bottommost files too, so every record meets the filter.
+  compact.bottommost_level_compaction =
+      rocksdb::BottommostLevelCompaction::kForce;
+  s = (*store)->db->CompactRange(compact, (*store)->dedupe, nullptr, nullptr);
+  return FromRocksStatus(s, "compacting dedupe records");
+}
+
+absl::Status EngineImpl::Checkpoint(const std::string& dir) {
+  if (dir.empty()) {
+    return absl::InvalidArgumentError("checkpoint directory is empty");
+  }
+  absl::ReaderMutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::Status exists = (*store)->env->FileExists(dir);
+  if (exists.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint directory ", dir, " already exists"));
+  }
+  if (!exists.IsNotFound()) {
+    return FromRocksStatus(exists, "checking the checkpoint directory");
+  }
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create((*store)->db, &raw);
+  if (!s.ok()) return FromRocksStatus(s, "starting a checkpoint");
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush = 0: flush memtables so the copy needs no WAL replay.
+  s = checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0);
+  return FromRocksStatus(s, "writing checkpoint to " + dir);
+}
+
+absl::Status EngineImpl::Dump(
+    absl::FunctionRef<absl::Status(const DumpEntry&)> visit) {
+  absl::ReaderMutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> current = CurrentStore();
+  if (!current.ok()) return current.status();
+  const Store& store = **current;
+  const rocksdb::Snapshot* snapshot = store.db->GetSnapshot();
+  rocksdb::ReadOptions read;
+  read.snapshot = snapshot;
+  const int64_t now_micros = TimeToMicros(clock_->Now());
+  absl::Status status = ScanColumnFamily(
+      store.db, store.dedupe, read,
+      [now_micros](std::string_view key, std::string_view value) {
+        return DedupeEntry(key, value, now_micros);
+      },
+      visit);
+  if (status.ok()) {
+    status = ScanColumnFamily(store.db, store.state, read, StateEntry, visit);
+  }
+  if (status.ok()) {
+    status =
+        ScanColumnFamily(store.db, store.offsets, read, OffsetEntry, visit);
+  }
+  store.db->ReleaseSnapshot(snapshot);
+  return status;
+}
+
+}  // namespace idem

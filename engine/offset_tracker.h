@@ -1,0 +1,43 @@
+// OffsetTracker computes, for one commit, the offset to record per (source,
+// partition): the highest offset of a processed or duplicate message that is
+// below the partition's lowest failed offset in the commit. A consumer that
+// resumes at recorded offset + 1 therefore redelivers every failed message.
+// Not thread-safe; one per commit.
+
+#ifndef IDEM_ENGINE_OFFSET_TRACKER_H_
+#define IDEM_ENGINE_OFFSET_TRACKER_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "idem/message.h"
+
+namespace idem {
+
+class OffsetTracker {
+ public:
+  // Records the outcome of `message`; messages without a position (empty
+  // source or negative offset) are ignored.
+  void Add(const Message& message, Outcome outcome);
+
+  // Calls `fn(offset_key, offset)` for each partition with an offset to
+  // record (offset_key as in engine/record.h).
+  void ForEach(absl::FunctionRef<void(const std::string&, int64_t)> fn) const;
+
+ private:
+  struct Partition {
+    int64_t lowest_failed = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> succeeded;
+  };
+  absl::flat_hash_map<std::string, Partition> partitions_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_OFFSET_TRACKER_H_

@@ -1,0 +1,105 @@
+#include "engine/record.h"
+
+#include <cstring>
+#include <limits>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace idem {
+namespace {
+
+void PutFixed64LE(std::string* out, uint64_t v) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  out->append(buf, 8);
+}
+
+uint64_t GetFixed64LE(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) {
+    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  }
+  return v;
+}
+
+void PutBigEndian64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
+}
+
+}  // namespace
+
+DedupeKey HashMessageId(std::string_view id) {
+  const XXH128_hash_t h = XXH3_128bits(id.data(), id.size());
+  DedupeKey key;
+  PutBigEndian64(key.data(), h.high64);
+  PutBigEndian64(key.data() + 8, h.low64);
+  return key;
+}
+
+std::string DedupeKeyToHex(std::string_view key) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(key.size() * 2);
+  for (unsigned char c : key) {
+    hex.push_back(kDigits[c >> 4]);
+    hex.push_back(kDigits[c & 0xf]);
+  }
+  return hex;
+}
+
+int64_t TimeToMicros(absl::Time t) {
+  if (t == absl::InfiniteFuture()) return std::numeric_limits<int64_t>::max();
+  if (t == absl::InfinitePast()) return std::numeric_limits<int64_t>::min();
+  // ToUnixMicros saturates for times outside the int64 microsecond range.
+  return absl::ToUnixMicros(t);
+}
+
+std::string EncodeDedupeRecord(int64_t expiry_micros, std::string_view result) {
+  std::string value;
+  value.reserve(kRecordHeaderBytes + result.size());
+  value.push_back(static_cast<char>(kRecordVersion));
+  PutFixed64LE(&value, static_cast<uint64_t>(expiry_micros));
+  value.append(result);
+  return value;
+}
+
+std::optional<DedupeRecord> DecodeDedupeRecord(std::string_view value) {
+  if (value.size() < kRecordHeaderBytes ||
+      static_cast<uint8_t>(value[0]) != kRecordVersion) {
+    return std::nullopt;
+  }
+  DedupeRecord record;
+  record.expiry_micros = static_cast<int64_t>(GetFixed64LE(value.data() + 1));
+  record.result = value.substr(kRecordHeaderBytes);
+  return record;
+}
+
+std::string EncodeOffsetKey(std::string_view source, int32_t partition) {
+  std::string key(source);
+  const uint32_t p = static_cast<uint32_t>(partition);
+  for (int i = 3; i >= 0; --i) key.push_back(static_cast<char>(p >> (8 * i)));
+  return key;
+}
+
+std::optional<OffsetKey> DecodeOffsetKey(std::string_view key) {
+  if (key.size() < 4) return std::nullopt;
+  uint32_t p = 0;
+  for (size_t i = key.size() - 4; i < key.size(); ++i) {
+    p = (p << 8) | static_cast<unsigned char>(key[i]);
+  }
+  return OffsetKey{key.substr(0, key.size() - 4), static_cast<int32_t>(p)};
+}
+
+std::string EncodeOffsetValue(int64_t offset) {
+  std::string value;
+  PutFixed64LE(&value, static_cast<uint64_t>(offset));
+  return value;
+}
+
+std::optional<int64_t> DecodeOffsetValue(std::string_view value) {
+  if (value.size() != 8) return std::nullopt;
+  return static_cast<int64_t>(GetFixed64LE(value.data()));
+}
+
+}  // namespace idem

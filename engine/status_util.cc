@@ -1,0 +1,44 @@
+#include "engine/status_util.h"
+
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace idem {
+namespace {
+
+absl::StatusCode CodeFor(const rocksdb::Status& status) {
+  if (status.IsNotFound()) return absl::StatusCode::kNotFound;
+  if (status.IsCorruption()) return absl::StatusCode::kDataLoss;
+  if (status.IsInvalidArgument()) return absl::StatusCode::kInvalidArgument;
+  if (status.IsNotSupported()) return absl::StatusCode::kFailedPrecondition;
+  if (status.IsNoSpace() || status.IsMemoryLimit()) {
+    return absl::StatusCode::kResourceExhausted;
+  }
+  if (status.IsIOError()) {
+    // RocksDB reports a LOCK file held by another DB as an IOError.
+    if (absl::StrContains(status.ToString(), "lock")) {
+      return absl::StatusCode::kFailedPrecondition;
+    }
+    return absl::StatusCode::kUnavailable;
+  }
+  if (status.IsBusy() || status.IsTimedOut() || status.IsTryAgain() ||
+      status.IsIncomplete() || status.IsShutdownInProgress()) {
+    return absl::StatusCode::kUnavailable;
+  }
+  if (status.IsAborted()) return absl::StatusCode::kAborted;
+  return absl::StatusCode::kInternal;
+}
+
+}  // namespace
+
+absl::Status FromRocksStatus(const rocksdb::Status& status,
+                             std::string_view context) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(CodeFor(status),
+                      absl::StrCat(absl::string_view(context.data(), context.size()),
+                                   ": ", status.ToString()));
+}
+
+}  // namespace idem

@@ -1,0 +1,78 @@
+// Store owns the RocksDB database behind an engine: its column families, the
+// TTL filter factory, the statistics object and the block cache. OpenStore
+// checks that a directory is an idem store of a format this build reads
+// before opening anything for write, so a foreign or newer directory is left
+// untouched.
+//
+// Column families:
+//   default             unused
+//   idem.dedupe         dedupe key -> record (see engine/record.h), TTL filter
+//   idem.state          the handlers' state keys and values, as given
+//   idem.offsets        offset key -> offset (see engine/record.h)
+//   idem.format.<N>     empty; its name records the store's format version N
+//
+// A Store is not copyable; its members are constant after OpenStore, and
+// RocksDB's DB is safe for concurrent use. Destroying it closes the database.
+// StoreParts outlive any one Store: an engine reopens its store after an I/O
+// error with the same parts, so counters and caches carry over.
+
+#ifndef IDEM_ENGINE_STORE_H_
+#define IDEM_ENGINE_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/ttl_filter.h"
+#include "idem/options.h"
+#include "rocksdb/cache.h"
+#include "rocksdb/compaction_filter.h"
+#include "rocksdb/db.h"
+#include "rocksdb/statistics.h"
+
+namespace idem {
+
+inline constexpr int kFormatVersion = 1;
+inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
+inline constexpr char kStateColumnFamily[] = "idem.state";
+inline constexpr char kOffsetsColumnFamily[] = "idem.offsets";
+inline constexpr char kFormatColumnFamilyPrefix[] = "idem.format.";
+
+struct Store {
+  Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+  ~Store();
+
+  rocksdb::DB* db = nullptr;
+  rocksdb::Env* env = nullptr;
+  // All open handles (owned); the named ones point into this vector.
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::ColumnFamilyHandle* dedupe = nullptr;
+  rocksdb::ColumnFamilyHandle* state = nullptr;
+  rocksdb::ColumnFamilyHandle* offsets = nullptr;
+};
+
+// Long-lived objects shared by every Store an engine opens.
+struct StoreParts {
+  std::shared_ptr<rocksdb::Statistics> statistics;
+  std::shared_ptr<rocksdb::Cache> block_cache;
+  // The filter of the dedupe column family: normally a TtlFilterFactory;
+  // tests may substitute a deliberately broken one.
+  std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
+};
+
+// Creates the parts for `options` with a TtlFilterFactory on `clock`.
+StoreParts MakeStoreParts(const Options& options,
+                          std::shared_ptr<TtlFilterFactory> ttl_filter);
+
+// Opens or creates the store at `path`. Error codes as for Engine::Open.
+// REQUIRES: options passed ValidateOptions.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
+                                                 const Options& options,
+                                                 const StoreParts& parts);
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_STORE_H_

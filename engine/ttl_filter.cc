@@ -1,0 +1,47 @@
+#include "engine/ttl_filter.h"
+
+#include <limits>
+#include <string_view>
+
+#include "engine/record.h"
+
+namespace idem {
+
+TtlFilter::TtlFilter(int64_t now_micros, std::atomic<uint64_t>* dropped)
+    : now_micros_(now_micros), dropped_(dropped) {}
+
+rocksdb::CompactionFilter::Decision TtlFilter::FilterV2(
+    int /*level*/, const rocksdb::Slice& /*key*/, ValueType value_type,
+    const rocksdb::Slice& existing_value, std::string* /*new_value*/,
+    std::string* /*skip_until*/) const {
+  if (value_type != ValueType::kValue) return Decision::kKeep;
+  const std::optional<DedupeRecord> record = DecodeDedupeRecord(
+      std::string_view(existing_value.data(), existing_value.size()));
+  if (!record.has_value() || !IsExpired(*record, now_micros_)) {
+    return Decision::kKeep;
+  }
+  dropped_->fetch_add(1, std::memory_order_relaxed);
+  return Decision::kRemove;
+}
+
+TtlFilterFactory::TtlFilterFactory(Clock* clock) : clock_(clock) {}
+
+std::unique_ptr<rocksdb::CompactionFilter>
+TtlFilterFactory::CreateCompactionFilter(
+    const rocksdb::CompactionFilter::Context& /*context*/) {
+  // A clock that cannot be read makes the filter keep everything.
+  int64_t now_micros = std::numeric_limits<int64_t>::min();
+  try {
+    now_micros = TimeToMicros(clock_->Now());
+  } catch (...) {
+  }
+  return std::make_unique<TtlFilter>(now_micros, &dropped_);
+}
+
+bool TtlFilterFactory::ShouldFilterTableFileCreation(
+    rocksdb::TableFileCreationReason reason) const {
+  return reason == rocksdb::TableFileCreationReason::kFlush ||
+         reason == rocksdb::TableFileCreationReason::kCompaction;
+}
+
+}  // namespace idem

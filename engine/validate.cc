@@ -1,0 +1,77 @@
+#include "engine/validate.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace idem {
+
+absl::Status ValidateOptions(const Options& options) {
+  if (options.dedupe_window <= absl::ZeroDuration() ||
+      options.dedupe_window == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dedupe_window must be positive and finite, got ",
+                     absl::FormatDuration(options.dedupe_window)));
+  }
+  if (options.durability != Durability::kSync &&
+      options.durability != Durability::kBuffered) {
+    return absl::InvalidArgumentError("durability is not a Durability value");
+  }
+  if (options.bloom_bits_per_key < 0 || options.bloom_bits_per_key > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bloom_bits_per_key must be in [0, 64], got ",
+                     options.bloom_bits_per_key));
+  }
+  if (options.max_background_jobs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_background_jobs must be at least 1, got ",
+                     options.max_background_jobs));
+  }
+  if (options.write_buffer_bytes < (size_t{64} << 10)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("write_buffer_bytes must be at least 64 KiB, got ",
+                     options.write_buffer_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateId(std::string_view id) {
+  if (id.empty()) return absl::InvalidArgumentError("message id is empty");
+  if (id.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "message id is ", id.size(), " bytes; the limit is ", kMaxIdBytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSource(std::string_view source, int32_t partition) {
+  if (source.empty()) return absl::InvalidArgumentError("source is empty");
+  if (source.size() > kMaxSourceBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("source is ", source.size(), " bytes; the limit is ",
+                     kMaxSourceBytes));
+  }
+  if (partition < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("partition must be >= 0, got ", partition));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateMessage(const Message& message) {
+  if (absl::Status s = ValidateId(message.id); !s.ok()) return s;
+  if (message.ttl < absl::ZeroDuration() ||
+      message.ttl == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ttl must be >= 0 and finite, got ",
+                     absl::FormatDuration(message.ttl)));
+  }
+  if (!message.source.empty() && message.offset >= 0) {
+    return ValidateSource(message.source, message.partition);
+  }
+  if (message.source.size() > kMaxSourceBytes) {
+    return ValidateSource(message.source, message.partition);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace idem

@@ -1,0 +1,143 @@
+// idem::Engine is an embedded dedupe store for at-least-once consumers: it
+// runs a handler once per message ID within a dedupe window and commits the
+// message's dedupe record, the handler's state writes and the message's source
+// offset in one atomic RocksDB write (the inbox pattern, without a server).
+//
+// An Engine is safe for concurrent access from multiple threads without
+// external synchronization. Handlers run one at a time under the engine's
+// commit lock, so a handler's read-modify-write of state never races another.
+// Only one Engine (in any process) may have a store open at a time.
+//
+// Storage errors (I/O failure, disk full, corruption) fail the whole call and
+// commit nothing; a handler error fails only its own message (kFailed).
+
+#ifndef IDEM_ENGINE_H_
+#define IDEM_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "idem/clock.h"
+#include "idem/message.h"
+#include "idem/options.h"
+#include "idem/stats.h"
+#include "idem/txn.h"
+
+namespace idem {
+
+// One stored item, as Engine::Dump reports it.
+struct DumpEntry {
+  enum class Kind { kDedupe, kState, kOffset };
+  Kind kind = Kind::kState;
+  // kDedupe: 32 lowercase hex digits of the ID's XXH3-128 hash.
+  // kState: the state key. kOffset: the source name.
+  std::string key;
+  // kDedupe: the stored result. kState: the value. kOffset: empty.
+  std::string value;
+  // kDedupe only: the record's absolute expiry and whether it has passed.
+  absl::Time expires_at = absl::InfinitePast();
+  bool expired = false;
+  // kOffset only.
+  int32_t partition = 0;
+  int64_t offset = -1;
+};
+
+class Engine {
+ public:
+  // Opens (or, with create_if_missing, creates) the store at `path`.
+  // Returns kInvalidArgument for bad options; kNotFound if `path` does not
+  // exist and create_if_missing is false; kFailedPrecondition, changing
+  // nothing on disk, if `path` is not an idem store (a file, a non-empty
+  // directory of something else, a RocksDB database without idem's format
+  // marker), was written by a newer format, or is locked by another open
+  // engine; kDataLoss if the store is corrupt; kUnavailable for I/O errors.
+  static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
+                                                      const Options& options);
+
+  Engine() = default;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+  // Syncs the write-ahead log (best effort) and closes the store.
+  // REQUIRES: no call on this engine is in progress.
+  virtual ~Engine() = default;
+
+  // Processes one delivery: if a live record for message.id exists, returns
+  // kDuplicate with the stored result and runs nothing; otherwise runs
+  // `handler` and, if it returns OK, commits its writes, the dedupe record
+  // (expiring at now + ttl) and the source offset in one write (kProcessed).
+  // If the handler fails, nothing is committed (kFailed, see Result::error).
+  // Returns kInvalidArgument for a bad message (nothing runs),
+  // kFailedPrecondition when called from inside a handler, and a storage
+  // error if the commit failed (nothing committed; the message may be
+  // retried once the cause is gone).
+  virtual absl::StatusOr<Result> Process(const Message& message,
+                                         Handler handler) = 0;
+
+  // Processes `messages` in order as one commit; one Result per message, in
+  // the same order. Within the batch the first occurrence of an ID wins and
+  // later ones are kDuplicate of it (or run again if it failed). Handlers see
+  // the writes of earlier messages of the batch. Per (source, partition) the
+  // recorded offset is the highest offset of a kProcessed or kDuplicate
+  // message that comes before the partition's first kFailed message in the
+  // batch. Errors as for Process; any invalid message rejects the whole batch
+  // before anything runs.
+  virtual absl::StatusOr<std::vector<Result>> ProcessBatch(
+      absl::Span<const Message> messages, Handler handler) = 0;
+
+  // Returns the committed value of state key `key`, or nullopt if absent.
+  virtual absl::StatusOr<std::optional<std::string>> GetState(
+      std::string_view key) = 0;
+
+  // Returns whether a non-expired dedupe record for `id` exists. Under
+  // kBuffered the record may not be durable yet. kInvalidArgument for a bad
+  // id; kDataLoss if the stored record cannot be decoded.
+  virtual absl::StatusOr<bool> Seen(std::string_view id) = 0;
+
+  // Removes the dedupe record for `id` (state writes are untouched), so its
+  // next delivery runs the handler again. Absent ids are not an error.
+  // Durable on return under kSync.
+  virtual absl::Status Forget(std::string_view id) = 0;
+
+  // Returns the highest committed offset of (source, partition), or nullopt
+  // if none was ever recorded. kInvalidArgument for an empty or too long
+  // source or a negative partition.
+  virtual absl::StatusOr<std::optional<int64_t>> CommittedOffset(
+      std::string_view source, int32_t partition) = 0;
+
+  // Returns once every commit with a sequence <= `sequence` is durable,
+  // syncing the write-ahead log if needed (one sync serves all waiters).
+  // kInvalidArgument for a sequence the engine never issued; a storage error
+  // if the sync failed (nothing newer than the last successful sync is then
+  // durable; a later call retries).
+  virtual absl::Status WaitDurable(uint64_t sequence) = 0;
+
+  // Returns counters and RocksDB-derived figures; see Stats.
+  virtual absl::StatusOr<Stats> GetStats() = 0;
+
+  // Flushes memtables and compacts every dedupe record through the TTL
+  // filter now, so expired records are dropped from disk.
+  virtual absl::Status CompactExpired() = 0;
+
+  // Writes a consistent copy of the store to `dir`, which must not exist;
+  // Engine::Open can open it. kInvalidArgument if `dir` exists.
+  virtual absl::Status Checkpoint(const std::string& dir) = 0;
+
+  // Calls `visit` for every stored dedupe record, state entry and offset, in
+  // that order (each in key order), from a consistent snapshot. Stops at, and
+  // returns, the first non-OK status `visit` returns.
+  virtual absl::Status Dump(
+      absl::FunctionRef<absl::Status(const DumpEntry&)> visit) = 0;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_H_

@@ -1,0 +1,85 @@
+// Options controls how an idem::Engine stores, expires and persists dedupe
+// records. A plain value type: not thread-safe, copied by Engine::Open, so it
+// may be discarded after Open returns. The pointers it holds (clock, env) are
+// borrowed and must outlive every Engine opened with them.
+//
+// Engine::Open validates the options and rejects bad values or combinations
+// with kInvalidArgument; it never clamps silently.
+
+#ifndef IDEM_OPTIONS_H_
+#define IDEM_OPTIONS_H_
+
+#include <cstddef>
+
+#include "absl/time/time.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
+namespace idem {
+
+class Clock;
+
+// When a committed outcome becomes durable (survives a power loss).
+enum class Durability {
+  // Each commit fdatasyncs the write-ahead log before Process/ProcessBatch
+  // returns: a returned outcome is durable. Costs one fdatasync per call, so
+  // batch messages (ProcessBatch) for throughput.
+  kSync,
+  // Commits are written to the write-ahead log without a sync; they survive a
+  // process crash but not a power loss until WaitDurable(result.sequence)
+  // returns OK. WaitDurable syncs once for every commit made before it.
+  kBuffered,
+};
+
+struct Options {
+  // ---- Behaviour ----
+
+  // How long a message ID is remembered: a redelivery within this window is a
+  // duplicate. Make it longer than the broker's longest redelivery delay (a
+  // common choice is twice that). Longer windows cost disk and memory in
+  // proportion to the message rate. Must be positive and finite.
+  // Default: 7 days.
+  absl::Duration dedupe_window = absl::Hours(24 * 7);
+
+  // See Durability. Default: kSync.
+  Durability durability = Durability::kSync;
+
+  // Time source for expiry decisions. Borrowed. nullptr: SystemClock().
+  // Default: nullptr.
+  Clock* clock = nullptr;
+
+  // RocksDB environment for all file I/O (wrap it to inject faults). Borrowed.
+  // nullptr: rocksdb::Env::Default(). Default: nullptr.
+  rocksdb::Env* env = nullptr;
+
+  // Create an empty store when `path` does not exist or is an empty
+  // directory. Default: true.
+  bool create_if_missing = true;
+
+  // ---- Performance ----
+
+  // Shared LRU block cache for all column families. More cache means fewer
+  // disk reads for duplicate checks and state reads. Default: 64 MiB.
+  size_t block_cache_bytes = size_t{64} << 20;
+
+  // Memtable size per column family. Larger memtables mean fewer, larger
+  // flushes (lower write amplification) at the cost of memory and longer
+  // recovery replay after a crash. Default: 64 MiB.
+  size_t write_buffer_bytes = size_t{64} << 20;
+
+  // Bloom filter bits per key for the dedupe records. Most lookups are for
+  // new IDs (misses), which the filter answers without a disk read; 10 bits
+  // give about 1% false positives. 0 disables the filter. Must be in [0, 64].
+  // Default: 10.
+  int bloom_bits_per_key = 10;
+
+  // Background flush and compaction threads. Must be at least 1.
+  // Default: 2.
+  int max_background_jobs = 2;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_OPTIONS_H_

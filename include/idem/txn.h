@@ -1,0 +1,53 @@
+// Txn is a handler's view of the application state while it processes one
+// message, and Handler the user code that the engine runs once per message ID.
+//
+// A Txn is valid only during the handler call that received it and is not
+// thread-safe: use it from the handler's thread only. Its writes are buffered
+// and committed atomically with the message's dedupe record and source offset
+// if, and only if, the handler returns OK.
+
+#ifndef IDEM_TXN_H_
+#define IDEM_TXN_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "idem/message.h"
+
+namespace idem {
+
+class Txn {
+ public:
+  virtual ~Txn() = default;
+
+  // Returns the value of `key`, or nullopt if absent. Sees this message's own
+  // writes, then those of earlier messages of the same batch, then the store.
+  // A storage error is returned as is; the handler should return it.
+  virtual absl::StatusOr<std::optional<std::string>> Get(
+      std::string_view key) = 0;
+
+  // Buffers a write of `value` to `key`. Keys and values are arbitrary bytes.
+  virtual void Put(std::string_view key, std::string_view value) = 0;
+
+  // Buffers a deletion of `key`. Deleting an absent key is not an error.
+  virtual void Delete(std::string_view key) = 0;
+
+  // Sets the bytes stored with the dedupe record and returned to this
+  // delivery and to every duplicate of it. The last call wins.
+  virtual void SetResult(std::string_view result) = 0;
+};
+
+// User code run for each new message. Return OK to commit the Txn's writes;
+// any other status (or a thrown exception) discards them and the message's
+// outcome is kFailed. A handler runs with the engine's commit lock held: it
+// must not call Process or ProcessBatch on the same engine (that call fails
+// with kFailedPrecondition) and should not block on slow external I/O.
+using Handler = absl::FunctionRef<absl::Status(const Message&, Txn&)>;
+
+}  // namespace idem
+
+#endif  // IDEM_TXN_H_
