@@ -41,7 +41,9 @@ absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
 }
 
 int64_t ExpiryMicros(int64_t now_micros, absl::Duration ttl) {
-  const int64_t ttl_micros = absl::ToInt64Microseconds(ttl);
+  // Round up: a positive ttl must outlive the instant of its commit.
+  const int64_t ttl_micros =
+      absl::ToInt64Microseconds(absl::Ceil(ttl, absl::Microseconds(1)));
   if (now_micros > std::numeric_limits<int64_t>::max() - ttl_micros) {
     return std::numeric_limits<int64_t>::max();
   }

@@ -1,6 +1,7 @@
 #include "engine/store.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdint>
 #include <string_view>
 
@@ -147,6 +148,77 @@ absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
   return absl::OkStatus();
 }
 
+// Opens the database at `path` with the column families `names`.
+absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
+    const std::string& path, const Options& options, const StoreParts& parts,
+    rocksdb::Env* env, rocksdb::DBOptions db_options,
+    const std::vector<std::string>& names) {
+  auto store = std::make_unique<Store>();
+  store->env = env;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) {
+    rocksdb::ColumnFamilyOptions cf;
+    if (name == kDedupeColumnFamily) {
+      cf = MakeDedupeOptions(options, parts.block_cache, parts.dedupe_filter);
+    } else if (name == kStateColumnFamily) {
+      cf = MakeStateOptions(options, parts.block_cache,
+                            options.write_buffer_bytes);
+    } else {
+      cf = MakeStateOptions(options, parts.block_cache, kSmallWriteBufferBytes);
+    }
+    descriptors.emplace_back(name, cf);
+  }
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors,
+                                        &store->handles, &store->db);
+  if (!s.ok()) return FromRocksStatus(s, "opening idem store at " + path);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == kDedupeColumnFamily) store->dedupe = store->handles[i];
+    if (names[i] == kStateColumnFamily) store->state = store->handles[i];
+    if (names[i] == kOffsetsColumnFamily) store->offsets = store->handles[i];
+  }
+  return store;
+}
+
+// Creates an empty store at `path` (missing or an empty directory) so that a
+// crash at any point leaves either no store or a complete one: the store is
+// built in a sibling directory, then renamed into place.
+absl::Status CreateStore(const std::string& path, const Options& options,
+                         const StoreParts& parts, rocksdb::Env* env,
+                         rocksdb::DBOptions db_options) {
+  const std::string staging = path + ".idem-creating";
+  if (env->FileExists(staging).ok()) {
+    // Left by a creation that crashed: it never held committed data.
+    rocksdb::Options destroy_options(db_options, rocksdb::ColumnFamilyOptions());
+    rocksdb::Status s = rocksdb::DestroyDB(staging, destroy_options);
+    // DestroyDB removes the directory too once it is empty.
+    if (s.ok() && env->FileExists(staging).ok()) s = env->DeleteDir(staging);
+    if (!s.ok()) {
+      return FromRocksStatus(s, "removing the unfinished store " + staging);
+    }
+  }
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  // The format marker comes last: RocksDB creates missing column families
+  // in order, so its presence means all others exist.
+  const std::vector<std::string> names = {
+      rocksdb::kDefaultColumnFamilyName, kDedupeColumnFamily,
+      kStateColumnFamily, kOffsetsColumnFamily,
+      FormatColumnFamilyName(kFormatVersion)};
+  {
+    absl::StatusOr<std::unique_ptr<Store>> created =
+        OpenDatabase(staging, options, parts, env, db_options, names);
+    if (!created.ok()) return created.status();
+  }  // closed here
+  // rename(2) also replaces an empty directory at `path`.
+  rocksdb::Status s = env->RenameFile(staging, path);
+  if (!s.ok()) return FromRocksStatus(s, "moving the new store into " + path);
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  std::unique_ptr<rocksdb::Directory> dir;
+  s = env->NewDirectory(parent.empty() ? "." : parent, &dir);
+  if (s.ok()) s = dir->Fsync();
+  return FromRocksStatus(s, "syncing the directory of " + path);
+}
+
 }  // namespace
 
 Store::~Store() {
@@ -173,14 +245,13 @@ StoreParts MakeStoreParts(const Options& options,
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                  const Options& options,
                                                  const StoreParts& parts) {
-  auto store = std::make_unique<Store>();
-  store->env = options.env != nullptr ? options.env : rocksdb::Env::Default();
-  rocksdb::DBOptions db_options =
-      MakeDbOptions(options, store->env, parts.statistics);
+  rocksdb::Env* env =
+      options.env != nullptr ? options.env : rocksdb::Env::Default();
+  const rocksdb::DBOptions db_options =
+      MakeDbOptions(options, env, parts.statistics);
 
-  absl::StatusOr<PathKind> kind = ClassifyPath(store->env, path);
+  absl::StatusOr<PathKind> kind = ClassifyPath(env, path);
   if (!kind.ok()) return kind.status();
-  std::vector<std::string> names;
   switch (*kind) {
     case PathKind::kOther:
       return absl::FailedPreconditionError(absl::StrCat(
@@ -192,45 +263,20 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
         return absl::NotFoundError(absl::StrCat(
             "no idem store at ", path, " and create_if_missing is false"));
       }
-      db_options.create_if_missing = true;
-      db_options.create_missing_column_families = true;
-      // The format marker comes last: RocksDB creates missing column
-      // families in order, so its presence means all others exist.
-      names = {rocksdb::kDefaultColumnFamilyName, kDedupeColumnFamily,
-               kStateColumnFamily, kOffsetsColumnFamily,
-               FormatColumnFamilyName(kFormatVersion)};
-      break;
-    case PathKind::kDatabase:
-      if (absl::Status s = CheckExistingFormat(db_options, path, &names);
+      if (absl::Status s = CreateStore(path, options, parts, env, db_options);
           !s.ok()) {
         return s;
       }
       break;
+    case PathKind::kDatabase:
+      break;
   }
-
-  const std::shared_ptr<rocksdb::Cache>& cache = parts.block_cache;
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) {
-    rocksdb::ColumnFamilyOptions cf;
-    if (name == kDedupeColumnFamily) {
-      cf = MakeDedupeOptions(options, cache, parts.dedupe_filter);
-    } else if (name == kStateColumnFamily) {
-      cf = MakeStateOptions(options, cache, options.write_buffer_bytes);
-    } else {
-      cf = MakeStateOptions(options, cache, kSmallWriteBufferBytes);
-    }
-    descriptors.emplace_back(name, cf);
+  std::vector<std::string> names;
+  if (absl::Status s = CheckExistingFormat(db_options, path, &names);
+      !s.ok()) {
+    return s;
   }
-
-  rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors,
-                                        &store->handles, &store->db);
-  if (!s.ok()) return FromRocksStatus(s, "opening idem store at " + path);
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == kDedupeColumnFamily) store->dedupe = store->handles[i];
-    if (names[i] == kStateColumnFamily) store->state = store->handles[i];
-    if (names[i] == kOffsetsColumnFamily) store->offsets = store->handles[i];
-  }
-  return store;
+  return OpenDatabase(path, options, parts, env, db_options, names);
 }
 
 }  // namespace idem

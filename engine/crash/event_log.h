@@ -1,0 +1,69 @@
+// The worker's event log: what it delivered, committed and acknowledged,
+// written with plain write(2) to a file outside the store so that every line
+// written before a kill survives it (the file is not written through the
+// crash file system and is never cut by a simulated power loss).
+//
+// Lines (tab-separated):
+//   I <id>...                        about to deliver these to the engine
+//   C <sequence> <duplicates> <id>... a batch returned; ids it processed
+//   A <partition> <offset> <id>...    acknowledged (partition -1: no position)
+//   E <message>                       the worker hit an error
+//   D                                 the worker consumed the whole stream
+// EventLogWriter is safe for concurrent use (one write(2) per line).
+
+#ifndef IDEM_ENGINE_CRASH_EVENT_LOG_H_
+#define IDEM_ENGINE_CRASH_EVENT_LOG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+
+namespace idem::crash {
+
+class EventLogWriter {
+ public:
+  // Opens `path` for appending; aborts the process if it cannot (only used
+  // in forked workers, which have nobody to return an error to).
+  explicit EventLogWriter(const std::string& path);
+  ~EventLogWriter();
+
+  void Invoke(const std::vector<std::string>& ids);
+  void Commit(uint64_t sequence, uint64_t duplicates,
+              const std::vector<std::string>& processed);
+  void Ack(int partition, int64_t offset, const std::vector<std::string>& ids);
+  void Error(const std::string& message);
+  void Done();
+
+ private:
+  void WriteLine(std::string line);
+  int fd_ = -1;
+};
+
+// One cycle's log, parsed.
+struct CycleEvents {
+  absl::flat_hash_set<std::string> invoked;
+  absl::flat_hash_set<std::string> acked;
+  uint64_t deliveries = 0;
+  uint64_t acked_deliveries = 0;
+  uint64_t duplicates = 0;
+  struct Commit {
+    uint64_t sequence = 0;
+    std::vector<std::string> processed;
+  };
+  std::vector<Commit> commits;
+  // Highest acknowledged offset per partition (absent: none this cycle).
+  std::vector<int64_t> acked_offsets;
+  std::vector<std::string> errors;
+  bool done = false;
+};
+
+// Parses the log at `path`; a torn last line is ignored.
+absl::StatusOr<CycleEvents> ReadCycleEvents(const std::string& path,
+                                            int partitions);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_ENGINE_CRASH_EVENT_LOG_H_

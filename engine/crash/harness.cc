@@ -1,0 +1,459 @@
+// RunCrashTest: the cycle loop of the crash-recovery harness (fork a worker,
+// crash it, simulate power loss, crash the recovery, verify).
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "engine/crash/event_log.h"
+#include "engine/crash/stream.h"
+#include "engine/crash/verifier.h"
+#include "engine/crash/worker.h"
+#include "idem/crash_fs.h"
+#include "idem/crash_harness.h"
+
+namespace idem::crash {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMarkerFile[] = ".idem-crashtest";
+
+enum class CycleCrash { kKill, kPowerLoss, kKillPoint };
+
+absl::Status ValidateOptions(const CrashTestOptions& o) {
+  if (o.dir.empty()) return absl::InvalidArgumentError("dir is required");
+  if (o.cycles < 0) return absl::InvalidArgumentError("cycles must be >= 0");
+  if (o.threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
+  if (o.partitions < 1 || o.partitions > 1024) {
+    return absl::InvalidArgumentError("partitions must be in [1, 1024]");
+  }
+  if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  for (double rate : {o.producer_duplicate_rate, o.concurrent_duplicate_rate,
+                      o.recovery_crash_rate}) {
+    if (!(rate >= 0 && rate <= 1)) {
+      return absl::InvalidArgumentError("rates must be in [0, 1]");
+    }
+  }
+  if (o.max_kill_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_kill_delay must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+// Forking a process with other threads (e.g. RocksDB's) is unsafe.
+absl::Status CheckSingleThreaded() {
+  std::error_code ec;
+  size_t threads = 0;
+  for (auto it = fs::directory_iterator("/proc/self/task", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    ++threads;
+  }
+  if (!ec && threads > 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RunCrashTest must be called from a single-threaded process (this one "
+        "has ", threads, " threads): it forks workers, and forking a process "
+        "with RocksDB or other threads is unsafe"));
+  }
+  return absl::OkStatus();
+}
+
+// Creates `dir`, or clears the store and logs of an earlier run in it.
+absl::Status PrepareDir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("creating ", dir, ": ", ec.message()));
+  }
+  const bool ours = fs::exists(fs::path(dir) / kMarkerFile);
+  bool empty = true;
+  for (auto it = fs::directory_iterator(dir, ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    empty = false;
+  }
+  if (!empty && !ours) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " is not empty and was not made by the crash harness; "
+             "use an empty or new directory"));
+  }
+  for (auto it = fs::directory_iterator(dir, ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    fs::remove_all(it->path(), ec);
+  }
+  std::ofstream(fs::path(dir) / kMarkerFile) << "idem crash-test scratch\n";
+  return absl::OkStatus();
+}
+
+int WaitFor(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Waits up to `timeout` for `pid`; SIGKILLs it if still running.
+int WaitOrKill(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (absl::Now() < deadline) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ::kill(pid, SIGKILL);
+  return WaitFor(pid);
+}
+
+bool KilledBySigkill(int status) {
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out;
+}
+
+class Run {
+ public:
+  Run(const CrashTestOptions& options, const Workload& workload)
+      : o_(options),
+        workload_(workload),
+        store_((fs::path(options.dir) / "store").string()),
+        journal_((fs::path(options.dir) / "fs-journal").string()),
+        rng_(options.seed) {
+    const size_t n = o_.messages != 0
+                         ? o_.messages
+                         : 500 * static_cast<size_t>(std::max(o_.cycles, 1));
+    stream_ = BuildStream(workload.Generate(o_.seed, n), o_.partitions,
+                          o_.producer_duplicate_rate, o_.seed);
+    acked_offsets_.assign(o_.partitions, -1);
+    report_.seed = o_.seed;
+    report_.unique_messages = stream_.messages.size();
+    report_.stream_entries = stream_.entries();
+    for (const char* name : kInvariantNames) {
+      InvariantResult r;
+      r.name = name;
+      invariants_[name] = r;
+    }
+  }
+
+  absl::StatusOr<CrashTestReport> Execute() {
+    for (int cycle = 1; cycle <= o_.cycles; ++cycle) {
+      if (absl::Status s = RunCycle(cycle, /*final=*/false); !s.ok()) return s;
+    }
+    if (absl::Status s = RunCycle(o_.cycles + 1, /*final=*/true); !s.ok()) {
+      return s;
+    }
+    report_.cycles = o_.cycles;
+    if (!open_times_.empty()) {
+      std::sort(open_times_.begin(), open_times_.end());
+      report_.open_p50 = open_times_[open_times_.size() / 2];
+      report_.open_max = open_times_.back();
+    }
+    for (const char* name : kInvariantNames) {
+      report_.invariants.push_back(invariants_[name]);
+    }
+    return report_;
+  }
+
+ private:
+  CycleCrash PickCrash() {
+    switch (o_.mode) {
+      case CrashMode::kKill: return CycleCrash::kKill;
+      case CrashMode::kPowerLoss: return CycleCrash::kPowerLoss;
+      case CrashMode::kKillPoint: return CycleCrash::kKillPoint;
+      case CrashMode::kMixed: break;
+    }
+    return static_cast<CycleCrash>(rng_() % 3);
+  }
+
+  // A seeded kill point: the Nth append, sync or rename.
+  void ArmKillPoint(CrashFsOptions* fs_options) {
+    const uint64_t r = rng_() % 100;
+    if (r < 60) {
+      fs_options->kill_op = FsOp::kAppend;
+      fs_options->kill_at = 1 + rng_() % 150;
+    } else if (r < 95) {
+      fs_options->kill_op = FsOp::kSync;
+      fs_options->kill_at = 1 + rng_() % 40;
+    } else {
+      fs_options->kill_op = FsOp::kRename;
+      fs_options->kill_at = 1 + rng_() % 3;
+    }
+  }
+
+  absl::Duration RandomDelay(absl::Duration max) {
+    const int64_t us = absl::ToInt64Microseconds(max);
+    return absl::Microseconds(us <= 0 ? 0 : static_cast<int64_t>(rng_() % us));
+  }
+
+  // Drops unsynced data (power loss) or just forgets the journal (the OS
+  // kept everything: a process kill).
+  absl::Status AfterCrash(bool power_loss, bool torn) {
+    if (!power_loss) {
+      std::error_code ec;
+      fs::resize_file(journal_, 0, ec);  // absent journal is fine
+      return absl::OkStatus();
+    }
+    absl::StatusOr<PowerLossReport> cut =
+        ApplyPowerLoss(journal_, torn ? (rng_() | 1) : 0);
+    if (!cut.ok()) return cut.status();
+    report_.unsynced_bytes_dropped += cut->bytes_dropped;
+    return absl::OkStatus();
+  }
+
+  void Record(int cycle, const VerifyOutput& out) {
+    for (const std::string& name : out.evaluated) ++invariants_[name].checks;
+    for (const InvariantResult& v : out.violations) {
+      InvariantResult& r = invariants_[v.name];
+      if (r.passed) {
+        r.passed = false;
+        r.first_counterexample =
+            absl::StrCat("cycle ", cycle, ": ", v.first_counterexample);
+      }
+    }
+  }
+
+  absl::Status RunCycle(int cycle, bool final) {
+    const CycleCrash crash = final ? CycleCrash::kKill : PickCrash();
+    const bool power_loss = crash != CycleCrash::kKill;
+    const std::string log_path =
+        (fs::path(o_.dir) / absl::StrCat("cycle-", cycle, ".log")).string();
+
+    WorkerConfig config;
+    config.store_path = store_;
+    config.log_path = log_path;
+    config.durability = o_.durability;
+    config.self_test = o_.self_test;
+    config.threads = o_.threads;
+    config.max_batch = o_.max_batch;
+    config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
+    config.seed = o_.seed * 1000003 + static_cast<uint64_t>(cycle);
+    config.crash_fs.journal_path = journal_;
+    for (int p = 0; p < o_.partitions; ++p) {
+      config.start_offsets.push_back(acked_offsets_[p] + 1);
+    }
+    if (crash == CycleCrash::kKillPoint) ArmKillPoint(&config.crash_fs);
+
+    int ready[2];
+    if (::pipe(ready) != 0) {
+      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+    }
+    config.ready_fd = ready[1];
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      return absl::UnavailableError(absl::StrCat("fork: ", std::strerror(errno)));
+    }
+    if (pid == 0) {
+      ::close(ready[0]);
+      RunWorker(config, stream_, workload_);
+    }
+    ::close(ready[1]);
+
+    int status = 0;
+    if (final || crash == CycleCrash::kKillPoint) {
+      status = WaitOrKill(pid, final ? absl::Minutes(30) : absl::Seconds(60));
+    } else {
+      // One timed kill in five may land in Open (recovery); the others are
+      // timed from when the worker starts consuming.
+      if (rng_() % 5 != 0) {
+        char byte;
+        while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+        }
+      }
+      absl::SleepFor(RandomDelay(o_.max_kill_delay));
+      ::kill(pid, SIGKILL);
+      status = WaitFor(pid);
+    }
+    ::close(ready[0]);
+    const bool crashed = KilledBySigkill(status);
+    const bool torn = crash == CycleCrash::kPowerLoss && (rng_() % 2 == 1);
+    if (crashed) {
+      switch (crash) {
+        case CycleCrash::kKill: ++report_.kills; break;
+        case CycleCrash::kPowerLoss: ++report_.power_losses; break;
+        case CycleCrash::kKillPoint: ++report_.kill_points; break;
+      }
+      if (torn) ++report_.torn_writes;
+    } else if (!final) {
+      ++report_.cycles_without_crash;
+    }
+    if (absl::Status s = AfterCrash(power_loss, torn); !s.ok()) return s;
+
+    absl::StatusOr<CycleEvents> events =
+        ReadCycleEvents(log_path, o_.partitions);
+    if (!events.ok()) return events.status();
+    for (const std::string& id : events->invoked) {
+      delivered_.insert(id);
+      if (!events->acked.contains(id)) in_flight_.insert(id);
+    }
+    for (const std::string& id : events->acked) acked_.insert(id);
+    for (int p = 0; p < o_.partitions; ++p) {
+      acked_offsets_[p] = std::max(acked_offsets_[p], events->acked_offsets[p]);
+    }
+    report_.deliveries += events->deliveries;
+    report_.acknowledged += events->acked_deliveries;
+    report_.duplicates_suppressed += events->duplicates;
+    ++invariants_["worker_errors"].checks;
+    if (!events->errors.empty() && invariants_["worker_errors"].passed) {
+      invariants_["worker_errors"].passed = false;
+      invariants_["worker_errors"].first_counterexample =
+          absl::StrCat("cycle ", cycle, ": ", events->errors.front());
+    }
+    if (!crashed && !events->done && events->errors.empty()) {
+      InvariantResult& r = invariants_["worker_errors"];
+      if (r.passed) {
+        r.passed = false;
+        r.first_counterexample =
+            absl::StrCat("cycle ", cycle, ": the worker died unexpectedly (",
+                         WIFSIGNALED(status) ? "signal " : "exit ",
+                         WIFSIGNALED(status) ? WTERMSIG(status)
+                                             : WEXITSTATUS(status),
+                         ")");
+      }
+    }
+
+    // Crash the recovery too, now and then.
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    if (!final && crashed && unit(rng_) < o_.recovery_crash_rate) {
+      CrashFsOptions recovery_fs;
+      recovery_fs.journal_path = journal_;
+      if (crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery_fs);
+      const pid_t rpid = ::fork();
+      if (rpid < 0) {
+        return absl::UnavailableError(
+            absl::StrCat("fork: ", std::strerror(errno)));
+      }
+      if (rpid == 0) RunRecovery(store_, recovery_fs, o_.durability);
+      if (crash != CycleCrash::kKillPoint) {
+        absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
+        ::kill(rpid, SIGKILL);
+      }
+      const int rstatus = WaitOrKill(rpid, absl::Seconds(60));
+      if (KilledBySigkill(rstatus)) ++report_.recovery_crashes;
+      if (absl::Status s = AfterCrash(power_loss, false); !s.ok()) return s;
+    }
+
+    VerifyInput input;
+    input.stream = &stream_;
+    input.workload = &workload_;
+    input.delivered = &delivered_;
+    input.acked = &acked_;
+    input.in_flight = &in_flight_;
+    input.commits = &events->commits;
+    input.final_check = final;
+    absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
+    if (!out.ok()) return out.status();
+    open_times_.push_back(out->open_time);
+    Record(cycle, *out);
+
+    if (o_.progress) {
+      std::string what = final ? "final run"
+                         : !crashed ? "no crash (stream ended)"
+                         : crash == CycleCrash::kKill ? "kill"
+                         : crash == CycleCrash::kPowerLoss
+                             ? (torn ? "power loss (torn)" : "power loss")
+                             : "kill point";
+      o_.progress(cycle, absl::StrFormat(
+                             "%s: %d delivered, %d acked, %d duplicates; "
+                             "open %dms; %s",
+                             what, events->deliveries, events->acked_deliveries,
+                             events->duplicates,
+                             absl::ToInt64Milliseconds(out->open_time),
+                             out->violations.empty()
+                                 ? "ok"
+                                 : absl::StrCat(out->violations.size(),
+                                                " VIOLATION(S)")));
+    }
+    return absl::OkStatus();
+  }
+
+  const CrashTestOptions& o_;
+  const Workload& workload_;
+  const std::string store_;
+  const std::string journal_;
+  std::mt19937_64 rng_;
+  Stream stream_;
+  std::vector<int64_t> acked_offsets_;
+  absl::flat_hash_set<std::string> delivered_;
+  absl::flat_hash_set<std::string> acked_;
+  absl::flat_hash_set<std::string> in_flight_;
+  std::vector<absl::Duration> open_times_;
+  std::map<std::string, InvariantResult> invariants_;
+  CrashTestReport report_;
+};
+
+}  // namespace
+
+bool CrashTestReport::passed() const {
+  for (const InvariantResult& r : invariants) {
+    if (!r.passed) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
+                                             const Workload& workload) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (absl::Status s = CheckSingleThreaded(); !s.ok()) return s;
+  if (absl::Status s = PrepareDir(options.dir); !s.ok()) return s;
+  Run run(options, workload);
+  return run.Execute();
+}
+
+std::string CrashTestReportToJson(const CrashTestReport& r) {
+  std::string out = absl::StrFormat(
+      "{\"seed\":%d,\"passed\":%s,\"cycles\":%d,"
+      "\"crashes\":{\"kill\":%d,\"power_loss\":%d,\"torn_write\":%d,"
+      "\"kill_point\":%d,\"recovery\":%d,\"none\":%d},"
+      "\"messages\":{\"unique\":%d,\"stream_entries\":%d,\"delivered\":%d,"
+      "\"acknowledged\":%d,\"duplicates_suppressed\":%d},"
+      "\"unsynced_bytes_dropped\":%d,"
+      "\"open_ms\":{\"p50\":%.3f,\"max\":%.3f},\"invariants\":[",
+      r.seed, r.passed() ? "true" : "false", r.cycles, r.kills, r.power_losses,
+      r.torn_writes, r.kill_points, r.recovery_crashes, r.cycles_without_crash,
+      r.unique_messages, r.stream_entries, r.deliveries, r.acknowledged,
+      r.duplicates_suppressed, r.unsynced_bytes_dropped,
+      absl::ToDoubleMilliseconds(r.open_p50),
+      absl::ToDoubleMilliseconds(r.open_max));
+  for (size_t i = 0; i < r.invariants.size(); ++i) {
+    const InvariantResult& inv = r.invariants[i];
+    absl::StrAppendFormat(
+        &out, "%s{\"name\":\"%s\",\"passed\":%s,\"checks\":%d%s}",
+        i == 0 ? "" : ",", JsonEscape(inv.name), inv.passed ? "true" : "false",
+        inv.checks,
+        inv.passed ? ""
+                   : absl::StrCat(",\"counterexample\":\"",
+                                  JsonEscape(inv.first_counterexample), "\""));
+  }
+  out += "]}";
+  return out;
+}
+
+}  // namespace idem::crash

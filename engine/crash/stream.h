@@ -1,0 +1,33 @@
+// The simulated broker: a deterministic, partitioned log of deliveries built
+// from a workload's unique messages, with producer duplicates (the same
+// message again at a later offset of its partition). Immutable after
+// BuildStream; thread-safe to read.
+
+#ifndef IDEM_ENGINE_CRASH_STREAM_H_
+#define IDEM_ENGINE_CRASH_STREAM_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "idem/crash_harness.h"
+
+namespace idem::crash {
+
+// The source name the harness records offsets under.
+inline constexpr char kStreamSource[] = "stream";
+
+struct Stream {
+  std::vector<StreamMessage> messages;  // unique, by index
+  // partitions[p][offset] = index into messages.
+  std::vector<std::vector<uint32_t>> partitions;
+
+  size_t entries() const;
+};
+
+Stream BuildStream(std::vector<StreamMessage> messages, int partitions,
+                   double producer_duplicate_rate, uint64_t seed);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_ENGINE_CRASH_STREAM_H_

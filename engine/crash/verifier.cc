@@ -1,0 +1,272 @@
+#include "engine/crash/verifier.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "idem/engine.h"
+
+namespace idem::crash {
+namespace {
+
+class Checker {
+ public:
+  explicit Checker(VerifyOutput* out) : out_(out) {}
+
+  void Evaluated(const char* name) { out_->evaluated.push_back(name); }
+
+  // Records the first counterexample of `name`.
+  void Violation(const char* name, const std::string& counterexample) {
+    for (const InvariantResult& r : out_->violations) {
+      if (r.name == name) return;
+    }
+    InvariantResult r;
+    r.name = name;
+    r.passed = false;
+    r.first_counterexample = counterexample;
+    out_->violations.push_back(std::move(r));
+  }
+
+ private:
+  VerifyOutput* const out_;
+};
+
+void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
+  const Stream& stream = *in.stream;
+  std::vector<bool> present(stream.messages.size(), false);
+  std::vector<StreamMessage> applied;
+  for (const char* name : {"no_lost_ack", "no_phantom", "atomicity",
+                           "bounded_in_flight"}) {
+    check.Evaluated(name);
+  }
+  for (size_t i = 0; i < stream.messages.size(); ++i) {
+    const StreamMessage& m = stream.messages[i];
+    absl::StatusOr<bool> seen = engine.Seen(m.id);
+    absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
+    if (!seen.ok() || !effect.ok()) {
+      check.Violation("atomicity",
+                      absl::StrCat("reading ", m.id, ": ",
+                                   (!seen.ok() ? seen.status() : effect.status())
+                                       .ToString()));
+      continue;
+    }
+    present[i] = *seen;
+    if (*seen) applied.push_back(m);
+    const bool acked = in.acked->contains(m.id);
+    if (acked && !*seen) {
+      check.Violation("no_lost_ack",
+                      absl::StrCat(m.id, " was acknowledged but is absent"));
+    }
+    if (*seen && !in.delivered->contains(m.id)) {
+      check.Violation("no_phantom",
+                      absl::StrCat(m.id, " is present but was never delivered"));
+    }
+    if (*seen != *effect) {
+      check.Violation(
+          "atomicity",
+          absl::StrCat(m.id, *seen ? " is present without its effect"
+                                   : " has its effect but no dedupe record"));
+    }
+    if (*seen && !acked && !in.in_flight->contains(m.id)) {
+      check.Violation("bounded_in_flight",
+                      absl::StrCat(m.id, " is present but was never in flight"
+                                         " unacknowledged"));
+    }
+  }
+
+  check.Evaluated("exactly_once_effect");
+  if (absl::Status s = in.workload->Verify(engine, applied); !s.ok()) {
+    check.Violation("exactly_once_effect", s.ToString());
+  }
+
+  check.Evaluated("offsets_not_ahead");
+  for (size_t p = 0; p < stream.partitions.size(); ++p) {
+    absl::StatusOr<std::optional<int64_t>> committed =
+        engine.CommittedOffset(kStreamSource, static_cast<int32_t>(p));
+    if (!committed.ok()) {
+      check.Violation("offsets_not_ahead", committed.status().ToString());
+      continue;
+    }
+    if (!committed->has_value()) continue;
+    const auto& entries = stream.partitions[p];
+    const int64_t last =
+        std::min<int64_t>(**committed, static_cast<int64_t>(entries.size()) - 1);
+    for (int64_t o = 0; o <= last; ++o) {
+      if (!present[entries[o]]) {
+        check.Violation(
+            "offsets_not_ahead",
+            absl::StrCat("partition ", p, " committed offset ", **committed,
+                         " but ", stream.messages[entries[o]].id,
+                         " at offset ", o, " is absent"));
+        break;
+      }
+    }
+  }
+
+  check.Evaluated("commit_prefix");
+  std::vector<const CycleEvents::Commit*> commits;
+  for (const CycleEvents::Commit& c : *in.commits) {
+    if (!c.processed.empty()) commits.push_back(&c);
+  }
+  std::sort(commits.begin(), commits.end(),
+            [](const auto* a, const auto* b) { return a->sequence < b->sequence; });
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < stream.messages.size(); ++i) {
+    index[stream.messages[i].id] = i;
+  }
+  const CycleEvents::Commit* first_missing = nullptr;
+  for (const CycleEvents::Commit* c : commits) {
+    size_t found = 0;
+    for (const std::string& id : c->processed) {
+      if (auto it = index.find(id); it != index.end() && present[it->second]) {
+        ++found;
+      }
+    }
+    if (found != 0 && found != c->processed.size()) {
+      check.Violation("commit_prefix",
+                      absl::StrCat("commit ", c->sequence, " survived in part: ",
+                                   found, " of ", c->processed.size(), " IDs"));
+    }
+    if (found == 0 && first_missing == nullptr) first_missing = c;
+    if (found != 0 && first_missing != nullptr) {
+      check.Violation(
+          "commit_prefix",
+          absl::StrCat("commit ", c->sequence, " survived but the earlier commit ",
+                       first_missing->sequence, " (", first_missing->processed[0],
+                       ", ...) was lost"));
+    }
+  }
+
+  if (in.final_check) {
+    check.Evaluated("final_complete");
+    for (size_t i = 0; i < stream.messages.size(); ++i) {
+      if (!present[i]) {
+        check.Violation("final_complete",
+                        absl::StrCat(stream.messages[i].id,
+                                     " is absent after the final run"));
+        break;
+      }
+    }
+  }
+}
+
+void WriteAll(int fd, const std::string& s) {
+  const char* p = s.data();
+  size_t left = s.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+}
+
+std::string OneLine(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\t') c = ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+VerifyOutput VerifyStore(const std::string& store_path,
+                         const VerifyInput& input) {
+  VerifyOutput out;
+  Checker check(&out);
+  Options options;
+  options.create_if_missing = false;
+  check.Evaluated("recovery_opens");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(store_path, options);
+  out.open_time = absl::Now() - start;
+  if (absl::IsNotFound(engine.status()) && input.acked->empty()) {
+    // Killed before the store was first created: nothing to check.
+    return out;
+  }
+  if (!engine.ok()) {
+    check.Violation("recovery_opens", engine.status().ToString());
+    return out;
+  }
+  CheckStore(**engine, input, check);
+  return out;
+}
+
+absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
+                                                const VerifyInput& input) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    return absl::UnavailableError(absl::StrCat("fork: ", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    VerifyOutput out = VerifyStore(store_path, input);
+    std::string text =
+        absl::StrCat("T\t", absl::ToInt64Microseconds(out.open_time), "\n");
+    for (const std::string& name : out.evaluated) {
+      absl::StrAppend(&text, "E\t", name, "\n");
+    }
+    for (const InvariantResult& r : out.violations) {
+      absl::StrAppend(&text, "V\t", r.name, "\t",
+                      OneLine(r.first_counterexample), "\n");
+    }
+    WriteAll(fds[1], text);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string text;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int wstatus = 0;
+  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  VerifyOutput out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\t', 2));
+    if (f.size() >= 2 && f[0] == "T") {
+      int64_t micros = 0;
+      if (absl::SimpleAtoi(f[1], &micros)) out.open_time = absl::Microseconds(micros);
+    } else if (f.size() >= 2 && f[0] == "E") {
+      out.evaluated.push_back(f[1]);
+    } else if (f.size() >= 2 && f[0] == "V") {
+      InvariantResult r;
+      r.name = f[1];
+      r.passed = false;
+      r.first_counterexample = f.size() > 2 ? f[2] : "";
+      out.violations.push_back(std::move(r));
+    }
+  }
+  if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0) {
+    InvariantResult r;
+    r.name = "recovery_opens";
+    r.passed = false;
+    r.first_counterexample = absl::StrCat(
+        "the verifier process died (",
+        WIFSIGNALED(wstatus) ? absl::StrCat("signal ", WTERMSIG(wstatus))
+                             : absl::StrCat("exit ", WEXITSTATUS(wstatus)),
+        "); a RocksDB assertion or crash during recovery");
+    out.violations.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace idem::crash

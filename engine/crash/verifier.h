@@ -1,0 +1,65 @@
+// The invariant checks run against a recovered store after each crash-test
+// cycle (in a forked child, so the harness process never opens RocksDB).
+
+#ifndef IDEM_ENGINE_CRASH_VERIFIER_H_
+#define IDEM_ENGINE_CRASH_VERIFIER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "engine/crash/event_log.h"
+#include "engine/crash/stream.h"
+#include "idem/crash_harness.h"
+
+namespace idem::crash {
+
+// Invariant names, in report order.
+inline constexpr const char* kInvariantNames[] = {
+    "recovery_opens",        // Open never fails after a crash
+    "no_lost_ack",           // every acknowledged ID is present
+    "no_phantom",            // every present ID was delivered
+    "atomicity",             // an ID is present exactly when its effect is
+    "exactly_once_effect",   // state = effects of the present IDs, once each
+    "offsets_not_ahead",     // every entry at or below a committed offset is
+                             // present
+    "bounded_in_flight",     // present but unacknowledged IDs were in flight
+    "commit_prefix",         // the surviving commits of a cycle are a prefix
+                             // of its commit order
+    "worker_errors",         // no worker saw a storage or handler error
+    "final_complete",        // after the final crash-free run, every unique ID
+                             // is present
+};
+
+struct VerifyInput {
+  const Stream* stream = nullptr;
+  const Workload* workload = nullptr;
+  // Over all cycles so far.
+  const absl::flat_hash_set<std::string>* delivered = nullptr;
+  const absl::flat_hash_set<std::string>* acked = nullptr;
+  const absl::flat_hash_set<std::string>* in_flight = nullptr;
+  // The commits of the cycle just crashed.
+  const std::vector<CycleEvents::Commit>* commits = nullptr;
+  bool final_check = false;
+};
+
+struct VerifyOutput {
+  absl::Duration open_time;
+  // Failed checks only, by invariant name; each with its first counterexample.
+  std::vector<InvariantResult> violations;
+  // Names of the invariants evaluated.
+  std::vector<std::string> evaluated;
+};
+
+// Opens the store at `store_path` and checks every invariant.
+VerifyOutput VerifyStore(const std::string& store_path,
+                         const VerifyInput& input);
+
+// Runs VerifyStore in a forked child and returns its output.
+absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
+                                                const VerifyInput& input);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_ENGINE_CRASH_VERIFIER_H_

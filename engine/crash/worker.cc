@@ -1,0 +1,217 @@
+#include "engine/crash/worker.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "engine/crash/event_log.h"
+#include "engine/engine_hooks.h"
+#include "rocksdb/env.h"
+
+namespace idem::crash {
+namespace {
+
+EngineHooks HooksFor(SelfTest self_test) {
+  EngineHooks hooks;
+  hooks.skip_wal_sync = self_test == SelfTest::kAckBeforeDurable;
+  hooks.split_commit = self_test == SelfTest::kSplitCommit;
+  return hooks;
+}
+
+struct OpenedStore {
+  std::unique_ptr<rocksdb::Env> env;
+  std::unique_ptr<Engine> engine;
+};
+
+absl::StatusOr<OpenedStore> OpenThroughCrashFs(const std::string& path,
+                                               const CrashFsOptions& crash_fs,
+                                               Durability durability,
+                                               SelfTest self_test) {
+  auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
+                                              crash_fs);
+  if (!fs->status().ok()) return fs->status();
+  OpenedStore opened;
+  opened.env = rocksdb::NewCompositeEnv(fs);
+  Options options;
+  options.durability = durability;
+  options.env = opened.env.get();
+  // Small memtables: flushes and compactions happen within a short cycle,
+  // so crashes land in them too.
+  options.write_buffer_bytes = size_t{256} << 10;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      OpenEngineWithHooks(path, options, HooksFor(self_test));
+  if (!engine.ok()) return engine.status();
+  opened.engine = std::move(*engine);
+  return opened;
+}
+
+class Worker {
+ public:
+  Worker(const WorkerConfig& config, const Stream& stream,
+         const Workload& workload, Engine& engine, EventLogWriter& log)
+      : config_(config),
+        stream_(stream),
+        workload_(workload),
+        engine_(engine),
+        log_(log),
+        cursors_(stream.partitions.size()) {
+    for (size_t p = 0; p < cursors_.size(); ++p) {
+      cursors_[p].store(config.start_offsets[p]);
+    }
+  }
+
+  // Consumes every partition to its end; false if a thread hit an error.
+  bool Run() {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < config_.threads; ++t) {
+      threads.emplace_back([this, t] { Consume(t); });
+    }
+    for (std::thread& t : threads) t.join();
+    return !failed_.load();
+  }
+
+ private:
+  void Consume(int thread) {
+    std::mt19937_64 rng(config_.seed * 1000003 + thread);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    const int partitions = static_cast<int>(stream_.partitions.size());
+    std::vector<int> own;
+    for (int p = thread; p < partitions; p += config_.threads) own.push_back(p);
+    std::vector<Message> batch;
+    std::vector<std::string> ids;
+    size_t next = 0;
+    while (!failed_.load()) {
+      // Round-robin over this thread's partitions that have entries left.
+      int p = -1;
+      for (size_t k = 0; k < own.size(); ++k) {
+        const int q = own[(next + k) % own.size()];
+        if (cursors_[q].load() <
+            static_cast<int64_t>(stream_.partitions[q].size())) {
+          p = q;
+          next = (next + k + 1) % own.size();
+          break;
+        }
+      }
+      if (p < 0) return;
+      const auto& entries = stream_.partitions[p];
+      const int64_t begin = cursors_[p].load();
+      const int64_t end = std::min<int64_t>(
+          static_cast<int64_t>(entries.size()),
+          begin + 1 + static_cast<int64_t>(rng() % config_.max_batch));
+      batch.clear();
+      ids.clear();
+      for (int64_t o = begin; o < end; ++o) {
+        const StreamMessage& m = stream_.messages[entries[o]];
+        batch.push_back(Message{.id = m.id,
+                                .payload = m.payload,
+                                .source = kStreamSource,
+                                .partition = p,
+                                .offset = o});
+        ids.push_back(m.id);
+      }
+      // Now and then deliver, concurrently with its owner, the entry another
+      // partition is about to deliver (as after a rebalance): no position.
+      if (unit(rng) < config_.concurrent_duplicate_rate) {
+        const int q = static_cast<int>(rng() % partitions);
+        const int64_t at = std::min<int64_t>(
+            cursors_[q].load(),
+            static_cast<int64_t>(stream_.partitions[q].size()) - 1);
+        if (at >= 0) {
+          const StreamMessage& m = stream_.messages[stream_.partitions[q][at]];
+          Message duplicate;
+          duplicate.id = m.id;
+          duplicate.payload = m.payload;
+          batch.push_back(duplicate);
+          ids.push_back(m.id);
+        }
+      }
+      if (!Deliver(p, end - 1, batch, ids)) return;
+      cursors_[p].store(end);
+    }
+  }
+
+  // Delivers one batch and acknowledges it once durable.
+  bool Deliver(int partition, int64_t last_offset,
+               const std::vector<Message>& batch,
+               const std::vector<std::string>& ids) {
+    log_.Invoke(ids);
+    absl::StatusOr<std::vector<Result>> results = engine_.ProcessBatch(
+        batch, [this](const Message& m, Txn& txn) {
+          return workload_.Handle(m, txn);
+        });
+    if (!results.ok()) return Fail(results.status().ToString());
+    std::vector<std::string> processed;
+    uint64_t duplicates = 0;
+    uint64_t sequence = 0;
+    for (size_t i = 0; i < results->size(); ++i) {
+      const Result& r = (*results)[i];
+      if (r.outcome == Outcome::kFailed) {
+        return Fail(absl::StrCat("message ", ids[i],
+                                 " failed: ", r.error.ToString()));
+      }
+      if (r.outcome == Outcome::kProcessed) processed.push_back(ids[i]);
+      if (r.outcome == Outcome::kDuplicate) ++duplicates;
+      sequence = std::max(sequence, r.sequence);
+    }
+    log_.Commit(sequence, duplicates, processed);
+    if (absl::Status s = engine_.WaitDurable(sequence); !s.ok()) {
+      return Fail(s.ToString());
+    }
+    log_.Ack(partition, last_offset, ids);
+    return true;
+  }
+
+  bool Fail(const std::string& message) {
+    log_.Error(message);
+    failed_.store(true);
+    return false;
+  }
+
+  const WorkerConfig& config_;
+  const Stream& stream_;
+  const Workload& workload_;
+  Engine& engine_;
+  EventLogWriter& log_;
+  // Next offset to deliver per partition.
+  std::vector<std::atomic<int64_t>> cursors_;
+  std::atomic<bool> failed_{false};
+};
+
+}  // namespace
+
+void RunWorker(const WorkerConfig& config, const Stream& stream,
+               const Workload& workload) {
+  EventLogWriter log(config.log_path);
+  absl::StatusOr<OpenedStore> opened = OpenThroughCrashFs(
+      config.store_path, config.crash_fs, config.durability, config.self_test);
+  if (!opened.ok()) {
+    log.Error(absl::StrCat("open: ", opened.status().ToString()));
+    ::_exit(3);
+  }
+  if (config.ready_fd >= 0) {
+    const char ready = 'r';
+    if (::write(config.ready_fd, &ready, 1) != 1) ::_exit(4);
+    ::close(config.ready_fd);
+  }
+  Worker worker(config, stream, workload, *opened->engine, log);
+  const bool ok = worker.Run();
+  if (ok) log.Done();
+  opened->engine.reset();
+  ::_exit(ok ? 0 : 4);
+}
+
+void RunRecovery(const std::string& store_path, const CrashFsOptions& crash_fs,
+                 Durability durability) {
+  absl::StatusOr<OpenedStore> opened =
+      OpenThroughCrashFs(store_path, crash_fs, durability, SelfTest::kNone);
+  if (!opened.ok()) ::_exit(3);
+  opened->engine.reset();
+  ::_exit(0);
+}
+
+}  // namespace idem::crash

@@ -1,0 +1,51 @@
+// The worker process of a crash-test cycle: opens the store through a
+// CrashFileSystem and consumes the stream from the broker's acknowledged
+// positions with several threads, logging every delivery, commit and
+// acknowledgement, until it is killed or the stream ends.
+
+#ifndef IDEM_ENGINE_CRASH_WORKER_H_
+#define IDEM_ENGINE_CRASH_WORKER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/crash/stream.h"
+#include "idem/crash_fs.h"
+#include "idem/crash_harness.h"
+
+namespace idem::crash {
+
+struct WorkerConfig {
+  std::string store_path;
+  std::string log_path;
+  Durability durability = Durability::kSync;
+  SelfTest self_test = SelfTest::kNone;
+  int threads = 1;
+  int max_batch = 32;
+  double concurrent_duplicate_rate = 0;
+  uint64_t seed = 0;
+  // Per partition, the first offset to deliver (the broker's acknowledged
+  // position + 1).
+  std::vector<int64_t> start_offsets;
+  // journal_path and any kill point.
+  CrashFsOptions crash_fs;
+  // If >= 0, one byte is written here once the store is open.
+  int ready_fd = -1;
+};
+
+// Runs the worker and exits the process: 0 when the stream was consumed,
+// 3 if the store could not be opened, 4 on any other error (logged as E).
+[[noreturn]] void RunWorker(const WorkerConfig& config, const Stream& stream,
+                            const Workload& workload);
+
+// Opens the store through a CrashFileSystem configured by `crash_fs`, then
+// closes it and exits the process (0, or 3 if Open failed): a recovery that
+// the harness may kill part-way.
+[[noreturn]] void RunRecovery(const std::string& store_path,
+                              const CrashFsOptions& crash_fs,
+                              Durability durability);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_ENGINE_CRASH_WORKER_H_

@@ -1,0 +1,167 @@
+// The crash-recovery harness: runs cycles of "start a fresh worker process,
+// let it consume an at-least-once message stream through an idem::Engine,
+// kill it (SIGKILL at a random time, at a deterministic kill point, or with
+// its unsynced writes dropped as by a power loss), optionally crash the
+// recovery too, then reopen the store and check invariants". It proves, for
+// the engine and for a user's own handler, that a crash neither loses an
+// acknowledged message nor applies one twice. See docs/crash-testing.md.
+//
+// Workers are forked from the calling process, so RunCrashTest must be called
+// from a single-threaded process that has not used RocksDB yet (forking a
+// process with RocksDB threads is unsafe); it returns kFailedPrecondition
+// otherwise. The calling process itself never opens the store: recovery and
+// verification run in forked children too.
+//
+// Workload implementations must be thread-safe (their const methods are
+// called from several worker threads) and deterministic.
+
+#ifndef IDEM_CRASH_HARNESS_H_
+#define IDEM_CRASH_HARNESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "idem/engine.h"
+
+namespace idem::crash {
+
+// One unique logical message of a workload's stream.
+struct StreamMessage {
+  std::string id;
+  std::string payload;
+};
+
+// A pluggable workload: a deterministic message generator, a handler and a
+// verifier over the recovered store.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  virtual std::string name() const = 0;
+
+  // Returns `count` messages with distinct IDs; the same seed must give the
+  // same messages.
+  virtual std::vector<StreamMessage> Generate(uint64_t seed,
+                                              size_t count) const = 0;
+
+  // The handler the worker passes to ProcessBatch. Must be deterministic.
+  virtual absl::Status Handle(const Message& message, Txn& txn) const = 0;
+
+  // Whether `message`'s effect is in the recovered store (used to check that
+  // a message's dedupe record is present exactly when its effect is).
+  virtual absl::StatusOr<bool> EffectPresent(
+      Engine& engine, const StreamMessage& message) const = 0;
+
+  // Checks that the recovered state equals the effects of exactly the
+  // `applied` messages (those whose dedupe record is present), each once.
+  // Returns a non-OK status naming the first difference.
+  virtual absl::Status Verify(Engine& engine,
+                              absl::Span<const StreamMessage> applied) const = 0;
+};
+
+// The built-in workloads: "ledger" (each message adds an amount to one of
+// many accounts; totals must be conserved) and "inventory" (reserve stock
+// for an order, at most one reservation per order whatever the message ID).
+std::unique_ptr<Workload> NewLedgerWorkload();
+std::unique_ptr<Workload> NewInventoryWorkload();
+// By name; kInvalidArgument for an unknown name.
+absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
+    const std::string& name);
+
+enum class CrashMode {
+  kKill,       // SIGKILL at a random time; the OS keeps unsynced writes
+  kPowerLoss,  // SIGKILL at a random time, then unsynced writes are dropped
+               // (some cycles keep a random part of them: torn writes)
+  kKillPoint,  // the worker kills itself at a seeded Nth append/sync/rename,
+               // then unsynced writes are dropped
+  kMixed,      // each cycle picks one of the above
+};
+
+// Deliberately broken engines, to show the harness reports violations.
+enum class SelfTest {
+  kNone,
+  kAckBeforeDurable,  // WaitDurable returns without syncing (use kBuffered
+                      // with kPowerLoss or kKillPoint)
+  kSplitCommit,       // state and dedupe record committed in two writes
+};
+
+struct CrashTestOptions {
+  // Scratch directory (created if missing); the store and logs go here.
+  // Required.
+  std::string dir;
+  int cycles = 20;
+  CrashMode mode = CrashMode::kKill;
+  Durability durability = Durability::kSync;
+  uint64_t seed = 1;
+  // Worker threads delivering concurrently (>= 1).
+  int threads = 2;
+  // Unique messages in the stream (>= 1). 0: 300 per cycle.
+  size_t messages = 0;
+  int partitions = 4;
+  // Fraction of stream entries that are producer duplicates (the same ID
+  // again at a later offset), and of deliveries that are repeated
+  // concurrently by another worker thread.
+  double producer_duplicate_rate = 0.05;
+  double concurrent_duplicate_rate = 0.05;
+  // Largest batch a worker passes to ProcessBatch (batches are 1..max).
+  int max_batch = 32;
+  // Fraction of cycles whose recovery is crashed once before verifying.
+  double recovery_crash_rate = 0.2;
+  SelfTest self_test = SelfTest::kNone;
+  // Upper bound of the random kill delay after a worker starts.
+  absl::Duration max_kill_delay = absl::Milliseconds(150);
+  // Called after each cycle (for progress output); may be empty.
+  std::function<void(int cycle, const std::string& summary)> progress;
+};
+
+struct InvariantResult {
+  std::string name;
+  bool passed = true;
+  uint64_t checks = 0;                // how many times it was evaluated
+  std::string first_counterexample;  // empty while passed
+};
+
+struct CrashTestReport {
+  uint64_t seed = 0;
+  int cycles = 0;
+  // Crashes by kind.
+  int kills = 0;
+  int power_losses = 0;
+  int torn_writes = 0;
+  int kill_points = 0;
+  int recovery_crashes = 0;
+  int cycles_without_crash = 0;  // the worker finished before the kill
+  // Messages.
+  uint64_t unique_messages = 0;
+  uint64_t stream_entries = 0;        // incl. producer duplicates
+  uint64_t deliveries = 0;            // messages passed to the engine
+  uint64_t acknowledged = 0;          // deliveries acknowledged to the broker
+  uint64_t duplicates_suppressed = 0; // kDuplicate outcomes
+  uint64_t unsynced_bytes_dropped = 0;
+  // Time to Engine::Open (recovery) in the verifier, per cycle.
+  absl::Duration open_p50;
+  absl::Duration open_max;
+  std::vector<InvariantResult> invariants;
+
+  bool passed() const;
+};
+
+// Runs the crash test. Returns an error only if the harness itself could not
+// run (bad options, no fork, unusable directory); invariant violations are
+// reported in the CrashTestReport.
+absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
+                                             const Workload& workload);
+
+// The report as one JSON object.
+std::string CrashTestReportToJson(const CrashTestReport& report);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_CRASH_HARNESS_H_

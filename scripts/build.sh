@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures and builds idem into ${BUILD_DIR:-build} (RelWithDebInfo).
+# Extra arguments go to cmake's configure step, e.g. -DIDEM_SANITIZE=ON.
+# Quiet on success; prints the build log on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build}
+start=$(date +%s)
+echo "build: configuring and building in $build_dir/ (log: $build_dir/build.log)" >&2
+mkdir -p "$build_dir"
+if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
+       cmake --build "$build_dir" -j"$(nproc)"; } >"$build_dir/build.log" 2>&1; then
+  tail -n 60 "$build_dir/build.log" >&2
+  echo "build: FAILED (full log: $build_dir/build.log)" >&2
+  exit 1
+fi
+grep -E 'warning:' "$build_dir/build.log" >&2 || true
+echo "build: done in $(( $(date +%s) - start )) s" >&2
