@@ -1,5 +1,8 @@
 #include "engine/batch_txn.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "engine/status_util.h"
 
 namespace idem {
@@ -11,15 +14,18 @@ rocksdb::Slice ToSlice(std::string_view s) {
 
 }  // namespace
 
-BatchTxn::BatchTxn(rocksdb::WriteBatchWithIndex* batch, rocksdb::DB* db,
+BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
                    rocksdb::ColumnFamilyHandle* state)
-    : batch_(batch), db_(db), state_(state) {}
+    : overlay_(overlay), db_(db), state_(state) {}
 
 absl::StatusOr<std::optional<std::string>> BatchTxn::Get(
     std::string_view key) {
+  const std::string k(key);
+  if (auto it = writes_.find(k); it != writes_.end()) return it->second;
+  if (auto it = overlay_->find(k); it != overlay_->end()) return it->second;
   std::string value;
-  rocksdb::Status s = batch_->GetFromBatchAndDB(db_, rocksdb::ReadOptions(),
-                                                state_, ToSlice(key), &value);
+  rocksdb::Status s =
+      db_->Get(rocksdb::ReadOptions(), state_, ToSlice(key), &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) {
     absl::Status error = FromRocksStatus(s, "reading state");
@@ -30,19 +36,28 @@ absl::StatusOr<std::optional<std::string>> BatchTxn::Get(
 }
 
 void BatchTxn::Put(std::string_view key, std::string_view value) {
-  rocksdb::Status s = batch_->Put(state_, ToSlice(key), ToSlice(value));
-  if (!s.ok() && write_error_.ok()) {
-    write_error_ = FromRocksStatus(s, "buffering a state write");
-  }
+  writes_.insert_or_assign(std::string(key), std::string(value));
 }
 
 void BatchTxn::Delete(std::string_view key) {
-  rocksdb::Status s = batch_->Delete(state_, ToSlice(key));
-  if (!s.ok() && write_error_.ok()) {
-    write_error_ = FromRocksStatus(s, "buffering a state delete");
-  }
+  writes_.insert_or_assign(std::string(key), std::nullopt);
 }
 
 void BatchTxn::SetResult(std::string_view result) { result_ = result; }
+
+absl::Status BatchTxn::Apply(BatchOverlay* overlay) {
+  constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
+  for (const auto& [key, value] : writes_) {
+    if (key.size() > kMaxBytes || (value.has_value() && value->size() > kMaxBytes)) {
+      return absl::InvalidArgumentError(
+          "a state key or value is larger than 4 GiB");
+    }
+  }
+  for (auto& [key, value] : writes_) {
+    overlay->insert_or_assign(key, std::move(value));
+  }
+  writes_.clear();
+  return absl::OkStatus();
+}
 
 }  // namespace idem

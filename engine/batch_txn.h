@@ -1,6 +1,12 @@
-// BatchTxn is the Txn a handler receives: it writes into the batch being
-// built for the current commit and reads through it to the store. Not
-// thread-safe; it lives for one handler call.
+// The Txn a handler receives, and the state overlay of the batch being built.
+//
+// A BatchTxn buffers one message's state writes in its own map. Reads look at
+// that map, then at the writes of earlier messages of the batch (the
+// BatchOverlay), then at the store. If the handler succeeds, Apply moves the
+// writes into the overlay, which becomes the commit's state writes; if it
+// fails, the BatchTxn is simply dropped, so nothing of it reaches the commit.
+//
+// Neither class is thread-safe; both live for one commit.
 
 #ifndef IDEM_ENGINE_BATCH_TXN_H_
 #define IDEM_ENGINE_BATCH_TXN_H_
@@ -9,18 +15,23 @@
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "idem/txn.h"
 #include "rocksdb/db.h"
-#include "rocksdb/utilities/write_batch_with_index.h"
 
 namespace idem {
+
+// State key -> value written by earlier messages of the batch (nullopt: a
+// deletion).
+using BatchOverlay =
+    absl::flat_hash_map<std::string, std::optional<std::string>>;
 
 class BatchTxn : public Txn {
  public:
   // All pointers are borrowed and must outlive the BatchTxn.
-  BatchTxn(rocksdb::WriteBatchWithIndex* batch, rocksdb::DB* db,
+  BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
            rocksdb::ColumnFamilyHandle* state);
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
@@ -29,20 +40,23 @@ class BatchTxn : public Txn {
   void SetResult(std::string_view result) override;
 
   const std::string& result() const { return result_; }
+
   // The first error a Get hit reading the store (a storage error: the whole
   // commit fails even if the handler swallowed it).
   const absl::Status& read_error() const { return read_error_; }
-  // The first error a Put or Delete hit (e.g. a key too large for RocksDB):
-  // the message fails with it.
-  const absl::Status& write_error() const { return write_error_; }
+
+  // Moves this message's writes into `overlay`. kInvalidArgument (and
+  // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB):
+  // the message must fail.
+  absl::Status Apply(BatchOverlay* overlay);
 
  private:
-  rocksdb::WriteBatchWithIndex* const batch_;
+  const BatchOverlay* const overlay_;
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;
+  BatchOverlay writes_;
   std::string result_;
   absl::Status read_error_;
-  absl::Status write_error_;
 };
 
 }  // namespace idem

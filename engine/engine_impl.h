@@ -6,10 +6,11 @@
 // Recovery: after a failed write or sync, RocksDB refuses further writes
 // (and some errors are permanent for that DB instance). The engine then
 // closes and reopens its store before the next commit, so it is usable again
-// once the cause (a full disk, a failing device) is gone. Reopening replays
-// the WAL and syncs; commits the OS lost in between would show as a lower
-// recovered sequence, in which case the engine stops with kDataLoss rather
-// than reuse sequence numbers it already handed out.
+// once the cause (a full disk, a failing device) is gone. While a reopen
+// fails, the store is opened read-only so reads keep answering from the
+// committed data. Reopening replays the WAL and syncs; commits the OS lost in
+// between would show as a lower recovered sequence, in which case the engine
+// stops with kDataLoss rather than reuse sequence numbers it handed out.
 
 #ifndef IDEM_ENGINE_ENGINE_IMPL_H_
 #define IDEM_ENGINE_ENGINE_IMPL_H_
@@ -66,13 +67,12 @@ class EngineImpl : public Engine {
 
   // Adds to `batch` the offsets `offsets` moves forward.
   absl::Status AddOffsets(Store& store, const class OffsetTracker& offsets,
-                          rocksdb::WriteBatchBase& batch)
+                          rocksdb::WriteBatch& batch)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
-  // Returns the stored result if a live record for `key` exists.
-  absl::StatusOr<std::optional<std::string>> LookupLive(Store& store,
-                                                        const DedupeKey& key,
-                                                        int64_t now_micros)
+  // For each key, the stored result if a live record exists (one MultiGet).
+  absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+      Store& store, absl::Span<const DedupeKey> keys, int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Writes `batch` with the configured durability. A failure marks the store
@@ -80,6 +80,28 @@ class EngineImpl : public Engine {
   absl::Status Write(Store& store, rocksdb::WriteBatch* batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
           ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Whether the calling thread is running one of this engine's handlers.
+  bool InsideOwnHandler() const;
+
+  // kFailedPrecondition if called from one of this engine's handlers (the
+  // call would wait for the commit lock the handler runs under).
+  absl::Status RejectInsideHandler(const char* call) const;
+
+  // Holds store_mu_ shared for one read call, except from inside one of this
+  // engine's handlers, whose commit already holds it (absl::Mutex is not
+  // re-entrant).
+  class ReadLock {
+   public:
+    explicit ReadLock(EngineImpl* engine);
+    ReadLock(const ReadLock&) = delete;
+    ReadLock& operator=(const ReadLock&) = delete;
+    ~ReadLock();
+
+   private:
+    EngineImpl* const engine_;
+    const bool locked_;
+  };
 
   // Reopens the store if an earlier failure asked for it.
   absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
@@ -107,6 +129,11 @@ class EngineImpl : public Engine {
   std::atomic<bool> needs_reopen_{false};
   // Why the store is closed, while it is.
   absl::Status store_error_ ABSL_GUARDED_BY(store_mu_);
+  // Set when a reopen found commits missing; permanent for this engine.
+  bool commits_lost_ ABSL_GUARDED_BY(store_mu_) = false;
+  // The highest sequence a commit has returned; a reopened store must reach
+  // it, or commits were lost.
+  std::atomic<uint64_t> issued_sequence_{0};
 
   // Counters since Open.
   std::atomic<uint64_t> processed_{0};

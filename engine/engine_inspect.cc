@@ -92,7 +92,7 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
                             stats.compaction_bytes) /
         static_cast<double>(stats.user_bytes);
   }
-  absl::ReaderMutexLock lock(&store_mu_);
+  ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   rocksdb::DB* db = (*store)->db;
@@ -107,7 +107,14 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
 }
 
 absl::Status EngineImpl::CompactExpired() {
-  absl::ReaderMutexLock lock(&store_mu_);
+  if (absl::Status s = RejectInsideHandler("CompactExpired"); !s.ok()) {
+    return s;
+  }
+  if (needs_reopen_.load()) {
+    absl::MutexLock commit_lock(&commit_mu_);
+    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  }
+  ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   rocksdb::FlushOptions flush;
@@ -126,7 +133,12 @@ absl::Status EngineImpl::Checkpoint(const std::string& dir) {
   if (dir.empty()) {
     return absl::InvalidArgumentError("checkpoint directory is empty");
   }
-  absl::ReaderMutexLock lock(&store_mu_);
+  if (absl::Status s = RejectInsideHandler("Checkpoint"); !s.ok()) return s;
+  if (needs_reopen_.load()) {
+    absl::MutexLock commit_lock(&commit_mu_);
+    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  }
+  ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   rocksdb::Status exists = (*store)->env->FileExists(dir);
@@ -148,7 +160,7 @@ absl::Status EngineImpl::Checkpoint(const std::string& dir) {
 
 absl::Status EngineImpl::Dump(
     absl::FunctionRef<absl::Status(const DumpEntry&)> visit) {
-  absl::ReaderMutexLock lock(&store_mu_);
+  ReadLock lock(this);
   absl::StatusOr<Store*> current = CurrentStore();
   if (!current.ok()) return current.status();
   const Store& store = **current;

@@ -11,7 +11,8 @@ void OffsetTracker::Add(const Message& message, Outcome outcome) {
   Partition& p =
       partitions_[EncodeOffsetKey(message.source, message.partition)];
   if (outcome == Outcome::kFailed) {
-    p.lowest_failed = std::min(p.lowest_failed, message.offset);
+    p.lowest_failed = std::min(p.lowest_failed.value_or(message.offset),
+                               message.offset);
   } else {
     p.succeeded.push_back(message.offset);
   }
@@ -22,7 +23,9 @@ void OffsetTracker::ForEach(
   for (const auto& [key, p] : partitions_) {
     int64_t best = -1;
     for (int64_t offset : p.succeeded) {
-      if (offset < p.lowest_failed) best = std::max(best, offset);
+      if (!p.lowest_failed.has_value() || offset < *p.lowest_failed) {
+        best = std::max(best, offset);
+      }
     }
     if (best >= 0) fn(key, best);
   }

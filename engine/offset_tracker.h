@@ -8,7 +8,7 @@
 #define IDEM_ENGINE_OFFSET_TRACKER_H_
 
 #include <cstdint>
-#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -32,7 +32,7 @@ class OffsetTracker {
 
  private:
   struct Partition {
-    int64_t lowest_failed = std::numeric_limits<int64_t>::max();
+    std::optional<int64_t> lowest_failed;  // nullopt: nothing failed
     std::vector<int64_t> succeeded;
   };
   absl::flat_hash_map<std::string, Partition> partitions_;

@@ -18,7 +18,9 @@ absl::StatusCode CodeFor(const rocksdb::Status& status) {
   }
   if (status.IsIOError()) {
     // RocksDB reports a LOCK file held by another DB as an IOError.
-    if (absl::StrContains(status.ToString(), "lock")) {
+    const std::string text = status.ToString();
+    if (absl::StrContains(text, "While lock file") ||
+        absl::StrContains(text, "lock hold by current process")) {
       return absl::StatusCode::kFailedPrecondition;
     }
     return absl::StatusCode::kUnavailable;

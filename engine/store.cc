@@ -152,9 +152,10 @@ absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
 absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     const std::string& path, const Options& options, const StoreParts& parts,
     rocksdb::Env* env, rocksdb::DBOptions db_options,
-    const std::vector<std::string>& names) {
+    const std::vector<std::string>& names, bool read_only) {
   auto store = std::make_unique<Store>();
   store->env = env;
+  store->read_only = read_only;
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : names) {
     rocksdb::ColumnFamilyOptions cf;
@@ -168,8 +169,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     }
     descriptors.emplace_back(name, cf);
   }
-  rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors,
-                                        &store->handles, &store->db);
+  rocksdb::Status s =
+      read_only ? rocksdb::DB::OpenForReadOnly(db_options, path, descriptors,
+                                               &store->handles, &store->db)
+                : rocksdb::DB::Open(db_options, path, descriptors,
+                                    &store->handles, &store->db);
   if (!s.ok()) return FromRocksStatus(s, "opening idem store at " + path);
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == kDedupeColumnFamily) store->dedupe = store->handles[i];
@@ -206,7 +210,8 @@ absl::Status CreateStore(const std::string& path, const Options& options,
       FormatColumnFamilyName(kFormatVersion)};
   {
     absl::StatusOr<std::unique_ptr<Store>> created =
-        OpenDatabase(staging, options, parts, env, db_options, names);
+        OpenDatabase(staging, options, parts, env, db_options, names,
+                     /*read_only=*/false);
     if (!created.ok()) return created.status();
   }  // closed here
   // rename(2) also replaces an empty directory at `path`.
@@ -236,7 +241,9 @@ StoreParts MakeStoreParts(const Options& options,
                           std::shared_ptr<TtlFilterFactory> ttl_filter) {
   StoreParts parts;
   parts.statistics = rocksdb::CreateDBStatistics();
-  parts.statistics->set_stats_level(rocksdb::StatsLevel::kExceptTimeForMutex);
+  // Tickers only: timing every read and write costs more than it tells here.
+  parts.statistics->set_stats_level(
+      rocksdb::StatsLevel::kExceptHistogramOrTimers);
   parts.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   parts.dedupe_filter = std::move(ttl_filter);
   return parts;
@@ -244,7 +251,8 @@ StoreParts MakeStoreParts(const Options& options,
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                  const Options& options,
-                                                 const StoreParts& parts) {
+                                                 const StoreParts& parts,
+                                                 bool read_only) {
   rocksdb::Env* env =
       options.env != nullptr ? options.env : rocksdb::Env::Default();
   const rocksdb::DBOptions db_options =
@@ -259,7 +267,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                 "without a database); refusing to open it"));
     case PathKind::kMissing:
     case PathKind::kEmptyDirectory:
-      if (!options.create_if_missing) {
+      if (!options.create_if_missing || read_only) {
         return absl::NotFoundError(absl::StrCat(
             "no idem store at ", path, " and create_if_missing is false"));
       }
@@ -276,7 +284,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
       !s.ok()) {
     return s;
   }
-  return OpenDatabase(path, options, parts, env, db_options, names);
+  return OpenDatabase(path, options, parts, env, db_options, names, read_only);
 }
 
 }  // namespace idem

@@ -52,6 +52,8 @@ struct Store {
   rocksdb::ColumnFamilyHandle* dedupe = nullptr;
   rocksdb::ColumnFamilyHandle* state = nullptr;
   rocksdb::ColumnFamilyHandle* offsets = nullptr;
+  // Opened with DB::OpenForReadOnly: every write fails.
+  bool read_only = false;
 };
 
 // Long-lived objects shared by every Store an engine opens.
@@ -68,10 +70,13 @@ StoreParts MakeStoreParts(const Options& options,
                           std::shared_ptr<TtlFilterFactory> ttl_filter);
 
 // Opens or creates the store at `path`. Error codes as for Engine::Open.
+// With `read_only`, opens an existing store for reads only (writes nothing,
+// not even a WAL replay's flush); its Store::read_only is set.
 // REQUIRES: options passed ValidateOptions.
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                  const Options& options,
-                                                 const StoreParts& parts);
+                                                 const StoreParts& parts,
+                                                 bool read_only = false);
 
 }  // namespace idem
 

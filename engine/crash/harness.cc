@@ -370,7 +370,7 @@ class Run {
     input.final_check = final;
     absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
     if (!out.ok()) return out.status();
-    open_times_.push_back(out->open_time);
+    if (out->opened) open_times_.push_back(out->open_time);
     Record(cycle, *out);
 
     if (o_.progress) {
@@ -382,10 +382,14 @@ class Run {
                              : "kill point";
       o_.progress(cycle, absl::StrFormat(
                              "%s: %d delivered, %d acked, %d duplicates; "
-                             "open %dms; %s",
+                             "open %s; %s",
                              what, events->deliveries, events->acked_deliveries,
                              events->duplicates,
-                             absl::ToInt64Milliseconds(out->open_time),
+                             out->opened
+                                 ? absl::StrCat(absl::ToInt64Milliseconds(
+                                                    out->open_time),
+                                                "ms")
+                                 : "no store yet",
                              out->violations.empty()
                                  ? "ok"
                                  : absl::StrCat(out->violations.size(),

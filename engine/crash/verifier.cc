@@ -197,6 +197,7 @@ VerifyOutput VerifyStore(const std::string& store_path,
     check.Violation("recovery_opens", engine.status().ToString());
     return out;
   }
+  out.opened = true;
   CheckStore(**engine, input, check);
   return out;
 }
@@ -215,7 +216,8 @@ absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
     ::close(fds[0]);
     VerifyOutput out = VerifyStore(store_path, input);
     std::string text =
-        absl::StrCat("T\t", absl::ToInt64Microseconds(out.open_time), "\n");
+        out.opened ? absl::StrCat("T\t", absl::ToInt64Microseconds(out.open_time), "\n")
+                   : std::string();
     for (const std::string& name : out.evaluated) {
       absl::StrAppend(&text, "E\t", name, "\n");
     }
@@ -244,7 +246,10 @@ absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
     std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\t', 2));
     if (f.size() >= 2 && f[0] == "T") {
       int64_t micros = 0;
-      if (absl::SimpleAtoi(f[1], &micros)) out.open_time = absl::Microseconds(micros);
+      if (absl::SimpleAtoi(f[1], &micros)) {
+        out.opened = true;
+        out.open_time = absl::Microseconds(micros);
+      }
     } else if (f.size() >= 2 && f[0] == "E") {
       out.evaluated.push_back(f[1]);
     } else if (f.size() >= 2 && f[0] == "V") {

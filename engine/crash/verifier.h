@@ -45,6 +45,8 @@ struct VerifyInput {
 };
 
 struct VerifyOutput {
+  // Whether a store existed to open, and how long Open (recovery) took.
+  bool opened = false;
   absl::Duration open_time;
   // Failed checks only, by invariant name; each with its first counterexample.
   std::vector<InvariantResult> violations;

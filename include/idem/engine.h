@@ -76,9 +76,10 @@ class Engine {
   // (expiring at now + ttl) and the source offset in one write (kProcessed).
   // If the handler fails, nothing is committed (kFailed, see Result::error).
   // Returns kInvalidArgument for a bad message (nothing runs),
-  // kFailedPrecondition when called from inside a handler, and a storage
-  // error if the commit failed (nothing committed; the message may be
-  // retried once the cause is gone).
+  // kFailedPrecondition when called from inside one of this engine's
+  // handlers (so do Forget, WaitDurable, CompactExpired and Checkpoint), and
+  // a storage error if the commit failed (nothing committed; the message may
+  // be retried once the cause is gone).
   virtual absl::StatusOr<Result> Process(const Message& message,
                                          Handler handler) = 0;
 

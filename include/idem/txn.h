@@ -44,8 +44,10 @@ class Txn {
 // User code run for each new message. Return OK to commit the Txn's writes;
 // any other status (or a thrown exception) discards them and the message's
 // outcome is kFailed. A handler runs with the engine's commit lock held: it
-// must not call Process or ProcessBatch on the same engine (that call fails
-// with kFailedPrecondition) and should not block on slow external I/O.
+// must not call Process, ProcessBatch, Forget, WaitDurable, CompactExpired or
+// Checkpoint on the same engine (they fail with kFailedPrecondition), and
+// should not block on slow external I/O. Reading committed data (GetState,
+// Seen, CommittedOffset) is allowed, but Txn::Get is what sees the batch.
 using Handler = absl::FunctionRef<absl::Status(const Message&, Txn&)>;
 
 }  // namespace idem

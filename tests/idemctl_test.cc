@@ -1,0 +1,357 @@
+#include "tools/idemctl.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/clock.h"
+#include "idem/engine.h"
+#include "tests/testing/json_value.h"
+#include "tests/testing/temp_dir.h"
+
+namespace idem::tools {
+namespace {
+
+using ::idem::testing::JsonValue;
+using ::idem::testing::ParseJson;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// A state key and value with every awkward byte class: quote, backslash,
+// control characters, NUL and non-ASCII.
+const std::string kBinaryKey("bin\"\\\n\x00\x7f\xff", 9);
+const std::string kBinaryValue("\x01\xc3\xa9z", 4);
+
+absl::Status Record(const Message& m, Txn& txn) {
+  txn.Put(absl::StrCat("state/", std::string(m.id)), "v");
+  if (m.id == "order-1") txn.Put(kBinaryKey, kBinaryValue);
+  txn.SetResult(absl::StrCat("ok:", std::string(m.id)));
+  return absl::OkStatus();
+}
+
+struct Output {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class IdemctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A store holding two live records, one expired record, three state
+    // entries plus the binary one, and one offset. The expired record is
+    // written through a clock a day behind, so it has already expired by the
+    // system clock that idemctl uses.
+    ManualClock past(absl::Now() - absl::Hours(24));
+    Options options;
+    options.clock = &past;
+    auto engine = Engine::Open(db(), options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    ASSERT_TRUE((*engine)
+                    ->Process({.id = "stale", .ttl = absl::Hours(1)}, Record)
+                    .ok());
+    ASSERT_TRUE((*engine)
+                    ->Process({.id = "order-1",
+                               .source = "orders",
+                               .partition = 3,
+                               .offset = 41},
+                              Record)
+                    .ok());
+    ASSERT_TRUE((*engine)
+                    ->Process({.id = "order-2",
+                               .source = "orders",
+                               .partition = 3,
+                               .offset = 42},
+                              Record)
+                    .ok());
+  }
+
+  std::string db() const { return dir_.Sub("db"); }
+
+  Output Run(std::vector<std::string> command, bool json = false,
+             std::optional<std::string> db_path = std::nullopt) {
+    IdemctlArgs args;
+    args.db = db_path.has_value() ? *db_path : db();
+    args.json = json;
+    args.command = std::move(command);
+    std::ostringstream out, err;
+    Output result;
+    result.code = RunIdemctl(args, out, err);
+    result.out = out.str();
+    result.err = err.str();
+    return result;
+  }
+
+  // Parses `out` as exactly one JSON object on one line.
+  static JsonValue ParseObjectLine(const std::string& out) {
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+    absl::StatusOr<JsonValue> v = ParseJson(out);
+    EXPECT_TRUE(v.ok()) << v.status() << " in " << out;
+    if (!v.ok()) return JsonValue();
+    EXPECT_EQ(v->type, JsonValue::Type::kObject) << out;
+    return *v;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST(JsonBytesTest, EscapesEveryByteOutsidePrintableAscii) {
+  EXPECT_EQ(JsonBytes("plain text"), "\"plain text\"");
+  EXPECT_EQ(JsonBytes(std::string("q\"b\\\n\x00\x7f\xff", 8)),
+            "\"q\\\"b\\\\\\u000a\\u0000\\u007f\\u00ff\"");
+}
+
+TEST(JsonBytesTest, RoundTripsEveryByteThroughAJsonParser) {
+  std::string all;
+  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
+  const std::string quoted = JsonBytes(all);
+  for (char c : quoted) {
+    EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << "non-ASCII output byte " << int{c};
+  }
+  absl::StatusOr<JsonValue> parsed = ParseJson(quoted);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->string, all);
+}
+
+TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
+  Output r = Run({"stats"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("estimated dedupe records"));
+  EXPECT_THAT(r.out, HasSubstr("live SST bytes"));
+  EXPECT_THAT(r.err, IsEmpty());
+}
+
+TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
+  Output r = Run({"stats"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  JsonValue v = ParseObjectLine(r.out);
+  for (const char* field :
+       {"processed", "duplicates", "failed", "expired_dropped", "user_bytes",
+        "wal_bytes", "flush_bytes", "compaction_bytes", "write_amplification",
+        "live_sst_bytes", "estimated_live_records"}) {
+    const JsonValue* f = v.Find(field);
+    ASSERT_NE(f, nullptr) << field << " missing in " << r.out;
+    EXPECT_EQ(f->type, JsonValue::Type::kNumber) << field;
+  }
+  // Counters are this session's: idemctl processed nothing.
+  EXPECT_EQ(v.Find("processed")->number, 0);
+}
+
+TEST_F(IdemctlTest, SeenReportsLiveRecordsOnly) {
+  EXPECT_EQ(Run({"seen", "order-1"}).out, "seen\n");
+  EXPECT_EQ(Run({"seen", "never-delivered"}).out, "not seen\n");
+  // Expired by the system clock, though still stored.
+  EXPECT_EQ(Run({"seen", "stale"}).out, "not seen\n");
+  Output r = Run({"seen", "order-1"}, /*json=*/true);
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  JsonValue v = ParseObjectLine(r.out);
+  ASSERT_NE(v.Find("id"), nullptr);
+  EXPECT_EQ(v.Find("id")->string, "order-1");
+  ASSERT_NE(v.Find("seen"), nullptr);
+  EXPECT_TRUE(v.Find("seen")->boolean);
+}
+
+TEST_F(IdemctlTest, ForgetLetsTheNextDeliveryRunAgain) {
+  Output r = Run({"forget", "order-1"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  JsonValue v = ParseObjectLine(r.out);
+  ASSERT_NE(v.Find("was_seen"), nullptr);
+  EXPECT_TRUE(v.Find("was_seen")->boolean);
+  EXPECT_EQ(Run({"seen", "order-1"}).out, "not seen\n");
+
+  auto engine = Engine::Open(db(), Options{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto again = (*engine)->Process({.id = "order-1"}, Record);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->outcome, Outcome::kProcessed);
+  auto other = (*engine)->Process({.id = "order-2"}, Record);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->outcome, Outcome::kDuplicate);
+}
+
+TEST_F(IdemctlTest, ForgetOfAnUnknownIdSucceeds) {
+  Output r = Run({"forget", "never-delivered"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("not seen"));
+}
+
+TEST_F(IdemctlTest, CompactDropsExpiredRecords) {
+  Output r = Run({"compact"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  JsonValue v = ParseObjectLine(r.out);
+  ASSERT_NE(v.Find("expired_dropped"), nullptr) << r.out;
+  EXPECT_EQ(v.Find("expired_dropped")->number, 1);
+  ASSERT_NE(v.Find("live_sst_bytes_after"), nullptr) << r.out;
+
+  Output dump = Run({"dump"});
+  ASSERT_EQ(dump.code, kExitOk) << dump.err;
+  EXPECT_THAT(dump.out, Not(HasSubstr("\"expired\":true")));
+  EXPECT_EQ(Run({"seen", "order-2"}).out, "seen\n");
+}
+
+TEST_F(IdemctlTest, CheckpointWritesACopyTheEngineOpens) {
+  const std::string copy = dir_.Sub("copy");
+  Output r = Run({"checkpoint", copy});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(copy));
+
+  Options options;
+  options.create_if_missing = false;
+  auto engine = Engine::Open(copy, options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(*(*engine)->GetState(kBinaryKey),
+            std::optional<std::string>(kBinaryValue));
+  EXPECT_TRUE(*(*engine)->Seen("order-2"));
+}
+
+TEST_F(IdemctlTest, CheckpointIntoAnExistingDirectoryFails) {
+  Output r = Run({"checkpoint", dir_.path()}, /*json=*/true);
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.err, HasSubstr("already exists"));
+  EXPECT_THAT(r.out, IsEmpty());
+}
+
+TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
+  Output r = Run({"dump"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (char c : r.out) {
+    if (c != '\n') {
+      EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << int{c};
+    }
+  }
+  int dedupe = 0, state = 0, offset = 0, expired = 0;
+  bool saw_binary = false, saw_result = false;
+  const std::vector<std::string> lines =
+      absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  for (const std::string& line : lines) {
+    absl::StatusOr<JsonValue> v = ParseJson(line);
+    ASSERT_TRUE(v.ok()) << v.status() << " in " << line;
+    const JsonValue* kind = v->Find("kind");
+    ASSERT_NE(kind, nullptr) << line;
+    if (kind->string == "dedupe") {
+      ++dedupe;
+      ASSERT_NE(v->Find("key"), nullptr) << line;
+      EXPECT_EQ(v->Find("key")->string.size(), 32u) << line;
+      ASSERT_NE(v->Find("expires_at"), nullptr) << line;
+      ASSERT_NE(v->Find("expires_at_unix_micros"), nullptr) << line;
+      ASSERT_NE(v->Find("expired"), nullptr) << line;
+      if (v->Find("expired")->boolean) ++expired;
+      ASSERT_NE(v->Find("result"), nullptr) << line;
+      if (v->Find("result")->string == "ok:order-1") saw_result = true;
+    } else if (kind->string == "state") {
+      ++state;
+      ASSERT_NE(v->Find("key"), nullptr) << line;
+      ASSERT_NE(v->Find("value"), nullptr) << line;
+      if (v->Find("key")->string == kBinaryKey) {
+        saw_binary = true;
+        EXPECT_EQ(v->Find("value")->string, kBinaryValue);
+      }
+    } else if (kind->string == "offset") {
+      ++offset;
+      ASSERT_NE(v->Find("source"), nullptr) << line;
+      EXPECT_EQ(v->Find("source")->string, "orders");
+      EXPECT_EQ(v->Find("partition")->number, 3);
+      EXPECT_EQ(v->Find("offset")->number, 42);
+    } else {
+      ADD_FAILURE() << "unknown kind in " << line;
+    }
+  }
+  EXPECT_EQ(dedupe, 3);
+  EXPECT_EQ(expired, 1);
+  EXPECT_EQ(state, 4);
+  EXPECT_EQ(offset, 1);
+  EXPECT_TRUE(saw_binary);
+  EXPECT_TRUE(saw_result);
+}
+
+TEST_F(IdemctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
+  const std::string missing = dir_.Sub("missing");
+  Output r = Run({"stats"}, /*json=*/false, missing);
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.err, HasSubstr("cannot open store"));
+  EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(r.out, IsEmpty());
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+TEST_F(IdemctlTest, StoreOpenInAnotherEngineIsAnError) {
+  auto engine = Engine::Open(db(), Options{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Output r = Run({"stats"});
+  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_THAT(r.err, HasSubstr("cannot open store"));
+}
+
+struct UsageCase {
+  std::string name;
+  std::string db;
+  std::vector<std::string> command;
+  std::string message;
+};
+
+class IdemctlUsageTest : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(IdemctlUsageTest, ExitsWithUsageCodeAndTouchesNothing) {
+  testing::TempDir dir;
+  const UsageCase& c = GetParam();
+  IdemctlArgs args;
+  args.db = c.db.empty() ? "" : dir.Sub(c.db);
+  args.command = c.command;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunIdemctl(args, out, err), kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr(c.message));
+  EXPECT_THAT(err.str(), HasSubstr("--help"));
+  EXPECT_THAT(out.str(), IsEmpty());
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadCommandLines, IdemctlUsageTest,
+    ::testing::Values(
+        UsageCase{"MissingDb", "", {"stats"}, "--db=PATH is required"},
+        UsageCase{"NoSubcommand", "db", {}, "no subcommand"},
+        UsageCase{"UnknownSubcommand",
+                  "db",
+                  {"frobnicate"},
+                  "unknown subcommand 'frobnicate'"},
+        UsageCase{"SeenWithoutId", "db", {"seen"}, "exactly one argument, ID"},
+        UsageCase{"ForgetWithTwoIds",
+                  "db",
+                  {"forget", "a", "b"},
+                  "exactly one argument, ID"},
+        UsageCase{
+            "StatsWithArgument", "db", {"stats", "x"}, "takes no arguments"},
+        UsageCase{"CheckpointWithoutDir",
+                  "db",
+                  {"checkpoint"},
+                  "exactly one argument, DIR"},
+        UsageCase{"EmptyId", "db", {"seen", ""}, "ID must be 1 to"},
+        UsageCase{"TooLongId",
+                  "db",
+                  {"seen", std::string(1025, 'x')},
+                  "ID must be 1 to"}),
+    [](const ::testing::TestParamInfo<UsageCase>& info) {
+      return info.param.name;
+    });
+
+TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
+  const std::string usage = IdemctlUsage();
+  for (const char* sub :
+       {"stats", "seen ID", "forget ID", "compact", "checkpoint DIR", "dump"}) {
+    EXPECT_THAT(usage, HasSubstr(sub));
+  }
+}
+
+}  // namespace
+}  // namespace idem::tools

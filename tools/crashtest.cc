@@ -1,0 +1,154 @@
+#include "tools/crashtest.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "idem/crash_harness.h"
+
+namespace idem::tools {
+namespace {
+
+bool ParseMode(const std::string& s, crash::CrashMode* mode) {
+  if (s == "kill") *mode = crash::CrashMode::kKill;
+  else if (s == "powerloss") *mode = crash::CrashMode::kPowerLoss;
+  else if (s == "killpoint") *mode = crash::CrashMode::kKillPoint;
+  else if (s == "mixed") *mode = crash::CrashMode::kMixed;
+  else return false;
+  return true;
+}
+
+bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
+  if (s == "none") *self_test = crash::SelfTest::kNone;
+  else if (s == "ack_before_durable") *self_test = crash::SelfTest::kAckBeforeDurable;
+  else if (s == "split_commit") *self_test = crash::SelfTest::kSplitCommit;
+  else return false;
+  return true;
+}
+
+std::string ReproduceCommand(const CrashtestArgs& a) {
+  return absl::StrFormat(
+      "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
+      "--seed=%d --threads=%d --messages=%d --partitions=%d --max_batch=%d "
+      "--recovery_crash_rate=%g --self_test=%s",
+      a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads,
+      a.messages, a.partitions, a.max_batch, a.recovery_crash_rate,
+      a.self_test);
+}
+
+void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
+               std::ostream& out) {
+  out << absl::StrFormat(
+      "idem crash test: workload=%s mode=%s durability=%s threads=%d "
+      "seed=%d\n",
+      a.workload, a.mode, a.durability, a.threads, r.seed);
+  out << absl::StrFormat(
+      "cycles:     %d (kill %d, power loss %d of which torn %d, kill point "
+      "%d; recovery crashed %d; no crash %d)\n",
+      r.cycles, r.kills, r.power_losses, r.torn_writes, r.kill_points,
+      r.recovery_crashes, r.cycles_without_crash);
+  out << absl::StrFormat(
+      "messages:   %d unique, %d stream entries, %d delivered, %d "
+      "acknowledged, %d duplicates suppressed\n",
+      r.unique_messages, r.stream_entries, r.deliveries, r.acknowledged,
+      r.duplicates_suppressed);
+  out << absl::StrFormat("unsynced bytes dropped: %d\n",
+                         r.unsynced_bytes_dropped);
+  out << absl::StrFormat("recovery (Open) time: p50 %.1f ms, max %.1f ms\n",
+                         absl::ToDoubleMilliseconds(r.open_p50),
+                         absl::ToDoubleMilliseconds(r.open_max));
+  out << "invariants:\n";
+  for (const crash::InvariantResult& inv : r.invariants) {
+    if (inv.passed) {
+      out << absl::StrFormat("  PASS %-20s (%d checks)\n", inv.name,
+                             inv.checks);
+    } else {
+      out << absl::StrFormat("  FAIL %-20s %s\n", inv.name,
+                             inv.first_counterexample);
+    }
+  }
+  out << "verdict: " << (r.passed() ? "PASS" : "FAIL") << "\n";
+  out << "reproduce: " << ReproduceCommand(a) << "\n";
+}
+
+}  // namespace
+
+int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
+                 std::ostream& err) {
+  crash::CrashTestOptions options;
+  if (!ParseMode(args.mode, &options.mode)) {
+    err << "idem-crashtest: --mode must be kill, powerloss, killpoint or "
+           "mixed, got '" << args.mode << "'\n";
+    return 2;
+  }
+  if (args.durability == "sync") {
+    options.durability = Durability::kSync;
+  } else if (args.durability == "buffered") {
+    options.durability = Durability::kBuffered;
+  } else {
+    err << "idem-crashtest: --durability must be sync or buffered, got '"
+        << args.durability << "'\n";
+    return 2;
+  }
+  if (!ParseSelfTest(args.self_test, &options.self_test)) {
+    err << "idem-crashtest: --self_test must be none, ack_before_durable or "
+           "split_commit, got '" << args.self_test << "'\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<crash::Workload>> workload =
+      crash::NewBuiltinWorkload(args.workload);
+  if (!workload.ok()) {
+    err << "idem-crashtest: " << workload.status().message() << "\n";
+    return 2;
+  }
+
+  std::string dir = args.dir;
+  const bool temporary = dir.empty();
+  if (temporary) {
+    const char* base = getenv("TMPDIR");
+    std::string pattern =
+        absl::StrCat(base != nullptr ? base : "/tmp", "/idem-crashtest-XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) {
+      err << "idem-crashtest: cannot create a temporary directory\n";
+      return 2;
+    }
+    dir = pattern;
+  }
+  options.dir = dir;
+  options.cycles = args.cycles;
+  options.seed = args.seed;
+  options.threads = args.threads;
+  options.messages = args.messages;
+  options.partitions = args.partitions;
+  options.max_batch = args.max_batch;
+  options.recovery_crash_rate = args.recovery_crash_rate;
+  const int total = args.cycles + 1;
+  options.progress = [&err, total](int cycle, const std::string& summary) {
+    err << absl::StrFormat("[cycle %d/%d] %s\n", cycle, total, summary);
+    err.flush();
+  };
+
+  absl::StatusOr<crash::CrashTestReport> report =
+      crash::RunCrashTest(options, **workload);
+  if (!report.ok()) {
+    err << "idem-crashtest: " << report.status() << "\n";
+    return 2;
+  }
+  if (args.json) {
+    out << crash::CrashTestReportToJson(*report) << "\n";
+  } else {
+    PrintText(args, *report, out);
+  }
+  if (temporary && !args.keep && report->passed()) {
+    std::error_code ignored;  // best effort
+    std::filesystem::remove_all(dir, ignored);
+  } else {
+    err << "idem-crashtest: store and logs kept in " << dir << "\n";
+  }
+  return report->passed() ? 0 : 1;
+}
+
+}  // namespace idem::tools

@@ -1,0 +1,390 @@
+#include "tools/demo.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "idem/engine.h"
+#include "idem/message.h"
+#include "idem/options.h"
+#include "idem/txn.h"
+#include "tools/idemctl.h"
+
+namespace idem::tools {
+namespace {
+
+constexpr char kSource[] = "ledger";
+// Redeliveries repeat one of the last kRedeliveryWindow distinct IDs, so some
+// land in the same batch as their original and most in a later one.
+constexpr int64_t kRedeliveryWindow = 1000;
+// About one delivery in kReorderOneIn swaps places with one up to
+// kReorderDistance positions later.
+constexpr int kReorderOneIn = 50;
+constexpr int64_t kReorderDistance = 50;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
+// destruction.
+class ScopedTempDir {
+ public:
+  static absl::StatusOr<std::unique_ptr<ScopedTempDir>> Create() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = absl::StrCat(
+        base != nullptr && *base != '\0' ? base : "/tmp", "/idem_demo_XXXXXX");
+    if (mkdtemp(pattern.data()) == nullptr) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create a directory from ", pattern, ": ",
+                       std::strerror(errno)));
+    }
+    return std::unique_ptr<ScopedTempDir>(new ScopedTempDir(pattern));
+  }
+  ~ScopedTempDir() {
+    std::error_code ignored;  // cleanup is best effort
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScopedTempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// One distinct message of the stream.
+struct Payment {
+  std::string id;
+  std::string payload;  // "ACCOUNT:AMOUNT", what the handler parses
+  int account = 0;
+  int64_t amount = 0;
+};
+
+struct Stream {
+  std::vector<Payment> payments;
+  std::vector<int64_t> deliveries;  // indexes into payments, in order
+  int64_t reordered = 0;
+};
+
+Stream MakeStream(const DemoOptions& options) {
+  std::mt19937_64 rng(options.seed);
+  const int64_t total = options.messages;
+  int64_t duplicates =
+      std::llround(static_cast<double>(total) * options.duplicate_rate);
+  duplicates = std::min(duplicates, total - 1);
+  const int64_t unique = total - duplicates;
+
+  Stream stream;
+  stream.payments.reserve(unique);
+  std::uniform_int_distribution<int> account(0, options.accounts - 1);
+  // Mostly credits, some debits (in cents).
+  std::uniform_int_distribution<int64_t> amount(-5000, 10000);
+  for (int64_t i = 0; i < unique; ++i) {
+    Payment p;
+    p.id = absl::StrCat("payment-", options.seed, "-", i);
+    p.account = account(rng);
+    p.amount = amount(rng);
+    p.payload = absl::StrCat(p.account, ":", p.amount);
+    stream.payments.push_back(std::move(p));
+  }
+
+  // Pick which delivery positions are redeliveries; position 0 never is.
+  std::vector<int64_t> positions(total - 1);
+  for (int64_t i = 0; i < total - 1; ++i) positions[i] = i + 1;
+  std::vector<bool> is_duplicate(total, false);
+  for (int64_t i = 0; i < duplicates; ++i) {
+    std::uniform_int_distribution<int64_t> pick(i, total - 2);
+    std::swap(positions[i], positions[pick(rng)]);
+    is_duplicate[positions[i]] = true;
+  }
+
+  stream.deliveries.reserve(total);
+  int64_t next = 0;
+  for (int64_t pos = 0; pos < total; ++pos) {
+    if (is_duplicate[pos]) {
+      std::uniform_int_distribution<int64_t> earlier(
+          std::max<int64_t>(0, next - kRedeliveryWindow), next - 1);
+      stream.deliveries.push_back(earlier(rng));
+    } else {
+      stream.deliveries.push_back(next++);
+    }
+  }
+
+  // Reorder: swap a few deliveries with a later one nearby.
+  std::uniform_int_distribution<int> coin(0, kReorderOneIn - 1);
+  std::uniform_int_distribution<int64_t> distance(1, kReorderDistance);
+  for (int64_t pos = 0; pos + 1 < total; ++pos) {
+    if (coin(rng) != 0) continue;
+    const int64_t other = std::min(total - 1, pos + distance(rng));
+    std::swap(stream.deliveries[pos], stream.deliveries[other]);
+    stream.reordered += 2;
+  }
+  return stream;
+}
+
+std::string AccountKey(int account) {
+  return absl::StrFormat("account/%05d", account);
+}
+
+absl::StatusOr<int64_t> ParseBalance(const std::optional<std::string>& value) {
+  int64_t balance = 0;
+  if (value.has_value() && !absl::SimpleAtoi(*value, &balance)) {
+    return absl::DataLossError(
+        absl::StrCat("stored balance is not a number: ", *value));
+  }
+  return balance;
+}
+
+// The ledger handler: adds the payment's amount to its account and returns
+// the new balance as the message's result.
+absl::Status ApplyPayment(const Message& message, Txn& txn) {
+  std::pair<std::string, std::string> parts =
+      absl::StrSplit(std::string(message.payload), absl::MaxSplits(':', 1));
+  int account = 0;
+  int64_t amount = 0;
+  if (!absl::SimpleAtoi(parts.first, &account) ||
+      !absl::SimpleAtoi(parts.second, &amount)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad payload '", std::string(message.payload), "'"));
+  }
+  const std::string key = AccountKey(account);
+  absl::StatusOr<std::optional<std::string>> stored = txn.Get(key);
+  if (!stored.ok()) return stored.status();
+  absl::StatusOr<int64_t> balance = ParseBalance(*stored);
+  if (!balance.ok()) return balance.status();
+  const int64_t updated = *balance + amount;
+  txn.Put(key, absl::StrCat(updated));
+  txn.SetResult(absl::StrCat("balance:", updated));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateDemoOptions(const DemoOptions& options) {
+  if (options.messages < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--messages must be at least 1, got ", options.messages));
+  }
+  if (!(options.duplicate_rate >= 0 && options.duplicate_rate < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--duplicate_rate must be in [0, 1), got ", options.duplicate_rate));
+  }
+  if (options.batch < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--batch must be at least 1, got ", options.batch));
+  }
+  if (options.accounts < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accounts must be at least 1, got ", options.accounts));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Delivers `stream` to `engine` batch by batch and fills in the outcome
+// counts of `report`.
+absl::Status Deliver(Engine& engine, const Stream& stream, int batch_size,
+                     DemoReport& report) {
+  // The result each payment's processing returned, for checking duplicates.
+  std::vector<std::optional<std::string>> first_result(stream.payments.size());
+  std::vector<Message> batch;
+  batch.reserve(batch_size);
+  const int64_t total = static_cast<int64_t>(stream.deliveries.size());
+  for (int64_t start = 0; start < total; start += batch_size) {
+    const int64_t end = std::min(total, start + batch_size);
+    batch.clear();
+    for (int64_t pos = start; pos < end; ++pos) {
+      const Payment& p = stream.payments[stream.deliveries[pos]];
+      batch.push_back(Message{.id = p.id,
+                              .payload = p.payload,
+                              .source = kSource,
+                              .partition = 0,
+                              .offset = pos});
+    }
+    absl::StatusOr<std::vector<Result>> results =
+        engine.ProcessBatch(batch, ApplyPayment);
+    if (!results.ok()) return results.status();
+    uint64_t wait_for = 0;
+    for (size_t i = 0; i < results->size(); ++i) {
+      const Result& r = (*results)[i];
+      std::optional<std::string>& first =
+          first_result[stream.deliveries[start + i]];
+      wait_for = std::max(wait_for, r.sequence);
+      switch (r.outcome) {
+        case Outcome::kProcessed:
+          ++report.processed;
+          first = r.result;
+          break;
+        case Outcome::kDuplicate:
+          ++report.duplicates;
+          if (first != r.result) ++report.result_mismatches;
+          break;
+        case Outcome::kFailed:
+          ++report.failed;
+          break;
+      }
+    }
+    // Acknowledge to the "broker" only once the batch's outcomes are durable.
+    if (wait_for > 0) {
+      if (absl::Status s = engine.WaitDurable(wait_for); !s.ok()) return s;
+    }
+    report.acknowledged += end - start;
+    ++report.batches;
+  }
+  return absl::OkStatus();
+}
+
+// Compares the stored balances with the sums of the unique payments.
+absl::Status CheckState(Engine& engine, const Stream& stream, int accounts,
+                        DemoReport& report) {
+  std::vector<int64_t> expected(accounts, 0);
+  for (const Payment& p : stream.payments) expected[p.account] += p.amount;
+  for (int a = 0; a < accounts; ++a) {
+    absl::StatusOr<std::optional<std::string>> stored =
+        engine.GetState(AccountKey(a));
+    if (!stored.ok()) return stored.status();
+    absl::StatusOr<int64_t> balance = ParseBalance(*stored);
+    if (!balance.ok()) return balance.status();
+    report.expected_total += expected[a];
+    report.actual_total += *balance;
+    if (*balance != expected[a]) ++report.mismatched_accounts;
+  }
+  report.state_ok = report.mismatched_accounts == 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DemoReport> RunDemo(const DemoOptions& options) {
+  if (absl::Status s = ValidateDemoOptions(options); !s.ok()) return s;
+  const Stream stream = MakeStream(options);
+  DemoReport report;
+  report.delivered = static_cast<int64_t>(stream.deliveries.size());
+  report.unique_messages = static_cast<int64_t>(stream.payments.size());
+  report.injected_duplicates = report.delivered - report.unique_messages;
+  report.reordered = stream.reordered;
+
+  absl::StatusOr<std::unique_ptr<ScopedTempDir>> dir = ScopedTempDir::Create();
+  if (!dir.ok()) return dir.status();
+  Options engine_options;
+  engine_options.durability = Durability::kBuffered;
+  // Declared after `dir`, so the engine closes before the directory goes.
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open((*dir)->path() + "/store", engine_options);
+  if (!engine.ok()) return engine.status();
+
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status s = Deliver(**engine, stream, options.batch, report);
+      !s.ok()) {
+    return s;
+  }
+  report.elapsed_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  if (report.elapsed_seconds > 0) {
+    report.messages_per_second =
+        static_cast<double>(report.delivered) / report.elapsed_seconds;
+  }
+
+  if (absl::Status s = CheckState(**engine, stream, options.accounts, report);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::optional<int64_t>> offset =
+      (*engine)->CommittedOffset(kSource, 0);
+  if (!offset.ok()) return offset.status();
+  report.committed_offset = offset->value_or(-1);
+  report.counts_ok = report.processed == report.unique_messages &&
+                     report.duplicates == report.injected_duplicates &&
+                     report.failed == 0 && report.result_mismatches == 0 &&
+                     report.acknowledged == report.delivered &&
+                     report.committed_offset == report.delivered - 1;
+  absl::StatusOr<Stats> stats = (*engine)->GetStats();
+  if (!stats.ok()) return stats.status();
+  report.stats = *stats;
+  return report;
+}
+
+void PrintDemoReport(const DemoReport& r, bool json, std::ostream& out) {
+  const Stats& s = r.stats;
+  if (json) {
+    out << absl::StrFormat(
+        "{\"delivered\":%d,\"unique_messages\":%d,\"injected_duplicates\":%d,"
+        "\"reordered\":%d,\"batches\":%d,\"processed\":%d,\"duplicates\":%d,"
+        "\"failed\":%d,\"result_mismatches\":%d,\"acknowledged\":%d,"
+        "\"committed_offset\":%d,\"expected_total\":%d,\"actual_total\":%d,"
+        "\"mismatched_accounts\":%d,\"state_check\":\"%s\","
+        "\"counts_ok\":%s,\"passed\":%s,"
+        "\"write_amplification\":%.6g,\"user_bytes\":%d,\"wal_bytes\":%d,"
+        "\"flush_bytes\":%d,\"compaction_bytes\":%d,"
+        "\"elapsed_seconds\":%.6f,\"messages_per_second\":%.1f}\n",
+        r.delivered, r.unique_messages, r.injected_duplicates, r.reordered,
+        r.batches, r.processed, r.duplicates, r.failed, r.result_mismatches,
+        r.acknowledged, r.committed_offset, r.expected_total, r.actual_total,
+        r.mismatched_accounts, r.state_ok ? "PASS" : "FAIL",
+        r.counts_ok ? "true" : "false", r.passed() ? "true" : "false",
+        s.write_amplification, s.user_bytes, s.wal_bytes, s.flush_bytes,
+        s.compaction_bytes, r.elapsed_seconds, r.messages_per_second);
+    return;
+  }
+  out << absl::StrFormat(
+      "idem demo: a ledger consumer on an at-least-once stream\n"
+      "  delivered             %d messages in %d batches (%d unique, %d "
+      "redeliveries injected, %d reordered)\n"
+      "  processed             %d (the handler ran once per unique ID)\n"
+      "  duplicates suppressed %d (expected %d)%s\n"
+      "  failed                %d\n"
+      "  acknowledged          %d (each batch after WaitDurable; committed "
+      "offset %d)\n"
+      "  state check           %s: %d accounts differ; total balance %d, "
+      "expected %d\n"
+      "  counts check          %s\n"
+      "  write amplification   %.3f = (WAL %d + flush %d + compaction %d "
+      "bytes) / %d user bytes\n"
+      "  elapsed               %.3f s, %.0f messages/s\n"
+      "%s\n",
+      r.delivered, r.batches, r.unique_messages, r.injected_duplicates,
+      r.reordered, r.processed, r.duplicates, r.injected_duplicates,
+      r.result_mismatches == 0
+          ? ""
+          : absl::StrCat(", ", r.result_mismatches,
+                         " returned a result unlike their first delivery's"),
+      r.failed, r.acknowledged, r.committed_offset,
+      r.state_ok ? "PASS" : "FAIL", r.mismatched_accounts, r.actual_total,
+      r.expected_total, r.counts_ok ? "PASS" : "FAIL", s.write_amplification,
+      s.wal_bytes, s.flush_bytes, s.compaction_bytes, s.user_bytes,
+      r.elapsed_seconds, r.messages_per_second, r.passed() ? "PASS" : "FAIL");
+}
+
+int RunDemoTool(const DemoOptions& options, bool json, std::ostream& out,
+                std::ostream& err) {
+  if (absl::Status s = ValidateDemoOptions(options); !s.ok()) {
+    err << "idem-demo: " << s.message() << "\nRun 'idem-demo --help' for "
+        << "usage.\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<DemoReport> report = RunDemo(options);
+  if (!report.ok()) {
+    err << "idem-demo: " << report.status().ToString() << "\n";
+    return kExitFailure;
+  }
+  PrintDemoReport(*report, json, out);
+  return report->passed() ? kExitOk : kExitFailure;
+}
+
+}  // namespace idem::tools

@@ -1,0 +1,284 @@
+#include "tools/idemctl.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+#include "idem/message.h"
+#include "idem/options.h"
+#include "idem/stats.h"
+
+namespace idem::tools {
+namespace {
+
+constexpr char kHint[] = "Run 'idemctl --help' for usage.";
+
+// One subcommand: its name, how many arguments it takes and its runner.
+struct Command {
+  std::string_view name;
+  std::string_view arg_name;  // empty: takes no argument
+  int (*run)(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+             std::ostream& err);
+};
+
+int Fail(std::ostream& err, std::string_view what, const absl::Status& s) {
+  err << "idemctl: " << what << ": " << s.ToString() << "\n";
+  return kExitFailure;
+}
+
+int UsageError(std::ostream& err, std::string_view message) {
+  err << "idemctl: " << message << "\n" << kHint << "\n";
+  return kExitUsage;
+}
+
+std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
+}
+
+void PrintStatsJson(const Stats& s, std::ostream& out) {
+  out << absl::StrFormat(
+      "{\"processed\":%d,\"duplicates\":%d,\"failed\":%d,"
+      "\"expired_dropped\":%d,\"user_bytes\":%d,\"wal_bytes\":%d,"
+      "\"flush_bytes\":%d,\"compaction_bytes\":%d,"
+      "\"write_amplification\":%.6g,\"live_sst_bytes\":%d,"
+      "\"estimated_live_records\":%d}\n",
+      s.processed, s.duplicates, s.failed, s.expired_dropped, s.user_bytes,
+      s.wal_bytes, s.flush_bytes, s.compaction_bytes, s.write_amplification,
+      s.live_sst_bytes, s.estimated_live_records);
+}
+
+int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+             std::ostream& err) {
+  absl::StatusOr<Stats> stats = engine.GetStats();
+  if (!stats.ok()) return Fail(err, "reading stats", stats.status());
+  const Stats& s = *stats;
+  if (args.json) {
+    PrintStatsJson(s, out);
+    return kExitOk;
+  }
+  out << absl::StrFormat(
+      "store                     %s\n"
+      "estimated dedupe records  %d (live and expired, not yet compacted)\n"
+      "live SST bytes            %d\n"
+      "counters since this idemctl opened the store:\n"
+      "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
+      "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
+      args.db, s.estimated_live_records, s.live_sst_bytes, s.processed,
+      s.duplicates, s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes,
+      s.flush_bytes, s.compaction_bytes);
+  return kExitOk;
+}
+
+int RunSeen(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+            std::ostream& err) {
+  const std::string& id = args.command[1];
+  absl::StatusOr<bool> seen = engine.Seen(id);
+  if (!seen.ok()) return Fail(err, "checking the ID", seen.status());
+  if (args.json) {
+    out << "{\"id\":" << JsonBytes(id)
+        << ",\"seen\":" << (*seen ? "true" : "false") << "}\n";
+  } else {
+    out << (*seen ? "seen" : "not seen") << "\n";
+  }
+  return kExitOk;
+}
+
+int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+              std::ostream& err) {
+  const std::string& id = args.command[1];
+  absl::StatusOr<bool> was_seen = engine.Seen(id);
+  if (!was_seen.ok()) return Fail(err, "checking the ID", was_seen.status());
+  if (absl::Status s = engine.Forget(id); !s.ok()) {
+    return Fail(err, "forgetting the ID", s);
+  }
+  if (args.json) {
+    out << "{\"id\":" << JsonBytes(id)
+        << ",\"forgotten\":true,\"was_seen\":" << (*was_seen ? "true" : "false")
+        << "}\n";
+  } else if (*was_seen) {
+    out << "forgotten: its next delivery will run the handler again\n";
+  } else {
+    out << "not seen (nothing live to forget); any stored record removed\n";
+  }
+  return kExitOk;
+}
+
+int RunCompact(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+               std::ostream& err) {
+  absl::StatusOr<Stats> before = engine.GetStats();
+  if (!before.ok()) return Fail(err, "reading stats", before.status());
+  if (absl::Status s = engine.CompactExpired(); !s.ok()) {
+    return Fail(err, "compacting", s);
+  }
+  absl::StatusOr<Stats> after = engine.GetStats();
+  if (!after.ok()) return Fail(err, "reading stats", after.status());
+  if (args.json) {
+    out << absl::StrFormat(
+        "{\"compacted\":true,\"expired_dropped\":%d,"
+        "\"live_sst_bytes_before\":%d,\"live_sst_bytes_after\":%d}\n",
+        after->expired_dropped, before->live_sst_bytes, after->live_sst_bytes);
+  } else {
+    out << absl::StrFormat(
+        "compacted: %d expired dedupe records dropped; live SST bytes %d -> "
+        "%d\n",
+        after->expired_dropped, before->live_sst_bytes, after->live_sst_bytes);
+  }
+  return kExitOk;
+}
+
+int RunCheckpoint(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+                  std::ostream& err) {
+  const std::string& dir = args.command[1];
+  if (absl::Status s = engine.Checkpoint(dir); !s.ok()) {
+    return Fail(err, "writing the checkpoint", s);
+  }
+  if (args.json) {
+    out << "{\"checkpoint\":" << JsonBytes(dir) << "}\n";
+  } else {
+    out << "checkpoint written to " << dir << "\n";
+  }
+  return kExitOk;
+}
+
+int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
+            std::ostream& err) {
+  absl::Status s = engine.Dump([&out](const DumpEntry& e) {
+    switch (e.kind) {
+      case DumpEntry::Kind::kDedupe:
+        out << "{\"kind\":\"dedupe\",\"key\":" << JsonBytes(e.key)
+            << ",\"result\":" << JsonBytes(e.value)
+            << ",\"expires_at\":" << JsonBytes(FormatUtc(e.expires_at))
+            << ",\"expires_at_unix_micros\":"
+            << absl::ToUnixMicros(e.expires_at)
+            << ",\"expired\":" << (e.expired ? "true" : "false") << "}\n";
+        break;
+      case DumpEntry::Kind::kState:
+        out << "{\"kind\":\"state\",\"key\":" << JsonBytes(e.key)
+            << ",\"value\":" << JsonBytes(e.value) << "}\n";
+        break;
+      case DumpEntry::Kind::kOffset:
+        out << "{\"kind\":\"offset\",\"source\":" << JsonBytes(e.key)
+            << ",\"partition\":" << e.partition << ",\"offset\":" << e.offset
+            << "}\n";
+        break;
+    }
+    return out.good() ? absl::OkStatus()
+                      : absl::UnavailableError("output stream failed");
+  });
+  if (!s.ok()) return Fail(err, "dumping the store", s);
+  return kExitOk;
+}
+
+constexpr Command kCommands[] = {
+    {"stats", "", RunStats},
+    {"seen", "ID", RunSeen},
+    {"forget", "ID", RunForget},
+    {"compact", "", RunCompact},
+    {"checkpoint", "DIR", RunCheckpoint},
+    {"dump", "", RunDump},
+};
+
+}  // namespace
+
+std::string IdemctlUsage() {
+  return "Inspects and maintains an idem store (which must not be open "
+         "elsewhere).\n"
+         "\n"
+         "Usage: idemctl --db=PATH [--json] SUBCOMMAND [ARG]\n"
+         "\n"
+         "Subcommands:\n"
+         "  stats           store size figures and counters\n"
+         "  seen ID         whether a live dedupe record exists for ID\n"
+         "  forget ID       remove ID's dedupe record so its next delivery "
+         "runs again\n"
+         "  compact         flush and compact, dropping expired dedupe "
+         "records\n"
+         "  checkpoint DIR  write a consistent copy of the store to DIR (must "
+         "not exist)\n"
+         "  dump            every dedupe record, state entry and offset as "
+         "JSON lines;\n"
+         "                  bytes are JSON strings with one code point per "
+         "byte\n"
+         "                  (non-printable bytes as \\u00XX; decode as "
+         "Latin-1)\n"
+         "\n"
+         "The store is never created. Exit codes: 0 success, 1 failure, "
+         "2 usage error\n"
+         "(Abseil's flag parser exits with 1 after --help and on an unknown "
+         "or\n"
+         "malformed flag).";
+}
+
+std::string JsonBytes(std::string_view bytes) {
+  std::string quoted;
+  quoted.reserve(bytes.size() + 2);
+  quoted.push_back('"');
+  for (char c : bytes) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b == '"' || b == '\\') {
+      quoted.push_back('\\');
+      quoted.push_back(c);
+    } else if (b >= 0x20 && b <= 0x7e) {
+      quoted.push_back(c);
+    } else {
+      absl::StrAppendFormat(&quoted, "\\u%04x", b);
+    }
+  }
+  quoted.push_back('"');
+  return quoted;
+}
+
+int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
+  if (args.db.empty()) return UsageError(err, "--db=PATH is required");
+  if (args.command.empty()) return UsageError(err, "no subcommand given");
+  const Command* command = nullptr;
+  for (const Command& c : kCommands) {
+    if (c.name == args.command[0]) command = &c;
+  }
+  if (command == nullptr) {
+    return UsageError(
+        err, absl::StrCat("unknown subcommand '", args.command[0], "'"));
+  }
+  const size_t want_args = command->arg_name.empty() ? 0 : 1;
+  if (args.command.size() != want_args + 1) {
+    std::string expected = want_args == 0
+                               ? absl::StrCat("'", std::string(command->name),
+                                              "' takes no arguments")
+                               : absl::StrCat("'", std::string(command->name),
+                                              "' takes exactly one argument, ",
+                                              std::string(command->arg_name));
+    return UsageError(err, expected);
+  }
+  if (command->arg_name == "ID" &&
+      (args.command[1].empty() || args.command[1].size() > kMaxIdBytes)) {
+    return UsageError(
+        err, absl::StrCat("ID must be 1 to ", kMaxIdBytes, " bytes long"));
+  }
+  if (command->arg_name == "DIR" && args.command[1].empty()) {
+    return UsageError(err, "DIR must not be empty");
+  }
+
+  Options options;
+  options.create_if_missing = false;
+  options.durability = Durability::kSync;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(args.db, options);
+  if (!engine.ok()) {
+    std::string what = absl::StrCat("cannot open store at '", args.db, "'");
+    if (absl::IsNotFound(engine.status())) {
+      absl::StrAppend(&what, " (idemctl never creates a store)");
+    }
+    return Fail(err, what, engine.status());
+  }
+  return command->run(**engine, args, out, err);
+}
+
+}  // namespace idem::tools
