@@ -1,0 +1,576 @@
+// The engine's other calls: re-entrancy from handlers, Forget, Checkpoint,
+// Dump, Stats, per-message ttl and durability sequences.
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "rocksdb/db.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/faulty_env.h"
+#include "tests/testing/temp_dir.h"
+
+namespace idem {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::AddOne;
+using testing::CreateRocksDb;
+using testing::HexOfIdHash;
+using testing::kStart;
+using testing::Names;
+using testing::Outcomes;
+using testing::SnapshotTree;
+
+namespace fs = std::filesystem;
+
+
+// ============================================================================
+// Re-entrancy.
+// ============================================================================
+
+TEST(EngineTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  int inner_calls = 0;
+  auto inner = [&](const Message&, Txn&) {
+    ++inner_calls;
+    return absl::OkStatus();
+  };
+  absl::Status nested_process;
+  absl::Status nested_batch;
+  auto outer = [&](const Message& m, Txn& txn) {
+    nested_process = engine->Process({.id = "inner"}, inner).status();
+    const std::vector<Message> batch = {{.id = "inner2"}};
+    nested_batch = engine->ProcessBatch(batch, inner).status();
+    return AddOne(m, txn);
+  };
+  auto r = engine->Process({.id = "outer"}, outer);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outcome, Outcome::kProcessed);
+  EXPECT_EQ(nested_process.code(), absl::StatusCode::kFailedPrecondition)
+      << nested_process;
+  EXPECT_EQ(nested_batch.code(), absl::StatusCode::kFailedPrecondition)
+      << nested_batch;
+  EXPECT_EQ(inner_calls, 0);
+  EXPECT_TRUE(*engine->Seen("outer"));
+  EXPECT_FALSE(*engine->Seen("inner"));
+  EXPECT_FALSE(*engine->Seen("inner2"));
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("1"));
+  // The engine is usable afterwards.
+  auto next = engine->Process({.id = "next"}, AddOne);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(next->outcome, Outcome::kProcessed);
+}
+
+TEST(EngineTest, HandlerMayProcessOnADifferentEngine) {
+  testing::TempDir dir;
+  ASSERT_OPEN(first, dir.Sub("first"), Options());
+  ASSERT_OPEN(second, dir.Sub("second"), Options());
+  absl::StatusOr<Result> nested;
+  auto outer = [&](const Message& m, Txn& txn) {
+    nested = second->Process({.id = "x"}, AddOne);
+    return AddOne(m, txn);
+  };
+  ASSERT_TRUE(first->Process({.id = "x"}, outer).ok());
+  ASSERT_TRUE(nested.ok()) << nested.status();
+  EXPECT_EQ(nested->outcome, Outcome::kProcessed);
+  EXPECT_TRUE(*second->Seen("x"));
+}
+
+// ============================================================================
+// Forget.
+// ============================================================================
+
+TEST(EngineTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  ASSERT_TRUE(engine->Process({.id = "b"}, AddOne).ok());
+  ASSERT_TRUE(engine->Forget("a").ok());
+  EXPECT_FALSE(*engine->Seen("a"));
+  EXPECT_TRUE(*engine->Seen("b"));
+  // State writes are untouched by Forget.
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
+  auto r = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, Outcome::kProcessed);
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("3"));
+  auto b = engine->Process({.id = "b"}, AddOne);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->outcome, Outcome::kDuplicate);
+}
+
+TEST(EngineTest, ForgetOfUnknownIdSucceeds) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  EXPECT_TRUE(engine->Forget("never-seen").ok());
+  EXPECT_FALSE(*engine->Seen("never-seen"));
+}
+
+TEST(EngineTest, ForgetPersistsAcrossReopen) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OPEN(engine, path, Options());
+    ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+    ASSERT_TRUE(engine->Forget("a").ok());
+  }
+  ASSERT_OPEN(engine, path, Options());
+  EXPECT_FALSE(*engine->Seen("a"));
+}
+
+// ============================================================================
+// Checkpoint.
+// ============================================================================
+
+TEST(EngineTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  const std::vector<Message> batch = {
+      {.id = "a", .source = "t", .offset = 1},
+      {.id = "b", .source = "t", .offset = 2}};
+  ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
+  const std::string copy = dir.Sub("copy");
+  ASSERT_TRUE(engine->Checkpoint(copy).ok());
+  // Later commits to the original do not reach the copy.
+  ASSERT_TRUE(
+      engine->Process({.id = "c", .source = "t", .offset = 3}, AddOne).ok());
+
+  ASSERT_OPEN(restored, copy, Options());
+  EXPECT_EQ(*restored->GetState("counter"), std::optional<std::string>("2"));
+  EXPECT_TRUE(*restored->Seen("a"));
+  EXPECT_TRUE(*restored->Seen("b"));
+  EXPECT_FALSE(*restored->Seen("c"));
+  EXPECT_EQ(*restored->CommittedOffset("t", 0), std::optional<int64_t>(2));
+  auto dup = restored->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(dup.ok());
+  EXPECT_EQ(dup->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(dup->result, "done:a");
+  // And commits to the copy do not reach the original.
+  ASSERT_TRUE(restored->Process({.id = "d"}, AddOne).ok());
+  EXPECT_FALSE(*engine->Seen("d"));
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("3"));
+}
+
+TEST(EngineTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  const std::string existing = dir.Sub("existing");
+  fs::create_directory(existing);
+  { std::ofstream(existing + "/keep.txt") << "keep"; }
+  const auto before = SnapshotTree(existing);
+  EXPECT_EQ(engine->Checkpoint(existing).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SnapshotTree(existing) == before);
+
+  const std::string empty = dir.Sub("empty");
+  fs::create_directory(empty);
+  EXPECT_EQ(engine->Checkpoint(empty).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::is_empty(empty));
+}
+
+// ============================================================================
+// Dump.
+// ============================================================================
+
+TEST(EngineTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  auto handler = [](const Message& m, Txn& txn) {
+    txn.Put(absl::StrCat("key-", std::string(m.id)), std::string(m.payload));
+    txn.SetResult(absl::StrCat("res-", std::string(m.id)));
+    return absl::OkStatus();
+  };
+  const std::vector<Message> batch = {
+      {.id = "long", .payload = "v1", .source = "t", .partition = 3,
+       .offset = 42},
+      {.id = "short", .payload = "v2", .source = "s", .partition = 0,
+       .offset = 7, .ttl = absl::Minutes(10)}};
+  ASSERT_TRUE(engine->ProcessBatch(batch, handler).ok());
+  clock.Advance(absl::Minutes(30));
+
+  std::vector<DumpEntry> entries;
+  ASSERT_TRUE(engine
+                  ->Dump([&](const DumpEntry& e) {
+                    entries.push_back(e);
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  ASSERT_EQ(entries.size(), 6u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(entries[i].kind, DumpEntry::Kind::kDedupe) << i;
+  }
+  for (int i = 2; i < 4; ++i) {
+    EXPECT_EQ(entries[i].kind, DumpEntry::Kind::kState) << i;
+  }
+  for (int i = 4; i < 6; ++i) {
+    EXPECT_EQ(entries[i].kind, DumpEntry::Kind::kOffset) << i;
+  }
+  // Dedupe entries: hex of the ID hash, in key order.
+  EXPECT_LT(entries[0].key, entries[1].key);
+  std::map<std::string, DumpEntry> dedupe = {{entries[0].key, entries[0]},
+                                             {entries[1].key, entries[1]}};
+  ASSERT_EQ(dedupe.count(HexOfIdHash("long")), 1u);
+  ASSERT_EQ(dedupe.count(HexOfIdHash("short")), 1u);
+  const DumpEntry& live = dedupe[HexOfIdHash("long")];
+  const DumpEntry& expired = dedupe[HexOfIdHash("short")];
+  EXPECT_EQ(live.value, "res-long");
+  EXPECT_EQ(live.expires_at, kStart + absl::Hours(1));
+  EXPECT_FALSE(live.expired);
+  EXPECT_EQ(expired.value, "res-short");
+  EXPECT_EQ(expired.expires_at, kStart + absl::Minutes(10));
+  EXPECT_TRUE(expired.expired);
+  // State entries in key order.
+  EXPECT_EQ(entries[2].key, "key-long");
+  EXPECT_EQ(entries[2].value, "v1");
+  EXPECT_EQ(entries[3].key, "key-short");
+  EXPECT_EQ(entries[3].value, "v2");
+  // Offset entries in key order ("s" < "t").
+  EXPECT_EQ(entries[4].key, "s");
+  EXPECT_EQ(entries[4].partition, 0);
+  EXPECT_EQ(entries[4].offset, 7);
+  EXPECT_EQ(entries[4].value, "");
+  EXPECT_EQ(entries[5].key, "t");
+  EXPECT_EQ(entries[5].partition, 3);
+  EXPECT_EQ(entries[5].offset, 42);
+}
+
+TEST(EngineTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
+                                      {.id = "b"},
+                                      {.id = "c"}};
+  ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
+  int visits = 0;
+  absl::Status s = engine->Dump([&](const DumpEntry&) -> absl::Status {
+    ++visits;
+    if (visits == 2) return absl::CancelledError("stop here");
+    if (visits > 2) return absl::InternalError("visited past the error");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s, absl::CancelledError("stop here"));
+  EXPECT_EQ(visits, 2);
+}
+
+TEST(EngineTest, DumpOfEmptyStoreVisitsNothing) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  int visits = 0;
+  EXPECT_TRUE(engine
+                  ->Dump([&](const DumpEntry&) {
+                    ++visits;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(visits, 0);
+}
+
+// ============================================================================
+// Stats.
+// ============================================================================
+
+TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  auto initial = engine->GetStats();
+  ASSERT_TRUE(initial.ok()) << initial.status();
+  EXPECT_EQ(initial->processed, 0u);
+  EXPECT_EQ(initial->user_bytes, 0u);
+  EXPECT_EQ(initial->write_amplification, 0);
+
+  auto handler = [](const Message& m, Txn& txn) -> absl::Status {
+    if (m.payload == "fail") return absl::UnavailableError("no");
+    return AddOne(m, txn);
+  };
+  const std::vector<Message> batch = {{.id = "a"},
+                                      {.id = "b"},
+                                      {.id = "a"},
+                                      {.id = "c", .payload = "fail"},
+                                      {.id = "d"}};
+  ASSERT_TRUE(engine->ProcessBatch(batch, handler).ok());
+  ASSERT_TRUE(engine->Process({.id = "b"}, handler).ok());
+  ASSERT_TRUE(engine->Process({.id = "e", .payload = "fail"}, handler).ok());
+
+  auto stats = engine->GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->processed, 3u);
+  EXPECT_EQ(stats->duplicates, 2u);
+  EXPECT_EQ(stats->failed, 2u);
+  EXPECT_GT(stats->user_bytes, 0u);
+  EXPECT_GT(stats->wal_bytes, 0u);
+  EXPECT_GT(stats->write_amplification, 0);
+  EXPECT_DOUBLE_EQ(
+      stats->write_amplification,
+      static_cast<double>(stats->wal_bytes + stats->flush_bytes +
+                          stats->compaction_bytes) /
+          static_cast<double>(stats->user_bytes));
+}
+
+// ============================================================================
+// Expiry and per-message ttl.
+// ============================================================================
+
+TEST(EngineTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  clock.Advance(absl::Hours(1) - absl::Microseconds(1));
+  EXPECT_TRUE(*engine->Seen("a"));
+  auto dup = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(dup.ok());
+  EXPECT_EQ(dup->outcome, Outcome::kDuplicate);
+  clock.Advance(absl::Microseconds(1));
+  EXPECT_FALSE(*engine->Seen("a"));
+  auto again = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, Outcome::kProcessed);
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
+}
+
+TEST(EngineTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(
+      engine->Process({.id = "short", .ttl = absl::Minutes(1)}, AddOne).ok());
+  ASSERT_TRUE(engine->Process({.id = "default"}, AddOne).ok());
+  clock.Advance(absl::Minutes(1));
+  EXPECT_FALSE(*engine->Seen("short"));
+  EXPECT_TRUE(*engine->Seen("default"));
+  auto r = engine->Process({.id = "short"}, AddOne);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, Outcome::kProcessed);
+}
+
+TEST(EngineTest, PerMessageTtlLongerThanWindowOutlivesIt) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(
+      engine->Process({.id = "long", .ttl = absl::Hours(3)}, AddOne).ok());
+  ASSERT_TRUE(engine->Process({.id = "default"}, AddOne).ok());
+  clock.Advance(absl::Hours(2));
+  EXPECT_TRUE(*engine->Seen("long"));
+  EXPECT_FALSE(*engine->Seen("default"));
+  auto dup = engine->Process({.id = "long"}, AddOne);
+  ASSERT_TRUE(dup.ok());
+  EXPECT_EQ(dup->outcome, Outcome::kDuplicate);
+  clock.Advance(absl::Hours(1));
+  EXPECT_FALSE(*engine->Seen("long"));
+}
+
+TEST(EngineTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  clock.Advance(absl::Hours(2));
+  auto again = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->outcome, Outcome::kProcessed);
+  clock.Advance(absl::Minutes(59));
+  EXPECT_TRUE(*engine->Seen("a"));
+}
+
+TEST(EngineTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  const std::string path = dir.Sub("db");
+  {
+    Options options;
+    options.clock = &clock;
+    options.dedupe_window = absl::Hours(1);
+    ASSERT_OPEN(engine, path, options);
+    ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  }
+  Options longer;
+  longer.clock = &clock;
+  longer.dedupe_window = absl::Hours(10);
+  ASSERT_OPEN(engine, path, longer);
+  clock.Advance(absl::Hours(1));
+  EXPECT_FALSE(*engine->Seen("a"));
+}
+
+TEST(EngineTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
+  // A positive ttl must remember the ID at least at the instant it was
+  // committed; truncating the ttl to whole microseconds must not make the
+  // record expire on arrival.
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(
+      engine->Process({.id = "a", .ttl = absl::Nanoseconds(500)}, AddOne)
+          .ok());
+  EXPECT_TRUE(*engine->Seen("a"));
+  auto again = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("1"));
+}
+
+TEST(EngineTest, CompactExpiredDropsOnlyExpiredRecords) {
+  testing::TempDir dir;
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.dedupe_window = absl::Hours(1);
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  const std::vector<Message> batch = {
+      {.id = "a", .ttl = absl::Minutes(1)},
+      {.id = "b", .ttl = absl::Minutes(1)},
+      {.id = "keep"}};
+  ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
+  clock.Advance(absl::Minutes(5));
+  ASSERT_TRUE(engine->CompactExpired().ok());
+  auto stats = engine->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->expired_dropped, 2u);
+  std::vector<std::string> dedupe_keys;
+  ASSERT_TRUE(engine
+                  ->Dump([&](const DumpEntry& e) {
+                    if (e.kind == DumpEntry::Kind::kDedupe) {
+                      dedupe_keys.push_back(e.key);
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_THAT(dedupe_keys, ElementsAre(HexOfIdHash("keep")));
+  EXPECT_TRUE(*engine->Seen("keep"));
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("3"));
+}
+
+// ============================================================================
+// Durability.
+// ============================================================================
+
+TEST(EngineTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
+  testing::TempDir dir;
+  Options options;
+  options.durability = Durability::kBuffered;
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  auto handler = [](const Message& m, Txn& txn) -> absl::Status {
+    if (m.payload == "fail") return absl::UnavailableError("no");
+    return AddOne(m, txn);
+  };
+  auto processed = engine->Process({.id = "a"}, handler);
+  ASSERT_TRUE(processed.ok()) << processed.status();
+  EXPECT_EQ(processed->outcome, Outcome::kProcessed);
+  EXPECT_GT(processed->sequence, 0u);
+
+  auto duplicate = engine->Process({.id = "a"}, handler);
+  ASSERT_TRUE(duplicate.ok());
+  EXPECT_EQ(duplicate->outcome, Outcome::kDuplicate);
+  EXPECT_GE(duplicate->sequence, processed->sequence);
+
+  auto failed = engine->Process({.id = "b", .payload = "fail"}, handler);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->outcome, Outcome::kFailed);
+  EXPECT_EQ(failed->sequence, 0u);
+
+  auto later = engine->Process({.id = "c"}, handler);
+  ASSERT_TRUE(later.ok());
+  EXPECT_GT(later->sequence, processed->sequence);
+
+  EXPECT_TRUE(engine->WaitDurable(processed->sequence).ok());
+  EXPECT_TRUE(engine->WaitDurable(duplicate->sequence).ok());
+  EXPECT_TRUE(engine->WaitDurable(later->sequence).ok());
+  EXPECT_TRUE(engine->WaitDurable(0).ok());
+  EXPECT_EQ(engine->WaitDurable(later->sequence + 1000000).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(EngineTest, BufferedCommitsSurviveCloseAndReopen) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  Options options;
+  options.durability = Durability::kBuffered;
+  {
+    ASSERT_OPEN(engine, path, options);
+    ASSERT_TRUE(
+        engine->Process({.id = "a", .source = "t", .offset = 3}, AddOne).ok());
+  }
+  ASSERT_OPEN(engine, path, options);
+  EXPECT_TRUE(*engine->Seen("a"));
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("1"));
+  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(3));
+}
+
+TEST(EngineTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  auto r = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(r.ok());
+  EXPECT_GT(r->sequence, 0u);
+  EXPECT_TRUE(engine->WaitDurable(r->sequence).ok());
+  EXPECT_EQ(engine->WaitDurable(r->sequence + 1000000).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// Regression: these calls wait for the commit lock the handler runs under;
+// from inside a handler they must fail instead of deadlocking.
+TEST(EngineReentrancyTest, CallsThatWaitForTheCommitFailInsideAHandler) {
+  testing::TempDir dir;
+  auto engine = Engine::Open(dir.Sub("db"), Options());
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Engine& e = **engine;
+  std::vector<absl::StatusCode> codes;
+  auto handler = [&](const Message&, Txn&) {
+    codes.push_back(e.Forget("x").code());
+    codes.push_back(e.WaitDurable(0).code());
+    codes.push_back(e.CompactExpired().code());
+    codes.push_back(e.Checkpoint(dir.Sub("cp")).code());
+    codes.push_back(e.Seen("x").status().code());  // reads are allowed
+    return absl::OkStatus();
+  };
+  auto result = e.Process({.id = "m"}, handler);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outcome, Outcome::kProcessed);
+  EXPECT_THAT(codes, ::testing::ElementsAre(
+                         absl::StatusCode::kFailedPrecondition,
+                         absl::StatusCode::kFailedPrecondition,
+                         absl::StatusCode::kFailedPrecondition,
+                         absl::StatusCode::kFailedPrecondition,
+                         absl::StatusCode::kOk));
+}
+
+
+}  // namespace
+}  // namespace idem

@@ -1,0 +1,308 @@
+// Engine::Open and input validation: persistence and the format check
+// (guarantee 7), foreign directories left unchanged, bad input rejected with
+// kInvalidArgument.
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "rocksdb/db.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/faulty_env.h"
+#include "tests/testing/temp_dir.h"
+
+namespace idem {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::AddOne;
+using testing::CreateRocksDb;
+using testing::HexOfIdHash;
+using testing::kStart;
+using testing::Names;
+using testing::Outcomes;
+using testing::SnapshotTree;
+
+namespace fs = std::filesystem;
+
+
+// ============================================================================
+// Guarantee 7: persistence and format.
+// ============================================================================
+
+TEST(EngineTest, ReopenSeesStateRecordsAndOffsets) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OPEN(engine, path, Options());
+    const std::vector<Message> batch = {
+        {.id = "a", .source = "t", .partition = 0, .offset = 4},
+        {.id = "b", .source = "t", .partition = 1, .offset = 8}};
+    ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
+  }  // closes the store
+  ASSERT_OPEN(engine, path, Options());
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
+  EXPECT_TRUE(*engine->Seen("a"));
+  EXPECT_TRUE(*engine->Seen("b"));
+  EXPECT_FALSE(*engine->Seen("c"));
+  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(4));
+  EXPECT_EQ(*engine->CommittedOffset("t", 1), std::optional<int64_t>(8));
+  int calls = 0;
+  auto r = engine->Process({.id = "a"}, [&](const Message& m, Txn& txn) {
+    ++calls;
+    return AddOne(m, txn);
+  });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(r->result, "done:a");
+  EXPECT_EQ(calls, 0);
+  // Counters start at zero with each open.
+  auto stats = engine->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->processed, 0u);
+  EXPECT_EQ(stats->duplicates, 1u);
+}
+
+TEST(EngineTest, OpenCreatesStoreInAnEmptyDirectory) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("empty");
+  fs::create_directory(path);
+  ASSERT_OPEN(engine, path, Options());
+  EXPECT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+}
+
+TEST(EngineTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
+  testing::TempDir dir;
+  Options options;
+  options.create_if_missing = false;
+  const std::string path = dir.Sub("missing");
+  auto engine = Engine::Open(path, options);
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kNotFound)
+      << engine.status();
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(EngineTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
+  testing::TempDir dir;
+  Options options;
+  options.create_if_missing = false;
+  const std::string path = dir.Sub("empty");
+  fs::create_directory(path);
+  auto engine = Engine::Open(path, options);
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kNotFound)
+      << engine.status();
+  EXPECT_TRUE(fs::is_empty(path));
+}
+
+TEST(EngineTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OPEN(engine, path, Options());
+    ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  }
+  Options options;
+  options.create_if_missing = false;
+  ASSERT_OPEN(engine, path, options);
+  EXPECT_TRUE(*engine->Seen("a"));
+}
+
+TEST(EngineTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("foreign");
+  fs::create_directories(path + "/sub");
+  {
+    std::ofstream(path + "/notes.txt") << "precious user data\n";
+    std::ofstream(path + "/sub/more.bin") << std::string("\0\1\2", 3);
+  }
+  const auto before = SnapshotTree(path);
+  auto engine = Engine::Open(path, Options());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
+      << engine.status();
+  const auto after = SnapshotTree(path);
+  EXPECT_EQ(Names(after), Names(before));
+  EXPECT_TRUE(after == before);
+}
+
+TEST(EngineTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("rocks");
+  ASSERT_NO_FATAL_FAILURE(
+      CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "users"}));
+  const auto before = SnapshotTree(path);
+  auto engine = Engine::Open(path, Options());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
+      << engine.status();
+  const auto after = SnapshotTree(path);
+  EXPECT_EQ(Names(after), Names(before));
+  EXPECT_TRUE(after == before);
+}
+
+TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("file");
+  { std::ofstream(path) << "not a database"; }
+  const auto before = SnapshotTree(path);
+  auto engine = Engine::Open(path, Options());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
+      << engine.status();
+  EXPECT_TRUE(fs::is_regular_file(path));
+  EXPECT_TRUE(SnapshotTree(path) == before);
+}
+
+TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("newer");
+  ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
+      path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe", "idem.state",
+             "idem.offsets", "idem.format.2"}));
+  const auto before = SnapshotTree(path);
+  auto engine = Engine::Open(path, Options());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
+      << engine.status();
+  const auto after = SnapshotTree(path);
+  EXPECT_EQ(Names(after), Names(before));
+  EXPECT_TRUE(after == before);
+}
+
+TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  ASSERT_OPEN(engine, path, Options());
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  auto second = Engine::Open(path, Options());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+      << second.status();
+  // The first engine is unaffected.
+  auto r = engine->Process({.id = "b"}, AddOne);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outcome, Outcome::kProcessed);
+  EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
+}
+
+// ============================================================================
+// Bad input.
+// ============================================================================
+
+TEST(EngineTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  for (absl::Duration window : {absl::ZeroDuration(), -absl::Seconds(1),
+                                absl::InfiniteDuration()}) {
+    Options options;
+    options.dedupe_window = window;
+    auto engine = Engine::Open(path, options);
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument)
+        << window;
+    EXPECT_FALSE(fs::exists(path)) << window;
+  }
+}
+
+TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  Options bloom;
+  bloom.bloom_bits_per_key = 65;
+  Options jobs;
+  jobs.max_background_jobs = 0;
+  for (const Options& options : {bloom, jobs}) {
+    EXPECT_EQ(Engine::Open(path, options).status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_FALSE(fs::exists(path));
+  }
+}
+
+TEST(EngineTest, ProcessRejectsBadMessagesAndRunsNothing) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  int calls = 0;
+  auto handler = [&](const Message&, Txn& txn) {
+    ++calls;
+    txn.Put("k", "v");
+    return absl::OkStatus();
+  };
+  const std::string long_id(kMaxIdBytes + 1, 'x');
+  const std::string long_source(kMaxSourceBytes + 1, 's');
+  const std::vector<Message> bad = {
+      {.id = ""},
+      {.id = long_id},
+      {.id = "m", .ttl = -absl::Seconds(1)},
+      {.id = "m", .ttl = absl::InfiniteDuration()},
+      {.id = "m", .source = "t", .partition = -1, .offset = 0},
+      {.id = "m", .source = long_source, .offset = 0}};
+  for (size_t i = 0; i < bad.size(); ++i) {
+    auto r = engine->Process(bad[i], handler);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument)
+        << "case " << i << ": " << r.status();
+  }
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(*engine->GetState("k"), std::nullopt);
+  EXPECT_FALSE(*engine->Seen("m"));
+  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::nullopt);
+  auto stats = engine->GetStats();
+  ASSERT_TRUE(stats.ok());
+  EXPECT_EQ(stats->processed + stats->duplicates + stats->failed, 0u);
+}
+
+TEST(EngineTest, ProcessAcceptsIdOfExactlyTheLimit) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  const std::string id(kMaxIdBytes, 'x');
+  auto r = engine->Process({.id = id}, AddOne);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outcome, Outcome::kProcessed);
+  EXPECT_TRUE(*engine->Seen(id));
+}
+
+TEST(EngineTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  int calls = 0;
+  auto handler = [&](const Message& m, Txn& txn) {
+    ++calls;
+    return AddOne(m, txn);
+  };
+  const std::vector<Message> batch = {
+      {.id = "a", .source = "t", .offset = 1},
+      {.id = "b", .source = "t", .offset = 2},
+      {.id = "", .source = "t", .offset = 3},
+      {.id = "c", .source = "t", .offset = 4}};
+  auto results = engine->ProcessBatch(batch, handler);
+  EXPECT_EQ(results.status().code(), absl::StatusCode::kInvalidArgument)
+      << results.status();
+  EXPECT_EQ(calls, 0);
+  EXPECT_FALSE(*engine->Seen("a"));
+  EXPECT_FALSE(*engine->Seen("b"));
+  EXPECT_EQ(*engine->GetState("counter"), std::nullopt);
+  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::nullopt);
+}
+
+TEST(EngineTest, SeenAndForgetRejectBadIds) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  const std::string long_id(kMaxIdBytes + 1, 'x');
+  EXPECT_EQ(engine->Seen("").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Seen(long_id).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Forget("").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Forget(long_id).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+}  // namespace
+}  // namespace idem

@@ -1,0 +1,99 @@
+#include "tests/testing/engine_test_util.h"
+
+#include <fstream>
+#include <sstream>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "rocksdb/db.h"
+#include "rocksdb/options.h"
+
+namespace idem::testing {
+
+namespace fs = std::filesystem;
+
+absl::Status AddOne(const Message& m, Txn& txn) {
+  auto v = txn.Get("counter");
+  if (!v.ok()) return v.status();
+  int n = 0;
+  if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
+    return absl::InternalError("bad counter");
+  }
+  txn.Put("counter", absl::StrCat(n + 1));
+  txn.SetResult(absl::StrCat("done:", std::string(m.id)));
+  return absl::OkStatus();
+}
+
+std::vector<Outcome> Outcomes(const std::vector<Result>& results) {
+  std::vector<Outcome> out;
+  for (const Result& r : results) out.push_back(r.outcome);
+  return out;
+}
+
+std::map<std::string, FileSnapshot> SnapshotTree(const std::string& root) {
+  std::map<std::string, FileSnapshot> out;
+  if (fs::is_regular_file(root)) {
+    std::ifstream in(root, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out[""] = {ss.str(), fs::last_write_time(root)};
+    return out;
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string rel = fs::relative(entry.path(), root).string();
+    if (entry.is_directory()) {
+      out[rel + "/"] = {"", fs::last_write_time(entry.path())};
+      continue;
+    }
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    out[rel] = {ss.str(), fs::last_write_time(entry.path())};
+  }
+  return out;
+}
+
+std::vector<std::string> Names(const std::map<std::string, FileSnapshot>& s) {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : s) names.push_back(name);
+  return names;
+}
+
+void CreateRocksDb(const std::string& path,
+                   const std::vector<std::string>& column_families) {
+  rocksdb::DBOptions db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : column_families) {
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s =
+      rocksdb::DB::Open(db_options, path, descriptors, &handles, &db);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), "user-key", "user-value").ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
+  for (rocksdb::ColumnFamilyHandle* h : handles) {
+    ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  }
+  ASSERT_TRUE(db->Close().ok());
+  delete db;
+}
+
+std::string HexOfIdHash(std::string_view id) {
+  const XXH128_hash_t h = XXH3_128bits(id.data(), id.size());
+  std::string hex;
+  for (uint64_t half : {h.high64, h.low64}) {
+    for (int shift = 60; shift >= 0; shift -= 4) {
+      hex.push_back("0123456789abcdef"[(half >> shift) & 0xf]);
+    }
+  }
+  return hex;
+}
+
+}  // namespace idem::testing
