@@ -148,6 +148,13 @@ absl::Status EngineImpl::RejectInsideHandler(const char* call) const {
             "for the commit the handler is part of)"));
 }
 
+absl::Status EngineImpl::PrepareOutsideCommit(const char* call) {
+  if (absl::Status s = RejectInsideHandler(call); !s.ok()) return s;
+  if (!needs_reopen_.load()) return absl::OkStatus();
+  absl::MutexLock commit_lock(&commit_mu_);
+  return RecoverIfNeeded();
+}
+
 absl::StatusOr<Result> EngineImpl::Process(const Message& message,
                                            Handler handler) {
   absl::StatusOr<std::vector<Result>> results =
@@ -420,11 +427,7 @@ absl::StatusOr<std::optional<int64_t>> EngineImpl::CommittedOffset(
 }
 
 absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
-  if (absl::Status s = RejectInsideHandler("WaitDurable"); !s.ok()) return s;
-  if (options_.durability == Durability::kBuffered && needs_reopen_.load()) {
-    absl::MutexLock commit_lock(&commit_mu_);
-    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  }
+  if (absl::Status s = PrepareOutsideCommit("WaitDurable"); !s.ok()) return s;
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();

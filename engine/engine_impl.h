@@ -88,6 +88,12 @@ class EngineImpl : public Engine {
   // call would wait for the commit lock the handler runs under).
   absl::Status RejectInsideHandler(const char* call) const;
 
+  // For calls that need a writable store but no commit (WaitDurable,
+  // CompactExpired, Checkpoint): rejects calls from inside a handler, then
+  // reopens the store if an earlier failure asked for it.
+  absl::Status PrepareOutsideCommit(const char* call)
+      ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+
   // Holds store_mu_ shared for one read call, except from inside one of this
   // engine's handlers, whose commit already holds it (absl::Mutex is not
   // re-entrant).

@@ -107,12 +107,8 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
 }
 
 absl::Status EngineImpl::CompactExpired() {
-  if (absl::Status s = RejectInsideHandler("CompactExpired"); !s.ok()) {
+  if (absl::Status s = PrepareOutsideCommit("CompactExpired"); !s.ok()) {
     return s;
-  }
-  if (needs_reopen_.load()) {
-    absl::MutexLock commit_lock(&commit_mu_);
-    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   }
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
@@ -133,11 +129,7 @@ absl::Status EngineImpl::Checkpoint(const std::string& dir) {
   if (dir.empty()) {
     return absl::InvalidArgumentError("checkpoint directory is empty");
   }
-  if (absl::Status s = RejectInsideHandler("Checkpoint"); !s.ok()) return s;
-  if (needs_reopen_.load()) {
-    absl::MutexLock commit_lock(&commit_mu_);
-    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  }
+  if (absl::Status s = PrepareOutsideCommit("Checkpoint"); !s.ok()) return s;
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();

@@ -5,6 +5,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -15,21 +16,17 @@
 namespace idem::crash {
 namespace {
 
-absl::StatusOr<int64_t> ReadInt(Txn& txn, const std::string& key,
+// Reads an integer state value through `source` (a Txn while handling, the
+// Engine while verifying); `absent` if the key does not exist.
+template <typename Source>
+absl::StatusOr<int64_t> ReadInt(Source& source, const std::string& key,
                                 int64_t absent) {
-  absl::StatusOr<std::optional<std::string>> v = txn.Get(key);
-  if (!v.ok()) return v.status();
-  if (!v->has_value()) return absent;
-  int64_t n = 0;
-  if (!absl::SimpleAtoi(**v, &n)) {
-    return absl::DataLossError(absl::StrCat("bad integer at ", key));
+  absl::StatusOr<std::optional<std::string>> v;
+  if constexpr (std::is_same_v<Source, Txn>) {
+    v = source.Get(key);
+  } else {
+    v = source.GetState(key);
   }
-  return n;
-}
-
-absl::StatusOr<int64_t> ReadStateInt(Engine& engine, const std::string& key,
-                                     int64_t absent) {
-  absl::StatusOr<std::optional<std::string>> v = engine.GetState(key);
   if (!v.ok()) return v.status();
   if (!v->has_value()) return absent;
   int64_t n = 0;
@@ -115,7 +112,7 @@ class LedgerWorkload : public Workload {
     }
     int64_t total = 0;
     for (int64_t a = 0; a < kAccounts; ++a) {
-      absl::StatusOr<int64_t> balance = ReadStateInt(engine, AccountKey(a), 0);
+      absl::StatusOr<int64_t> balance = ReadInt(engine, AccountKey(a), 0);
       if (!balance.ok()) return balance.status();
       total += *balance;
       if (*balance != expected[a]) {
@@ -242,7 +239,7 @@ class InventoryWorkload : public Workload {
     }
     for (int64_t p = 0; p < kProducts; ++p) {
       absl::StatusOr<int64_t> stock =
-          ReadStateInt(engine, StockKey(p), kInitialStock);
+          ReadInt(engine, StockKey(p), kInitialStock);
       if (!stock.ok()) return stock.status();
       if (*stock != kInitialStock - reserved_per_product[p]) {
         return absl::DataLossError(absl::StrCat(
