@@ -53,8 +53,10 @@ void ExpectAllPass(const CrashTestReport& report) {
   EXPECT_EQ(report.invariants.size(), 10u);
   EXPECT_GT(report.acknowledged, 0u);
   EXPECT_GT(report.duplicates_suppressed, 0u);
-  // The final crash-free run checked completeness.
-  EXPECT_EQ(Invariant(report, "final_complete").checks, 1u);
+  // Each epoch ended with a crash-free run that checked completeness.
+  EXPECT_GE(report.epochs, 1);
+  EXPECT_EQ(Invariant(report, "final_complete").checks,
+            static_cast<uint64_t>(report.epochs));
   EXPECT_GE(Invariant(report, "no_lost_ack").checks, 1u);
 }
 
@@ -121,6 +123,21 @@ TEST(CrashHarnessTest, ReportsBrokenAtomicityWhenTheCommitIsSplit) {
   EXPECT_FALSE(report->passed());
   EXPECT_FALSE(Invariant(*report, "atomicity").passed) << Failures(*report);
   EXPECT_FALSE(Invariant(*report, "exactly_once_effect").passed);
+}
+
+// A long run is cut into epochs (a fresh store on a new stream each time the
+// stream is consumed), each closed by a crash-free completeness check.
+TEST(CrashHarnessTest, ConsumedStreamsStartNewEpochs) {
+  testing::TempDir dir;
+  CrashTestOptions options = ShortRun(dir, CrashMode::kKill, Durability::kSync);
+  options.messages = 300;
+  options.cycles = 10;
+  absl::StatusOr<CrashTestReport> report =
+      RunCrashTest(options, *NewLedgerWorkload());
+  ASSERT_TRUE(report.ok()) << report.status();
+  ExpectAllPass(*report);
+  EXPECT_GT(report->epochs, 1);
+  EXPECT_EQ(report->unique_messages, 300u * report->epochs);
 }
 
 // A user workload plugs in the same way; a verifier that disagrees with the

@@ -46,9 +46,9 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
       "seed=%d\n",
       a.workload, a.mode, a.durability, a.threads, r.seed);
   out << absl::StrFormat(
-      "cycles:     %d (kill %d, power loss %d of which torn %d, kill point "
-      "%d; recovery crashed %d; no crash %d)\n",
-      r.cycles, r.kills, r.power_losses, r.torn_writes, r.kill_points,
+      "cycles:     %d in %d epoch(s) (kill %d, power loss %d of which torn %d, "
+      "kill point %d; recovery crashed %d; no crash %d)\n",
+      r.cycles, r.epochs, r.kills, r.power_losses, r.torn_writes, r.kill_points,
       r.recovery_crashes, r.cycles_without_crash);
   out << absl::StrFormat(
       "messages:   %d unique, %d stream entries, %d delivered, %d "

@@ -24,7 +24,7 @@ struct CrashtestArgs {
   std::string dir;
   bool keep = false;
   bool json = false;
-  size_t messages = 0;              // 0: 500 per cycle
+  size_t messages = 0;              // per epoch; 0: min(20000, 500 per cycle)
   int partitions = 4;
   int max_batch = 32;
   double recovery_crash_rate = 0.2;

@@ -24,7 +24,10 @@ ABSL_FLAG(std::string, dir, "",
           "Scratch directory (empty: a new temporary one, removed on PASS).");
 ABSL_FLAG(bool, keep, false, "Keep the scratch directory.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
-ABSL_FLAG(uint64_t, messages, 0, "Unique messages in the stream (0: 500 per cycle).");
+ABSL_FLAG(uint64_t, messages, 0,
+          "Unique messages per epoch; each epoch is a fresh store whose "
+          "stream is consumed over several cycles (0: min(20000, 500 per "
+          "cycle)).");
 ABSL_FLAG(int, partitions, 4, "Partitions of the simulated broker.");
 ABSL_FLAG(int, max_batch, 32, "Largest batch passed to ProcessBatch.");
 ABSL_FLAG(double, recovery_crash_rate, 0.2,

@@ -102,7 +102,11 @@ struct CrashTestOptions {
   uint64_t seed = 1;
   // Worker threads delivering concurrently (>= 1).
   int threads = 2;
-  // Unique messages in the stream (>= 1). 0: 300 per cycle.
+  // Unique messages in the stream of one epoch. When an epoch's stream has
+  // been consumed, the epoch ends with its crash-free final check and the
+  // next cycle starts a new epoch: a fresh store on a new stream (seeded from
+  // `seed` and the epoch number), so every check stays complete and cheap in
+  // long runs. 0: min(20000, 500 per cycle).
   size_t messages = 0;
   int partitions = 4;
   // Fraction of stream entries that are producer duplicates (the same ID
@@ -131,6 +135,7 @@ struct InvariantResult {
 struct CrashTestReport {
   uint64_t seed = 0;
   int cycles = 0;
+  int epochs = 0;  // fresh stores; each ends with a crash-free final check
   // Crashes by kind.
   int kills = 0;
   int power_losses = 0;
@@ -139,7 +144,7 @@ struct CrashTestReport {
   int recovery_crashes = 0;
   int cycles_without_crash = 0;  // the worker finished before the kill
   // Messages.
-  uint64_t unique_messages = 0;
+  uint64_t unique_messages = 0;       // over all epochs
   uint64_t stream_entries = 0;        // incl. producer duplicates
   uint64_t deliveries = 0;            // messages passed to the engine
   uint64_t acknowledged = 0;          // deliveries acknowledged to the broker

@@ -1,0 +1,348 @@
+#include "tools/idem_bench.h"
+
+#include <stdlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/clock.h"
+#include "rocksdb/env.h"
+#include "tests/testing/json_value.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/bench_layout.h"
+#include "tools/bench_workload.h"
+#include "tools/idemctl.h"
+
+namespace idem::tools {
+namespace {
+
+using ::idem::testing::JsonValue;
+using ::idem::testing::ParseJson;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+// A run of about 2.8 simulated one-hour windows in well under a second:
+// 30,000 messages at 3 simulated messages per second, 64 KiB memtables so
+// that records reach SST files and meet the filter.
+BenchOptions Tiny(const std::string& dir) {
+  BenchOptions o;
+  o.messages = 30000;
+  o.window = absl::Hours(1);
+  o.sim_messages_per_second = 3;
+  o.batch = 100;
+  o.durability = Durability::kBuffered;
+  o.ack_durable = false;
+  o.write_buffer_bytes = size_t{64} << 10;
+  o.duplicate_rate = 0.1;
+  o.duplicate_reach = 2000;
+  o.lookups = 200;
+  o.steady_windows = 1;
+  o.dir = dir;
+  return o;
+}
+
+BenchToolArgs TinyArgs(const std::string& dir) {
+  BenchToolArgs args;
+  args.options = Tiny(dir);
+  args.durability = "buffered";
+  args.write_buffer_mib = 0.0625;
+  args.progress = false;
+  return args;
+}
+
+struct ToolRun {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+ToolRun RunTool(const BenchToolArgs& args) {
+  std::ostringstream out, err;
+  ToolRun r;
+  r.rc = RunBenchTool(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
+  testing::TempDir dir;
+  struct Case {
+    const char* flag;
+    void (*mutate)(BenchToolArgs&);
+  };
+  const Case cases[] = {
+      {"--layout", [](BenchToolArgs& a) { a.layout = "engine,btree"; }},
+      {"--id_shape", [](BenchToolArgs& a) { a.id_shape = "snowflake"; }},
+      {"--durability", [](BenchToolArgs& a) { a.durability = "eventual"; }},
+      {"--duplicate_rate",
+       [](BenchToolArgs& a) { a.options.duplicate_rate = 1.5; }},
+      {"--duplicate_reach",
+       [](BenchToolArgs& a) { a.options.duplicate_reach = 0; }},
+      {"--batch", [](BenchToolArgs& a) { a.options.batch = 0; }},
+      {"--threads", [](BenchToolArgs& a) { a.options.threads = 0; }},
+      {"--window", [](BenchToolArgs& a) { a.options.window = absl::Seconds(0); }},
+      {"--sim_messages_per_second",
+       [](BenchToolArgs& a) { a.options.sim_messages_per_second = -1; }},
+      {"--write_buffer_mib", [](BenchToolArgs& a) { a.write_buffer_mib = 0.01; }},
+      {"--state_bytes", [](BenchToolArgs& a) { a.options.state_bytes = -1; }},
+      {"--messages or --duration",
+       [](BenchToolArgs& a) {
+         a.options.messages = 0;
+         a.options.duration = absl::ZeroDuration();
+       }},
+  };
+  for (const Case& c : cases) {
+    BenchToolArgs args = TinyArgs(dir.path());
+    c.mutate(args);
+    const ToolRun r = RunTool(args);
+    EXPECT_EQ(r.rc, kExitUsage) << c.flag;
+    EXPECT_THAT(r.err, HasSubstr(c.flag));
+    EXPECT_THAT(r.err, HasSubstr("idem-bench --help"));
+    EXPECT_THAT(r.out, IsEmpty()) << c.flag;
+  }
+}
+
+TEST(IdemBenchTest, RunBenchRejectsBadOptionsWithInvalidArgument) {
+  BenchOptions o;
+  o.batch = -3;
+  absl::StatusOr<BenchReport> r = RunBench(o, nullptr);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("--batch"));
+}
+
+TEST(IdemBenchTest, SimulatedRunPastTheWindowDropsExpiredRecords) {
+  testing::TempDir dir;
+  absl::StatusOr<BenchReport> report = RunBench(Tiny(dir.path()), nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_THAT(report->layouts, SizeIs(1));
+  const LayoutReport& r = report->layouts[0];
+  EXPECT_GT(r.windows_covered, 2.5);
+  EXPECT_GT(r.expired_dropped, 0u);
+  EXPECT_EQ(r.dedupe_errors, std::optional<int64_t>(0));
+  EXPECT_EQ(r.processed + r.duplicates, 30000);
+  EXPECT_EQ(r.duplicates, r.redeliveries - r.expired_redeliveries);
+  EXPECT_GT(r.cumulative_wa, 1.0);
+  ASSERT_TRUE(r.steady_wa.has_value());
+  EXPECT_GT(*r.steady_wa, 1.0);
+  EXPECT_THAT(r.wa_per_window, SizeIs(2));
+  // About one window of records is live: 3 msg/s x 3600 s, minus repeats.
+  EXPECT_GT(r.live_records, 8000);
+  EXPECT_LT(r.live_records, 10800);
+  ASSERT_TRUE(r.read_cost.has_value());
+  EXPECT_EQ(r.read_cost->miss.found, 0);
+  EXPECT_EQ(r.read_cost->hit.found, r.read_cost->hit.lookups);
+}
+
+TEST(IdemBenchTest, NothingIsDroppedBeforeTheClockPassesTheWindow) {
+  testing::TempDir dir;
+  BenchOptions o = Tiny(dir.path());
+  o.window = absl::Hours(4);  // the run covers 2.8 h
+  absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const LayoutReport& r = report->layouts[0];
+  EXPECT_LT(r.windows_covered, 1.0);
+  EXPECT_EQ(r.expired_dropped, 0u);
+  EXPECT_EQ(r.live_records, r.processed);
+  EXPECT_FALSE(r.steady_wa.has_value());
+}
+
+TEST(IdemBenchTest, AlternativeLayoutsGiveTheEngineAnswersAndDropWhole) {
+  testing::TempDir dir;
+  BenchOptions o = Tiny(dir.path());
+  o.layouts = {Layout::kLeveled, Layout::kUniversal, Layout::kFifo,
+               Layout::kBuckets};
+  absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_THAT(report->layouts, SizeIs(4));
+  for (const LayoutReport& r : report->layouts) {
+    SCOPED_TRACE(LayoutName(r.layout));
+    EXPECT_EQ(r.dedupe_errors, std::optional<int64_t>(0));
+    EXPECT_TRUE(r.rocksdb_sum_wamp.has_value());
+    EXPECT_TRUE(r.memtable_bytes.has_value());
+    EXPECT_GT(r.expired_dropped + r.expired_dropped_whole, 0u);
+  }
+  EXPECT_GT(report->layouts[2].expired_dropped_whole, 0u);  // fifo
+  EXPECT_GT(report->layouts[3].expired_dropped_whole, 0u);  // buckets
+  // Buckets never rewrite expired records.
+  EXPECT_LT(report->layouts[3].compaction_bytes,
+            report->layouts[0].compaction_bytes);
+}
+
+TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
+  testing::TempDir dir;
+  BenchToolArgs args = TinyArgs(dir.path());
+  args.json = true;
+  args.id_shape = "kafka";
+  args.options.state_bytes = 16;
+  const ToolRun run = RunTool(args);
+  ASSERT_EQ(run.rc, kExitOk) << run.err;
+  absl::StatusOr<JsonValue> json = ParseJson(run.out);
+  ASSERT_TRUE(json.ok()) << json.status() << "\n" << run.out;
+  ASSERT_NE(json->Find("config"), nullptr);
+  EXPECT_EQ(json->Find("config")->Find("id_shape")->string, "kafka");
+  const JsonValue* layouts = json->Find("layouts");
+  ASSERT_NE(layouts, nullptr);
+  ASSERT_THAT(layouts->array, SizeIs(1));
+  const JsonValue& l = layouts->array[0];
+  for (const char* field :
+       {"layout", "messages_per_second", "batch_latency", "message_latency",
+        "write_amplification", "steady_state_write_amplification",
+        "write_amplification_per_window", "rocksdb_sum_w_amp",
+        "expired_dropped", "expired_dropped_whole", "live_records",
+        "space_amplification", "disk_bytes", "memory_per_live_id_bytes",
+        "index_filter_bytes_per_live_id", "lookup", "dedupe_errors",
+        "notes"}) {
+    EXPECT_NE(l.Find(field), nullptr) << field;
+  }
+  EXPECT_EQ(l.Find("layout")->string, "engine");
+  EXPECT_GT(l.Find("expired_dropped")->number, 0);
+  EXPECT_EQ(l.Find("dedupe_errors")->number, 0);
+  EXPECT_GT(l.Find("batch_latency")->Find("p99_us")->number, 0);
+  // The engine hides RocksDB's own stats: reported as null, with a note.
+  EXPECT_EQ(l.Find("rocksdb_sum_w_amp")->type, JsonValue::Type::kNull);
+  EXPECT_THAT(l.Find("notes")->array, ::testing::Not(IsEmpty()));
+  EXPECT_GT(l.Find("lookup")->Find("miss")->Find("filter_probes")->number, 0);
+}
+
+TEST(IdemBenchTest, CsvHasOneRowPerSample) {
+  testing::TempDir dir;
+  BenchToolArgs args = TinyArgs(dir.path());
+  args.csv = dir.Sub("series.csv");
+  const ToolRun run = RunTool(args);
+  ASSERT_EQ(run.rc, kExitOk) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("[engine]"));
+  std::ifstream f(args.csv);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  ASSERT_GT(lines.size(), 20u);  // window / 10 over 2.8 windows, plus ends
+  EXPECT_THAT(lines[0], HasSubstr("clock_seconds"));
+  EXPECT_THAT(lines[0], HasSubstr("disk_bytes"));
+  EXPECT_THAT(lines[0], HasSubstr("live_records"));
+  EXPECT_THAT(lines[0], HasSubstr("cumulative_wa"));
+  const std::vector<std::string> last = absl::StrSplit(lines.back(), ',');
+  EXPECT_EQ(last[0], "engine");
+  EXPECT_EQ(last[3], "30000");  // messages
+}
+
+TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {
+  testing::TempDir dir;
+  BenchToolArgs args = TinyArgs(dir.path());
+  args.options.messages = 2000;
+  args.plot = dir.Sub("plot.png");
+  const std::string old_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", dir.path().c_str(), 1);
+  const ToolRun run = RunTool(args);
+  setenv("PATH", old_path.c_str(), 1);
+  EXPECT_EQ(run.rc, kExitOk);
+  EXPECT_THAT(run.err, HasSubstr("gnuplot is not on $PATH"));
+}
+
+TEST(IdemBenchTest, ThreadedRunCountsEveryDelivery) {
+  testing::TempDir dir;
+  BenchOptions o = Tiny(dir.path());
+  o.threads = 3;
+  o.messages = 9000;
+  o.lookups = 0;
+  absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const LayoutReport& r = report->layouts[0];
+  EXPECT_EQ(r.processed + r.duplicates, 9000);
+  EXPECT_FALSE(r.dedupe_errors.has_value());  // not checkable with threads
+  EXPECT_EQ(r.batch_latency.count, 90);
+}
+
+TEST(BenchWorkloadTest, IdShapes) {
+  EXPECT_EQ(IdFor(IdShape::kKafka, 1, 0), "orders-0-0");
+  EXPECT_EQ(IdFor(IdShape::kKafka, 1, 25), "orders-1-2");
+  const std::string uuid = IdFor(IdShape::kUuid, 1, 7);
+  EXPECT_THAT(uuid, SizeIs(36));
+  EXPECT_EQ(uuid[14], '4');
+  EXPECT_NE(uuid, IdFor(IdShape::kUuid, 2, 7));
+  EXPECT_EQ(uuid, IdFor(IdShape::kUuid, 1, 7));
+}
+
+TEST(BenchWorkloadTest, RedeliveryPastTheWindowIsExpectedToBeProcessed) {
+  WorkloadOptions o;
+  o.duplicate_rate = 0.5;
+  o.duplicate_reach = 10;
+  o.window = absl::Seconds(10);
+  Workload w(o);
+  std::vector<Delivery> batch;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  w.NextBatch(100, t0, &batch);
+  for (const Delivery& d : batch) EXPECT_EQ(d.expect_duplicate, d.redelivery);
+  batch.clear();
+  w.NextBatch(100, t0 + absl::Seconds(10), &batch);  // all earlier expired
+  int expected_duplicates = 0;
+  for (const Delivery& d : batch) expected_duplicates += d.expect_duplicate;
+  EXPECT_GT(w.expired_redeliveries(), 0);
+  EXPECT_LT(expected_duplicates, w.redeliveries());
+}
+
+// Guards the dedupe check itself: a store answer that differs from the
+// expected one must be counted, or "dedupe errors 0" would prove nothing.
+TEST(BenchLayoutTest, CountsAnswersThatDifferFromTheExpectedOnes) {
+  testing::TempDir dir;
+  for (Layout layout : {Layout::kEngine, Layout::kFifo, Layout::kBuckets}) {
+    SCOPED_TRACE(LayoutName(layout));
+    ManualClock clock(absl::FromUnixSeconds(1700000000));
+    std::unique_ptr<rocksdb::Env> env =
+        NewClockEnv(rocksdb::Env::Default(), &clock);
+    TargetOptions t;
+    t.layout = layout;
+    t.durability = Durability::kBuffered;
+    t.ack_durable = false;
+    t.write_buffer_bytes = size_t{64} << 10;
+    t.clock = &clock;
+    t.env = env.get();
+    absl::StatusOr<std::unique_ptr<Target>> target =
+        OpenTarget(dir.Sub(LayoutName(layout)), t);
+    ASSERT_TRUE(target.ok()) << target.status();
+    // "a" is new but claimed to be a duplicate; the second "b" is a real
+    // duplicate (same batch) but claimed to be new.
+    std::vector<Delivery> batch = {{.id = "a", .expect_duplicate = true},
+                                   {.id = "b"},
+                                   {.id = "b"}};
+    absl::StatusOr<BatchOutcome> first = (*target)->ProcessBatch(batch);
+    ASSERT_TRUE(first.ok()) << first.status();
+    EXPECT_EQ(first->processed, 2);
+    EXPECT_EQ(first->duplicates, 1);
+    EXPECT_EQ(first->missed_duplicates, 1);
+    EXPECT_EQ(first->false_duplicates, 1);
+    // One window later both records have expired.
+    clock.Advance(absl::Hours(1));
+    std::vector<Delivery> again = {{.id = "a"}, {.id = "b"}};
+    absl::StatusOr<BatchOutcome> second = (*target)->ProcessBatch(again);
+    ASSERT_TRUE(second.ok()) << second.status();
+    EXPECT_EQ(second->processed, 2);
+    EXPECT_EQ(second->missed_duplicates + second->false_duplicates, 0);
+    ASSERT_TRUE((*target)->Close().ok());
+  }
+}
+
+TEST(BenchLayoutTest, ParsesTheSumRowOfRocksDbStats) {
+  const std::string stats =
+      "\n** Compaction Stats [idem.dedupe] **\n"
+      "Level    Files   Size     Score Read(GB)  Rn(GB) Rnp1(GB) Write(GB) "
+      "Wnew(GB) Moved(GB) W-Amp Rd(MB/s) Wr(MB/s) Comp(sec)\n"
+      "-------------------------------------------------------------------\n"
+      "  L0      2/0    1.22 MB   0.5      0.0     0.0      0.0       0.0"
+      "      0.0       0.0   1.0      0.0     12.1      0.10\n"
+      "  Sum     9/0   10.97 MB   0.0      0.1     0.0      0.1       0.1"
+      "      0.0       0.0   4.7     30.0     33.3      1.20\n";
+  EXPECT_EQ(ParseSumWriteAmp(stats), std::optional<double>(4.7));
+  EXPECT_EQ(ParseSumWriteAmp("no table here"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace idem::tools

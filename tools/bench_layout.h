@@ -1,0 +1,173 @@
+// Storage layouts that idem-bench compares on the same workload.
+//
+// kEngine drives the real idem::Engine. The other layouts open RocksDB
+// directly with the engine's schema (XXH3-128 keys and records from
+// engine/record.h, the TTL filter from engine/ttl_filter.h, the engine's
+// batch shape: one WriteBatch of sorted state writes, sorted dedupe records
+// and offsets per commit, after one MultiGet of the batch's keys) and differ
+// only in how dedupe records are laid out and expired:
+//
+//   kLeveled    the engine's options (copied from engine/store.cc): leveled
+//               compaction with dynamic level sizes, the TTL filter at flush
+//               and compaction, periodic compaction once per window
+//   kUniversal  universal compaction, same filter and periodic compaction
+//   kFifo       FIFO compaction: whole files are deleted once their newest
+//               record has expired (ttl = window + slack; the memtable is
+//               flushed at least once per slack); the filter runs at flush
+//   kBuckets    one column family per time bucket (records grouped by
+//               expiry, bucket width window / kBucketsPerWindow), each
+//               dropped whole once every record in it has expired; lookups
+//               probe every live bucket
+//
+// A Target is safe for concurrent use (commits are serialised by a lock, as
+// in the engine). The idem::Clock and rocksdb::Env in TargetOptions are
+// borrowed and must outlive the Target.
+
+#ifndef IDEM_TOOLS_BENCH_LAYOUT_H_
+#define IDEM_TOOLS_BENCH_LAYOUT_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "idem/clock.h"
+#include "idem/options.h"
+#include "rocksdb/env.h"
+#include "tools/bench_workload.h"
+
+namespace idem::tools {
+
+enum class Layout { kEngine, kLeveled, kUniversal, kFifo, kBuckets };
+
+inline constexpr int kBucketsPerWindow = 4;
+
+const char* LayoutName(Layout layout);
+// Parses a layout name ("engine", "leveled", "universal", "fifo",
+// "buckets"); kInvalidArgument otherwise.
+absl::StatusOr<Layout> ParseLayout(std::string_view name);
+
+struct TargetOptions {
+  Layout layout = Layout::kEngine;
+  absl::Duration window = absl::Hours(1);
+  Durability durability = Durability::kSync;
+  // Under kBuffered: make every batch durable (WaitDurable / SyncWAL) before
+  // returning it, as a consumer does before acknowledging.
+  bool ack_durable = true;
+  // Bytes the handler writes to one state key per processed message (0: no
+  // state write), over `state_keys` distinct keys.
+  int state_bytes = 0;
+  int64_t state_keys = 100000;
+  size_t write_buffer_bytes = size_t{64} << 20;  // per column family
+  size_t block_cache_bytes = size_t{64} << 20;
+  int bloom_bits_per_key = 10;
+  int max_background_jobs = 2;
+  // Borrowed; both required.
+  Clock* clock = nullptr;
+  rocksdb::Env* env = nullptr;
+};
+
+// What one commit did.
+struct BatchOutcome {
+  int processed = 0;
+  int duplicates = 0;
+  // Deliveries whose outcome differs from Delivery::expect_duplicate.
+  int missed_duplicates = 0;  // expected a duplicate, got processed
+  int false_duplicates = 0;   // expected processed, got a duplicate
+};
+
+// Cumulative counters since the target was opened.
+struct TargetCounters {
+  uint64_t user_bytes = 0;  // WriteBatch::GetDataSize of every commit
+  uint64_t wal_bytes = 0;
+  uint64_t flush_bytes = 0;
+  uint64_t compaction_bytes = 0;
+  // Records removed by the TTL compaction filter (kRemove decisions).
+  uint64_t expired_dropped = 0;
+  // Records removed without a rewrite: entries of files FIFO deleted, or of
+  // bucket column families dropped.
+  uint64_t expired_dropped_whole = 0;
+  uint64_t live_sst_bytes = 0;
+  // RocksDB's estimate of dedupe records held (live and not yet removed).
+  uint64_t estimated_records = 0;
+  uint64_t written_bytes() const {
+    return wal_bytes + flush_bytes + compaction_bytes;
+  }
+};
+
+// RocksDB-internal figures that only a directly opened layout can report.
+struct InternalFigures {
+  // The "Sum" row's W-Amp of the dedupe column family's compaction stats
+  // (rocksdb.stats), relative to flushed bytes, without the WAL. For
+  // kBuckets: Sum(Write) / Sum(Write / W-Amp) over live bucket families
+  // from rocksdb.cfstats (dropped buckets' stats are gone).
+  std::optional<double> rocksdb_sum_wamp;
+  std::string rocksdb_stats;  // the dedupe family's rocksdb.stats text
+  uint64_t memtable_bytes = 0;       // rocksdb.cur-size-all-mem-tables
+  uint64_t table_readers_bytes = 0;  // rocksdb.estimate-table-readers-mem
+  uint64_t block_cache_usage = 0;    // rocksdb.block-cache-usage
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+
+  // Delivers `batch` as one commit at the clock's current time.
+  virtual absl::StatusOr<BatchOutcome> ProcessBatch(
+      absl::Span<const Delivery> batch) = 0;
+  virtual absl::StatusOr<TargetCounters> Counters() = 0;
+  // nullopt for kEngine: idem::Engine does not expose its DB.
+  virtual std::optional<InternalFigures> Internals() = 0;
+  // Closes the store (the Target is unusable afterwards).
+  virtual absl::Status Close() = 0;
+};
+
+// Opens a new store of `options.layout` at `path` (which must not exist).
+absl::StatusOr<std::unique_ptr<Target>> OpenTarget(
+    const std::string& path, const TargetOptions& options);
+
+// Parses the W-Amp of the "Sum" row from a rocksdb.stats text; nullopt if
+// the text has no compaction stats table.
+std::optional<double> ParseSumWriteAmp(std::string_view rocksdb_stats);
+
+// The cost of one dedupe lookup, averaged over a set of lookups.
+struct LookupCost {
+  int64_t lookups = 0;
+  int64_t found = 0;
+  double filter_probes = 0;     // SST Bloom filters consulted per lookup
+  double filter_negatives = 0;  // of which answered "absent" (useful)
+  double data_blocks_read = 0;  // data blocks read from disk per lookup
+  double micros = 0;            // mean wall time per lookup
+};
+
+struct ReadCost {
+  LookupCost miss;  // IDs never delivered
+  LookupCost hit;   // the most recently processed IDs (live records)
+  // Index and filter memory of the SST files (they are not held in the
+  // block cache): rocksdb.estimate-table-readers-mem.
+  uint64_t table_readers_bytes = 0;
+};
+
+// Reopens the closed store at `path` read-only with a fresh block cache and
+// looks up `miss_ids` then `hit_ids` one Get at a time, counting Bloom
+// filter results (Statistics tickers) and disk block reads (PerfContext).
+absl::StatusOr<ReadCost> MeasureReadCost(
+    const std::string& path, const TargetOptions& options,
+    const std::vector<std::string>& miss_ids,
+    const std::vector<std::string>& hit_ids);
+
+// A rocksdb::Env whose wall-clock time in seconds (Env::GetCurrentTime and
+// its SystemClock's) comes from an idem::Clock, so that RocksDB's own
+// time-based decisions (FIFO ttl, periodic compaction, file ages) follow a
+// simulated clock. Everything else goes to `base`. Both are borrowed.
+std::unique_ptr<rocksdb::Env> NewClockEnv(rocksdb::Env* base, Clock* clock);
+
+}  // namespace idem::tools
+
+#endif  // IDEM_TOOLS_BENCH_LAYOUT_H_
