@@ -94,7 +94,6 @@ absl::Status EngineImpl::RecoverIfNeeded() {
   store_.reset();
   absl::StatusOr<std::unique_ptr<Store>> reopened =
       OpenStore(path_, options_, parts_);
-  absl::Status error;
   if (reopened.ok()) {
     const uint64_t recovered = (*reopened)->db->GetLatestSequenceNumber();
     const uint64_t issued = issued_sequence_.load();
@@ -117,15 +116,14 @@ absl::Status EngineImpl::RecoverIfNeeded() {
     // Readable as it is; the next commit tries again.
     return FromRocksStatus(s, "syncing the reopened store");
   }
-  error = absl::Status(reopened.status().code(),
-                       absl::StrCat("reopening after an I/O error: ",
-                                    reopened.status().message()));
   // Keep answering reads from the committed data while the cause lasts.
   absl::StatusOr<std::unique_ptr<Store>> readable =
       OpenStore(path_, options_, parts_, /*read_only=*/true);
   if (readable.ok()) store_ = std::move(*readable);
-  store_error_ = error;
-  return error;
+  store_error_ = absl::Status(reopened.status().code(),
+                              absl::StrCat("reopening after an I/O error: ",
+                                           reopened.status().message()));
+  return store_error_;
 }
 
 bool EngineImpl::InsideOwnHandler() const {
