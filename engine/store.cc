@@ -12,73 +12,16 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/memtablerep.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 
 namespace idem {
 namespace {
 
-// Memtable size for the small column families (offsets, default, format).
-constexpr size_t kSmallWriteBufferBytes = size_t{4} << 20;
 
 std::string FormatColumnFamilyName(int version) {
   return absl::StrCat(kFormatColumnFamilyPrefix, version);
-}
-
-rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
-                                 std::shared_ptr<rocksdb::Statistics> stats) {
-  rocksdb::DBOptions db;
-  db.env = env;
-  db.statistics = std::move(stats);
-  db.max_background_jobs = options.max_background_jobs;
-  // Bound the WAL so crash recovery replays at most a few memtables.
-  db.max_total_wal_size = 4 * options.write_buffer_bytes;
-  // Never kSkipAnyCorruptedRecords: recover a consistent prefix.
-  db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
-  db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db.keep_log_file_num = 4;
-  return db;
-}
-
-rocksdb::ColumnFamilyOptions MakeDedupeOptions(
-    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    std::shared_ptr<rocksdb::CompactionFilterFactory> filter) {
-  rocksdb::ColumnFamilyOptions cf;
-  cf.write_buffer_size = options.write_buffer_bytes;
-  cf.compaction_filter_factory = std::move(filter);
-  cf.level_compaction_dynamic_level_bytes = true;
-  // Cold files must meet the filter too: rewrite every file at least once
-  // per window (RocksDB counts whole seconds; 0 would disable it).
-  cf.periodic_compaction_seconds = static_cast<uint64_t>(
-      std::max<int64_t>(1, absl::ToInt64Seconds(options.dedupe_window)));
-  // Keys are hashes and values are short: compression buys nothing.
-  cf.compression = rocksdb::kNoCompression;
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = cache;
-  if (options.bloom_bits_per_key > 0) {
-    table.filter_policy.reset(
-        rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
-    // Most lookups are misses: check new IDs against the memtable cheaply.
-    cf.memtable_prefix_bloom_size_ratio = 0.02;
-    cf.memtable_whole_key_filtering = true;
-  }
-  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  return cf;
-}
-
-rocksdb::ColumnFamilyOptions MakeStateOptions(
-    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    size_t write_buffer_bytes) {
-  rocksdb::ColumnFamilyOptions cf;
-  cf.write_buffer_size = write_buffer_bytes;
-  cf.level_compaction_dynamic_level_bytes = true;
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = cache;
-  if (options.bloom_bits_per_key > 0) {
-    table.filter_policy.reset(
-        rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
-  }
-  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  return cf;
 }
 
 // What is at `path` before anything is opened.
@@ -225,6 +168,77 @@ absl::Status CreateStore(const std::string& path, const Options& options,
 }
 
 }  // namespace
+
+rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
+                                 std::shared_ptr<rocksdb::Statistics> stats) {
+  rocksdb::DBOptions db;
+  db.env = env;
+  db.statistics = std::move(stats);
+  db.max_background_jobs = options.max_background_jobs;
+  // Bound the WAL so crash recovery replays at most a few memtables.
+  db.max_total_wal_size = 4 * options.write_buffer_bytes;
+  // Never kSkipAnyCorruptedRecords: recover a consistent prefix.
+  db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db.keep_log_file_num = 4;
+  // The dedupe column family's hash memtable takes one writer at a time
+  // (the engine's commit lock serializes commits anyway).
+  db.allow_concurrent_memtable_write = false;
+  return db;
+}
+
+rocksdb::ColumnFamilyOptions MakeDedupeOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter) {
+  rocksdb::ColumnFamilyOptions cf;
+  cf.write_buffer_size = options.write_buffer_bytes;
+  cf.compaction_filter_factory = std::move(filter);
+  cf.level_compaction_dynamic_level_bytes = true;
+  // Cold files must meet the filter too: rewrite every file at least once
+  // per window (RocksDB counts whole seconds; 0 would disable it).
+  cf.periodic_compaction_seconds = static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::ToInt64Seconds(options.dedupe_window)));
+  // Keys are hashes and values are short: compression buys nothing.
+  cf.compression = rocksdb::kNoCompression;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  if (options.bloom_bits_per_key > 0) {
+    table.filter_policy.reset(
+        rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
+    // Most lookups are misses: check new IDs against the memtable cheaply.
+    cf.memtable_prefix_bloom_size_ratio = 0.02;
+    cf.memtable_whole_key_filtering = true;
+  }
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  // Keys are uniformly random, so a sorted memtable pays a full skiplist
+  // search per insert. Hash buckets (by the first 2 key bytes), each a small
+  // skiplist, make inserts and lookups cheap; the sorting moves to the
+  // background flush. Iterating this column family needs
+  // ReadOptions::total_order_seek. The bucket array is allocated up front,
+  // so it is kept to 1/16 of the memtable (RocksDB asserts that a new
+  // memtable is not already due for a flush).
+  const size_t buckets = std::clamp<size_t>(options.write_buffer_bytes / 128,
+                                            256, 65536);
+  cf.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(2));
+  cf.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(buckets));
+  return cf;
+}
+
+rocksdb::ColumnFamilyOptions MakeStateOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    size_t write_buffer_bytes) {
+  rocksdb::ColumnFamilyOptions cf;
+  cf.write_buffer_size = write_buffer_bytes;
+  cf.level_compaction_dynamic_level_bytes = true;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  if (options.bloom_bits_per_key > 0) {
+    table.filter_policy.reset(
+        rocksdb::NewBloomFilterPolicy(options.bloom_bits_per_key));
+  }
+  cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return cf;
+}
 
 Store::~Store() {
   if (db == nullptr) return;

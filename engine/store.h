@@ -65,6 +65,22 @@ struct StoreParts {
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };
 
+// Memtable size for the small column families (offsets, default, format).
+inline constexpr size_t kSmallWriteBufferBytes = size_t{4} << 20;
+
+// The RocksDB options of an engine's store, for OpenStore and for tools
+// that measure alternatives to them. `statistics`, `cache` and `filter` are
+// shared, not copied.
+rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
+                                 std::shared_ptr<rocksdb::Statistics> stats);
+rocksdb::ColumnFamilyOptions MakeDedupeOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter);
+// State, offsets and the small column families.
+rocksdb::ColumnFamilyOptions MakeStateOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    size_t write_buffer_bytes);
+
 // Creates the parts for `options` with a TtlFilterFactory on `clock`.
 StoreParts MakeStoreParts(const Options& options,
                           std::shared_ptr<TtlFilterFactory> ttl_filter);

@@ -30,18 +30,18 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
-// A run of about 2.8 simulated one-hour windows in well under a second:
-// 30,000 messages at 3 simulated messages per second, 64 KiB memtables so
-// that records reach SST files and meet the filter.
+// A run of about 2.8 simulated one-hour windows in under a second: 60,000
+// messages at 6 simulated messages per second, 1 MiB memtables (about 15,000
+// records each), so that records reach SST files and meet the filter.
 BenchOptions Tiny(const std::string& dir) {
   BenchOptions o;
-  o.messages = 30000;
+  o.messages = 60000;
   o.window = absl::Hours(1);
-  o.sim_messages_per_second = 3;
+  o.sim_messages_per_second = 6;
   o.batch = 100;
   o.durability = Durability::kBuffered;
   o.ack_durable = false;
-  o.write_buffer_bytes = size_t{64} << 10;
+  o.write_buffer_bytes = size_t{1} << 20;
   o.duplicate_rate = 0.1;
   o.duplicate_reach = 2000;
   o.lookups = 200;
@@ -54,7 +54,7 @@ BenchToolArgs TinyArgs(const std::string& dir) {
   BenchToolArgs args;
   args.options = Tiny(dir);
   args.durability = "buffered";
-  args.write_buffer_mib = 0.0625;
+  args.write_buffer_mib = 1;
   args.progress = false;
   return args;
 }
@@ -129,15 +129,15 @@ TEST(IdemBenchTest, SimulatedRunPastTheWindowDropsExpiredRecords) {
   EXPECT_GT(r.windows_covered, 2.5);
   EXPECT_GT(r.expired_dropped, 0u);
   EXPECT_EQ(r.dedupe_errors, std::optional<int64_t>(0));
-  EXPECT_EQ(r.processed + r.duplicates, 30000);
+  EXPECT_EQ(r.processed + r.duplicates, 60000);
   EXPECT_EQ(r.duplicates, r.redeliveries - r.expired_redeliveries);
   EXPECT_GT(r.cumulative_wa, 1.0);
   ASSERT_TRUE(r.steady_wa.has_value());
   EXPECT_GT(*r.steady_wa, 1.0);
   EXPECT_THAT(r.wa_per_window, SizeIs(2));
-  // About one window of records is live: 3 msg/s x 3600 s, minus repeats.
-  EXPECT_GT(r.live_records, 8000);
-  EXPECT_LT(r.live_records, 10800);
+  // About one window of records is live: 6 msg/s x 3600 s, minus repeats.
+  EXPECT_GT(r.live_records, 16000);
+  EXPECT_LT(r.live_records, 21600);
   ASSERT_TRUE(r.read_cost.has_value());
   EXPECT_EQ(r.read_cost->miss.found, 0);
   EXPECT_EQ(r.read_cost->hit.found, r.read_cost->hit.lookups);
@@ -159,6 +159,11 @@ TEST(IdemBenchTest, NothingIsDroppedBeforeTheClockPassesTheWindow) {
 TEST(IdemBenchTest, AlternativeLayoutsGiveTheEngineAnswersAndDropWhole) {
   testing::TempDir dir;
   BenchOptions o = Tiny(dir.path());
+  // Smaller and faster: these layouts open RocksDB themselves, so 64 KiB
+  // memtables are fine.
+  o.messages = 15000;
+  o.sim_messages_per_second = 1.5;
+  o.write_buffer_bytes = size_t{64} << 10;
   o.layouts = {Layout::kLeveled, Layout::kUniversal, Layout::kFifo,
                Layout::kBuckets};
   absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
@@ -231,7 +236,7 @@ TEST(IdemBenchTest, CsvHasOneRowPerSample) {
   EXPECT_THAT(lines[0], HasSubstr("cumulative_wa"));
   const std::vector<std::string> last = absl::StrSplit(lines.back(), ',');
   EXPECT_EQ(last[0], "engine");
-  EXPECT_EQ(last[3], "30000");  // messages
+  EXPECT_EQ(last[3], "60000");  // messages
 }
 
 TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {
@@ -302,7 +307,7 @@ TEST(BenchLayoutTest, CountsAnswersThatDifferFromTheExpectedOnes) {
     t.layout = layout;
     t.durability = Durability::kBuffered;
     t.ack_durable = false;
-    t.write_buffer_bytes = size_t{64} << 10;
+    t.write_buffer_bytes = size_t{1} << 20;
     t.clock = &clock;
     t.env = env.get();
     absl::StatusOr<std::unique_ptr<Target>> target =

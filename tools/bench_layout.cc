@@ -35,7 +35,6 @@ namespace {
 
 constexpr char kBucketPrefix[] = "idem.dedupe.b";
 // Memtable size of the offsets and default column families (as the engine).
-constexpr size_t kSmallWriteBufferBytes = size_t{4} << 20;
 
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
@@ -186,60 +185,37 @@ int64_t FifoSlackSeconds(absl::Duration window) {
   return std::max<int64_t>(1, absl::ToInt64Seconds(window) / 4);
 }
 
-// engine/store.cc's DB options.
+// The engine's options for the same sizes (engine/store.h builds the
+// RocksDB options from them, so "leveled" is the engine's configuration).
+Options EngineOptionsFor(const TargetOptions& o) {
+  Options options;
+  options.dedupe_window = o.window;
+  options.write_buffer_bytes = o.write_buffer_bytes;
+  options.bloom_bits_per_key = o.bloom_bits_per_key;
+  options.max_background_jobs = o.max_background_jobs;
+  return options;
+}
+
 rocksdb::DBOptions RawDbOptions(const TargetOptions& o, rocksdb::Env* env,
                                 const RawParts& parts) {
-  rocksdb::DBOptions db;
-  db.env = env;
-  db.statistics = parts.statistics;
-  db.max_background_jobs = o.max_background_jobs;
-  db.max_total_wal_size = 4 * o.write_buffer_bytes;
-  db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
-  db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  db.keep_log_file_num = 4;
+  rocksdb::DBOptions db = MakeDbOptions(EngineOptionsFor(o), env,
+                                        parts.statistics);
   if (parts.fifo_drops != nullptr) db.listeners.push_back(parts.fifo_drops);
   return db;
 }
 
-rocksdb::BlockBasedTableOptions TableOptions(const TargetOptions& o,
-                                             const RawParts& parts) {
-  rocksdb::BlockBasedTableOptions table;
-  table.block_cache = parts.cache;
-  if (o.bloom_bits_per_key > 0) {
-    table.filter_policy.reset(
-        rocksdb::NewBloomFilterPolicy(o.bloom_bits_per_key));
-  }
-  return table;
-}
-
-// engine/store.cc's MakeStateOptions (also used for offsets and default).
 rocksdb::ColumnFamilyOptions RawStateOptions(const TargetOptions& o,
                                              const RawParts& parts,
                                              size_t write_buffer_bytes) {
-  rocksdb::ColumnFamilyOptions cf;
-  cf.write_buffer_size = write_buffer_bytes;
-  cf.level_compaction_dynamic_level_bytes = true;
-  cf.table_factory.reset(
-      rocksdb::NewBlockBasedTableFactory(TableOptions(o, parts)));
-  return cf;
+  return MakeStateOptions(EngineOptionsFor(o), parts.cache,
+                          write_buffer_bytes);
 }
 
-// engine/store.cc's MakeDedupeOptions, then the layout's changes.
+// The engine's dedupe options, then the layout's changes.
 rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
                                               const RawParts& parts) {
-  rocksdb::ColumnFamilyOptions cf;
-  cf.write_buffer_size = o.write_buffer_bytes;
-  cf.compaction_filter_factory = parts.filter;
-  cf.level_compaction_dynamic_level_bytes = true;
-  cf.periodic_compaction_seconds = static_cast<uint64_t>(
-      std::max<int64_t>(1, absl::ToInt64Seconds(o.window)));
-  cf.compression = rocksdb::kNoCompression;
-  if (o.bloom_bits_per_key > 0) {
-    cf.memtable_prefix_bloom_size_ratio = 0.02;
-    cf.memtable_whole_key_filtering = true;
-  }
-  cf.table_factory.reset(
-      rocksdb::NewBlockBasedTableFactory(TableOptions(o, parts)));
+  rocksdb::ColumnFamilyOptions cf =
+      MakeDedupeOptions(EngineOptionsFor(o), parts.cache, parts.filter);
   switch (o.layout) {
     case Layout::kEngine:
     case Layout::kLeveled:

@@ -62,29 +62,62 @@ double Ratio(uint64_t num, uint64_t den) {
                   : static_cast<double>(num) / static_cast<double>(den);
 }
 
-double Percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const size_t i = std::min(
-      sorted.size() - 1,
-      static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) -
-          (q > 0 ? 1 : 0));
-  return sorted[i];
-}
+// Latencies in microseconds, in logarithmic buckets 1% wide, so memory stays
+// constant however long the run; count, mean and max are exact, percentiles
+// are within 1% (the upper edge of their bucket).
+class LatencyHistogram {
+ public:
+  void Add(double micros) {
+    ++count_;
+    sum_ += micros;
+    max_ = std::max(max_, micros);
+    counts_[Bucket(micros)]++;
+  }
+  void Merge(const LatencyHistogram& other) {
+    count_ += other.count_;
+    sum_ += other.sum_;
+    max_ = std::max(max_, other.max_);
+    for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
+  }
+  LatencySummary Summary() const {
+    LatencySummary s;
+    s.count = count_;
+    if (count_ == 0) return s;
+    s.mean = sum_ / static_cast<double>(count_);
+    s.max = max_;
+    s.p50 = Percentile(0.50);
+    s.p99 = Percentile(0.99);
+    s.p999 = Percentile(0.999);
+    return s;
+  }
 
-LatencySummary Summarize(std::vector<double> values) {
-  LatencySummary s;
-  if (values.empty()) return s;
-  std::sort(values.begin(), values.end());
-  s.count = static_cast<int64_t>(values.size());
-  double sum = 0;
-  for (double v : values) sum += v;
-  s.mean = sum / static_cast<double>(values.size());
-  s.p50 = Percentile(values, 0.50);
-  s.p99 = Percentile(values, 0.99);
-  s.p999 = Percentile(values, 0.999);
-  s.max = values.back();
-  return s;
-}
+ private:
+  static constexpr double kMin = 0.01;  // microseconds
+  static constexpr double kGrowth = 1.01;
+  static constexpr size_t kBuckets = 3000;  // up to ~1e11 us
+  static size_t Bucket(double micros) {
+    if (!(micros > kMin)) return 0;
+    const double i = std::ceil(std::log(micros / kMin) / std::log(kGrowth));
+    return std::min(kBuckets - 1, static_cast<size_t>(i));
+  }
+  double Percentile(double q) const {
+    const int64_t rank = std::max<int64_t>(
+        1, static_cast<int64_t>(std::ceil(q * static_cast<double>(count_))));
+    int64_t seen = 0;
+    for (size_t i = 0; i < kBuckets; ++i) {
+      seen += counts_[i];
+      if (seen >= rank) {
+        return std::min(max_, kMin * std::pow(kGrowth, static_cast<double>(i)));
+      }
+    }
+    return max_;
+  }
+
+  int64_t count_ = 0;
+  double sum_ = 0;
+  double max_ = 0;
+  std::vector<int64_t> counts_ = std::vector<int64_t>(kBuckets, 0);
+};
 
 // The first sample at or after clock time `t` (samples are in clock order);
 // nullptr if none.
@@ -184,13 +217,13 @@ class LayoutRun {
     r.messages_per_second =
         wall_seconds_ > 0 ? static_cast<double>(handed_out_) / wall_seconds_
                           : 0;
-    std::vector<double> batch, message;
+    LatencyHistogram batch, message;
     for (const auto& [b, m] : latencies_) {
-      batch.insert(batch.end(), b.begin(), b.end());
-      message.insert(message.end(), m.begin(), m.end());
+      batch.Merge(b);
+      message.Merge(m);
     }
-    r.batch_latency = Summarize(std::move(batch));
-    r.message_latency = Summarize(std::move(message));
+    r.batch_latency = batch.Summary();
+    r.message_latency = message.Summary();
     r.samples = samples_;
     const Sample& last = samples_.back();
     r.clock_seconds = last.clock_seconds;
@@ -242,8 +275,8 @@ class LayoutRun {
         stop_ = true;
         return;
       }
-      batch_latency.push_back(micros);
-      message_latency.push_back(micros / static_cast<double>(batch.size()));
+      batch_latency.Add(micros);
+      message_latency.Add(micros / static_cast<double>(batch.size()));
       processed_ += outcome->processed;
       duplicates_ += outcome->duplicates;
       errors_ += outcome->missed_duplicates + outcome->false_duplicates;
@@ -360,9 +393,9 @@ class LayoutRun {
   std::ostream* const progress_;
   const absl::Duration sample_every_;
   const int64_t window_us_;
-  // Per worker: batch latencies and per-message latencies (microseconds).
-  // Each worker touches only its own entry.
-  std::vector<std::pair<std::vector<double>, std::vector<double>>> latencies_;
+  // Per worker: batch latencies and per-message latencies. Each worker
+  // touches only its own entry until the workers are joined.
+  std::vector<std::pair<LatencyHistogram, LatencyHistogram>> latencies_;
 
   absl::Mutex mu_;
   Workload workload_ ABSL_GUARDED_BY(mu_);
@@ -790,10 +823,20 @@ std::string Bytes(double b) {
 void PrintText(const BenchReport& report, std::ostream& out) {
   const BenchOptions& o = report.options;
   out << absl::StrFormat(
-      "idem-bench %s: %d messages per layout, ids %s, %.0f%% redeliveries "
+      "idem-bench %s: %s per layout, ids %s, %.0f%% redeliveries "
       "reaching %d ids back, batch %d, %s%s, %d thread(s), window %s, %s, "
       "memtable %s\n",
-      report.date, o.messages, ShapeName(o.id_shape),
+      report.date,
+      absl::StrCat(o.messages > 0 ? absl::StrCat(o.messages, " messages")
+                                  : std::string(),
+                   o.messages > 0 && o.duration > absl::ZeroDuration()
+                       ? " or "
+                       : "",
+                   o.duration > absl::ZeroDuration()
+                       ? absl::StrCat(absl::FormatDuration(o.duration),
+                                      " wall time")
+                       : std::string()),
+      ShapeName(o.id_shape),
       o.duplicate_rate * 100, o.duplicate_reach, o.batch,
       DurabilityName(o.durability),
       o.durability == Durability::kBuffered
@@ -823,13 +866,14 @@ void PrintText(const BenchReport& report, std::ostream& out) {
         r.batch_latency.p99, r.batch_latency.p999, r.message_latency.p50,
         r.message_latency.p99, r.message_latency.p999);
     out << absl::StrFormat(
-        "  clock         %.2f h covered = %.1f windows\n"
+        "  clock         %s covered = %.2f windows\n"
         "  write amp     cumulative %.2f = (WAL %s + flush %s + compaction "
         "%s) / user %s\n"
         "                steady state (last %d windows) %s; RocksDB Sum "
         "W-Amp %s\n"
         "                per window: %s\n",
-        r.clock_seconds / 3600, r.windows_covered, r.cumulative_wa,
+        absl::FormatDuration(absl::Seconds(std::round(r.clock_seconds))),
+        r.windows_covered, r.cumulative_wa,
         Bytes(r.wal_bytes), Bytes(r.flush_bytes), Bytes(r.compaction_bytes),
         Bytes(r.user_bytes), o.steady_windows, Fixed(r.steady_wa, 2),
         Fixed(r.rocksdb_sum_wamp, 1),
@@ -1065,7 +1109,10 @@ absl::Status WriteBenchPlot(const BenchReport& report,
   } cleanup{dir};
   const double window_s = absl::ToDoubleSeconds(report.options.window);
   std::vector<std::string> disk_plots, wa_plots;
-  int color = 1;
+  // Colour-blind-safe (Okabe-Ito) colours, one per layout.
+  static constexpr const char* kColors[] = {"#9400d3", "#009e73", "#56b4e9",
+                                            "#e69f00", "#d55e00", "#000000"};
+  size_t color = 0;
   for (const LayoutReport& r : report.layouts) {
     const std::string data =
         absl::StrCat(dir, "/", LayoutName(r.layout), ".dat");
@@ -1080,19 +1127,19 @@ absl::Status WriteBenchPlot(const BenchReport& report,
     f.close();
     const std::string name(LayoutName(r.layout));
     disk_plots.push_back(absl::StrFormat(
-        "%s using 1:2 with lines lw 2 lc %d title '%s'", GnuplotQuote(data),
-        color, name));
+        "%s using 1:2 with lines lw 2 lc rgb '%s' title '%s'",
+        GnuplotQuote(data), kColors[color % 6], name));
     wa_plots.push_back(absl::StrFormat(
-        "%s using 1:3 with lines lw 2 lc %d title '%s cumulative'",
-        GnuplotQuote(data), color, name));
+        "%s using 1:3 with lines lw 2 lc rgb '%s' title '%s cumulative'",
+        GnuplotQuote(data), kColors[color % 6], name));
     wa_plots.push_back(absl::StrFormat(
-        "%s using 1:4 with lines lw 1 dt 2 lc %d title '%s last window'",
-        GnuplotQuote(data), color, name));
+        "%s using 1:4 with lines lw 1 dt 2 lc rgb '%s' title '%s last window'",
+        GnuplotQuote(data), kColors[color % 6], name));
     ++color;
   }
   const BenchOptions& o = report.options;
   const std::string script = absl::StrCat(
-      "set terminal pngcairo size 1000,800 font ',10'\n",
+      "set terminal png size 1100,800 font 'DejaVuSans,9'\n",
       "set output ", GnuplotQuote(path), "\n",
       "set multiplot layout 2,1 title ",
       GnuplotQuote(absl::StrFormat(
@@ -1100,7 +1147,8 @@ absl::Status WriteBenchPlot(const BenchReport& report,
           absl::FormatDuration(o.window), o.sim_messages_per_second,
           o.sim_messages_per_second > 0 ? "simulated" : "(real clock)",
           o.batch, DurabilityName(o.durability))),
-      "\n", "set grid\nset key left top\n",
+      "\n", "set grid\nset key outside right top\nset lmargin at screen 0.07\n"
+      "set rmargin at screen 0.78\n",
       "set xlabel 'time (dedupe windows)'\n",
       "set ylabel 'disk (MiB)'\n", "plot ", absl::StrJoin(disk_plots, ", "),
       "\n", "set ylabel 'write amplification'\nset yrange [0:*]\n",
