@@ -159,7 +159,6 @@ absl::Status EngineImpl::Dump(
   const rocksdb::Snapshot* snapshot = store.db->GetSnapshot();
   rocksdb::ReadOptions read;
   read.snapshot = snapshot;
-  read.total_order_seek = true;  // the dedupe column family is prefix-hashed
   const int64_t now_micros = TimeToMicros(clock_->Now());
   absl::Status status = ScanColumnFamily(
       store.db, store.dedupe, read,

@@ -12,8 +12,6 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
-#include "rocksdb/memtablerep.h"
-#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 
 namespace idem {
@@ -181,9 +179,6 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
   db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db.keep_log_file_num = 4;
-  // The dedupe column family's hash memtable takes one writer at a time
-  // (the engine's commit lock serializes commits anyway).
-  db.allow_concurrent_memtable_write = false;
   return db;
 }
 
@@ -210,17 +205,6 @@ rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     cf.memtable_whole_key_filtering = true;
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  // Keys are uniformly random, so a sorted memtable pays a full skiplist
-  // search per insert. Hash buckets (by the first 2 key bytes), each a small
-  // skiplist, make inserts and lookups cheap; the sorting moves to the
-  // background flush. Iterating this column family needs
-  // ReadOptions::total_order_seek. The bucket array is allocated up front,
-  // so it is kept to 1/16 of the memtable (RocksDB asserts that a new
-  // memtable is not already due for a flush).
-  const size_t buckets = std::clamp<size_t>(options.write_buffer_bytes / 128,
-                                            256, 65536);
-  cf.prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(2));
-  cf.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(buckets));
   return cf;
 }
 
