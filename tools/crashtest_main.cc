@@ -7,8 +7,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "tools/crashtest.h"
+#include "tools/tool_usage.h"
 
 ABSL_FLAG(std::string, workload, "ledger", "Workload: ledger or inventory.");
 ABSL_FLAG(int, cycles, 20, "Crash cycles before the final crash-free run.");
@@ -38,7 +38,8 @@ ABSL_FLAG(std::string, self_test, "none",
           "--mode=powerloss) or split_commit.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  idem::tools::InitToolUsage(
+      "crashtest_main.cc",
       "Crash-tests an idem consumer: repeatedly kills (or power-fails) a "
       "worker process mid-stream, recovers, and checks that no acknowledged "
       "message is lost and none is applied twice.\n"

@@ -8,10 +8,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "tools/demo.h"
+#include "tools/tool_usage.h"
 
 ABSL_FLAG(int64_t, messages, 20000,
           "Deliveries in total, redeliveries included.");
@@ -23,19 +21,8 @@ ABSL_FLAG(int32_t, accounts, 100, "Ledger accounts the amounts go to.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
 
 int main(int argc, char** argv) {
-  // The binary (idem-demo) and this file's name differ, so tell --help which
-  // flags are ours.
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "demo_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.normalize_filename = [](absl::string_view file) {
-    const size_t tools = file.rfind("tools/");
-    return std::string(tools == file.npos ? file : file.substr(tools));
-  };
-  absl::SetFlagsUsageConfig(config);
-  absl::SetProgramUsageMessage(
+  idem::tools::InitToolUsage(
+      "demo_main.cc",
       "Streams messages with injected redeliveries through an idem engine in "
       "a\n"
       "temporary store (ledger handler, ProcessBatch, Durability::kBuffered "

@@ -8,11 +8,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "tools/idem_bench.h"
+#include "tools/tool_usage.h"
 
 ABSL_FLAG(int64_t, messages, 1000000,
           "Deliveries per layout, redeliveries included (0: no limit; then "
@@ -76,17 +74,8 @@ ABSL_FLAG(std::string, plot, "",
 ABSL_FLAG(bool, progress, true, "Progress lines on stderr every 2 s.");
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig config;
-  config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "idem_bench_main.cc");
-  };
-  config.contains_helpshort_flags = config.contains_help_flags;
-  config.normalize_filename = [](absl::string_view file) {
-    const size_t tools = file.rfind("tools/");
-    return std::string(tools == file.npos ? file : file.substr(tools));
-  };
-  absl::SetFlagsUsageConfig(config);
-  absl::SetProgramUsageMessage(
+  idem::tools::InitToolUsage(
+      "idem_bench_main.cc",
       "Generates a message stream with redeliveries, runs it through the\n"
       "idem engine (or alternative RocksDB layouts of the same records) and\n"
       "reports throughput, latency, write/space amplification, expiry,\n"

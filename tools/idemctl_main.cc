@@ -7,9 +7,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "tools/idemctl.h"
+#include "tools/tool_usage.h"
 
 ABSL_FLAG(std::string, db, "", "Path of an existing idem store (required).");
 ABSL_FLAG(bool, json, false,
@@ -17,13 +16,9 @@ ABSL_FLAG(bool, json, false,
           "writes JSON lines.");
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig config;
-  config.normalize_filename = [](absl::string_view file) {
-    const size_t tools = file.rfind("tools/");
-    return std::string(tools == file.npos ? file : file.substr(tools));
-  };
-  absl::SetFlagsUsageConfig(config);
-  absl::SetProgramUsageMessage(idem::tools::IdemctlUsage());
+  idem::tools::InitToolUsage(
+      "idemctl_main.cc",
+      idem::tools::IdemctlUsage());
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   idem::tools::IdemctlArgs args;
   args.db = absl::GetFlag(FLAGS_db);

@@ -1,0 +1,26 @@
+#include "tools/tool_usage.h"
+
+#include <string>
+
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+
+namespace idem::tools {
+
+void InitToolUsage(absl::string_view main_file, absl::string_view usage) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [file = std::string(main_file)](
+                                   absl::string_view path) {
+    return absl::EndsWith(path, file);
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  config.normalize_filename = [](absl::string_view path) {
+    const size_t tools = path.rfind("tools/");
+    return std::string(tools == path.npos ? path : path.substr(tools));
+  };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(usage);
+}
+
+}  // namespace idem::tools

@@ -1,0 +1,18 @@
+// Shared start-up of the command-line tools' mains: makes --help list the
+// flags defined in the tool's main file (Abseil matches flag files against
+// the binary's name by default, which differs from the file name here) and
+// sets the usage message. Call once, first thing in main(); not thread-safe.
+
+#ifndef IDEM_TOOLS_TOOL_USAGE_H_
+#define IDEM_TOOLS_TOOL_USAGE_H_
+
+#include "absl/strings/string_view.h"
+
+namespace idem::tools {
+
+// `main_file`: the suffix of the main's path, e.g. "crashtest_main.cc".
+void InitToolUsage(absl::string_view main_file, absl::string_view usage);
+
+}  // namespace idem::tools
+
+#endif  // IDEM_TOOLS_TOOL_USAGE_H_
