@@ -33,6 +33,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
+#include "tests/testing/findings.h"
 #include "tests/testing/temp_dir.h"
 
 namespace idem {
@@ -60,36 +61,7 @@ void RunTogether(int n, const std::function<void(int)>& body) {
   for (std::thread& t : threads) t.join();
 }
 
-// Thread-safe failure collector for multi-threaded checks.
-class Findings {
- public:
-  void Fail(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (failures_.size() < 20) failures_.push_back(what);
-    ++count_;
-  }
-  void Expect(bool condition, const std::string& what) {
-    if (!condition) Fail(what);
-  }
-  bool Ok(const absl::Status& status, const std::string& what) {
-    if (status.ok()) return true;
-    Fail(what + ": " + status.ToString());
-    return false;
-  }
-  ::testing::AssertionResult Result() {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (count_ == 0) return ::testing::AssertionSuccess();
-    ::testing::AssertionResult result = ::testing::AssertionFailure();
-    result << count_ << " failure(s):";
-    for (const std::string& f : failures_) result << "\n  - " << f;
-    return result;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> failures_;
-  int count_ = 0;
-};
+using testing::Findings;
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenTestEngine(
     const testing::TempDir& dir, const EngineHooks& hooks = {}) {

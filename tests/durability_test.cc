@@ -29,6 +29,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "tests/testing/faulty_env.h"
+#include "tests/testing/findings.h"
 #include "tests/testing/temp_dir.h"
 
 namespace idem {
@@ -62,28 +63,7 @@ absl::StatusCode CodeFor(Fault fault) {
                                   : absl::StatusCode::kUnavailable;
 }
 
-// Collects what went wrong in a multi-step check.
-class Findings {
- public:
-  void Fail(const std::string& what) { failures_.push_back(what); }
-  void Expect(bool condition, const std::string& what) {
-    if (!condition) Fail(what);
-  }
-  bool Ok(const absl::Status& status, const std::string& what) {
-    if (status.ok()) return true;
-    Fail(what + ": " + status.ToString());
-    return false;
-  }
-  ::testing::AssertionResult Result() const {
-    if (failures_.empty()) return ::testing::AssertionSuccess();
-    ::testing::AssertionResult result = ::testing::AssertionFailure();
-    for (const std::string& f : failures_) result << "\n  - " << f;
-    return result;
-  }
-
- private:
-  std::vector<std::string> failures_;
-};
+using testing::Findings;
 
 // An engine on a FaultyFileSystem in a fresh directory.
 class Harness {

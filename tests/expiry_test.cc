@@ -36,6 +36,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/options.h"
 #include "rocksdb/utilities/options_util.h"
+#include "tests/testing/findings.h"
 #include "tests/testing/temp_dir.h"
 
 namespace idem {
@@ -49,30 +50,7 @@ const absl::Duration kTick = absl::Microseconds(1);
 
 std::string Fmt(absl::Duration d) { return absl::FormatDuration(d); }
 
-// Collects what went wrong in a multi-step check, so the check can report
-// every failure instead of stopping at the first.
-class Findings {
- public:
-  void Fail(const std::string& what) { failures_.push_back(what); }
-  void Expect(bool condition, const std::string& what) {
-    if (!condition) Fail(what);
-  }
-  // Records a failure for a non-OK status; returns whether it was OK.
-  bool Ok(const absl::Status& status, const std::string& what) {
-    if (status.ok()) return true;
-    Fail(what + ": " + status.ToString());
-    return false;
-  }
-  ::testing::AssertionResult Result() const {
-    if (failures_.empty()) return ::testing::AssertionSuccess();
-    ::testing::AssertionResult result = ::testing::AssertionFailure();
-    for (const std::string& f : failures_) result << "\n  - " << f;
-    return result;
-  }
-
- private:
-  std::vector<std::string> failures_;
-};
+using testing::Findings;
 
 // Builds the hooks for an engine whose clock is `clock`.
 using HooksMaker = std::function<EngineHooks(Clock* clock)>;
