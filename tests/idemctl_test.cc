@@ -144,7 +144,7 @@ TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
     ASSERT_NE(f, nullptr) << field << " missing in " << r.out;
     EXPECT_EQ(f->type, JsonValue::Type::kNumber) << field;
   }
-  // Counters are this session's: idemctl processed nothing.
+  // Counters run from when idemctl opened the store: it processed nothing.
   EXPECT_EQ(v.Find("processed")->number, 0);
 }
 
