@@ -1,8 +1,8 @@
 #include "engine/store.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <cstdint>
+#include <filesystem>
 #include <string_view>
 
 #include "absl/strings/match.h"
