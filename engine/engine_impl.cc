@@ -73,8 +73,9 @@ EngineImpl::EngineImpl(std::string path, const Options& options, Clock* clock,
 
 EngineImpl::~EngineImpl() {
   absl::MutexLock lock(&store_mu_);
-  if (store_ != nullptr && options_.durability == Durability::kBuffered &&
-      !hooks_.skip_wal_sync && !needs_reopen_.load()) {
+  if (store_ != nullptr && !options_.read_only &&
+      options_.durability == Durability::kBuffered && !hooks_.skip_wal_sync &&
+      !needs_reopen_.load()) {
     // Best effort: a clean close leaves nothing unsynced. On failure the
     // unsynced tail is what a power loss would take anyway.
     WriteSyncBarrier(store_->db).PermitUncheckedError();
@@ -146,6 +147,13 @@ absl::Status EngineImpl::RejectInsideHandler(const char* call) const {
             "for the commit the handler is part of)"));
 }
 
+absl::Status EngineImpl::RejectIfReadOnly(const char* call) const {
+  if (!options_.read_only) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(call, " needs a writable engine; this one was opened with "
+                         "Options::read_only"));
+}
+
 absl::Status EngineImpl::PrepareOutsideCommit(const char* call) {
   if (absl::Status s = RejectInsideHandler(call); !s.ok()) return s;
   if (!needs_reopen_.load()) return absl::OkStatus();
@@ -170,6 +178,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
     }
   }
   if (absl::Status s = RejectInsideHandler("ProcessBatch"); !s.ok()) return s;
+  if (absl::Status s = RejectIfReadOnly("ProcessBatch"); !s.ok()) return s;
   if (messages.empty()) return std::vector<Result>();
   // Deliberately broken variant (EngineHooks::skip_commit_lock): no mutual
   // exclusion between concurrent commits.
@@ -393,6 +402,7 @@ absl::StatusOr<bool> EngineImpl::Seen(std::string_view id) {
 absl::Status EngineImpl::Forget(std::string_view id) {
   if (absl::Status s = ValidateId(id); !s.ok()) return s;
   if (absl::Status s = RejectInsideHandler("Forget"); !s.ok()) return s;
+  if (absl::Status s = RejectIfReadOnly("Forget"); !s.ok()) return s;
   const DedupeKey key = HashMessageId(id);
   absl::MutexLock commit_lock(&commit_mu_);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
@@ -435,8 +445,11 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
         absl::StrCat("sequence ", sequence, " was never issued (latest is ",
                      latest, ")"));
   }
-  // Under kSync every commit was synced before its outcome was returned.
-  if (options_.durability == Durability::kSync) return absl::OkStatus();
+  // Under kSync every commit was synced before its outcome was returned; a
+  // read-only engine has nothing to make durable.
+  if (options_.durability == Durability::kSync || options_.read_only) {
+    return absl::OkStatus();
+  }
   absl::Status s = syncer_.WaitDurable((*store)->db, sequence);
   if (!s.ok()) needs_reopen_.store(true);
   return s;
@@ -450,7 +463,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
   StoreParts parts = MakeStoreParts(options, ttl_filter);
   if (hooks.dedupe_filter != nullptr) parts.dedupe_filter = hooks.dedupe_filter;
   absl::StatusOr<std::unique_ptr<Store>> store =
-      OpenStore(path, options, parts);
+      OpenStore(path, options, parts, options.read_only);
   if (!store.ok()) return store.status();
   return std::unique_ptr<Engine>(
       new EngineImpl(path, options, clock, hooks, std::move(ttl_filter),

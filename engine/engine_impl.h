@@ -88,6 +88,9 @@ class EngineImpl : public Engine {
   // call would wait for the commit lock the handler runs under).
   absl::Status RejectInsideHandler(const char* call) const;
 
+  // kFailedPrecondition for a call that writes, on a read-only engine.
+  absl::Status RejectIfReadOnly(const char* call) const;
+
   // For calls that need a writable store but no commit (WaitDurable,
   // CompactExpired, Checkpoint): rejects calls from inside a handler, then
   // reopens the store if an earlier failure asked for it.

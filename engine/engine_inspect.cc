@@ -107,6 +107,7 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
 }
 
 absl::Status EngineImpl::CompactExpired() {
+  if (absl::Status s = RejectIfReadOnly("CompactExpired"); !s.ok()) return s;
   if (absl::Status s = PrepareOutsideCommit("CompactExpired"); !s.ok()) {
     return s;
   }
@@ -129,6 +130,7 @@ absl::Status EngineImpl::Checkpoint(const std::string& dir) {
   if (dir.empty()) {
     return absl::InvalidArgumentError("checkpoint directory is empty");
   }
+  if (absl::Status s = RejectIfReadOnly("Checkpoint"); !s.ok()) return s;
   if (absl::Status s = PrepareOutsideCommit("Checkpoint"); !s.ok()) return s;
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();

@@ -195,6 +195,79 @@ TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
 }
 
+TEST(EngineTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  {
+    ASSERT_OPEN(engine, path, Options());
+    ASSERT_TRUE(engine
+                    ->Process({.id = "a", .source = "t", .offset = 3}, AddOne)
+                    .ok());
+  }
+  const auto before = SnapshotTree(path);
+  {
+    Options options;
+    options.read_only = true;
+    ASSERT_OPEN(engine, path, options);
+    EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("1"));
+    EXPECT_TRUE(*engine->Seen("a"));
+    EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(3));
+    ASSERT_TRUE(engine->GetStats().ok());
+    int entries = 0;
+    ASSERT_TRUE(engine
+                    ->Dump([&](const DumpEntry&) {
+                      ++entries;
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    EXPECT_EQ(entries, 3);  // the record, the counter, the offset
+    int ran = 0;
+    auto counting = [&](const Message& m, Txn& txn) {
+      ++ran;
+      return AddOne(m, txn);
+    };
+    EXPECT_EQ(engine->Process({.id = "b"}, counting).status().code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(ran, 0);
+    EXPECT_EQ(engine->Forget("a").code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(engine->CompactExpired().code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(engine->Checkpoint(dir.Sub("cp")).code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_TRUE(engine->WaitDurable(0).ok());
+  }
+  EXPECT_EQ(SnapshotTree(path), before);
+  EXPECT_FALSE(fs::exists(dir.Sub("cp")));
+}
+
+TEST(EngineTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
+  testing::TempDir dir;
+  const std::string path = dir.Sub("db");
+  ASSERT_OPEN(writer, path, Options());
+  ASSERT_TRUE(writer->Process({.id = "a"}, AddOne).ok());
+  Options options;
+  options.read_only = true;
+  ASSERT_OPEN(reader, path, options);
+  EXPECT_TRUE(*reader->Seen("a"));
+  EXPECT_EQ(*reader->GetState("counter"), std::optional<std::string>("1"));
+  // The writer goes on; the reader keeps the view it opened with.
+  ASSERT_TRUE(writer->Process({.id = "b"}, AddOne).ok());
+  EXPECT_FALSE(*reader->Seen("b"));
+  EXPECT_TRUE(*writer->Seen("b"));
+}
+
+TEST(EngineTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
+  testing::TempDir dir;
+  Options options;
+  options.read_only = true;
+  options.create_if_missing = true;  // ignored when read-only
+  EXPECT_EQ(Engine::Open(dir.Sub("db"), options).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(dir.Sub("db")));
+  EXPECT_FALSE(fs::exists(dir.Sub("db.idem-creating")));
+}
+
 // ============================================================================
 // Bad input.
 // ============================================================================

@@ -189,8 +189,10 @@ constexpr Command kCommands[] = {
 }  // namespace
 
 std::string IdemctlUsage() {
-  return "Inspects and maintains an idem store (which must not be open "
-         "elsewhere).\n"
+  return "Inspects and maintains an idem store. stats, seen and dump open it "
+         "read-only\n(they work while a consumer holds it, seeing its commits as "
+         "of that moment);\nforget, compact and checkpoint need it not to be "
+         "open elsewhere.\n"
          "\n"
          "Usage: idemctl --db=PATH [--json] SUBCOMMAND [ARG]\n"
          "\n"
@@ -269,6 +271,9 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
   Options options;
   options.create_if_missing = false;
   options.durability = Durability::kSync;
+  // Inspection works on a store a consumer holds open; changes need it alone.
+  options.read_only = command->run == RunStats || command->run == RunSeen ||
+                      command->run == RunDump;
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Open(args.db, options);
   if (!engine.ok()) {

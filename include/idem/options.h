@@ -58,6 +58,13 @@ struct Options {
   // directory. Default: true.
   bool create_if_missing = true;
 
+  // Open an existing store for reads only: nothing on disk changes (the WAL
+  // is replayed in memory), the store may be open in another engine at the
+  // same time (reads then see the commits as of this Open), and
+  // ProcessBatch/Process, Forget, CompactExpired and Checkpoint fail with
+  // kFailedPrecondition. create_if_missing is ignored. Default: false.
+  bool read_only = false;
+
   // ---- Performance ----
 
   // Shared LRU block cache for all column families. More cache means fewer
