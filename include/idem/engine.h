@@ -55,11 +55,12 @@ class Engine {
  public:
   // Opens (or, with create_if_missing, creates) the store at `path`.
   // Returns kInvalidArgument for bad options; kNotFound if `path` does not
-  // exist and create_if_missing is false; kFailedPrecondition, changing
-  // nothing on disk, if `path` is not an idem store (a file, a non-empty
-  // directory of something else, a RocksDB database without idem's format
-  // marker), was written by a newer format, or is locked by another open
-  // engine; kDataLoss if the store is corrupt; kUnavailable for I/O errors.
+  // exist and create_if_missing is false (or read_only is set);
+  // kFailedPrecondition, changing nothing on disk, if `path` is not an idem
+  // store (a file, a non-empty directory of something else, a RocksDB
+  // database without idem's format marker), was written by a newer format,
+  // or is locked by another open engine (unless read_only); kDataLoss if the
+  // store is corrupt; kUnavailable for I/O errors.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
                                                       const Options& options);
 
