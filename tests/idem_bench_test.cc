@@ -210,7 +210,10 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
     EXPECT_NE(l.Find(field), nullptr) << field;
   }
   EXPECT_EQ(l.Find("layout")->string, "engine");
-  EXPECT_GT(l.Find("expired_dropped")->number, 0);
+  // Whether this short run's flushes finish before the report is timing
+  // (under ASan they did not); SimulatedRunPastTheWindowDropsExpiredRecords
+  // checks that records are dropped. Here: a count, present.
+  EXPECT_GE(l.Find("expired_dropped")->number, 0);
   EXPECT_EQ(l.Find("dedupe_errors")->number, 0);
   EXPECT_GT(l.Find("batch_latency")->Find("p99_us")->number, 0);
   // The engine hides RocksDB's own stats: reported as null, with a note.
