@@ -1,0 +1,203 @@
+#include "engine/kafka/batch_processor.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+#include "absl/time/clock.h"
+#include "engine/kafka/record_ids.h"
+
+namespace idem::kafka {
+namespace {
+
+// Stored as the result of a dead-lettered record's marker.
+constexpr std::string_view kDeadLetteredResult = "idem.dead-lettered";
+
+using PartitionRef = std::pair<std::string_view, int32_t>;
+
+PartitionRef PartitionOf(const Record& record) {
+  return {record.topic, record.partition};
+}
+
+// Per record of the batch.
+struct Entry {
+  std::string id;  // the derived ID; DeadLetterId once dead-lettered
+  absl::Status id_error;
+  int attempts = 0;
+  bool dead_lettered = false;
+  bool deferred = false;  // in this round: an earlier record of its
+                          // partition failed, so it did not run
+  bool counted = false;   // its outcome is in the report
+};
+
+class BatchRun {
+ public:
+  BatchRun(Engine& engine, absl::Span<Record> records,
+           const ConsumerOptions& options,
+           const DeadLetterFunction& dead_letter, Handler handler)
+      : engine_(engine),
+        records_(records),
+        options_(options),
+        dead_letter_(dead_letter),
+        handler_(handler),
+        entries_(records.size()) {}
+
+  absl::StatusOr<ProcessedBatch> Run() {
+    out_.report.records = static_cast<int64_t>(records_.size());
+    for (size_t i = 0; i < records_.size(); ++i) {
+      absl::StatusOr<std::string> id = DeriveId(records_[i], options_);
+      if (id.ok()) {
+        entries_[i].id = *std::move(id);
+      } else {
+        entries_[i].id_error = id.status();
+      }
+    }
+    // Retrying cannot repair an ID: such records are given up on at once.
+    for (size_t i = 0; i < records_.size(); ++i) {
+      if (entries_[i].id_error.ok()) continue;
+      if (absl::Status s = GiveUp(i, entries_[i].id_error); !s.ok()) return s;
+    }
+
+    std::vector<size_t> round(records_.size());
+    std::iota(round.begin(), round.end(), 0);
+    while (!round.empty()) {
+      absl::StatusOr<std::vector<size_t>> next = RunRound(round);
+      if (!next.ok()) return next.status();
+      round = *std::move(next);
+    }
+    if (max_sequence_ > 0) {
+      if (absl::Status s = engine_.WaitDurable(max_sequence_); !s.ok()) {
+        return s;
+      }
+    }
+    for (const Record& record : records_) {
+      int64_t& next =
+          out_.next_offsets[{std::string(record.topic), record.partition}];
+      next = std::max(next, record.offset + 1);
+    }
+    return std::move(out_);
+  }
+
+ private:
+  // One ProcessBatch over the records `round` names; returns the records of
+  // the next round (each failed partition from its first failure on).
+  absl::StatusOr<std::vector<size_t>> RunRound(
+      const std::vector<size_t>& round) {
+    std::vector<Message> messages;
+    messages.reserve(round.size());
+    for (size_t i : round) {
+      const Record& record = records_[i];
+      Message message;
+      message.id = entries_[i].id;
+      message.payload = record.value;
+      message.source = record.topic;
+      message.partition = record.partition;
+      message.offset = record.offset;
+      message.ttl = options_.ttl;
+      messages.push_back(message);
+      entries_[i].deferred = false;
+    }
+    absl::flat_hash_set<PartitionRef> blocked;  // a record of it failed
+    auto run_one = [&](const Message& message, Txn& txn) -> absl::Status {
+      const size_t i = round[&message - messages.data()];
+      Entry& entry = entries_[i];
+      Record& record = records_[i];
+      if (entry.dead_lettered) {
+        txn.SetResult(kDeadLetteredResult);
+        return absl::OkStatus();
+      }
+      if (blocked.contains(PartitionOf(record))) {
+        entry.deferred = true;
+        return absl::AbortedError("deferred behind a failed record");
+      }
+      record.id = entry.id;
+      absl::Status status = handler_(record, txn);
+      if (!status.ok()) blocked.insert(PartitionOf(record));
+      return status;
+    };
+    absl::StatusOr<std::vector<Result>> results =
+        engine_.ProcessBatch(messages, run_one);
+    if (!results.ok()) return results.status();
+
+    std::vector<size_t> next;
+    absl::flat_hash_set<PartitionRef> failed_partitions;
+    bool wait = false;
+    for (size_t k = 0; k < round.size(); ++k) {
+      const size_t i = round[k];
+      Entry& entry = entries_[i];
+      const Result& result = (*results)[k];
+      if (failed_partitions.contains(PartitionOf(records_[i]))) {
+        next.push_back(i);  // after its partition's failure: runs again
+      }
+      if (result.outcome == Outcome::kFailed) {
+        if (failed_partitions.insert(PartitionOf(records_[i])).second) {
+          next.push_back(i);
+        }
+        if (entry.deferred) continue;  // not an attempt of its own
+        if (++entry.attempts >= options_.max_attempts) {
+          if (absl::Status s = GiveUp(i, result.error); !s.ok()) return s;
+        } else {
+          ++out_.report.retries;
+          wait = true;
+        }
+        continue;
+      }
+      max_sequence_ = std::max(max_sequence_, result.sequence);
+      if (entry.counted || entry.dead_lettered) continue;
+      entry.counted = true;
+      if (result.outcome == Outcome::kProcessed) {
+        ++out_.report.processed;
+      } else {
+        ++out_.report.duplicates;
+      }
+    }
+    if (wait && options_.retry_backoff > absl::ZeroDuration()) {
+      absl::SleepFor(options_.retry_backoff);
+    }
+    return next;
+  }
+
+  // Passes record `i` to the dead-letter path; from then on it is committed
+  // under its DeadLetterId, which moves the partition's offset past it.
+  absl::Status GiveUp(size_t i, const absl::Status& error) {
+    const Record& record = records_[i];
+    const std::string position =
+        PositionId(record.topic, record.partition, record.offset);
+    if (!dead_letter_) {
+      return absl::AbortedError(absl::StrCat(
+          "record ", position, " was given up on and no dead-letter path is "
+          "configured (set ConsumerOptions::dead_letter or "
+          "dead_letter_topic): ", error.ToString()));
+    }
+    if (absl::Status s = dead_letter_(record, error); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("dead-lettering record ",
+                                                 position, ": ", s.message()));
+    }
+    Entry& entry = entries_[i];
+    entry.dead_lettered = true;
+    entry.id = DeadLetterId(record.topic, record.partition, record.offset);
+    ++out_.report.dead_lettered;
+    return absl::OkStatus();
+  }
+
+  Engine& engine_;
+  const absl::Span<Record> records_;
+  const ConsumerOptions& options_;
+  const DeadLetterFunction& dead_letter_;
+  const Handler handler_;
+  std::vector<Entry> entries_;
+  uint64_t max_sequence_ = 0;
+  ProcessedBatch out_;
+};
+
+}  // namespace
+
+absl::StatusOr<ProcessedBatch> ProcessRecords(
+    Engine& engine, absl::Span<Record> records, const ConsumerOptions& options,
+    const DeadLetterFunction& dead_letter, Handler handler) {
+  return BatchRun(engine, records, options, dead_letter, handler).Run();
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,49 @@
+// ProcessRecords runs one polled batch of Kafka records through
+// Engine::ProcessBatch: it derives their IDs, retries failed records (with
+// the records after them in the same partition, so each partition's offset
+// only moves past handled records), hands records that keep failing to the
+// dead-letter function, and waits until the batch is durable. It knows
+// nothing of librdkafka, so it is tested on its own. Thread-compatible.
+
+#ifndef IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_
+#define IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "idem/engine.h"
+#include "idem/kafka_consumer.h"
+
+namespace idem::kafka {
+
+using TopicPartition = std::pair<std::string, int32_t>;
+
+struct ProcessedBatch {
+  BatchReport report;
+  // Per partition of the batch, the next offset to read (Kafka's committed
+  // offset convention): the highest handled offset + 1.
+  absl::btree_map<TopicPartition, int64_t> next_offsets;
+};
+
+// Processes `records` (Record::id is filled in here) with `handler`, keeping
+// each partition's order: once a record fails, the later records of its
+// partition wait for it (they are deferred, not failed). A record with an
+// unusable ID is dead-lettered at once; a failing one after
+// options.max_attempts attempts, options.retry_backoff apart. `dead_letter`
+// may be empty: a record given up on then fails the call with kAborted.
+// Returns the engine's error, the dead-letter function's error or kAborted;
+// records before the error may be committed (the engine deduplicates them
+// when they are processed again). On success every record is committed
+// (processed, duplicate or dead-lettered) and durable.
+absl::StatusOr<ProcessedBatch> ProcessRecords(
+    Engine& engine, absl::Span<Record> records, const ConsumerOptions& options,
+    const DeadLetterFunction& dead_letter, Handler handler);
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_

@@ -1,0 +1,557 @@
+// Consumer: librdkafka's high-level consumer around ProcessRecords
+// (engine/kafka/batch_processor.h). Everything runs on the caller's thread:
+// rebalance, error and commit callbacks are served by rd_kafka_consumer_poll
+// (rd_kafka_poll_set_consumer), so a revocation can only arrive while a batch
+// is being collected, never while one is being processed.
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/btree_map.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+#include "absl/time/clock.h"
+#include "engine/kafka/batch_processor.h"
+#include "engine/kafka/consumer_hooks.h"
+#include "engine/kafka/rdkafka_util.h"
+#include "engine/kafka/record_ids.h"
+#include "idem/kafka_consumer.h"
+#include "idem/kafka_producer.h"
+
+namespace idem::kafka {
+namespace {
+
+// Properties the consumer sets itself and refuses from kafka_config.
+constexpr const char* kOwnedProperties[] = {
+    "bootstrap.servers", "metadata.broker.list", "group.id",
+    "enable.auto.commit", "enable.auto.offset.store"};
+
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
+  auto invalid = [](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions: ", AbslView(what)));
+  };
+  if (options.brokers.empty()) return invalid("brokers must not be empty");
+  if (options.group_id.empty()) return invalid("group_id must not be empty");
+  if (options.topics.empty()) return invalid("topics must not be empty");
+  for (const std::string& topic : options.topics) {
+    if (topic.empty()) return invalid("topics must not contain an empty name");
+  }
+  if (!options.id_function && options.id_header.empty()) {
+    return invalid("id_header must not be empty (or set id_function)");
+  }
+  if (options.ttl < absl::ZeroDuration() ||
+      options.ttl == absl::InfiniteDuration()) {
+    return invalid("ttl must be >= 0 and finite");
+  }
+  if (options.max_batch < 1) return invalid("max_batch must be >= 1");
+  if (options.poll_timeout < absl::ZeroDuration() ||
+      options.poll_timeout == absl::InfiniteDuration()) {
+    return invalid("poll_timeout must be >= 0 and finite");
+  }
+  if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
+  if (options.retry_backoff < absl::ZeroDuration() ||
+      options.retry_backoff == absl::InfiniteDuration()) {
+    return invalid("retry_backoff must be >= 0 and finite");
+  }
+  for (const auto& [name, value] : options.kafka_config) {
+    for (const char* owned : kOwnedProperties) {
+      if (name == owned) {
+        return invalid(absl::StrCat(
+            "kafka_config must not set ", name,
+            ": the consumer sets it (see ConsumerOptions)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+int ToMillis(absl::Duration d) {
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d),
+                                            1 << 30));
+}
+
+class ConsumerImpl final : public Consumer {
+ public:
+  ConsumerImpl(Engine* engine, const ConsumerOptions& options,
+               const ConsumerHooks& hooks)
+      : engine_(engine), options_(options), hooks_(hooks) {}
+
+  ~ConsumerImpl() override {
+    // Leaving the group releases the partitions at once; its error has
+    // nowhere to go from a destructor.
+    Close().IgnoreError();
+  }
+
+  absl::Status Init(std::unique_ptr<Producer> dead_letter_producer) {
+    dead_letter_producer_ = std::move(dead_letter_producer);
+    if (options_.dead_letter) {
+      dead_letter_ = options_.dead_letter;
+    } else if (dead_letter_producer_ != nullptr) {
+      dead_letter_ = [this](const Record& record, const absl::Status& error) {
+        return ProduceDeadLetter(record, error);
+      };
+    }
+    ConfPtr conf(rd_kafka_conf_new());
+    ConfigList config = {{"auto.offset.reset", "earliest"}};
+    config.insert(config.end(), options_.kafka_config.begin(),
+                  options_.kafka_config.end());
+    config.insert(config.end(), {{"bootstrap.servers", options_.brokers},
+                                 {"group.id", options_.group_id},
+                                 {"enable.auto.commit", "false"},
+                                 {"enable.auto.offset.store", "false"}});
+    if (absl::Status s = SetConfig(conf.get(), config); !s.ok()) return s;
+    rd_kafka_conf_set_opaque(conf.get(), this);
+    rd_kafka_conf_set_rebalance_cb(conf.get(), &ConsumerImpl::OnRebalance);
+    rd_kafka_conf_set_offset_commit_cb(conf.get(), &ConsumerImpl::OnCommit);
+    rd_kafka_conf_set_error_cb(conf.get(), &ConsumerImpl::OnError);
+    absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
+    if (!rk.ok()) return rk.status();
+    rk_ = *std::move(rk);
+    rd_kafka_poll_set_consumer(rk_.get());
+    PartitionListPtr topics(
+        rd_kafka_topic_partition_list_new(options_.topics.size()));
+    for (const std::string& topic : options_.topics) {
+      rd_kafka_topic_partition_list_add(topics.get(), topic.c_str(),
+                                        RD_KAFKA_PARTITION_UA);
+    }
+    return FromKafkaError(rd_kafka_subscribe(rk_.get(), topics.get()),
+                          "subscribing");
+  }
+
+  absl::StatusOr<BatchReport> PollBatch(Handler handler) override {
+    if (rk_ == nullptr) {
+      return absl::FailedPreconditionError("the consumer is closed");
+    }
+    if (!failed_.ok()) return failed_;
+    BatchReport report;
+    handler_ = &handler;
+    report_ = &report;
+    absl::Cleanup reset = [this] {
+      handler_ = nullptr;
+      report_ = nullptr;
+    };
+
+    // Collect: wait for the first record, then take what is already fetched.
+    absl::Duration wait = options_.poll_timeout;
+    while (static_cast<int>(in_flight_.size()) < options_.max_batch) {
+      const absl::Duration engine_before = stats_.engine_time;
+      const absl::Time start = absl::Now();
+      rd_kafka_message_t* message =
+          rd_kafka_consumer_poll(rk_.get(), ToMillis(wait));
+      // Engine time spent in rebalance callbacks is not Kafka's.
+      stats_.kafka_time +=
+          (absl::Now() - start) - (stats_.engine_time - engine_before);
+      wait = absl::ZeroDuration();
+      if (!callback_error_.ok()) return FailFromCallback();
+      if (message == nullptr) break;
+      MessagePtr owned(message);
+      if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        in_flight_.push_back(std::move(owned));
+      } else if (absl::Status s = OnMessageError(*message); !s.ok()) {
+        Rewind();
+        return s;
+      }
+    }
+    if (!failed_.ok()) {
+      in_flight_.clear();
+      return failed_;
+    }
+    if (absl::Status s = ProcessInFlight(); !s.ok()) {
+      Rewind();
+      return s;
+    }
+    return report;
+  }
+
+  absl::Status Run(Handler handler) override {
+    while (!stop_.load(std::memory_order_acquire)) {
+      absl::StatusOr<BatchReport> report = PollBatch(handler);
+      if (!report.ok()) return report.status();
+    }
+    return absl::OkStatus();
+  }
+
+  void Stop() override { stop_.store(true, std::memory_order_release); }
+
+  absl::Status Close() override {
+    if (rk_ == nullptr) return absl::OkStatus();
+    // Revokes the assignment (committing its offsets) and leaves the group.
+    absl::Status status =
+        FromKafkaError(rd_kafka_consumer_close(rk_.get()), "closing");
+    rk_.reset();
+    in_flight_.clear();
+    assignment_.clear();
+    return status;
+  }
+
+  std::vector<std::pair<std::string, int32_t>> Assignment() const override {
+    return {assignment_.begin(), assignment_.end()};
+  }
+
+  ConsumerStats stats() const override { return stats_; }
+
+ private:
+  static ConsumerImpl* Self(void* opaque) {
+    return static_cast<ConsumerImpl*>(opaque);
+  }
+
+  static void OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t* partitions,
+                          void* opaque) {
+    ConsumerImpl* self = Self(opaque);
+    if (self->report_ != nullptr) self->report_->rebalanced = true;
+    switch (err) {
+      case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        self->Assign(partitions);
+        break;
+      case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        self->Revoke(partitions);
+        break;
+      default:
+        self->NoteError(FromKafkaError(err, "rebalancing"));
+        self->Unassign(nullptr);
+        break;
+    }
+  }
+
+  static void OnCommit(rd_kafka_t*, rd_kafka_resp_err_t err,
+                       rd_kafka_topic_partition_list_t*, void* opaque) {
+    Self(opaque)->NoteCommit(err);
+  }
+
+  static void OnError(rd_kafka_t* rk, int err, const char* reason,
+                      void* opaque) {
+    ConsumerImpl* self = Self(opaque);
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+      char fatal[512];
+      rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
+      self->failed_ = absl::AbortedError(
+          absl::StrCat("fatal Kafka consumer error: ", fatal));
+      return;
+    }
+    self->NoteError(absl::UnavailableError(reason));
+  }
+
+  void NoteError(const absl::Status& status) {
+    ++stats_.kafka_errors;
+    stats_.last_kafka_error = status.ToString();
+  }
+
+  absl::Status OnMessageError(const rd_kafka_message_t& message) {
+    switch (message.err) {
+      case RD_KAFKA_RESP_ERR__PARTITION_EOF:
+        return absl::OkStatus();
+      case RD_KAFKA_RESP_ERR__FATAL:
+        failed_ = absl::AbortedError(absl::StrCat(
+            "fatal Kafka consumer error: ", rd_kafka_message_errstr(&message)));
+        return failed_;
+      default:
+        // Transient (librdkafka retries) or per-topic, e.g. an unknown topic.
+        NoteError(absl::UnavailableError(rd_kafka_message_errstr(&message)));
+        return absl::OkStatus();
+    }
+  }
+
+  // Starts each assigned partition at the engine's offset + 1.
+  void Assign(rd_kafka_topic_partition_list_t* partitions) {
+    ++stats_.assignments;
+    PartitionListPtr group;
+    if (options_.check_group_offsets) {
+      group.reset(rd_kafka_topic_partition_list_copy(partitions));
+      const rd_kafka_resp_err_t err =
+          rd_kafka_committed(rk_.get(), group.get(), /*timeout_ms=*/10000);
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        NoteError(FromKafkaError(err, "reading the group's offsets"));
+        group.reset();
+      }
+    }
+    for (int i = 0; i < partitions->cnt; ++i) {
+      rd_kafka_topic_partition_t& tp = partitions->elems[i];
+      PartitionStart start;
+      start.topic = tp.topic;
+      start.partition = tp.partition;
+      const absl::Time begin = absl::Now();
+      absl::StatusOr<std::optional<int64_t>> engine_offset =
+          engine_->CommittedOffset(tp.topic, tp.partition);
+      stats_.engine_time += absl::Now() - begin;
+      if (!engine_offset.ok()) {
+        // The consumer cannot tell where its state is: it stops for good.
+        failed_ = engine_offset.status();
+        callback_error_ = failed_;
+      } else {
+        start.engine_offset = *engine_offset;
+      }
+      if (group != nullptr && group->elems[i].offset >= 0) {
+        start.group_next_offset = group->elems[i].offset;
+      }
+      if (start.engine_offset.has_value() && !hooks_.ignore_engine_offsets) {
+        start.start_offset = *start.engine_offset + 1;
+        tp.offset = start.start_offset;
+      } else {
+        tp.offset = RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
+      }
+      assignment_.emplace(tp.topic, tp.partition);
+      if (options_.on_assign) options_.on_assign(start);
+    }
+    absl::Status status =
+        Cooperative()
+            ? FromKafkaErrorObject(
+                  rd_kafka_incremental_assign(rk_.get(), partitions),
+                  "assigning partitions")
+            : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
+                             "assigning partitions");
+    if (!status.ok() && callback_error_.ok()) callback_error_ = status;
+  }
+
+  // Finishes the in-flight batch, commits the revoked partitions' offsets to
+  // Kafka synchronously, then releases them.
+  void Revoke(rd_kafka_topic_partition_list_t* partitions) {
+    ++stats_.revocations;
+    const bool lost = rd_kafka_assignment_lost(rk_.get());
+    if (lost) {
+      // Another consumer may own them already: leave their records alone.
+      DropInFlight(partitions);
+    } else if (handler_ == nullptr) {
+      DropInFlight(partitions);  // closing: nothing is in flight
+    } else if (!in_flight_.empty()) {
+      if (absl::Status s = ProcessInFlight(); !s.ok()) {
+        callback_error_ = s;
+        DropInFlight(partitions);
+      }
+    }
+    if (!lost && !hooks_.skip_revoke_commit) {
+      CommitEngineOffsets(partitions);
+    }
+    for (int i = 0; i < partitions->cnt; ++i) {
+      assignment_.erase({partitions->elems[i].topic,
+                         partitions->elems[i].partition});
+    }
+    Unassign(partitions);
+  }
+
+  void Unassign(rd_kafka_topic_partition_list_t* partitions) {
+    absl::Status status;
+    if (Cooperative() && partitions != nullptr) {
+      status = FromKafkaErrorObject(
+          rd_kafka_incremental_unassign(rk_.get(), partitions),
+          "releasing partitions");
+    } else {
+      status = FromKafkaError(rd_kafka_assign(rk_.get(), nullptr),
+                              "releasing partitions");
+      assignment_.clear();
+    }
+    if (!status.ok()) NoteError(status);
+  }
+
+  bool Cooperative() const {
+    return std::strcmp(rd_kafka_rebalance_protocol(rk_.get()),
+                       "COOPERATIVE") == 0;
+  }
+
+  // Commits, for each of `partitions`, the engine's offset + 1 to Kafka and
+  // waits for the answer. Errors are counted: Kafka's offsets are advisory.
+  void CommitEngineOffsets(const rd_kafka_topic_partition_list_t* partitions) {
+    PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
+    for (int i = 0; i < partitions->cnt; ++i) {
+      const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+      absl::StatusOr<std::optional<int64_t>> offset =
+          engine_->CommittedOffset(tp.topic, tp.partition);
+      if (!offset.ok() || !offset->has_value()) continue;
+      rd_kafka_topic_partition_list_add(offsets.get(), tp.topic, tp.partition)
+          ->offset = **offset + 1;
+    }
+    if (offsets->cnt == 0) return;
+    NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/0));
+  }
+
+  void NoteCommit(rd_kafka_resp_err_t err) {
+    // _NO_OFFSET: there was nothing to commit, which is not an error.
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR ||
+        err == RD_KAFKA_RESP_ERR__NO_OFFSET) {
+      return;
+    }
+    ++stats_.kafka_commit_errors;
+    stats_.last_kafka_error =
+        FromKafkaError(err, "committing offsets to Kafka").ToString();
+  }
+
+  // Processes the in-flight records and commits their offsets to Kafka.
+  absl::Status ProcessInFlight() {
+    if (in_flight_.empty()) return absl::OkStatus();
+    std::vector<Record> records;
+    records.reserve(in_flight_.size());
+    for (const MessagePtr& message : in_flight_) {
+      records.push_back(RecordFromMessage(*message));
+    }
+    if (hooks_.commit_before_processing) {
+      absl::btree_map<TopicPartition, int64_t> next;
+      for (const Record& r : records) {
+        int64_t& n = next[{std::string(r.topic), r.partition}];
+        n = std::max(n, r.offset + 1);
+      }
+      CommitToKafka(next, /*async=*/false);
+    }
+    const absl::Time start = absl::Now();
+    absl::StatusOr<ProcessedBatch> batch = ProcessRecords(
+        *engine_, absl::MakeSpan(records), options_, dead_letter_, *handler_);
+    stats_.engine_time += absl::Now() - start;
+    if (!batch.ok()) return batch.status();
+    in_flight_.clear();
+
+    const BatchReport& done = batch->report;
+    if (report_ != nullptr) {
+      report_->records += done.records;
+      report_->processed += done.processed;
+      report_->duplicates += done.duplicates;
+      report_->dead_lettered += done.dead_lettered;
+      report_->retries += done.retries;
+    }
+    stats_.records += done.records;
+    stats_.processed += done.processed;
+    stats_.duplicates += done.duplicates;
+    stats_.dead_lettered += done.dead_lettered;
+    stats_.retries += done.retries;
+    ++stats_.batches;
+    if (options_.commit_to_kafka && !hooks_.commit_before_processing) {
+      CommitToKafka(batch->next_offsets, /*async=*/true);
+    }
+    return absl::OkStatus();
+  }
+
+  void CommitToKafka(const absl::btree_map<TopicPartition, int64_t>& next,
+                     bool async) {
+    PartitionListPtr offsets(rd_kafka_topic_partition_list_new(next.size()));
+    for (const auto& [tp, offset] : next) {
+      rd_kafka_topic_partition_list_add(offsets.get(), tp.first.c_str(),
+                                        tp.second)
+          ->offset = offset;
+    }
+    const absl::Time start = absl::Now();
+    NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), async ? 1 : 0));
+    stats_.kafka_time += absl::Now() - start;
+  }
+
+  // Drops in-flight records of `partitions` (all of them for nullptr).
+  void DropInFlight(const rd_kafka_topic_partition_list_t* partitions) {
+    std::erase_if(in_flight_, [&](const MessagePtr& m) {
+      if (partitions == nullptr) return true;
+      for (int i = 0; i < partitions->cnt; ++i) {
+        if (partitions->elems[i].partition == m->partition &&
+            std::strcmp(partitions->elems[i].topic,
+                        rd_kafka_topic_name(m->rkt)) == 0) {
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+
+  // After a failed batch: the next poll re-reads each still-assigned
+  // partition of the in-flight records from its first in-flight offset.
+  void Rewind() {
+    absl::btree_map<TopicPartition, int64_t> first;
+    for (const MessagePtr& m : in_flight_) {
+      TopicPartition tp{rd_kafka_topic_name(m->rkt), m->partition};
+      if (!assignment_.contains(tp)) continue;
+      auto [it, inserted] = first.emplace(tp, m->offset);
+      if (!inserted) it->second = std::min(it->second, m->offset);
+    }
+    in_flight_.clear();
+    if (first.empty()) return;
+    PartitionListPtr seek(rd_kafka_topic_partition_list_new(first.size()));
+    for (const auto& [tp, offset] : first) {
+      rd_kafka_topic_partition_list_add(seek.get(), tp.first.c_str(), tp.second)
+          ->offset = offset;
+    }
+    if (absl::Status s = FromKafkaErrorObject(
+            rd_kafka_seek_partitions(rk_.get(), seek.get(), 10000),
+            "rewinding after a failed batch");
+        !s.ok()) {
+      // Without the rewind the records could be skipped: stop for good.
+      failed_ = s;
+    }
+  }
+
+  absl::Status FailFromCallback() {
+    absl::Status status = std::exchange(callback_error_, absl::OkStatus());
+    Rewind();
+    return status;
+  }
+
+  absl::Status ProduceDeadLetter(const Record& record,
+                                 const absl::Status& error) {
+    OutgoingRecord out;
+    out.topic = options_.dead_letter_topic;
+    out.key = std::string(record.key);
+    out.value = std::string(record.value);
+    for (const auto& [name, value] : record.headers) {
+      out.headers.emplace_back(std::string(name), std::string(value));
+    }
+    out.headers.emplace_back("idem.error", error.ToString());
+    out.headers.emplace_back("idem.source.topic", std::string(record.topic));
+    out.headers.emplace_back("idem.source.partition",
+                             absl::StrCat(record.partition));
+    out.headers.emplace_back("idem.source.offset", absl::StrCat(record.offset));
+    return dead_letter_producer_->Produce({&out, 1});
+  }
+
+  // ---- Constant after construction ----
+  Engine* const engine_;
+  const ConsumerOptions options_;
+  const ConsumerHooks hooks_;
+  std::unique_ptr<Producer> dead_letter_producer_;
+  DeadLetterFunction dead_letter_;
+
+  // ---- Used from the polling thread only ----
+  HandlePtr rk_;
+  std::vector<MessagePtr> in_flight_;  // polled, not yet processed
+  const Handler* handler_ = nullptr;   // during PollBatch
+  BatchReport* report_ = nullptr;      // during PollBatch
+  absl::Status callback_error_;        // raised inside a callback
+  absl::Status failed_;                // permanent: the consumer is unusable
+  std::set<TopicPartition> assignment_;
+  ConsumerStats stats_;
+
+  // ---- Any thread ----
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options,
+    const ConsumerHooks& hooks) {
+  if (engine == nullptr) {
+    return absl::InvalidArgumentError("Consumer::Create: engine is null");
+  }
+  if (absl::Status s = ValidateConsumerOptions(options); !s.ok()) return s;
+  std::unique_ptr<Producer> dead_letter_producer;
+  if (!options.dead_letter && !options.dead_letter_topic.empty()) {
+    absl::StatusOr<std::unique_ptr<Producer>> producer =
+        Producer::Create(options.brokers, options.kafka_config);
+    if (!producer.ok()) return producer.status();
+    dead_letter_producer = *std::move(producer);
+  }
+  auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
+  if (absl::Status s = consumer->Init(std::move(dead_letter_producer));
+      !s.ok()) {
+    return s;
+  }
+  return consumer;
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    Engine* engine, const ConsumerOptions& options) {
+  return CreateConsumerWithHooks(engine, options, ConsumerHooks());
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,34 @@
+// Deliberately broken variants of the Kafka consumer, for tests that must
+// show their checks catch a broken guarantee. Never set outside tests. A
+// plain value type.
+
+#ifndef IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
+#define IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "idem/engine.h"
+#include "idem/kafka_consumer.h"
+
+namespace idem::kafka {
+
+struct ConsumerHooks {
+  // On assignment, start from the group's committed offset even when the
+  // engine has one (what a consumer does that keeps offsets only in Kafka).
+  bool ignore_engine_offsets = false;
+  // Commit the batch's offsets to Kafka before processing it (at-most-once).
+  bool commit_before_processing = false;
+  // On revocation, release partitions without committing their offsets to
+  // Kafka: a consumer with another engine that takes them over starts from
+  // stale offsets.
+  bool skip_revoke_commit = false;
+};
+
+// Consumer::Create with hooks; Consumer::Create is this with {}.
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options, const ConsumerHooks& hooks);
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_

@@ -1,0 +1,77 @@
+// MockCluster: librdkafka's mock cluster, owned through a dedicated producer
+// handle that exists only to host it.
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/kafka/rdkafka_util.h"
+#include "idem/kafka_mock_cluster.h"
+
+namespace idem::kafka {
+namespace {
+
+struct MockClusterDeleter {
+  void operator()(rd_kafka_mock_cluster_t* cluster) const {
+    rd_kafka_mock_cluster_destroy(cluster);
+  }
+};
+
+class MockClusterImpl final : public MockCluster {
+ public:
+  MockClusterImpl(HandlePtr host, rd_kafka_mock_cluster_t* cluster)
+      : host_(std::move(host)),
+        cluster_(cluster),
+        bootstrap_servers_(rd_kafka_mock_cluster_bootstraps(cluster)) {}
+
+  const std::string& bootstrap_servers() const override {
+    return bootstrap_servers_;
+  }
+
+  absl::Status CreateTopic(const std::string& topic, int partitions) override {
+    if (topic.empty() || partitions < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MockCluster::CreateTopic: need a topic name and partitions >= 1, "
+          "got '",
+          topic, "' with ", partitions));
+    }
+    return FromKafkaError(
+        rd_kafka_mock_topic_create(cluster_.get(), topic.c_str(), partitions,
+                                   /*replication_factor=*/1),
+        absl::StrCat("creating topic ", topic));
+  }
+
+ private:
+  // Declared first so it is destroyed last: the cluster needs its host.
+  const HandlePtr host_;
+  const std::unique_ptr<rd_kafka_mock_cluster_t, MockClusterDeleter> cluster_;
+  const std::string bootstrap_servers_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MockCluster>> MockCluster::Start(int brokers) {
+  if (brokers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MockCluster::Start: brokers must be >= 1, got ", brokers));
+  }
+  ConfPtr conf(rd_kafka_conf_new());
+  // The host handle never connects anywhere; keep it quiet.
+  if (absl::Status s = SetConfig(conf.get(), {{"log_level", "3"}}); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<HandlePtr> host = NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
+  if (!host.ok()) return host.status();
+  rd_kafka_mock_cluster_t* cluster =
+      rd_kafka_mock_cluster_new(host->get(), brokers);
+  if (cluster == nullptr) {
+    return absl::UnavailableError("MockCluster::Start: could not start brokers");
+  }
+  return std::make_unique<MockClusterImpl>(*std::move(host), cluster);
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,114 @@
+// Producer: produces with rd_kafka_producev and counts delivery reports per
+// Produce call until every record of the call is acknowledged or failed.
+
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/kafka/rdkafka_util.h"
+#include "idem/kafka_producer.h"
+
+namespace idem::kafka {
+namespace {
+
+// The delivery reports of one Produce call.
+struct PendingDeliveries {
+  std::atomic<int64_t> remaining{0};
+  absl::Mutex mu;
+  absl::Status first_error ABSL_GUARDED_BY(mu);
+};
+
+void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
+  auto* pending = static_cast<PendingDeliveries*>(message->_private);
+  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    absl::MutexLock lock(&pending->mu);
+    if (pending->first_error.ok()) {
+      pending->first_error = FromKafkaError(
+          message->err,
+          absl::StrCat("producing to ", rd_kafka_topic_name(message->rkt)));
+    }
+  }
+  // Last: the Produce call may return (and free `pending`) right after.
+  pending->remaining.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+class ProducerImpl final : public Producer {
+ public:
+  explicit ProducerImpl(HandlePtr rk) : rk_(std::move(rk)) {}
+  ~ProducerImpl() override { rd_kafka_flush(rk_.get(), 10000); }
+
+  absl::Status Produce(absl::Span<const OutgoingRecord> records) override {
+    PendingDeliveries pending;
+    absl::Status enqueue_error;
+    for (const OutgoingRecord& record : records) {
+      rd_kafka_headers_t* headers =
+          rd_kafka_headers_new(record.headers.size());
+      for (const auto& [name, value] : record.headers) {
+        rd_kafka_header_add(headers, name.data(), name.size(), value.data(),
+                            value.size());
+      }
+      pending.remaining.fetch_add(1, std::memory_order_acq_rel);
+      rd_kafka_resp_err_t err;
+      for (;;) {
+        err = rd_kafka_producev(
+            rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()),
+            RD_KAFKA_V_PARTITION(record.partition == -1 ? RD_KAFKA_PARTITION_UA
+                                                        : record.partition),
+            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_KEY(record.key.data(), record.key.size()),
+            RD_KAFKA_V_VALUE(const_cast<char*>(record.value.data()),
+                             record.value.size()),
+            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(&pending),
+            RD_KAFKA_V_END);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
+        rd_kafka_poll(rk_.get(), 100);  // make room by serving deliveries
+      }
+      if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        // Not enqueued: the headers and the report are ours to drop.
+        rd_kafka_headers_destroy(headers);
+        pending.remaining.fetch_sub(1, std::memory_order_acq_rel);
+        enqueue_error = FromKafkaError(
+            err, absl::StrCat("producing to ", record.topic));
+        break;
+      }
+    }
+    // librdkafka reports every enqueued record within delivery.timeout.ms.
+    while (pending.remaining.load(std::memory_order_acquire) > 0) {
+      rd_kafka_poll(rk_.get(), 10);
+    }
+    if (!enqueue_error.ok()) return enqueue_error;
+    absl::MutexLock lock(&pending.mu);
+    return pending.first_error;
+  }
+
+ private:
+  const HandlePtr rk_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
+    const std::string& brokers, const ConfigList& kafka_config) {
+  if (brokers.empty()) {
+    return absl::InvalidArgumentError("Producer: brokers must not be empty");
+  }
+  ConfPtr conf(rd_kafka_conf_new());
+  ConfigList config = {{"bootstrap.servers", brokers},
+                       {"enable.idempotence", "true"},
+                       {"delivery.timeout.ms", "30000"},
+                       {"linger.ms", "1"}};
+  config.insert(config.end(), kafka_config.begin(), kafka_config.end());
+  if (absl::Status s = SetConfig(conf.get(), config); !s.ok()) return s;
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
+  absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
+  if (!rk.ok()) return rk.status();
+  return std::make_unique<ProducerImpl>(*std::move(rk));
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,63 @@
+// Small helpers around librdkafka's C API: owning pointers for its handles,
+// configuration with error reporting, and conversion of its error codes into
+// absl::Status. Thread-safe (no shared state).
+
+#ifndef IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_
+#define IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace idem::kafka {
+
+struct ConfDeleter {
+  void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
+};
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+struct MessageDeleter {
+  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
+};
+struct PartitionListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* list) const {
+    rd_kafka_topic_partition_list_destroy(list);
+  }
+};
+using ConfPtr = std::unique_ptr<rd_kafka_conf_t, ConfDeleter>;
+using HandlePtr = std::unique_ptr<rd_kafka_t, HandleDeleter>;
+using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
+using PartitionListPtr =
+    std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter>;
+
+using ConfigList = std::vector<std::pair<std::string, std::string>>;
+
+// Sets every property of `config` on `conf`, in order. kInvalidArgument
+// naming the property and librdkafka's reason for an unknown property or a
+// bad value.
+absl::Status SetConfig(rd_kafka_conf_t* conf, const ConfigList& config);
+
+// Creates a client handle of `type`, taking `conf` (on success and failure
+// alike). kUnavailable with librdkafka's reason on failure.
+absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf);
+
+// OK for RD_KAFKA_RESP_ERR_NO_ERROR; otherwise a status whose message starts
+// with `context`: kInvalidArgument for unknown topics and partitions and bad
+// arguments, kDeadlineExceeded for timeouts, kUnavailable for the rest.
+absl::Status FromKafkaError(rd_kafka_resp_err_t err, std::string_view context);
+
+// As FromKafkaError for an rd_kafka_error_t, which it destroys. OK for null.
+absl::Status FromKafkaErrorObject(rd_kafka_error_t* error,
+                                  std::string_view context);
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_

@@ -1,0 +1,65 @@
+#include "idem/partition_state.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+
+namespace idem {
+
+namespace {
+
+constexpr std::string_view kPrefix = "partition/";
+
+}  // namespace
+
+std::string PartitionStatePrefix(std::string_view source, int32_t partition) {
+  return absl::StrCat(AbslView(kPrefix), source.size(), ":", AbslView(source), "/",
+                      partition, "/");
+}
+
+std::optional<PartitionStateKey> ParsePartitionStateKey(
+    std::string_view state_key) {
+  if (!state_key.starts_with(kPrefix)) return std::nullopt;
+  std::string_view rest = state_key.substr(kPrefix.size());
+  const size_t colon = rest.find(':');
+  size_t length = 0;
+  if (colon == std::string_view::npos ||
+      !absl::SimpleAtoi(AbslView(rest.substr(0, colon)), &length) ||
+      rest.size() - colon - 1 < length) {
+    return std::nullopt;
+  }
+  PartitionStateKey parsed;
+  parsed.source = std::string(rest.substr(colon + 1, length));
+  rest = rest.substr(colon + 1 + length);
+  if (!rest.starts_with('/')) return std::nullopt;
+  rest.remove_prefix(1);
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos ||
+      !absl::SimpleAtoi(AbslView(rest.substr(0, slash)), &parsed.partition) ||
+      parsed.partition < 0) {
+    return std::nullopt;
+  }
+  parsed.key = std::string(rest.substr(slash + 1));
+  return parsed;
+}
+
+std::string PartitionTxn::Scoped(std::string_view key) const {
+  return absl::StrCat(prefix_, AbslView(key));
+}
+
+absl::StatusOr<std::optional<std::string>> PartitionTxn::Get(
+    std::string_view key) {
+  return txn_.Get(Scoped(key));
+}
+
+void PartitionTxn::Put(std::string_view key, std::string_view value) {
+  txn_.Put(Scoped(key), value);
+}
+
+void PartitionTxn::Delete(std::string_view key) { txn_.Delete(Scoped(key)); }
+
+void PartitionTxn::SetResult(std::string_view result) {
+  txn_.SetResult(result);
+}
+
+}  // namespace idem

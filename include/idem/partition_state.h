@@ -1,0 +1,59 @@
+// Partition-scoped state: a handler that keeps its state under keys
+// namespaced by the message's source partition (PartitionTxn) lets that
+// partition's state be found, exported and moved on its own when the
+// partition moves to another consumer (see docs/scale-out.md).
+//
+// PartitionTxn is a view over a handler's Txn and has the same contract: not
+// thread-safe, valid only during the handler call that received the Txn.
+
+#ifndef IDEM_PARTITION_STATE_H_
+#define IDEM_PARTITION_STATE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "idem/txn.h"
+
+namespace idem {
+
+// The prefix of every state key of (source, partition):
+// "partition/<source length>:<source>/<partition>/". The length makes the
+// prefix unambiguous whatever bytes `source` holds, so no partition's prefix
+// is a prefix of another's.
+std::string PartitionStatePrefix(std::string_view source, int32_t partition);
+
+// If `state_key` is partition-scoped, the partition's source and number and
+// the key as the handler wrote it; nullopt otherwise.
+struct PartitionStateKey {
+  std::string source;
+  int32_t partition = 0;
+  std::string key;
+};
+std::optional<PartitionStateKey> ParsePartitionStateKey(
+    std::string_view state_key);
+
+// A Txn whose keys live under PartitionStatePrefix(source, partition).
+// SetResult passes through unchanged.
+class PartitionTxn final : public Txn {
+ public:
+  PartitionTxn(Txn& txn, std::string_view source, int32_t partition)
+      : txn_(txn), prefix_(PartitionStatePrefix(source, partition)) {}
+
+  absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
+  void Put(std::string_view key, std::string_view value) override;
+  void Delete(std::string_view key) override;
+  void SetResult(std::string_view result) override;
+
+ private:
+  std::string Scoped(std::string_view key) const;
+
+  Txn& txn_;
+  const std::string prefix_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_PARTITION_STATE_H_

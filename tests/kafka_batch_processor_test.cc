@@ -1,0 +1,225 @@
+// ProcessRecords without Kafka: retries, per-partition order behind a failed
+// record, dead-lettering and offsets, on hand-made Records.
+
+#include "engine/kafka/batch_processor.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/temp_dir.h"
+
+namespace idem::kafka {
+namespace {
+
+using ::idem::testing::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+// Records of topic "t": (partition, offset, id header, value).
+struct Spec {
+  int32_t partition;
+  int64_t offset;
+  std::string id;
+  std::string value;
+};
+
+class BatchProcessorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto engine = Engine::Open(dir_.Sub("store"), Options());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    options_.retry_backoff = absl::ZeroDuration();
+  }
+
+  std::vector<Record> Records() {
+    std::vector<Record> records;
+    for (const Spec& spec : specs_) {
+      Record r;
+      r.topic = "t";
+      r.partition = spec.partition;
+      r.offset = spec.offset;
+      r.value = spec.value;
+      if (!spec.id.empty() || spec.value == "empty-id") {
+        r.headers.emplace_back("message-id", spec.id);
+      }
+      records.push_back(r);
+    }
+    return records;
+  }
+
+  absl::StatusOr<ProcessedBatch> Process(Handler handler) {
+    std::vector<Record> records = Records();
+    return ProcessRecords(*engine_, absl::MakeSpan(records), options_,
+                          dead_letter_, handler);
+  }
+
+  std::optional<int64_t> Offset(int32_t partition) {
+    auto offset = engine_->CommittedOffset("t", partition);
+    EXPECT_TRUE(offset.ok());
+    return offset.ok() ? *offset : std::nullopt;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Engine> engine_;
+  ConsumerOptions options_;
+  DeadLetterFunction dead_letter_;
+  std::vector<Spec> specs_;
+};
+
+TEST_F(BatchProcessorTest, RetriesAFailingRecordUntilItSucceeds) {
+  specs_ = {{0, 0, "a", "x"}, {0, 1, "b", "x"}};
+  int calls_b = 0;
+  auto ok = Process([&](const Record& r, Txn&) {
+    if (r.id == "b" && ++calls_b < 3) return absl::UnavailableError("flaky");
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->report.processed, 2);
+  EXPECT_EQ(ok->report.retries, 2);
+  EXPECT_EQ(ok->report.dead_lettered, 0);
+  EXPECT_EQ(Offset(0), 1);
+  EXPECT_THAT(ok->next_offsets, ElementsAre(Pair(Pair("t", 0), 2)));
+}
+
+TEST_F(BatchProcessorTest, LaterRecordsOfAPartitionWaitForAFailedOne) {
+  // Partition 0: a fails once, then b must not run before a.
+  // Partition 1: c runs in the first round.
+  specs_ = {{0, 0, "a", "x"}, {1, 0, "c", "x"}, {0, 1, "b", "x"}};
+  std::vector<std::string> order;
+  bool failed_once = false;
+  auto ok = Process([&](const Record& r, Txn&) {
+    if (r.id == "a" && !failed_once) {
+      failed_once = true;
+      order.push_back("a-failed");
+      return absl::UnavailableError("flaky");
+    }
+    order.push_back(std::string(r.id));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(order, ElementsAre("a-failed", "c", "a", "b"));
+  EXPECT_EQ(ok->report.processed, 3);
+  EXPECT_EQ(ok->report.retries, 1);  // deferred b is not an attempt
+  EXPECT_EQ(Offset(0), 1);
+  EXPECT_EQ(Offset(1), 0);
+}
+
+TEST_F(BatchProcessorTest, GivesUpAfterMaxAttemptsAndMovesPastTheRecord) {
+  specs_ = {{0, 0, "a", "x"}, {0, 1, "poison", "x"}, {0, 2, "b", "x"}};
+  options_.max_attempts = 3;
+  std::vector<std::string> dead;
+  dead_letter_ = [&](const Record& r, const absl::Status& error) {
+    dead.push_back(absl::StrCat(r.offset, " ", error.message()));
+    return absl::OkStatus();
+  };
+  int poison_calls = 0;
+  auto ok = Process([&](const Record& r, Txn& txn) {
+    if (r.id == "poison") {
+      ++poison_calls;
+      return absl::InternalError("bad payload");
+    }
+    txn.Put(std::string(r.id), "done");
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(poison_calls, 3);
+  EXPECT_THAT(dead, ElementsAre("1 bad payload"));
+  EXPECT_EQ(ok->report.processed, 2);
+  EXPECT_EQ(ok->report.dead_lettered, 1);
+  EXPECT_EQ(Offset(0), 2);
+  auto seen = engine_->Seen("poison");
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(*seen);  // a corrected redelivery will run
+  auto b = engine_->GetState("b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b, "done");
+}
+
+TEST_F(BatchProcessorTest, WithoutADeadLetterPathGivingUpAbortsTheBatch) {
+  specs_ = {{0, 0, "a", "x"}, {0, 1, "poison", "x"}, {0, 2, "b", "x"}};
+  options_.max_attempts = 2;
+  auto result = Process([&](const Record& r, Txn&) {
+    return r.id == "poison" ? absl::InternalError("bad payload")
+                            : absl::OkStatus();
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(result.status().message(), HasSubstr("t/0/1"));
+  EXPECT_THAT(result.status().message(), HasSubstr("bad payload"));
+  EXPECT_EQ(Offset(0), 0);  // not past the record
+}
+
+TEST_F(BatchProcessorTest, UnusableIdsAreDeadLetteredWithoutAttempts) {
+  specs_ = {{0, 0, "", "empty-id"},
+            {0, 1, std::string(kMaxIdBytes + 1, 'x'), "x"},
+            {0, 2, "fine", "x"}};
+  std::vector<std::string> dead;
+  dead_letter_ = [&](const Record& r, const absl::Status& error) {
+    EXPECT_EQ(error.code(), absl::StatusCode::kInvalidArgument);
+    dead.push_back(absl::StrCat(r.offset));
+    return absl::OkStatus();
+  };
+  int calls = 0;
+  auto ok = Process([&](const Record&, Txn&) {
+    ++calls;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(dead, ElementsAre("0", "1"));
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(Offset(0), 2);
+}
+
+TEST_F(BatchProcessorTest, RecordsWithoutTheHeaderAreIdentifiedByPosition) {
+  specs_ = {{0, 0, "", "x"}, {0, 0, "", "x"}};  // the same record twice
+  std::vector<std::string> ids;
+  auto ok = Process([&](const Record& r, Txn&) {
+    ids.push_back(std::string(r.id));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(ids, ElementsAre("t/0/0"));
+  EXPECT_EQ(ok->report.duplicates, 1);
+}
+
+TEST_F(BatchProcessorTest, AFailingDeadLetterPathFailsTheBatch) {
+  specs_ = {{0, 0, "poison", "x"}};
+  options_.max_attempts = 1;
+  dead_letter_ = [](const Record&, const absl::Status&) {
+    return absl::UnavailableError("dead-letter topic down");
+  };
+  auto result = Process(
+      [](const Record&, Txn&) { return absl::InternalError("bad payload"); });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(result.status().message(), HasSubstr("t/0/0"));
+  EXPECT_EQ(Offset(0), std::nullopt);
+}
+
+TEST_F(BatchProcessorTest, IdFunctionErrorsAreDeadLettered) {
+  specs_ = {{0, 0, "a", "x"}};
+  options_.id_function = [](const Record&) -> absl::StatusOr<std::string> {
+    return absl::InvalidArgumentError("no business key");
+  };
+  std::vector<std::string> errors;
+  dead_letter_ = [&](const Record&, const absl::Status& error) {
+    errors.push_back(std::string(error.message()));
+    return absl::OkStatus();
+  };
+  auto ok = Process([](const Record&, Txn&) { return absl::OkStatus(); });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_THAT(errors[0], HasSubstr("no business key"));
+  EXPECT_EQ(Offset(0), 0);
+}
+
+}  // namespace
+}  // namespace idem::kafka

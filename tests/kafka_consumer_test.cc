@@ -1,0 +1,546 @@
+// The Kafka consumer against librdkafka's mock cluster (real Kafka protocol,
+// in process): producer duplicates, restarts, a killed consumer process,
+// rebalances between engines and poison records. Where a guarantee is
+// subtle, a deliberately broken consumer (engine/kafka/consumer_hooks.h)
+// shows that the check catches its violation.
+
+#include "idem/kafka_consumer.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/kafka/consumer_hooks.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/clock.h"
+#include "idem/engine.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/kafka_test_util.h"
+#include "tests/testing/temp_dir.h"
+
+extern char** environ;
+
+namespace idem::kafka {
+namespace {
+
+using ::idem::testing::AppliedCounts;
+using ::idem::testing::ApplyRecord;
+using ::idem::testing::EffectErrors;
+using ::idem::testing::KafkaTestBed;
+using ::idem::testing::MakeStream;
+using ::idem::testing::Merge;
+using ::idem::testing::PollUntil;
+using ::idem::testing::ProducedStream;
+using ::idem::testing::StartKafka;
+using ::idem::testing::TempDir;
+using ::idem::testing::TestConsumerOptions;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+using ::testing::SizeIs;
+
+constexpr int kPartitions = 3;
+
+// True once every partition's committed offset in `engine` is >= `last`.
+bool EngineReached(Engine& engine, const std::string& topic, int64_t last) {
+  for (int p = 0; p < kPartitions; ++p) {
+    auto offset = engine.CommittedOffset(topic, p);
+    if (!offset.ok() || !offset->has_value() || **offset < last) return false;
+  }
+  return true;
+}
+
+// True once, for every partition, one of `engines` has reached `last`.
+bool AnyEngineReached(const std::vector<Engine*>& engines,
+                      const std::string& topic, int64_t last) {
+  for (int p = 0; p < kPartitions; ++p) {
+    bool reached = false;
+    for (Engine* engine : engines) {
+      auto offset = engine->CommittedOffset(topic, p);
+      reached |= offset.ok() && offset->has_value() && **offset >= last;
+    }
+    if (!reached) return false;
+  }
+  return true;
+}
+
+class KafkaConsumerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kPartitions, bed_));
+  }
+
+  ProducedStream Produce(int count, int duplicate_every, uint64_t seed = 1) {
+    ProducedStream stream =
+        MakeStream(bed_.topic, kPartitions, count, duplicate_every, seed);
+    absl::Status s = bed_.producer->Produce(stream.records);
+    EXPECT_TRUE(s.ok()) << s;
+    return stream;
+  }
+
+  TempDir dir_;
+  KafkaTestBed bed_;
+};
+
+// ---- Producer duplicates ----
+
+TEST_F(KafkaConsumerTest, ProducerDuplicatesAreAppliedOnce) {
+  const ProducedStream stream = Produce(300, /*duplicate_every=*/7);
+  ASSERT_GT(stream.duplicates, 0);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
+    return (*consumer)->stats().records == 300;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+
+  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
+              IsEmpty());
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.processed, static_cast<int64_t>(stream.unique_ids.size()));
+  EXPECT_EQ(stats.duplicates, stream.duplicates);
+  EXPECT_EQ(stats.dead_lettered, 0);
+  EXPECT_TRUE(EngineReached(*engine, bed_.topic, 300 / kPartitions - 1));
+}
+
+// The check above fails when IDs are positions (what a consumer without the
+// message-id header gets): producer duplicates then count as new messages.
+TEST_F(KafkaConsumerTest, PositionIdsLetProducerDuplicatesThrough) {
+  const ProducedStream stream = Produce(90, /*duplicate_every=*/3);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.id_function = [](const Record& r) -> absl::StatusOr<std::string> {
+    return absl::StrCat(std::string(r.topic), "/", r.partition, "/", r.offset);
+  };
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
+    return (*consumer)->stats().records == 90;
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
+              Not(IsEmpty()));
+}
+
+// ---- Restarts ----
+
+// A consumer processes part of the stream and dies before any Kafka commit;
+// the dedupe window then passes. A new consumer in the same group must start
+// from the engine's offsets: a replay would not be caught as duplicates any
+// more (their records expired) and would apply twice. Returns the new
+// consumer's PartitionStarts and the IDs not applied exactly once.
+struct RestartOutcome {
+  std::vector<PartitionStart> starts;
+  std::vector<std::string> effect_errors;
+  int64_t second_run_duplicates = 0;
+};
+RestartOutcome RestartAfterTheWindow(KafkaTestBed& bed, TempDir& dir,
+                                     const ConsumerHooks& second_run_hooks) {
+  RestartOutcome out;
+  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 150, 0, 2);
+  EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
+  ManualClock clock(idem::testing::kStart);
+  Options engine_options;
+  engine_options.clock = &clock;
+  engine_options.dedupe_window = absl::Hours(1);
+  auto engine = Engine::Open(dir.Sub("store"), engine_options);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return out;
+
+  ConsumerOptions options = TestConsumerOptions(bed, "g");
+  options.max_batch = 30;
+  options.commit_to_kafka = false;
+  {
+    ConsumerHooks dies_before_committing;
+    dies_before_committing.skip_revoke_commit = true;
+    auto first = CreateConsumerWithHooks(engine->get(), options,
+                                         dies_before_committing);
+    EXPECT_TRUE(first.ok()) << first.status();
+    if (!first.ok()) return out;
+    EXPECT_TRUE(PollUntil(**first, ApplyRecord, [&] {
+                  return (*first)->stats().processed >= 60;
+                }).ok());
+  }
+  clock.Advance(absl::Hours(2));
+
+  options.on_assign = [&](const PartitionStart& s) { out.starts.push_back(s); };
+  auto second =
+      CreateConsumerWithHooks(engine->get(), options, second_run_hooks);
+  EXPECT_TRUE(second.ok()) << second.status();
+  if (!second.ok()) return out;
+  EXPECT_TRUE(PollUntil(**second, ApplyRecord, [&] {
+                return EngineReached(**engine, bed.topic, 49);
+              }).ok());
+  out.second_run_duplicates = (*second)->stats().duplicates;
+  out.effect_errors = EffectErrors(stream.unique_ids, AppliedCounts(**engine));
+  return out;
+}
+
+TEST_F(KafkaConsumerTest, RestartResumesFromTheEngineOffsetsNotKafkas) {
+  const RestartOutcome out = RestartAfterTheWindow(bed_, dir_, {});
+  EXPECT_THAT(out.effect_errors, IsEmpty());
+  EXPECT_EQ(out.second_run_duplicates, 0);  // nothing was re-read
+  ASSERT_THAT(out.starts, SizeIs(kPartitions));
+  int resumed = 0;
+  for (const PartitionStart& start : out.starts) {
+    if (!start.engine_offset.has_value()) continue;
+    ++resumed;
+    EXPECT_EQ(start.start_offset, *start.engine_offset + 1);
+  }
+  EXPECT_GT(resumed, 0);
+}
+
+TEST_F(KafkaConsumerTest, IgnoringTheEngineOffsetsReappliesAfterTheWindow) {
+  ConsumerHooks broken;
+  broken.ignore_engine_offsets = true;
+  const RestartOutcome out = RestartAfterTheWindow(bed_, dir_, broken);
+  EXPECT_THAT(out.effect_errors, Not(IsEmpty()));
+}
+
+// A consumer process is SIGKILLed in the middle of its batches, twice; a
+// final consumer finishes the stream. Every message's effect is applied
+// exactly once.
+TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
+  const ProducedStream stream = Produce(600, /*duplicate_every=*/10, 3);
+  const std::string store = dir_.Sub("store");
+  {
+    ASSERT_OPEN(create, store, Options());  // so read-only opens work
+  }
+  Options read_only;
+  read_only.read_only = true;
+  auto committed = [&]() -> int64_t {
+    auto engine = Engine::Open(store, read_only);
+    if (!engine.ok()) return 0;
+    int64_t total = 0;
+    for (int p = 0; p < kPartitions; ++p) {
+      auto o = (*engine)->CommittedOffset(bed_.topic, p);
+      if (o.ok() && o->has_value()) total += **o + 1;
+    }
+    return total;
+  };
+  for (int round = 1; round <= 2; ++round) {
+    const int64_t before = committed();
+    const std::string brokers = bed_.cluster->bootstrap_servers();
+    std::vector<std::string> args = {IDEM_KAFKA_CHILD, brokers, bed_.topic,
+                                     "g", store};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr,
+                          argv.data(), environ),
+              0);
+    // Kill once the child has committed a few batches beyond `before`.
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (committed() < before + 60 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    kill(pid, SIGKILL);
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the child ended on its own";
+    ASSERT_GE(committed(), before + 60) << "kill " << round;
+    ASSERT_LT(committed(), 600) << "killed too late to be mid-stream";
+  }
+
+  ASSERT_OPEN(engine, store, Options());
+  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
+    return EngineReached(*engine, bed_.topic, 600 / kPartitions - 1);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
+              IsEmpty());
+}
+
+// ---- Rebalance ----
+
+// Consumer A (engine A) processes the first half of the stream alone;
+// consumer B (engine B) joins the group, which moves partitions from A to B;
+// then the second half is produced and both consume it. A partition that
+// moves starts, in B's engine, at the offset A committed to Kafka. Returns
+// the IDs not applied exactly once over both engines.
+std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
+                                                 TempDir& dir,
+                                                 bool commit_to_kafka) {
+  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 0, 4);
+  const std::vector<OutgoingRecord> first_half(stream.records.begin(),
+                                               stream.records.begin() + 300);
+  const std::vector<OutgoingRecord> second_half(stream.records.begin() + 300,
+                                                stream.records.end());
+  EXPECT_TRUE(bed.producer->Produce(first_half).ok());
+  auto engine_a = Engine::Open(dir.Sub("a"), Options());
+  auto engine_b = Engine::Open(dir.Sub("b"), Options());
+  EXPECT_TRUE(engine_a.ok() && engine_b.ok());
+  if (!engine_a.ok() || !engine_b.ok()) return {"engines did not open"};
+  ConsumerOptions options = TestConsumerOptions(bed, "g");
+  options.commit_to_kafka = commit_to_kafka;
+  options.max_batch = 20;
+  auto a = Consumer::Create(engine_a->get(), options);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return {"consumer A was not created"};
+  EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
+                return EngineReached(**engine_a, bed.topic, 99);
+              }).ok());
+
+  std::atomic<int> b_assigned{0};
+  options.on_assign = [&](const PartitionStart&) { ++b_assigned; };
+  auto b = Consumer::Create(engine_b->get(), options);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return {"consumer B was not created"};
+  std::atomic<bool> stop{false};
+  auto run = [&](Consumer& consumer) {
+    while (!stop.load()) {
+      absl::StatusOr<BatchReport> report = consumer.PollBatch(ApplyRecord);
+      EXPECT_TRUE(report.ok()) << report.status();
+      if (!report.ok()) return;
+    }
+  };
+  std::thread thread_a([&] { run(**a); });
+  std::thread thread_b([&] { run(**b); });
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (b_assigned.load() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GT(b_assigned.load(), 0) << "B never got a partition";
+  EXPECT_TRUE(bed.producer->Produce(second_half).ok());
+  const std::vector<Engine*> engines = {engine_a->get(), engine_b->get()};
+  deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline &&
+         !AnyEngineReached(engines, bed.topic, 600 / kPartitions - 1)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  stop = true;
+  thread_a.join();
+  thread_b.join();
+  EXPECT_GE((*a)->stats().revocations, 1);
+  return EffectErrors(stream.unique_ids, Merge({AppliedCounts(**engine_a),
+                                                AppliedCounts(**engine_b)}));
+}
+
+TEST_F(KafkaConsumerTest, RebalanceBetweenEnginesAppliesEveryMessageOnce) {
+  EXPECT_THAT(RebalanceBetweenEngines(bed_, dir_, /*commit_to_kafka=*/true),
+              IsEmpty());
+}
+
+// Between engines, Kafka's committed offsets are what hands a partition
+// over: without them the new owner re-applies what the old one did.
+TEST_F(KafkaConsumerTest, WithoutKafkaCommitsAMovedPartitionIsReapplied) {
+  EXPECT_THAT(RebalanceBetweenEngines(bed_, dir_, /*commit_to_kafka=*/false),
+              Not(IsEmpty()));
+}
+
+// Two consumers of one group sharing one engine (two threads of one
+// process): whatever the rebalance does, the engine sees every offset.
+TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
+  const ProducedStream stream = Produce(600, /*duplicate_every=*/5, 5);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.max_batch = 20;
+  auto a = Consumer::Create(engine.get(), options);
+  auto b = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::atomic<bool> stop{false};
+  auto run = [&](Consumer& consumer) {
+    while (!stop.load()) {
+      absl::StatusOr<BatchReport> report = consumer.PollBatch(ApplyRecord);
+      ASSERT_TRUE(report.ok()) << report.status();
+    }
+  };
+  std::thread thread_a([&] { run(**a); });
+  absl::SleepFor(absl::Milliseconds(200));
+  std::thread thread_b([&] { run(**b); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline &&
+         !EngineReached(*engine, bed_.topic, 600 / kPartitions - 1)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  stop = true;
+  thread_a.join();
+  thread_b.join();
+  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
+              IsEmpty());
+}
+
+// ---- Poison records ----
+
+// Fails every record whose value is "poison".
+absl::Status ApplyUnlessPoison(const Record& record, Txn& txn) {
+  if (record.value == "poison") return absl::InternalError("cannot parse");
+  return ApplyRecord(record, txn);
+}
+
+// 30 records, round-robin over the partitions; record 10 (partition 1,
+// offset 3) is poison. Returns the poison record's ID.
+std::string ProducePoison(KafkaTestBed& bed, std::set<std::string>* good) {
+  ProducedStream stream = MakeStream(bed.topic, kPartitions, 30, 0, 6);
+  stream.records[10].value = "poison";
+  const std::string poison_id = stream.records[10].key;
+  stream.unique_ids.erase(poison_id);
+  *good = stream.unique_ids;
+  EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
+  return poison_id;
+}
+
+TEST_F(KafkaConsumerTest, PoisonRecordGoesToTheDeadLetterCallback) {
+  std::set<std::string> good;
+  const std::string poison_id = ProducePoison(bed_, &good);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.max_attempts = 3;
+  std::vector<std::string> dead;
+  options.dead_letter = [&](const Record& r, const absl::Status& error) {
+    dead.push_back(absl::StrCat(std::string(r.topic), "/", r.partition, "/",
+                                r.offset, " ", error.message()));
+    return absl::OkStatus();
+  };
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = PollUntil(**consumer, ApplyUnlessPoison, [&] {
+    return EngineReached(*engine, bed_.topic, 9);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+
+  EXPECT_THAT(dead, ::testing::ElementsAre("orders/1/3 cannot parse"));
+  EXPECT_THAT(EffectErrors(good, AppliedCounts(*engine)), IsEmpty());
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.dead_lettered, 1);
+  EXPECT_EQ(stats.retries, 2);
+  // The offset moved past it, but its ID is free for a corrected redelivery.
+  auto seen = engine->Seen(poison_id);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(*seen);
+}
+
+TEST_F(KafkaConsumerTest, PoisonRecordGoesToTheDeadLetterTopic) {
+  ASSERT_TRUE(bed_.cluster->CreateTopic("orders.dlq", 1).ok());
+  std::set<std::string> good;
+  const std::string poison_id = ProducePoison(bed_, &good);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.max_attempts = 2;
+  options.dead_letter_topic = "orders.dlq";
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = PollUntil(**consumer, ApplyUnlessPoison, [&] {
+    return EngineReached(*engine, bed_.topic, 9);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(EffectErrors(good, AppliedCounts(*engine)), IsEmpty());
+
+  // Read the dead-letter topic back with a consumer of its own.
+  ASSERT_OPEN(dlq_engine, dir_.Sub("dlq"), Options());
+  ConsumerOptions dlq_options = TestConsumerOptions(bed_, "dlq-reader");
+  dlq_options.topics = {"orders.dlq"};
+  auto reader = Consumer::Create(dlq_engine.get(), dlq_options);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<std::string> seen;
+  s = PollUntil(
+      **reader,
+      [&](const Record& r, Txn&) {
+        seen.push_back(absl::StrCat(
+            std::string(r.id), " ", std::string(r.value), " ",
+            std::string(r.Header("idem.source.topic").value_or("?")), "/",
+            std::string(r.Header("idem.source.partition").value_or("?")), "/",
+            std::string(r.Header("idem.source.offset").value_or("?")), " ",
+            std::string(r.Header("idem.error").value_or("?"))));
+        return absl::OkStatus();
+      },
+      [&] { return !seen.empty(); });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(seen, ::testing::ElementsAre(absl::StrCat(
+                        poison_id, " poison orders/1/3 INTERNAL: cannot parse")));
+}
+
+TEST_F(KafkaConsumerTest, WithoutADeadLetterPathAPoisonRecordStopsItsPartition) {
+  std::set<std::string> good;
+  ProducePoison(bed_, &good);
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.max_attempts = 2;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  int aborted = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (aborted < 2 && absl::Now() < deadline) {
+    absl::StatusOr<BatchReport> report =
+        (*consumer)->PollBatch(ApplyUnlessPoison);
+    if (report.ok()) continue;
+    EXPECT_EQ(report.status().code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(report.status().message(), HasSubstr("orders/1/3"));
+    ++aborted;
+  }
+  // Given up on twice: the record was re-read, not skipped.
+  EXPECT_EQ(aborted, 2);
+  auto offset = engine->CommittedOffset(bed_.topic, 1);
+  ASSERT_TRUE(offset.ok());
+  EXPECT_EQ(offset->value_or(-1), 2);  // just before the poison record
+}
+
+// ---- Options ----
+
+TEST_F(KafkaConsumerTest, CreateRejectsBadOptionsNamingThem) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  const ConsumerOptions good = TestConsumerOptions(bed_, "g");
+  struct Case {
+    std::string name;
+    std::function<void(ConsumerOptions&)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {"brokers", [](ConsumerOptions& o) { o.brokers.clear(); }},
+      {"group_id", [](ConsumerOptions& o) { o.group_id.clear(); }},
+      {"topics", [](ConsumerOptions& o) { o.topics.clear(); }},
+      {"topics", [](ConsumerOptions& o) { o.topics = {""}; }},
+      {"id_header", [](ConsumerOptions& o) { o.id_header.clear(); }},
+      {"ttl", [](ConsumerOptions& o) { o.ttl = absl::Seconds(-1); }},
+      {"max_batch", [](ConsumerOptions& o) { o.max_batch = 0; }},
+      {"poll_timeout",
+       [](ConsumerOptions& o) { o.poll_timeout = absl::InfiniteDuration(); }},
+      {"max_attempts", [](ConsumerOptions& o) { o.max_attempts = 0; }},
+      {"retry_backoff",
+       [](ConsumerOptions& o) { o.retry_backoff = absl::Seconds(-1); }},
+      {"enable.auto.commit",
+       [](ConsumerOptions& o) {
+         o.kafka_config.push_back({"enable.auto.commit", "true"});
+       }},
+      {"no.such.property",
+       [](ConsumerOptions& o) {
+         o.kafka_config.push_back({"no.such.property", "1"});
+       }},
+  };
+  for (const Case& c : cases) {
+    ConsumerOptions options = good;
+    c.mutate(options);
+    auto consumer = Consumer::Create(engine.get(), options);
+    ASSERT_FALSE(consumer.ok()) << c.name;
+    EXPECT_EQ(consumer.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.name;
+    EXPECT_THAT(consumer.status().message(), HasSubstr(c.name));
+  }
+  auto no_engine = Consumer::Create(nullptr, good);
+  EXPECT_EQ(no_engine.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(KafkaConsumerTest, ClosedConsumerRefusesToPoll) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  ASSERT_TRUE(consumer.ok());
+  EXPECT_TRUE((*consumer)->Close().ok());
+  EXPECT_TRUE((*consumer)->Close().ok());  // idempotent
+  EXPECT_EQ((*consumer)->PollBatch(ApplyRecord).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace idem::kafka

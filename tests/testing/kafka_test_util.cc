@@ -1,0 +1,142 @@
+#include "tests/testing/kafka_test_util.h"
+
+#include <random>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "idem/partition_state.h"
+
+namespace idem::testing {
+
+void StartKafka(const std::string& topic, int partitions, KafkaTestBed& bed) {
+  auto cluster = kafka::MockCluster::Start(1);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  ASSERT_TRUE((*cluster)->CreateTopic(topic, partitions).ok());
+  auto producer = kafka::Producer::Create((*cluster)->bootstrap_servers());
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  bed.cluster = *std::move(cluster);
+  bed.producer = *std::move(producer);
+  bed.topic = topic;
+}
+
+ProducedStream MakeStream(const std::string& topic, int partitions, int count,
+                          int duplicate_every, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ProducedStream stream;
+  std::vector<std::string> ids;
+  for (int i = 0; i < count; ++i) {
+    kafka::OutgoingRecord record;
+    record.topic = topic;
+    record.partition = i % partitions;
+    std::string id;
+    if (duplicate_every > 0 && i > 0 && i % duplicate_every == 0) {
+      id = ids[rng() % ids.size()];
+      ++stream.duplicates;
+    } else {
+      id = absl::StrCat("msg-", seed, "-", i);
+      ids.push_back(id);
+      stream.unique_ids.insert(id);
+    }
+    record.key = id;
+    record.value = absl::StrCat(1 + rng() % 100);
+    record.headers = {{"message-id", id}};
+    stream.records.push_back(std::move(record));
+  }
+  return stream;
+}
+
+absl::Status ApplyRecord(const kafka::Record& record, Txn& txn) {
+  const std::string id(record.id);
+  auto bump = [](Txn& t, const std::string& key, int64_t by) -> absl::Status {
+    absl::StatusOr<std::optional<std::string>> current = t.Get(key);
+    if (!current.ok()) return current.status();
+    int64_t value = 0;
+    if (current->has_value() && !absl::SimpleAtoi(**current, &value)) {
+      return absl::DataLossError("bad counter");
+    }
+    t.Put(key, absl::StrCat(value + by));
+    return absl::OkStatus();
+  };
+  int64_t amount = 0;
+  if (!absl::SimpleAtoi(std::string(record.value), &amount)) {
+    return absl::InvalidArgumentError("bad amount");
+  }
+  if (absl::Status s = bump(txn, "applied/" + id, 1); !s.ok()) return s;
+  PartitionTxn partition(txn, record.topic, record.partition);
+  if (absl::Status s = bump(partition, "total", amount); !s.ok()) return s;
+  txn.SetResult("ok:" + id);
+  return absl::OkStatus();
+}
+
+std::map<std::string, int> AppliedCounts(Engine& engine) {
+  std::map<std::string, int> counts;
+  absl::Status s = engine.Dump([&](const DumpEntry& entry) {
+    if (entry.kind == DumpEntry::Kind::kState &&
+        entry.key.starts_with("applied/")) {
+      int value = 0;
+      EXPECT_TRUE(absl::SimpleAtoi(entry.value, &value)) << entry.value;
+      counts[entry.key.substr(8)] = value;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  return counts;
+}
+
+std::map<std::string, int> Merge(
+    const std::vector<std::map<std::string, int>>& parts) {
+  std::map<std::string, int> merged;
+  for (const auto& part : parts) {
+    for (const auto& [id, count] : part) merged[id] += count;
+  }
+  return merged;
+}
+
+std::vector<std::string> EffectErrors(
+    const std::set<std::string>& expected,
+    const std::map<std::string, int>& applied) {
+  std::vector<std::string> errors;
+  for (const std::string& id : expected) {
+    auto it = applied.find(id);
+    const int count = it == applied.end() ? 0 : it->second;
+    if (count != 1) errors.push_back(absl::StrCat(id, ": ", count));
+  }
+  for (const auto& [id, count] : applied) {
+    if (!expected.contains(id)) {
+      errors.push_back(absl::StrCat(id, ": ", count, " (unexpected)"));
+    }
+  }
+  return errors;
+}
+
+absl::Status PollUntil(kafka::Consumer& consumer, kafka::Handler handler,
+                       const std::function<bool()>& done,
+                       absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("condition not reached in time");
+    }
+    absl::StatusOr<kafka::BatchReport> report = consumer.PollBatch(handler);
+    if (!report.ok()) return report.status();
+  }
+  return absl::OkStatus();
+}
+
+kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
+                                           const std::string& group) {
+  kafka::ConsumerOptions options;
+  options.brokers = bed.cluster->bootstrap_servers();
+  options.group_id = group;
+  options.topics = {bed.topic};
+  options.poll_timeout = absl::Milliseconds(50);
+  options.retry_backoff = absl::Milliseconds(1);
+  options.kafka_config = {{"session.timeout.ms", "3000"},
+                          {"heartbeat.interval.ms", "100"},
+                          {"log_level", "3"}};
+  return options;
+}
+
+}  // namespace idem::testing

@@ -1,0 +1,74 @@
+// Helpers for the Kafka consumer's tests: a mock cluster with a producer, a
+// stream of records with message-id headers and injected producer
+// duplicates, a handler that counts how often each message's effect is
+// applied, and a loop that polls until a condition holds.
+
+#ifndef IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
+#define IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+#include "idem/kafka_consumer.h"
+#include "idem/kafka_mock_cluster.h"
+#include "idem/kafka_producer.h"
+
+namespace idem::testing {
+
+// A mock cluster with one topic and a producer for it; fails the test (and
+// leaves `cluster` null) if setting up fails.
+struct KafkaTestBed {
+  std::unique_ptr<kafka::MockCluster> cluster;
+  std::unique_ptr<kafka::Producer> producer;
+  std::string topic;
+};
+void StartKafka(const std::string& topic, int partitions, KafkaTestBed& bed);
+
+// The records produced, per message ID.
+struct ProducedStream {
+  std::vector<kafka::OutgoingRecord> records;
+  std::set<std::string> unique_ids;
+  int duplicates = 0;  // records whose ID an earlier record already had
+};
+// `count` records spread round-robin over `partitions`; every
+// `duplicate_every`-th record (0: none) repeats the ID of a random earlier
+// record, as a producer retry or a re-publish would. Value: "<amount>".
+ProducedStream MakeStream(const std::string& topic, int partitions, int count,
+                          int duplicate_every, uint64_t seed);
+
+// The effect of a message: state "applied/<id>" += 1, and the partition's
+// "total" (PartitionTxn) += amount. Result: "ok:<id>".
+absl::Status ApplyRecord(const kafka::Record& record, Txn& txn);
+
+// State "applied/<id>" of every ID in `engine` (IDs never applied absent).
+std::map<std::string, int> AppliedCounts(Engine& engine);
+
+// Sums per ID over several engines' AppliedCounts.
+std::map<std::string, int> Merge(const std::vector<std::map<std::string, int>>&);
+
+// IDs of `expected` not applied exactly once in `applied`, and IDs applied
+// that were not expected, as "<id>: <count>" lines; empty if none.
+std::vector<std::string> EffectErrors(const std::set<std::string>& expected,
+                                      const std::map<std::string, int>& applied);
+
+// Calls consumer.PollBatch(handler) until `done()` or `timeout`; returns
+// PollBatch's first error, or kDeadlineExceeded.
+absl::Status PollUntil(kafka::Consumer& consumer, kafka::Handler handler,
+                       const std::function<bool()>& done,
+                       absl::Duration timeout = absl::Seconds(60));
+
+// ConsumerOptions for `bed` with fast settings for tests (short poll and
+// retry backoff, short session timeout).
+kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
+                                           const std::string& group);
+
+}  // namespace idem::testing
+
+#endif  // IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
