@@ -27,6 +27,7 @@
 #include "idem/options.h"
 #include "idem/txn.h"
 #include "tools/idemctl.h"
+#include "tools/scoped_temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -39,32 +40,6 @@ constexpr int64_t kRedeliveryWindow = 1000;
 // kReorderDistance positions later.
 constexpr int kReorderOneIn = 50;
 constexpr int64_t kReorderDistance = 50;
-
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on
-// destruction.
-class ScopedTempDir {
- public:
-  static absl::StatusOr<std::unique_ptr<ScopedTempDir>> Create() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = absl::StrCat(
-        base != nullptr && *base != '\0' ? base : "/tmp", "/idem_demo_XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create a directory from ", pattern, ": ",
-                       std::strerror(errno)));
-    }
-    return std::unique_ptr<ScopedTempDir>(new ScopedTempDir(pattern));
-  }
-  ~ScopedTempDir() {
-    std::error_code ignored;  // cleanup is best effort
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  explicit ScopedTempDir(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-};
 
 // One distinct message of the stream.
 struct Payment {
@@ -279,7 +254,7 @@ absl::StatusOr<DemoReport> RunDemo(const DemoOptions& options) {
   report.injected_duplicates = report.delivered - report.unique_messages;
   report.reordered = stream.reordered;
 
-  absl::StatusOr<std::unique_ptr<ScopedTempDir>> dir = ScopedTempDir::Create();
+  absl::StatusOr<std::unique_ptr<ScopedTempDir>> dir = ScopedTempDir::Create("idem_demo_");
   if (!dir.ok()) return dir.status();
   Options engine_options;
   engine_options.durability = Durability::kBuffered;

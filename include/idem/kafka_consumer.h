@@ -189,8 +189,9 @@ struct ConsumerStats {
   // unknown topic...), and the last one's text.
   int64_t kafka_errors = 0;
   std::string last_kafka_error;
-  // Wall time spent in Engine calls (ProcessBatch, WaitDurable,
-  // CommittedOffset) versus polling and committing with librdkafka.
+  // Wall time spent processing batches (Engine calls, and also retry
+  // backoff and dead-lettering) versus in librdkafka (polling, joining the
+  // group, committing).
   absl::Duration engine_time;
   absl::Duration kafka_time;
 };

@@ -1,0 +1,66 @@
+#include "tools/kafka_demo.h"
+
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/json_value.h"
+#include "tests/testing/temp_dir.h"
+#include "tools/idemctl.h"
+
+namespace idem::tools {
+namespace {
+
+using ::idem::testing::ParseJson;
+using ::testing::HasSubstr;
+
+KafkaDemoOptions Small(const testing::TempDir& dir) {
+  KafkaDemoOptions options;
+  options.messages = 1000;
+  options.duplicate_every = 5;
+  options.max_batch = 100;
+  options.store = dir.Sub("store");
+  return options;
+}
+
+TEST(KafkaDemoTest, RunOnTheMockClusterPassesItsChecksAndReportsJson) {
+  testing::TempDir dir;
+  std::ostringstream progress;
+  absl::StatusOr<KafkaDemoReport> r = RunKafkaDemo(Small(dir), progress);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << progress.str();
+  EXPECT_TRUE(r->passed);
+  EXPECT_EQ(r->applied_once, r->unique_payments);
+  EXPECT_EQ(r->applied_wrongly, 0);
+  EXPECT_EQ(r->actual_total, r->expected_total);
+  EXPECT_EQ(r->dead_letter_records, 1);
+  EXPECT_GT(r->injected_duplicates, 0);
+  EXPECT_EQ(r->first.duplicates + r->second.duplicates, r->injected_duplicates);
+  // The restarted consumer resumed every partition from the engine.
+  ASSERT_EQ(r->second.starts.size(), 4u);
+  for (const std::string& start : r->second.starts) {
+    EXPECT_THAT(start, HasSubstr("resuming at"));
+  }
+  EXPECT_THAT(progress.str(), HasSubstr("phase 2: assigned partition"));
+
+  std::ostringstream json;
+  PrintKafkaDemoReport(*r, /*json=*/true, json);
+  auto parsed = ParseJson(json.str());
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << json.str();
+  ASSERT_NE(parsed->Find("passed"), nullptr);
+  EXPECT_TRUE(parsed->Find("passed")->boolean);
+  ASSERT_NE(parsed->Find("second"), nullptr);
+  ASSERT_NE(parsed->Find("second")->Find("records_per_second"), nullptr);
+}
+
+TEST(KafkaDemoTest, BadOptionsAreUsageErrors) {
+  testing::TempDir dir;
+  KafkaDemoOptions options = Small(dir);
+  options.messages = 3;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunKafkaDemoTool(options, false, out, err), kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr("--messages"));
+}
+
+}  // namespace
+}  // namespace idem::tools

@@ -1,0 +1,416 @@
+#include "tools/kafka_demo.h"
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "idem/engine.h"
+#include "idem/kafka_consumer.h"
+#include "idem/kafka_mock_cluster.h"
+#include "idem/kafka_producer.h"
+#include "idem/partition_state.h"
+#include "tools/idemctl.h"
+#include "tools/scoped_temp_dir.h"
+
+namespace idem::tools {
+namespace {
+
+using kafka::OutgoingRecord;
+
+constexpr int kAccounts = 50;
+constexpr int kMaxAttempts = 3;
+
+std::string Str(std::string_view s) { return std::string(s); }
+
+// The stream: payments "<account>:<amount>" keyed and identified by their
+// message-id, some re-published, one poison record.
+struct DemoStream {
+  std::vector<OutgoingRecord> records;
+  std::map<std::string, int64_t> amounts;  // unique payment ID -> amount
+  int64_t duplicates = 0;
+  size_t poison_index = 0;
+};
+
+DemoStream MakeDemoStream(const KafkaDemoOptions& options,
+                          const std::string& topic) {
+  std::mt19937_64 rng(options.seed);
+  DemoStream stream;
+  stream.poison_index = static_cast<size_t>(options.messages / 4);
+  std::vector<size_t> originals;  // indexes of first publications
+  for (int64_t i = 0; i < options.messages; ++i) {
+    OutgoingRecord record;
+    record.topic = topic;
+    const bool duplicate = options.duplicate_every > 0 && i > 0 &&
+                           i % options.duplicate_every == 0 &&
+                           !originals.empty();
+    if (static_cast<size_t>(i) == stream.poison_index) {
+      record.key = absl::StrCat("poison-", options.seed);
+      record.value = "not a payment";
+    } else if (duplicate) {
+      record = stream.records[originals[rng() % originals.size()]];
+      ++stream.duplicates;
+    } else {
+      const int64_t amount = 1 + static_cast<int64_t>(rng() % 1000);
+      record.key = absl::StrCat("pay-", options.seed, "-", i);
+      record.value = absl::StrCat("acct-", rng() % kAccounts, ":", amount);
+      stream.amounts[record.key] = amount;
+      originals.push_back(static_cast<size_t>(i));
+    }
+    record.headers = {{"message-id", record.key}};
+    stream.records.push_back(std::move(record));
+  }
+  return stream;
+}
+
+// The handler: adds the payment to its account's balance in the record's
+// partition, and counts its applications for the check.
+absl::Status ApplyPayment(const kafka::Record& record, Txn& txn) {
+  const std::string value = Str(record.value);
+  const size_t colon = value.rfind(':');
+  int64_t amount = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(value.substr(colon + 1), &amount)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a payment: '", value, "'"));
+  }
+  auto add = [](Txn& t, const std::string& key, int64_t by) -> absl::Status {
+    absl::StatusOr<std::optional<std::string>> current = t.Get(key);
+    if (!current.ok()) return current.status();
+    int64_t sum = 0;
+    if (current->has_value() && !absl::SimpleAtoi(**current, &sum)) {
+      return absl::DataLossError(absl::StrCat("bad number under ", key));
+    }
+    t.Put(key, absl::StrCat(sum + by));
+    return absl::OkStatus();
+  };
+  PartitionTxn partition(txn, record.topic, record.partition);
+  if (absl::Status s = add(partition, "balance/" + value.substr(0, colon),
+                           amount);
+      !s.ok()) {
+    return s;
+  }
+  return add(txn, "applied/" + Str(record.id), 1);
+}
+
+class Demo {
+ public:
+  Demo(const KafkaDemoOptions& options, std::ostream& progress)
+      : options_(options), progress_(progress) {}
+
+  absl::StatusOr<KafkaDemoReport> Run() {
+    if (absl::Status s = SetUp(); !s.ok()) return s;
+    const DemoStream stream = MakeDemoStream(options_, report_.topic);
+    report_.unique_payments = static_cast<int64_t>(stream.amounts.size());
+    report_.injected_duplicates = stream.duplicates;
+    const size_t half = stream.records.size() / 2;
+    const std::vector<OutgoingRecord> first(stream.records.begin(),
+                                            stream.records.begin() + half);
+    const std::vector<OutgoingRecord> second(stream.records.begin() + half,
+                                             stream.records.end());
+
+    auto engine = Engine::Open(store_, Options());
+    if (!engine.ok()) return engine.status();
+    if (absl::Status s = RunPhase("phase 1", first, **engine, report_.first);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s =
+            RunPhase("phase 2", second, **engine, report_.second);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = Check(stream, **engine); !s.ok()) return s;
+    return report_;
+  }
+
+ private:
+  absl::Status SetUp() {
+    report_.topic = options_.topic.empty()
+                        ? absl::StrCat("idem-demo-", absl::ToUnixSeconds(
+                                                         absl::Now()))
+                        : options_.topic;
+    if (options_.brokers.empty()) {
+      auto cluster = kafka::MockCluster::Start(1);
+      if (!cluster.ok()) return cluster.status();
+      cluster_ = *std::move(cluster);
+      for (const std::string& topic :
+           {report_.topic, report_.topic + ".dlq"}) {
+        if (absl::Status s = cluster_->CreateTopic(topic, options_.partitions);
+            !s.ok()) {
+          return s;
+        }
+      }
+      brokers_ = cluster_->bootstrap_servers();
+      report_.brokers = "mock";
+      progress_ << "started a mock Kafka cluster at " << brokers_ << "\n";
+    } else {
+      brokers_ = options_.brokers;
+      report_.brokers = brokers_;
+    }
+    auto producer = kafka::Producer::Create(brokers_);
+    if (!producer.ok()) return producer.status();
+    producer_ = *std::move(producer);
+    auto dir = ScopedTempDir::Create("idem_kafka_demo_");
+    if (!dir.ok()) return dir.status();
+    temp_dir_ = *std::move(dir);
+    store_ = options_.store.empty() ? temp_dir_->path() + "/store"
+                                    : options_.store;
+    return absl::OkStatus();
+  }
+
+  kafka::ConsumerOptions ConsumerOptionsFor(const std::string& topic,
+                                            const std::string& group) const {
+    kafka::ConsumerOptions options;
+    options.brokers = brokers_;
+    options.group_id = group;
+    options.topics = {topic};
+    options.max_batch = options_.max_batch;
+    options.max_attempts = kMaxAttempts;
+    options.retry_backoff = absl::Milliseconds(10);
+    options.kafka_config = {{"log_level", "3"}};
+    if (cluster_ != nullptr) {
+      // The mock coordinator waits up to the session timeout for members
+      // when a group rebalances; keep the restart quick.
+      options.kafka_config.push_back({"session.timeout.ms", "6000"});
+      options.kafka_config.push_back({"heartbeat.interval.ms", "500"});
+    }
+    return options;
+  }
+
+  // Produces `records`, then consumes until as many records were handled.
+  absl::Status RunPhase(const std::string& name,
+                        const std::vector<OutgoingRecord>& records,
+                        Engine& engine, KafkaDemoPhase& phase) {
+    progress_ << name << ": producing " << records.size() << " records to "
+              << report_.topic << "\n";
+    if (absl::Status s = producer_->Produce(records); !s.ok()) return s;
+    phase.produced = static_cast<int64_t>(records.size());
+
+    kafka::ConsumerOptions options =
+        ConsumerOptionsFor(report_.topic, "idem-demo-" + report_.topic);
+    options.dead_letter_topic = report_.topic + ".dlq";
+    options.on_assign = [&](const kafka::PartitionStart& start) {
+      phase.starts.push_back(
+          start.engine_offset.has_value()
+              ? absl::StrFormat("%d: engine offset %d, resuming at %d",
+                                start.partition, *start.engine_offset,
+                                start.start_offset)
+              : absl::StrFormat("%d: no engine offset, group's offset or "
+                                "earliest",
+                                start.partition));
+      progress_ << name << ": assigned partition " << phase.starts.back()
+                << "\n";
+    };
+    auto consumer = kafka::Consumer::Create(&engine, options);
+    if (!consumer.ok()) return consumer.status();
+    // Timed from the first record on: joining the group is not throughput.
+    std::optional<absl::Time> start;
+    absl::Time last_record = absl::Now();
+    absl::Time last_progress = last_record;
+    while ((*consumer)->stats().records < phase.produced) {
+      absl::StatusOr<kafka::BatchReport> batch =
+          (*consumer)->PollBatch(ApplyPayment);
+      if (!batch.ok()) return batch.status();
+      const absl::Time now = absl::Now();
+      if (batch->records > 0) {
+        last_record = now;
+        if (!start.has_value()) start = now;
+      }
+      if (now - last_record > options_.idle_timeout) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            name, ": no record for ", absl::FormatDuration(options_.idle_timeout),
+            " after ", (*consumer)->stats().records, " of ", phase.produced));
+      }
+      if (now - last_progress > absl::Seconds(2)) {
+        last_progress = now;
+        progress_ << name << ": consumed " << (*consumer)->stats().records
+                  << "/" << phase.produced << "\n";
+      }
+    }
+    const kafka::ConsumerStats stats = (*consumer)->stats();
+    phase.seconds =
+        absl::ToDoubleSeconds(absl::Now() - start.value_or(last_record));
+    if (absl::Status s = (*consumer)->Close(); !s.ok()) return s;
+    phase.records = stats.records;
+    phase.processed = stats.processed;
+    phase.duplicates = stats.duplicates;
+    phase.dead_lettered = stats.dead_lettered;
+    phase.batches = stats.batches;
+    phase.engine_seconds = absl::ToDoubleSeconds(stats.engine_time);
+    phase.kafka_seconds = absl::ToDoubleSeconds(stats.kafka_time);
+    progress_ << name << ": done, " << phase.processed << " applied, "
+              << phase.duplicates << " duplicates suppressed, "
+              << phase.dead_lettered << " dead-lettered\n";
+    return absl::OkStatus();
+  }
+
+  absl::Status Check(const DemoStream& stream, Engine& engine) {
+    std::map<std::string, int64_t> applied;
+    absl::Status s = engine.Dump([&](const DumpEntry& entry) {
+      if (entry.kind != DumpEntry::Kind::kState) return absl::OkStatus();
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(entry.value, &value)) {
+        return absl::DataLossError("a stored number is not a number");
+      }
+      if (entry.key.starts_with("applied/")) {
+        applied[entry.key.substr(8)] = value;
+      } else if (std::optional<PartitionStateKey> key =
+                     ParsePartitionStateKey(entry.key);
+                 key.has_value() && key->key.starts_with("balance/")) {
+        report_.actual_total += value;
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    for (const auto& [id, amount] : stream.amounts) {
+      report_.expected_total += amount;
+      auto it = applied.find(id);
+      if (it != applied.end() && it->second == 1) {
+        ++report_.applied_once;
+      } else {
+        ++report_.applied_wrongly;
+      }
+    }
+    report_.applied_wrongly += static_cast<int64_t>(std::count_if(
+        applied.begin(), applied.end(),
+        [&](const auto& entry) { return !stream.amounts.contains(entry.first); }));
+
+    progress_ << "reading the dead-letter topic " << report_.topic << ".dlq\n";
+    auto dlq_engine = Engine::Open(temp_dir_->path() + "/dlq", Options());
+    if (!dlq_engine.ok()) return dlq_engine.status();
+    auto reader = kafka::Consumer::Create(
+        dlq_engine->get(),
+        ConsumerOptionsFor(report_.topic + ".dlq",
+                           "idem-demo-dlq-" + report_.topic));
+    if (!reader.ok()) return reader.status();
+    const absl::Time deadline = absl::Now() + options_.idle_timeout;
+    while (report_.dead_letter_records < 1 && absl::Now() < deadline) {
+      auto batch = (*reader)->PollBatch(
+          [](const kafka::Record&, Txn&) { return absl::OkStatus(); });
+      if (!batch.ok()) return batch.status();
+      report_.dead_letter_records += batch->records;
+    }
+    report_.passed = report_.applied_wrongly == 0 &&
+                     report_.applied_once == report_.unique_payments &&
+                     report_.actual_total == report_.expected_total &&
+                     report_.dead_letter_records == 1 &&
+                     report_.first.dead_lettered + report_.second.dead_lettered ==
+                         1;
+    return absl::OkStatus();
+  }
+
+  const KafkaDemoOptions& options_;
+  std::ostream& progress_;
+  std::unique_ptr<kafka::MockCluster> cluster_;
+  std::string brokers_;
+  std::unique_ptr<kafka::Producer> producer_;
+  std::unique_ptr<ScopedTempDir> temp_dir_;
+  std::string store_;
+  KafkaDemoReport report_;
+};
+
+std::string PhaseJson(const KafkaDemoPhase& p) {
+  std::vector<std::string> starts;
+  for (const std::string& s : p.starts) starts.push_back(JsonBytes(s));
+  return absl::StrFormat(
+      "{\"produced\":%d,\"records\":%d,\"processed\":%d,\"duplicates\":%d,"
+      "\"dead_lettered\":%d,\"batches\":%d,\"seconds\":%.6f,"
+      "\"engine_seconds\":%.6f,\"kafka_seconds\":%.6f,"
+      "\"records_per_second\":%.1f,\"starts\":[%s]}",
+      p.produced, p.records, p.processed, p.duplicates, p.dead_lettered,
+      p.batches, p.seconds, p.engine_seconds, p.kafka_seconds,
+      p.seconds > 0 ? p.records / p.seconds : 0.0, absl::StrJoin(starts, ","));
+}
+
+std::string PhaseText(const std::string& name, const KafkaDemoPhase& p) {
+  return absl::StrFormat(
+      "  %s: %d records in %d batches, %.2f s from the first record to "
+      "the last (%.0f records/s)\n"
+      "           %.2f s in idem, %.2f s in librdkafka (joining the group "
+      "included)\n"
+      "           %d applied, %d duplicates suppressed, %d dead-lettered\n"
+      "           started at: %s\n",
+      name, p.records, p.batches, p.seconds,
+      p.seconds > 0 ? p.records / p.seconds : 0.0, p.engine_seconds,
+      p.kafka_seconds, p.processed, p.duplicates, p.dead_lettered,
+      absl::StrJoin(p.starts, "; "));
+}
+
+}  // namespace
+
+absl::Status ValidateKafkaDemoOptions(const KafkaDemoOptions& options) {
+  auto invalid = [](const std::string& what) {
+    return absl::InvalidArgumentError(what);
+  };
+  if (options.partitions < 1) return invalid("--partitions must be >= 1");
+  if (options.messages < 10) return invalid("--messages must be >= 10");
+  if (options.duplicate_every < 0) {
+    return invalid("--duplicate_every must be >= 0");
+  }
+  if (options.max_batch < 1) return invalid("--max_batch must be >= 1");
+  if (options.idle_timeout <= absl::ZeroDuration()) {
+    return invalid("--idle_timeout must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KafkaDemoReport> RunKafkaDemo(const KafkaDemoOptions& options,
+                                             std::ostream& progress) {
+  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) return s;
+  return Demo(options, progress).Run();
+}
+
+void PrintKafkaDemoReport(const KafkaDemoReport& r, bool json,
+                          std::ostream& out) {
+  if (json) {
+    out << absl::StrFormat(
+        "{\"brokers\":%s,\"topic\":%s,\"unique_payments\":%d,"
+        "\"injected_duplicates\":%d,\"first\":%s,\"second\":%s,"
+        "\"applied_once\":%d,\"applied_wrongly\":%d,\"expected_total\":%d,"
+        "\"actual_total\":%d,\"dead_letter_records\":%d,\"passed\":%s}\n",
+        JsonBytes(r.brokers), JsonBytes(r.topic), r.unique_payments,
+        r.injected_duplicates, PhaseJson(r.first), PhaseJson(r.second),
+        r.applied_once, r.applied_wrongly, r.expected_total, r.actual_total,
+        r.dead_letter_records, r.passed ? "true" : "false");
+    return;
+  }
+  out << absl::StrFormat(
+      "idem Kafka demo: a ledger consumer on topic %s (%s)\n"
+      "  stream: %d payments, %d re-published by the producer, 1 poison "
+      "record\n",
+      r.topic, r.brokers == "mock" ? "mock cluster" : r.brokers,
+      r.unique_payments, r.injected_duplicates);
+  out << PhaseText("phase 1", r.first) << PhaseText("phase 2", r.second);
+  out << absl::StrFormat(
+      "  check: %d payments applied exactly once, %d not; balances %d, "
+      "expected %d; %d record(s) on the dead-letter topic\n%s\n",
+      r.applied_once, r.applied_wrongly, r.actual_total, r.expected_total,
+      r.dead_letter_records, r.passed ? "PASS" : "FAIL");
+}
+
+int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
+                     std::ostream& out, std::ostream& err) {
+  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) {
+    err << "idem-kafka-demo: " << s.message()
+        << "\nRun 'idem-kafka-demo --help' for usage.\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<KafkaDemoReport> report = RunKafkaDemo(options, err);
+  if (!report.ok()) {
+    err << "idem-kafka-demo: " << report.status().ToString() << "\n";
+    return kExitFailure;
+  }
+  PrintKafkaDemoReport(*report, json, out);
+  return report->passed ? kExitOk : kExitFailure;
+}
+
+}  // namespace idem::tools
