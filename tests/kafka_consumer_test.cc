@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
+#include "idem/partition_state.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
 #include "tests/testing/temp_dir.h"
@@ -371,6 +373,76 @@ TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
   thread_b.join();
   EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
               IsEmpty());
+}
+
+// ---- Moving a partition's state ----
+
+// Engine A consumes the first half of the stream and closes; its partitions
+// then move to engine B (same group), which consumes the second half. With
+// `move_state`, A's partition state and offsets are exported and imported
+// into B first. Returns the partitions whose total in B differs from the
+// sum of all their records' amounts.
+std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
+                                bool move_state) {
+  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 0, 7);
+  std::map<int, int64_t> expected;
+  for (const OutgoingRecord& r : stream.records) {
+    expected[r.partition] += std::stoll(r.value);
+  }
+  const std::vector<OutgoingRecord> first_half(stream.records.begin(),
+                                               stream.records.begin() + 300);
+  const std::vector<OutgoingRecord> second_half(stream.records.begin() + 300,
+                                                stream.records.end());
+  EXPECT_TRUE(bed.producer->Produce(first_half).ok());
+  auto engine_a = Engine::Open(dir.Sub("a"), Options());
+  auto engine_b = Engine::Open(dir.Sub("b"), Options());
+  EXPECT_TRUE(engine_a.ok() && engine_b.ok());
+  if (!engine_a.ok() || !engine_b.ok()) return {-1};
+  const ConsumerOptions options = TestConsumerOptions(bed, "g");
+  {
+    auto a = Consumer::Create(engine_a->get(), options);
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return {-1};
+    EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
+                  return EngineReached(**engine_a, bed.topic, 99);
+                }).ok());
+  }
+  if (move_state) {
+    for (int p = 0; p < kPartitions; ++p) {
+      auto snapshot = ExportPartitionState(**engine_a, bed.topic, p);
+      EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+      if (!snapshot.ok()) return {-1};
+      EXPECT_TRUE(ImportPartitionState(**engine_b, *snapshot).ok());
+    }
+  }
+  EXPECT_TRUE(bed.producer->Produce(second_half).ok());
+  auto b = Consumer::Create(engine_b->get(), options);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return {-1};
+  EXPECT_TRUE(PollUntil(**b, ApplyRecord, [&] {
+                return EngineReached(**engine_b, bed.topic, 199);
+              }).ok());
+  std::vector<int> wrong;
+  for (int p = 0; p < kPartitions; ++p) {
+    auto total = (*engine_b)->GetState(
+        PartitionStatePrefix(bed.topic, p) + "total");
+    EXPECT_TRUE(total.ok());
+    if (!total.ok() || !total->has_value() ||
+        std::stoll(**total) != expected[p]) {
+      wrong.push_back(p);
+    }
+  }
+  return wrong;
+}
+
+TEST_F(KafkaConsumerTest, MovingAPartitionsStateKeepsItsTotalsExact) {
+  EXPECT_THAT(MovePartitions(bed_, dir_, /*move_state=*/true), IsEmpty());
+}
+
+// Without its state, the new owner's totals miss the old owner's records.
+TEST_F(KafkaConsumerTest, MovingAPartitionWithoutItsStateLosesItsTotals) {
+  EXPECT_THAT(MovePartitions(bed_, dir_, /*move_state=*/false),
+              SizeIs(kPartitions));
 }
 
 // ---- Poison records ----
