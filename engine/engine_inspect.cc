@@ -1,8 +1,11 @@
 // EngineImpl's inspection and maintenance calls: GetStats, CompactExpired,
 // Checkpoint and Dump.
 
+#include <map>
 #include <memory>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_impl.h"
 #include "engine/record.h"
@@ -86,6 +89,12 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.wal_bytes = tickers.getTickerCount(rocksdb::WAL_FILE_BYTES);
   stats.flush_bytes = tickers.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);
   stats.compaction_bytes = tickers.getTickerCount(rocksdb::COMPACT_WRITE_BYTES);
+  stats.bloom_filter_useful =
+      tickers.getTickerCount(rocksdb::BLOOM_FILTER_USEFUL);
+  stats.bloom_filter_positive =
+      tickers.getTickerCount(rocksdb::BLOOM_FILTER_FULL_POSITIVE);
+  stats.data_blocks_read =
+      tickers.getTickerCount(rocksdb::BLOCK_CACHE_DATA_MISS);
   if (stats.user_bytes > 0) {
     stats.write_amplification =
         static_cast<double>(stats.wal_bytes + stats.flush_bytes +
@@ -102,6 +111,23 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
                           rocksdb::DB::Properties::kEstimateNumKeys,
                           &stats.estimated_live_records)) {
     return absl::InternalError("RocksDB did not report its size properties");
+  }
+  // Memory figures are best effort: a property RocksDB does not report
+  // leaves its field at 0.
+  db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables,
+                               &stats.memtable_bytes);
+  db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem,
+                               &stats.table_reader_bytes);
+  db->GetIntProperty(rocksdb::DB::Properties::kBlockCacheUsage,
+                     &stats.block_cache_bytes);
+  std::map<std::string, std::string> cf_stats;
+  if (db->GetMapProperty((*store)->dedupe, rocksdb::DB::Properties::kCFStats,
+                         &cf_stats)) {
+    double sum_write_amp = 0;
+    if (auto it = cf_stats.find("compaction.Sum.WriteAmp");
+        it != cf_stats.end() && absl::SimpleAtod(it->second, &sum_write_amp)) {
+      stats.dedupe_compaction_write_amplification = sum_write_amp;
+    }
   }
   return stats;
 }

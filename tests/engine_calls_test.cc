@@ -329,6 +329,36 @@ TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
           static_cast<double>(stats->user_bytes));
 }
 
+TEST(EngineTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
+  testing::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("db"), Options());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2000; ++i) ids.push_back("id-" + std::to_string(i));
+  std::vector<Message> batch;
+  for (const std::string& id : ids) batch.push_back({.id = id});
+  ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
+  auto before = engine->GetStats();
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_GT(before->memtable_bytes, 0u);
+  EXPECT_EQ(before->dedupe_compaction_write_amplification, 0);  // no flush yet
+
+  ASSERT_TRUE(engine->CompactExpired().ok());  // flush + compaction
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(engine->Seen("absent-" + std::to_string(i)).ok());
+    ASSERT_TRUE(engine->Seen(ids[i]).ok());
+  }
+  auto after = engine->GetStats();
+  ASSERT_TRUE(after.ok()) << after.status();
+  // Flushed once and compacted once: W-Amp (flush + compaction) / flush.
+  EXPECT_GE(after->dedupe_compaction_write_amplification, 1.0);
+  EXPECT_GT(after->table_reader_bytes + after->block_cache_bytes, 0u);
+  // Most absent IDs are ruled out by the Bloom filter; present ones pass it
+  // and read their data block.
+  EXPECT_GT(after->bloom_filter_useful, 100u);
+  EXPECT_GE(after->bloom_filter_positive, 200u);
+  EXPECT_GT(after->data_blocks_read, 0u);
+}
+
 // ============================================================================
 // Expiry and per-message ttl.
 // ============================================================================

@@ -4,6 +4,7 @@
 #include "engine/kafka/batch_processor.h"
 
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,23 @@ TEST_F(BatchProcessorTest, IdFunctionErrorsAreDeadLettered) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_THAT(errors[0], HasSubstr("no business key"));
   EXPECT_EQ(Offset(0), 0);
+}
+
+TEST_F(BatchProcessorTest, ThrowingUserCodeBecomesAnError) {
+  specs_ = {{0, 0, "a", "x"}};
+  options_.id_function = [](const Record&) -> absl::StatusOr<std::string> {
+    throw std::runtime_error("boom");
+  };
+  std::vector<absl::StatusCode> codes;
+  dead_letter_ = [&](const Record&, const absl::Status& error) -> absl::Status {
+    codes.push_back(error.code());
+    throw std::runtime_error("dead-letter store down");
+  };
+  auto result = Process([](const Record&, Txn&) { return absl::OkStatus(); });
+  EXPECT_THAT(codes, ElementsAre(absl::StatusCode::kInternal));  // id_function
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(result.status().message(), HasSubstr("dead-letter store down"));
 }
 
 }  // namespace

@@ -136,7 +136,19 @@ class EngineTarget : public Target {
     return c;
   }
 
-  std::optional<InternalFigures> Internals() override { return std::nullopt; }
+  // From idem::Stats: the engine's own RocksDB figures, no replica needed.
+  std::optional<InternalFigures> Internals() override {
+    absl::StatusOr<Stats> stats = engine_->GetStats();
+    if (!stats.ok()) return std::nullopt;
+    InternalFigures f;
+    if (stats->dedupe_compaction_write_amplification > 0) {
+      f.rocksdb_sum_wamp = stats->dedupe_compaction_write_amplification;
+    }
+    f.memtable_bytes = stats->memtable_bytes;
+    f.table_readers_bytes = stats->table_reader_bytes;
+    f.block_cache_usage = stats->block_cache_bytes;
+    return f;
+  }
 
   absl::Status Close() override {
     engine_.reset();

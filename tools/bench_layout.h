@@ -122,7 +122,7 @@ class Target {
   virtual absl::StatusOr<BatchOutcome> ProcessBatch(
       absl::Span<const Delivery> batch) = 0;
   virtual absl::StatusOr<TargetCounters> Counters() = 0;
-  // nullopt for kEngine: idem::Engine does not expose its DB.
+  // For kEngine from idem::Stats (rocksdb_stats stays empty).
   virtual std::optional<InternalFigures> Internals() = 0;
   // Closes the store (the Target is unusable afterwards).
   virtual absl::Status Close() = 0;

@@ -483,9 +483,8 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
     report.table_readers_bytes = internals->table_readers_bytes;
   } else {
     report.notes.push_back(
-        "rocksdb.stats (Sum W-Amp), memtable and block-cache usage are not "
-        "reachable through idem::Engine; see the 'leveled' layout, which "
-        "replicates the engine's RocksDB options");
+        "the store's RocksDB figures (Sum W-Amp, memtable and block-cache "
+        "usage) could not be read");
   }
   if (absl::Status s = (*target)->Close(); !s.ok()) return s;
   target->reset();

@@ -49,10 +49,17 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
       "\"expired_dropped\":%d,\"user_bytes\":%d,\"wal_bytes\":%d,"
       "\"flush_bytes\":%d,\"compaction_bytes\":%d,"
       "\"write_amplification\":%.6g,\"live_sst_bytes\":%d,"
-      "\"estimated_live_records\":%d}\n",
+      "\"estimated_live_records\":%d,"
+      "\"dedupe_compaction_write_amplification\":%.6g,"
+      "\"memtable_bytes\":%d,\"block_cache_bytes\":%d,"
+      "\"table_reader_bytes\":%d,\"bloom_filter_useful\":%d,"
+      "\"bloom_filter_positive\":%d,\"data_blocks_read\":%d}\n",
       s.processed, s.duplicates, s.failed, s.expired_dropped, s.user_bytes,
       s.wal_bytes, s.flush_bytes, s.compaction_bytes, s.write_amplification,
-      s.live_sst_bytes, s.estimated_live_records);
+      s.live_sst_bytes, s.estimated_live_records,
+      s.dedupe_compaction_write_amplification, s.memtable_bytes,
+      s.block_cache_bytes, s.table_reader_bytes, s.bloom_filter_useful,
+      s.bloom_filter_positive, s.data_blocks_read);
 }
 
 int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
@@ -68,12 +75,15 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
       "store                     %s\n"
       "estimated dedupe records  %d (live and expired, not yet compacted)\n"
       "live SST bytes            %d\n"
+      "memory                    memtables %d, block cache %d, SST readers "
+      "%d bytes\n"
       "counters since this idemctl opened the store:\n"
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
-      args.db, s.estimated_live_records, s.live_sst_bytes, s.processed,
-      s.duplicates, s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes,
-      s.flush_bytes, s.compaction_bytes);
+      args.db, s.estimated_live_records, s.live_sst_bytes, s.memtable_bytes,
+      s.block_cache_bytes, s.table_reader_bytes, s.processed, s.duplicates,
+      s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes, s.flush_bytes,
+      s.compaction_bytes);
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include "engine/absl_view.h"
 #include "absl/time/clock.h"
 #include "engine/kafka/record_ids.h"
+#include "engine/kafka/user_code.h"
 
 namespace idem::kafka {
 namespace {
@@ -171,7 +172,10 @@ class BatchRun {
           "configured (set ConsumerOptions::dead_letter or "
           "dead_letter_topic): ", error.ToString()));
     }
-    if (absl::Status s = dead_letter_(record, error); !s.ok()) {
+    if (absl::Status s = CallUserCode(
+            "the dead-letter function",
+            [&] { return dead_letter_(record, error); });
+        !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("dead-lettering record ",
                                                  position, ": ", s.message()));
     }

@@ -24,6 +24,7 @@
 #include "engine/kafka/consumer_hooks.h"
 #include "engine/kafka/rdkafka_util.h"
 #include "engine/kafka/record_ids.h"
+#include "engine/kafka/user_code.h"
 #include "idem/kafka_consumer.h"
 #include "idem/kafka_producer.h"
 
@@ -300,7 +301,13 @@ class ConsumerImpl final : public Consumer {
         tp.offset = RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
       }
       assignment_.emplace(tp.topic, tp.partition);
-      if (options_.on_assign) options_.on_assign(start);
+      if (options_.on_assign) {
+        absl::Status s = CallUserCode("on_assign", [&] {
+          options_.on_assign(start);
+          return absl::OkStatus();
+        });
+        if (!s.ok()) NoteError(s);
+      }
     }
     absl::Status status =
         Cooperative()

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/kafka/user_code.h"
 #include "idem/message.h"
 
 namespace idem::kafka {
@@ -68,7 +69,8 @@ absl::StatusOr<std::string> DeriveId(const Record& record,
       PositionId(record.topic, record.partition, record.offset);
   std::string id;
   if (options.id_function) {
-    absl::StatusOr<std::string> derived = options.id_function(record);
+    absl::StatusOr<std::string> derived = CallUserCode(
+        "id_function", [&] { return options.id_function(record); });
     if (!derived.ok()) {
       return absl::Status(derived.status().code(),
                           absl::StrCat("id_function failed for record ",

@@ -33,6 +33,28 @@ struct Stats {
   // RocksDB's estimate of the number of dedupe records (live and expired but
   // not yet compacted away).
   uint64_t estimated_live_records = 0;
+
+  // RocksDB's own figure for the dedupe column family: the "Sum" row's W-Amp
+  // of its compaction stats, (flush + compaction bytes) / flush bytes since
+  // Open. It leaves out the WAL, so it reads about one less than
+  // write_amplification would for that family alone. 0 before the first
+  // flush.
+  double dedupe_compaction_write_amplification = 0;
+
+  // Memory now: memtables of all column families (active and unflushed),
+  // block cache in use, and the index and filter blocks held by open SST
+  // readers (outside the block cache).
+  uint64_t memtable_bytes = 0;
+  uint64_t block_cache_bytes = 0;
+  uint64_t table_reader_bytes = 0;
+
+  // Lookup cost since Open, all column families: SST files a Bloom filter
+  // ruled out (BLOOM_FILTER_USEFUL), filter checks that said "maybe"
+  // (BLOOM_FILTER_FULL_POSITIVE), and data blocks read from disk because
+  // the block cache missed them (BLOCK_CACHE_DATA_MISS).
+  uint64_t bloom_filter_useful = 0;
+  uint64_t bloom_filter_positive = 0;
+  uint64_t data_blocks_read = 0;
 };
 
 }  // namespace idem
