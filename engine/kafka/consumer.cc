@@ -188,9 +188,9 @@ class ConsumerImpl final : public Consumer {
     // Revokes the assignment (committing its offsets) and leaves the group.
     absl::Status status =
         FromKafkaError(rd_kafka_consumer_close(rk_.get()), "closing");
-    rk_.reset();
-    in_flight_.clear();
+    in_flight_.clear();  // messages go before the handle that owns them
     assignment_.clear();
+    rk_.reset();
     return status;
   }
 
