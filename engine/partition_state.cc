@@ -121,12 +121,20 @@ absl::Status ImportPartitionState(Engine& engine,
 
   // The import's ID names the snapshot (partition, offset, content), so a
   // repeated import of the same snapshot is a duplicate and writes nothing.
-  std::string named = absl::StrCat(prefix, snapshot.offset.value_or(-1), "\n");
+  XXH3_state_t hash;
+  XXH3_64bits_reset(&hash);
+  auto add = [&hash](std::string_view bytes) {
+    const uint64_t size = bytes.size();  // sizes keep the fields apart
+    XXH3_64bits_update(&hash, &size, sizeof(size));
+    XXH3_64bits_update(&hash, bytes.data(), bytes.size());
+  };
+  add(prefix);
+  add(absl::StrCat(snapshot.offset.value_or(-1)));
   for (const auto& [key, value] : snapshot.entries) {
-    absl::StrAppend(&named, key.size(), ":", AbslView(key), value.size(), ":",
-                    AbslView(value));
+    add(key);
+    add(value);
   }
-  const uint64_t digest = XXH3_64bits(named.data(), named.size());
+  const uint64_t digest = XXH3_64bits_digest(&hash);
   const std::string id = absl::StrCat("idem.import/", absl::Hex(digest));
 
   Message message;

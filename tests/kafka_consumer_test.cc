@@ -75,6 +75,40 @@ bool AnyEngineReached(const std::vector<Engine*>& engines,
   return true;
 }
 
+// Produces the first `count` records of `stream` and returns the others.
+std::vector<OutgoingRecord> ProduceFirst(KafkaTestBed& bed,
+                                         const ProducedStream& stream,
+                                         size_t count) {
+  const std::vector<OutgoingRecord> first(stream.records.begin(),
+                                          stream.records.begin() + count);
+  EXPECT_TRUE(bed.producer->Produce(first).ok());
+  return {stream.records.begin() + count, stream.records.end()};
+}
+
+// Polls `consumer` with ApplyRecord on a thread of its own until stopped
+// (or destroyed); a failed poll fails the test and ends the thread.
+class BackgroundPoller {
+ public:
+  explicit BackgroundPoller(Consumer& consumer)
+      : thread_([this, &consumer] {
+          while (!stop_.load()) {
+            absl::StatusOr<BatchReport> report =
+                consumer.PollBatch(ApplyRecord);
+            EXPECT_TRUE(report.ok()) << report.status();
+            if (!report.ok()) return;
+          }
+        }) {}
+  ~BackgroundPoller() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts once stop_ exists
+};
+
 class KafkaConsumerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -277,11 +311,8 @@ std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
                                                  TempDir& dir,
                                                  bool commit_to_kafka) {
   const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 0, 4);
-  const std::vector<OutgoingRecord> first_half(stream.records.begin(),
-                                               stream.records.begin() + 300);
-  const std::vector<OutgoingRecord> second_half(stream.records.begin() + 300,
-                                                stream.records.end());
-  EXPECT_TRUE(bed.producer->Produce(first_half).ok());
+  const std::vector<OutgoingRecord> second_half =
+      ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
   auto engine_b = Engine::Open(dir.Sub("b"), Options());
   EXPECT_TRUE(engine_a.ok() && engine_b.ok());
@@ -301,16 +332,8 @@ std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
   auto b = Consumer::Create(engine_b->get(), options);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return {"consumer B was not created"};
-  std::atomic<bool> stop{false};
-  auto run = [&](Consumer& consumer) {
-    while (!stop.load()) {
-      absl::StatusOr<BatchReport> report = consumer.PollBatch(ApplyRecord);
-      EXPECT_TRUE(report.ok()) << report.status();
-      if (!report.ok()) return;
-    }
-  };
-  std::thread thread_a([&] { run(**a); });
-  std::thread thread_b([&] { run(**b); });
+  BackgroundPoller poll_a(**a);
+  BackgroundPoller poll_b(**b);
   absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (b_assigned.load() == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
@@ -323,9 +346,8 @@ std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
          !AnyEngineReached(engines, bed.topic, 600 / kPartitions - 1)) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  stop = true;
-  thread_a.join();
-  thread_b.join();
+  poll_a.Stop();
+  poll_b.Stop();
   EXPECT_GE((*a)->stats().revocations, 1);
   return EffectErrors(stream.unique_ids, Merge({AppliedCounts(**engine_a),
                                                 AppliedCounts(**engine_b)}));
@@ -344,34 +366,58 @@ TEST_F(KafkaConsumerTest, WithoutKafkaCommitsAMovedPartitionIsReapplied) {
 }
 
 // Two consumers of one group sharing one engine (two threads of one
-// process): whatever the rebalance does, the engine sees every offset.
-TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
-  const ProducedStream stream = Produce(600, /*duplicate_every=*/5, 5);
-  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
-  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+// process), with `strategy` as the partition assignment strategy. Consumer A
+// processes the first half of the stream alone; B joins, partitions move;
+// both consume the second half. Whatever the rebalance does, the engine sees
+// every offset. Returns the IDs not applied exactly once.
+std::vector<std::string> RebalanceOnOneEngine(KafkaTestBed& bed, TempDir& dir,
+                                              const std::string& strategy) {
+  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 5, 5);
+  const std::vector<OutgoingRecord> second_half =
+      ProduceFirst(bed, stream, 300);
+  auto engine = Engine::Open(dir.Sub("store"), Options());
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return {"the engine did not open"};
+  ConsumerOptions options = TestConsumerOptions(bed, "g");
   options.max_batch = 20;
-  auto a = Consumer::Create(engine.get(), options);
-  auto b = Consumer::Create(engine.get(), options);
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::atomic<bool> stop{false};
-  auto run = [&](Consumer& consumer) {
-    while (!stop.load()) {
-      absl::StatusOr<BatchReport> report = consumer.PollBatch(ApplyRecord);
-      ASSERT_TRUE(report.ok()) << report.status();
-    }
-  };
-  std::thread thread_a([&] { run(**a); });
-  absl::SleepFor(absl::Milliseconds(200));
-  std::thread thread_b([&] { run(**b); });
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline &&
-         !EngineReached(*engine, bed_.topic, 600 / kPartitions - 1)) {
+  options.kafka_config.push_back({"partition.assignment.strategy", strategy});
+  auto a = Consumer::Create(engine->get(), options);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return {"consumer A was not created"};
+  EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
+                return EngineReached(**engine, bed.topic, 99);
+              }).ok());
+  std::atomic<int> b_assigned{0};
+  options.on_assign = [&](const PartitionStart&) { ++b_assigned; };
+  auto b = Consumer::Create(engine->get(), options);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return {"consumer B was not created"};
+  BackgroundPoller poll_a(**a);
+  BackgroundPoller poll_b(**b);
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (b_assigned.load() == 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));
   }
-  stop = true;
-  thread_a.join();
-  thread_b.join();
-  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
+  EXPECT_GT(b_assigned.load(), 0) << "B never got a partition";
+  EXPECT_TRUE(bed.producer->Produce(second_half).ok());
+  deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline &&
+         !EngineReached(**engine, bed.topic, 600 / kPartitions - 1)) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  poll_a.Stop();
+  poll_b.Stop();
+  EXPECT_GE((*a)->stats().revocations, 1);
+  return EffectErrors(stream.unique_ids, AppliedCounts(**engine));
+}
+
+TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
+  EXPECT_THAT(RebalanceOnOneEngine(bed_, dir_, "range,roundrobin"),
+              IsEmpty());
+}
+
+TEST_F(KafkaConsumerTest, CooperativeRebalanceOnOneEngineAppliesOnce) {
+  EXPECT_THAT(RebalanceOnOneEngine(bed_, dir_, "cooperative-sticky"),
               IsEmpty());
 }
 
@@ -389,11 +435,8 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
   for (const OutgoingRecord& r : stream.records) {
     expected[r.partition] += std::stoll(r.value);
   }
-  const std::vector<OutgoingRecord> first_half(stream.records.begin(),
-                                               stream.records.begin() + 300);
-  const std::vector<OutgoingRecord> second_half(stream.records.begin() + 300,
-                                                stream.records.end());
-  EXPECT_TRUE(bed.producer->Produce(first_half).ok());
+  const std::vector<OutgoingRecord> second_half =
+      ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
   auto engine_b = Engine::Open(dir.Sub("b"), Options());
   EXPECT_TRUE(engine_a.ok() && engine_b.ok());

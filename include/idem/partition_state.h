@@ -73,16 +73,17 @@ struct PartitionSnapshot {
 };
 
 // Reads the partition's state and offset from one consistent snapshot of
-// `engine`. Reads every state entry of the store (Engine::Dump), so it costs
-// a scan of the whole state. kInvalidArgument for a bad source or partition;
+// `engine`. Finds them with Engine::Dump, so it costs a scan of the whole
+// store. kInvalidArgument for a bad source or partition;
 // storage errors as Engine::Dump.
 absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
                                                        std::string_view source,
                                                        int32_t partition);
 
 // Replaces the partition's state in `engine` with `snapshot` and records its
-// offset, in one commit (under a dedupe ID derived from the snapshot, so
-// importing the same snapshot twice writes once). Returns
+// offset, in one commit under a dedupe ID derived from the snapshot, so
+// importing the same snapshot twice writes once. Finding the partition's
+// current keys costs a scan of the whole store (Engine::Dump). Returns
 // kFailedPrecondition, changing nothing, if `engine` has already committed a
 // higher offset for the partition than the snapshot. REQUIRES: nothing
 // consumes the partition on `engine` during the call (import before the
