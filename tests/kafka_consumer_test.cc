@@ -302,34 +302,53 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
 
 // ---- Rebalance ----
 
-// Consumer A (engine A) processes the first half of the stream alone;
-// consumer B (engine B) joins the group, which moves partitions from A to B;
-// then the second half is produced and both consume it. A partition that
-// moves starts, in B's engine, at the offset A committed to Kafka. Returns
-// the IDs not applied exactly once over both engines.
-std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
-                                                 TempDir& dir,
-                                                 bool commit_to_kafka) {
-  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 0, 4);
+// How RebalanceMidStream runs.
+struct RebalanceRun {
+  bool separate_engines = true;  // B has an engine of its own
+  bool commit_to_kafka = true;
+  std::string strategy = "range,roundrobin";  // partition.assignment.strategy
+};
+
+// Consumer A processes the first half of the stream alone; consumer B joins
+// the group, which moves partitions from A to B; then the second half is
+// produced and both consume it. With separate engines, a partition that
+// moves starts, in B's engine, at the offset A committed to Kafka; with one
+// engine, at the engine's own offset. Returns the IDs not applied exactly
+// once over the engines.
+std::vector<std::string> RebalanceMidStream(KafkaTestBed& bed, TempDir& dir,
+                                            const RebalanceRun& run) {
+  // MakeStream's producer duplicates land on any partition; dedupe is per
+  // engine, so only a single engine gets them (docs/scale-out.md).
+  const ProducedStream stream = MakeStream(
+      bed.topic, kPartitions, 600, run.separate_engines ? 0 : 5, 4);
   const std::vector<OutgoingRecord> second_half =
       ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
-  auto engine_b = Engine::Open(dir.Sub("b"), Options());
-  EXPECT_TRUE(engine_a.ok() && engine_b.ok());
-  if (!engine_a.ok() || !engine_b.ok()) return {"engines did not open"};
+  EXPECT_TRUE(engine_a.ok()) << engine_a.status();
+  if (!engine_a.ok()) return {"engine A did not open"};
+  std::vector<Engine*> engines = {engine_a->get()};
+  absl::StatusOr<std::unique_ptr<Engine>> engine_b;
+  if (run.separate_engines) {
+    engine_b = Engine::Open(dir.Sub("b"), Options());
+    EXPECT_TRUE(engine_b.ok()) << engine_b.status();
+    if (!engine_b.ok()) return {"engine B did not open"};
+    engines.push_back(engine_b->get());
+  }
   ConsumerOptions options = TestConsumerOptions(bed, "g");
-  options.commit_to_kafka = commit_to_kafka;
+  options.commit_to_kafka = run.commit_to_kafka;
   options.max_batch = 20;
-  auto a = Consumer::Create(engine_a->get(), options);
+  options.kafka_config.push_back(
+      {"partition.assignment.strategy", run.strategy});
+  auto a = Consumer::Create(engines.front(), options);
   EXPECT_TRUE(a.ok()) << a.status();
   if (!a.ok()) return {"consumer A was not created"};
   EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
-                return EngineReached(**engine_a, bed.topic, 99);
+                return EngineReached(*engines.front(), bed.topic, 99);
               }).ok());
 
   std::atomic<int> b_assigned{0};
   options.on_assign = [&](const PartitionStart&) { ++b_assigned; };
-  auto b = Consumer::Create(engine_b->get(), options);
+  auto b = Consumer::Create(engines.back(), options);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return {"consumer B was not created"};
   BackgroundPoller poll_a(**a);
@@ -340,7 +359,6 @@ std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
   }
   EXPECT_GT(b_assigned.load(), 0) << "B never got a partition";
   EXPECT_TRUE(bed.producer->Produce(second_half).ok());
-  const std::vector<Engine*> engines = {engine_a->get(), engine_b->get()};
   deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline &&
          !AnyEngineReached(engines, bed.topic, 600 / kPartitions - 1)) {
@@ -349,75 +367,36 @@ std::vector<std::string> RebalanceBetweenEngines(KafkaTestBed& bed,
   poll_a.Stop();
   poll_b.Stop();
   EXPECT_GE((*a)->stats().revocations, 1);
-  return EffectErrors(stream.unique_ids, Merge({AppliedCounts(**engine_a),
-                                                AppliedCounts(**engine_b)}));
+  std::vector<std::map<std::string, int>> applied;
+  for (Engine* engine : engines) applied.push_back(AppliedCounts(*engine));
+  return EffectErrors(stream.unique_ids, Merge(applied));
 }
 
 TEST_F(KafkaConsumerTest, RebalanceBetweenEnginesAppliesEveryMessageOnce) {
-  EXPECT_THAT(RebalanceBetweenEngines(bed_, dir_, /*commit_to_kafka=*/true),
-              IsEmpty());
+  EXPECT_THAT(RebalanceMidStream(bed_, dir_, {}), IsEmpty());
 }
 
 // Between engines, Kafka's committed offsets are what hands a partition
 // over: without them the new owner re-applies what the old one did.
 TEST_F(KafkaConsumerTest, WithoutKafkaCommitsAMovedPartitionIsReapplied) {
-  EXPECT_THAT(RebalanceBetweenEngines(bed_, dir_, /*commit_to_kafka=*/false),
+  EXPECT_THAT(RebalanceMidStream(bed_, dir_, {.commit_to_kafka = false}),
               Not(IsEmpty()));
 }
 
-// Two consumers of one group sharing one engine (two threads of one
-// process), with `strategy` as the partition assignment strategy. Consumer A
-// processes the first half of the stream alone; B joins, partitions move;
-// both consume the second half. Whatever the rebalance does, the engine sees
-// every offset. Returns the IDs not applied exactly once.
-std::vector<std::string> RebalanceOnOneEngine(KafkaTestBed& bed, TempDir& dir,
-                                              const std::string& strategy) {
-  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 5, 5);
-  const std::vector<OutgoingRecord> second_half =
-      ProduceFirst(bed, stream, 300);
-  auto engine = Engine::Open(dir.Sub("store"), Options());
-  EXPECT_TRUE(engine.ok()) << engine.status();
-  if (!engine.ok()) return {"the engine did not open"};
-  ConsumerOptions options = TestConsumerOptions(bed, "g");
-  options.max_batch = 20;
-  options.kafka_config.push_back({"partition.assignment.strategy", strategy});
-  auto a = Consumer::Create(engine->get(), options);
-  EXPECT_TRUE(a.ok()) << a.status();
-  if (!a.ok()) return {"consumer A was not created"};
-  EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
-                return EngineReached(**engine, bed.topic, 99);
-              }).ok());
-  std::atomic<int> b_assigned{0};
-  options.on_assign = [&](const PartitionStart&) { ++b_assigned; };
-  auto b = Consumer::Create(engine->get(), options);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok()) return {"consumer B was not created"};
-  BackgroundPoller poll_a(**a);
-  BackgroundPoller poll_b(**b);
-  absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (b_assigned.load() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  EXPECT_GT(b_assigned.load(), 0) << "B never got a partition";
-  EXPECT_TRUE(bed.producer->Produce(second_half).ok());
-  deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline &&
-         !EngineReached(**engine, bed.topic, 600 / kPartitions - 1)) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  poll_a.Stop();
-  poll_b.Stop();
-  EXPECT_GE((*a)->stats().revocations, 1);
-  return EffectErrors(stream.unique_ids, AppliedCounts(**engine));
-}
-
+// Two consumers sharing one engine (two threads of one process): whatever
+// the rebalance does, the engine sees every offset, even without Kafka
+// commits.
 TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
-  EXPECT_THAT(RebalanceOnOneEngine(bed_, dir_, "range,roundrobin"),
+  EXPECT_THAT(RebalanceMidStream(
+                  bed_, dir_,
+                  {.separate_engines = false, .commit_to_kafka = false}),
               IsEmpty());
 }
 
 TEST_F(KafkaConsumerTest, CooperativeRebalanceOnOneEngineAppliesOnce) {
-  EXPECT_THAT(RebalanceOnOneEngine(bed_, dir_, "cooperative-sticky"),
+  EXPECT_THAT(RebalanceMidStream(bed_, dir_,
+                                 {.separate_engines = false,
+                                  .strategy = "cooperative-sticky"}),
               IsEmpty());
 }
 
