@@ -400,6 +400,73 @@ TEST_F(KafkaConsumerTest, CooperativeRebalanceOnOneEngineAppliesOnce) {
               IsEmpty());
 }
 
+// Consumer A has records in flight (collected into a batch, not processed)
+// when B's joining revokes A's partitions: A's hook lets B join, right after
+// A's PollBatch collected its first record, and waits for A's heartbeat
+// (every 100 ms) to learn of the rebalance. Returns the report of that
+// PollBatch, and how many of the records it met A's engine applied.
+struct RevocationOutcome {
+  BatchReport report;
+  int64_t applied_by_a = 0;  // of the records produced while A was idle
+};
+RevocationOutcome RevokeWithRecordsInFlight(KafkaTestBed& bed, TempDir& dir,
+                                            ConsumerHooks hooks) {
+  RevocationOutcome out;
+  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 330, 0, 8);
+  const std::vector<OutgoingRecord> last_30 = ProduceFirst(bed, stream, 300);
+  auto engine_a = Engine::Open(dir.Sub("a"), Options());
+  auto engine_b = Engine::Open(dir.Sub("b"), Options());
+  EXPECT_TRUE(engine_a.ok() && engine_b.ok());
+  if (!engine_a.ok() || !engine_b.ok()) return out;
+  const ConsumerOptions options = TestConsumerOptions(bed, "g");
+  bool armed = false;
+  absl::StatusOr<std::unique_ptr<Consumer>> b;
+  hooks.after_first_record = [&] {
+    if (!armed) return;
+    armed = false;
+    b = Consumer::Create(engine_b->get(), options);
+    absl::SleepFor(absl::Seconds(2));
+  };
+  auto a = CreateConsumerWithHooks(engine_a->get(), options, hooks);
+  EXPECT_TRUE(a.ok()) << a.status();
+  if (!a.ok()) return out;
+  EXPECT_TRUE(PollUntil(**a, ApplyRecord, [&] {
+                return EngineReached(**engine_a, bed.topic, 99);
+              }).ok());
+  EXPECT_TRUE(bed.producer->Produce(last_30).ok());
+  armed = true;
+  absl::StatusOr<BatchReport> report;
+  do {  // until the batch that meets the last 30 records
+    report = (*a)->PollBatch(ApplyRecord);
+  } while (report.ok() && report->records == 0 && !report->rebalanced);
+  EXPECT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(report.ok()) << report.status();
+  if (report.ok()) out.report = *report;
+  const std::map<std::string, int> applied = AppliedCounts(**engine_a);
+  for (const OutgoingRecord& r : last_30) out.applied_by_a += applied.count(r.key);
+  return out;
+}
+
+// The revocation is served at the poll after the first record (librdkafka
+// serves rebalances ahead of fetched records), so at least that record is in
+// flight; it is processed and committed by A before A lets go.
+TEST_F(KafkaConsumerTest, RevocationFinishesTheInFlightBatch) {
+  const RevocationOutcome out = RevokeWithRecordsInFlight(bed_, dir_, {});
+  EXPECT_TRUE(out.report.rebalanced);
+  EXPECT_GE(out.report.records, 1);
+  EXPECT_EQ(out.report.processed, out.report.records);
+  EXPECT_EQ(out.applied_by_a, out.report.records);
+}
+
+TEST_F(KafkaConsumerTest, DroppingTheInFlightBatchOnRevocationIsCaught) {
+  ConsumerHooks broken;
+  broken.drop_in_flight_on_revoke = true;
+  const RevocationOutcome out = RevokeWithRecordsInFlight(bed_, dir_, broken);
+  EXPECT_TRUE(out.report.rebalanced);
+  EXPECT_EQ(out.report.records, 0);
+  EXPECT_EQ(out.applied_by_a, 0);
+}
+
 // ---- Moving a partition's state ----
 
 // Engine A consumes the first half of the stream and closes; its partitions

@@ -157,6 +157,9 @@ class ConsumerImpl final : public Consumer {
       MessagePtr owned(message);
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
         in_flight_.push_back(std::move(owned));
+        if (in_flight_.size() == 1 && hooks_.after_first_record) {
+          hooks_.after_first_record();
+        }
       } else if (absl::Status s = OnMessageError(*message); !s.ok()) {
         Rewind();
         return s;
@@ -327,7 +330,7 @@ class ConsumerImpl final : public Consumer {
     if (lost) {
       // Another consumer may own them already: leave their records alone.
       DropInFlight(partitions);
-    } else if (handler_ == nullptr) {
+    } else if (handler_ == nullptr || hooks_.drop_in_flight_on_revoke) {
       DropInFlight(partitions);  // closing: nothing is in flight
     } else if (!in_flight_.empty()) {
       if (absl::Status s = ProcessInFlight(); !s.ok()) {

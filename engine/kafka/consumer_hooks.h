@@ -5,6 +5,7 @@
 #ifndef IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
 #define IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,11 @@ struct ConsumerHooks {
   // Kafka: a consumer with another engine that takes them over starts from
   // stale offsets.
   bool skip_revoke_commit = false;
+  // On revocation, drop the in-flight records instead of finishing them.
+  bool drop_in_flight_on_revoke = false;
+  // Called inside PollBatch once the first record of a batch is in flight,
+  // so a test can make a rebalance arrive mid-collection.
+  std::function<void()> after_first_record;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.
