@@ -1,20 +1,13 @@
 #include "tools/demo.h"
 
-#include <stdlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
