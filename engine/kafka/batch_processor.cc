@@ -22,6 +22,17 @@ PartitionRef PartitionOf(const Record& record) {
   return {record.topic, record.partition};
 }
 
+// Per partition of `records`, the highest offset + 1.
+absl::btree_map<TopicPartition, int64_t> NextOffsets(
+    absl::Span<const Record> records) {
+  absl::btree_map<TopicPartition, int64_t> next_offsets;
+  for (const Record& record : records) {
+    int64_t& next = next_offsets[{std::string(record.topic), record.partition}];
+    next = std::max(next, record.offset + 1);
+  }
+  return next_offsets;
+}
+
 // Per record of the batch.
 struct Entry {
   std::string id;  // the derived ID; DeadLetterId once dead-lettered
@@ -73,11 +84,7 @@ class BatchRun {
         return s;
       }
     }
-    for (const Record& record : records_) {
-      int64_t& next =
-          out_.next_offsets[{std::string(record.topic), record.partition}];
-      next = std::max(next, record.offset + 1);
-    }
+    out_.next_offsets = NextOffsets(records_);
     return std::move(out_);
   }
 

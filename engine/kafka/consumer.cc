@@ -36,6 +36,10 @@ constexpr const char* kOwnedProperties[] = {
     "bootstrap.servers", "metadata.broker.list", "group.id",
     "enable.auto.commit", "enable.auto.offset.store"};
 
+bool NonNegativeFinite(absl::Duration d) {
+  return d >= absl::ZeroDuration() && d != absl::InfiniteDuration();
+}
+
 absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions: ", AbslView(what)));
@@ -49,18 +53,15 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   if (!options.id_function && options.id_header.empty()) {
     return invalid("id_header must not be empty (or set id_function)");
   }
-  if (options.ttl < absl::ZeroDuration() ||
-      options.ttl == absl::InfiniteDuration()) {
+  if (!NonNegativeFinite(options.ttl)) {
     return invalid("ttl must be >= 0 and finite");
   }
   if (options.max_batch < 1) return invalid("max_batch must be >= 1");
-  if (options.poll_timeout < absl::ZeroDuration() ||
-      options.poll_timeout == absl::InfiniteDuration()) {
+  if (!NonNegativeFinite(options.poll_timeout)) {
     return invalid("poll_timeout must be >= 0 and finite");
   }
   if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
-  if (options.retry_backoff < absl::ZeroDuration() ||
-      options.retry_backoff == absl::InfiniteDuration()) {
+  if (!NonNegativeFinite(options.retry_backoff)) {
     return invalid("retry_backoff must be >= 0 and finite");
   }
   for (const auto& [name, value] : options.kafka_config) {
@@ -402,14 +403,6 @@ class ConsumerImpl final : public Consumer {
     for (const MessagePtr& message : in_flight_) {
       records.push_back(RecordFromMessage(*message));
     }
-    if (hooks_.commit_before_processing) {
-      absl::btree_map<TopicPartition, int64_t> next;
-      for (const Record& r : records) {
-        int64_t& n = next[{std::string(r.topic), r.partition}];
-        n = std::max(n, r.offset + 1);
-      }
-      CommitToKafka(next, /*async=*/false);
-    }
     const absl::Time start = absl::Now();
     absl::StatusOr<ProcessedBatch> batch = ProcessRecords(
         *engine_, absl::MakeSpan(records), options_, dead_letter_, *handler_);
@@ -431,14 +424,15 @@ class ConsumerImpl final : public Consumer {
     stats_.dead_lettered += done.dead_lettered;
     stats_.retries += done.retries;
     ++stats_.batches;
-    if (options_.commit_to_kafka && !hooks_.commit_before_processing) {
-      CommitToKafka(batch->next_offsets, /*async=*/true);
+    if (options_.commit_to_kafka) {
+      CommitToKafka(batch->next_offsets);
     }
     return absl::OkStatus();
   }
 
-  void CommitToKafka(const absl::btree_map<TopicPartition, int64_t>& next,
-                     bool async) {
+  // Commits `next` (next offset per partition) to Kafka asynchronously; the
+  // answer comes to OnCommit.
+  void CommitToKafka(const absl::btree_map<TopicPartition, int64_t>& next) {
     PartitionListPtr offsets(rd_kafka_topic_partition_list_new(next.size()));
     for (const auto& [tp, offset] : next) {
       rd_kafka_topic_partition_list_add(offsets.get(), tp.first.c_str(),
@@ -446,7 +440,7 @@ class ConsumerImpl final : public Consumer {
           ->offset = offset;
     }
     const absl::Time start = absl::Now();
-    NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), async ? 1 : 0));
+    NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/1));
     stats_.kafka_time += absl::Now() - start;
   }
 

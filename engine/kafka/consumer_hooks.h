@@ -18,8 +18,6 @@ struct ConsumerHooks {
   // On assignment, start from the group's committed offset even when the
   // engine has one (what a consumer does that keeps offsets only in Kafka).
   bool ignore_engine_offsets = false;
-  // Commit the batch's offsets to Kafka before processing it (at-most-once).
-  bool commit_before_processing = false;
   // On revocation, release partitions without committing their offsets to
   // Kafka: a consumer with another engine that takes them over starts from
   // stale offsets.
