@@ -180,6 +180,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   if (absl::Status s = RejectInsideHandler("ProcessBatch"); !s.ok()) return s;
   if (absl::Status s = RejectIfReadOnly("ProcessBatch"); !s.ok()) return s;
   if (messages.empty()) return std::vector<Result>();
+  // Under kBuffered a sync about to start waits for this commit to join it.
+  std::optional<WalSyncer::CommitScope> in_flight;
+  if (options_.durability == Durability::kBuffered) in_flight.emplace(&syncer_);
   // Deliberately broken variant (EngineHooks::skip_commit_lock): no mutual
   // exclusion between concurrent commits.
   std::optional<absl::MutexLock> commit_lock;

@@ -128,7 +128,8 @@ class EngineImpl : public Engine {
   const StoreParts parts_;
   WalSyncer syncer_;
 
-  // Lock order: commit_mu_, then store_mu_, then the syncer's.
+  // Lock order: commit_mu_, then store_mu_, then the syncer's (its locks
+  // are never held through a sync; see engine/wal_syncer.h).
   // One commit (duplicate check, handlers, write) or recovery at a time.
   absl::Mutex commit_mu_;
   // Shared by every use of store_; exclusive to replace it.

@@ -1,5 +1,7 @@
 #include "engine/wal_syncer.h"
 
+#include <algorithm>
+
 #include "engine/status_util.h"
 
 namespace idem {
@@ -16,16 +18,52 @@ rocksdb::Status WriteSyncBarrier(rocksdb::DB* db) {
 
 absl::Status WalSyncer::WaitDurable(rocksdb::DB* db, uint64_t sequence) {
   if (sequence <= durable_sequence()) return absl::OkStatus();
-  absl::MutexLock lock(&mu_);
-  if (sequence <= durable_sequence()) return absl::OkStatus();
+  absl::Duration group_wait;
+  {
+    absl::MutexLock lock(&mu_);
+    // Wait out a running sync: it may cover `sequence`.
+    auto covered_or_idle = [this, sequence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                               mu_) {
+      return sequence <= durable_sequence() || !sync_running_;
+    };
+    mu_.Await(absl::Condition(&covered_or_idle));
+    if (sequence <= durable_sequence()) return absl::OkStatus();
+    sync_running_ = true;
+    group_wait = std::min(last_sync_, kMaxGroupWait);
+  }
+  // This caller leads the next sync; the lock is free meanwhile, so waiters
+  // it covers return as soon as it is done.
+  WaitForCommitsInFlight(group_wait);
   // Every commit published up to `target` precedes the barrier in the WAL.
   const uint64_t target = db->GetLatestSequenceNumber();
-  if (!skip_sync_) {
-    rocksdb::Status s = WriteSyncBarrier(db);
-    if (!s.ok()) return FromRocksStatus(s, "syncing the write-ahead log");
-  }
+  rocksdb::Status s;
+  const absl::Time start = absl::Now();
+  if (!skip_sync_) s = WriteSyncBarrier(db);
+  const absl::Duration took = absl::Now() - start;
+  absl::MutexLock lock(&mu_);
+  sync_running_ = false;
+  last_sync_ = took;
+  if (!s.ok()) return FromRocksStatus(s, "syncing the write-ahead log");
   MarkDurable(target);
   return absl::OkStatus();
+}
+
+void WalSyncer::WaitForCommitsInFlight(absl::Duration limit) {
+  if (limit <= absl::ZeroDuration()) return;
+  auto none_in_flight = [](int* in_flight) { return *in_flight == 0; };
+  commits_mu_.LockWhenWithTimeout(
+      absl::Condition(+none_in_flight, &commits_in_flight_), limit);
+  commits_mu_.Unlock();
+}
+
+WalSyncer::CommitScope::CommitScope(WalSyncer* syncer) : syncer_(syncer) {
+  absl::MutexLock lock(&syncer_->commits_mu_);
+  ++syncer_->commits_in_flight_;
+}
+
+WalSyncer::CommitScope::~CommitScope() {
+  absl::MutexLock lock(&syncer_->commits_mu_);
+  --syncer_->commits_in_flight_;
 }
 
 void WalSyncer::MarkDurable(uint64_t sequence) {

@@ -1,11 +1,19 @@
-// WalSyncer makes buffered commits durable on demand, as a group commit: the
-// first caller of WaitDurable whose sequence is not yet durable writes a sync
-// barrier (an empty log record written with sync=true, which fdatasyncs every
-// live WAL file through RocksDB's own write path), covering every commit
-// published before it; callers arriving meanwhile wait and find themselves
-// covered. Syncing through the write path, rather than DB::SyncWAL, keeps
-// syncs ordered with writes, so a failed write is never followed by a sync of
-// the same log file.
+// WalSyncer makes buffered commits durable on demand, as a group commit.
+// A caller of WaitDurable whose sequence is not yet durable either waits for
+// the running sync and returns if it covered it, or, when no sync runs,
+// leads the next one: it writes a sync barrier (an empty log record written
+// with sync=true, which fdatasyncs every live WAL file through RocksDB's own
+// write path), covering every commit published before it. Syncing through
+// the write path, rather than DB::SyncWAL, keeps syncs ordered with writes,
+// so a failed write is never followed by a sync of the same log file.
+//
+// The barrier holds RocksDB's write queue for the length of the sync, so
+// commits cannot pile up behind a running sync. To group them anyway, the
+// leader first waits until no commit is in flight (commits bracket
+// themselves with CommitScope, from before they queue for the commit lock
+// until their write returned), for at most the duration of the previous sync
+// (capped at kMaxGroupWait): with N threads committing and waiting, one sync
+// then covers up to N commits, at the price of at most doubling a wait.
 //
 // Safe for concurrent access from multiple threads without external
 // synchronization.
@@ -19,12 +27,28 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rocksdb/db.h"
 
 namespace idem {
 
+// The longest a sync waits for commits in flight to join it.
+inline constexpr absl::Duration kMaxGroupWait = absl::Milliseconds(5);
+
 class WalSyncer {
  public:
+  // Marks one commit in flight for the lifetime of the scope.
+  class CommitScope {
+   public:
+    explicit CommitScope(WalSyncer* syncer);
+    CommitScope(const CommitScope&) = delete;
+    CommitScope& operator=(const CommitScope&) = delete;
+    ~CommitScope();
+
+   private:
+    WalSyncer* const syncer_;
+  };
+
   // Returns once every commit to `db` with a sequence <= `sequence` is
   // durable. On failure nothing newer than durable_sequence() is durable.
   absl::Status WaitDurable(rocksdb::DB* db, uint64_t sequence);
@@ -42,9 +66,18 @@ class WalSyncer {
   void set_skip_sync_for_testing(bool skip) { skip_sync_ = skip; }
 
  private:
+  // Returns once no commit is in flight, or after `limit`.
+  void WaitForCommitsInFlight(absl::Duration limit);
+
   bool skip_sync_ = false;
   std::atomic<uint64_t> durable_{0};
-  absl::Mutex mu_;  // held for the whole sync: one syncer at a time
+  absl::Mutex mu_;
+  // One sync at a time: set while a leader gathers commits and syncs.
+  bool sync_running_ ABSL_GUARDED_BY(mu_) = false;
+  // How long the last sync took (its barrier write).
+  absl::Duration last_sync_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Mutex commits_mu_;
+  int commits_in_flight_ ABSL_GUARDED_BY(commits_mu_) = 0;
 };
 
 // Writes the sync barrier described above to `db`.

@@ -15,11 +15,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/engine_hooks.h"
 #include "gmock/gmock.h"
@@ -599,6 +601,64 @@ TEST(DurabilityBrokenVariantTest, WaitDurableWithoutSyncLosesAcknowledged) {
   ::testing::AssertionResult result = CheckWaitDurableMeansDurable(h);
   EXPECT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("following WaitDurable"));
+}
+
+// ---- Group commit ------------------------------------------------------------
+
+// Eight threads each commit messages one at a time and wait for each to be
+// durable, on a device whose syncs take 2 ms. Every acknowledged message must
+// survive a power loss, and the syncs must be shared: the commits made while
+// one sync runs (and those in flight when the next is due) are covered by
+// one sync, not one each.
+TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 25;
+  Harness h(Durability::kBuffered);
+  ASSERT_TRUE(h.Open().ok());
+  h.fs().SetWalSyncDelay(absl::Milliseconds(2));
+  const int syncs_before = h.fs().wal_syncs();
+  std::vector<std::vector<std::string>> ids(kThreads);
+  std::vector<absl::Status> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string id = absl::StrCat("t", t, "-m", i);
+        absl::StatusOr<Result> r = Apply(h.engine(), id, t * kPerThread + i);
+        absl::Status s = r.ok() ? h.engine().WaitDurable(r->sequence)
+                                : r.status();
+        if (!s.ok()) {
+          errors[t] = s;
+          return;
+        }
+        ids[t].push_back(id);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  const int syncs = h.fs().wal_syncs() - syncs_before;
+  for (const absl::Status& s : errors) ASSERT_TRUE(s.ok()) << s;
+
+  constexpr int kCommits = kThreads * kPerThread;
+  EXPECT_LE(syncs, kCommits / 3)
+      << syncs << " syncs for " << kCommits << " commits from " << kThreads
+      << " threads";
+  absl::StatusOr<std::unique_ptr<Engine>> image = h.OpenDurableImage();
+  ASSERT_TRUE(image.ok()) << image.status();
+  Findings f;
+  for (const std::vector<std::string>& acknowledged : ids) {
+    for (const std::string& id : acknowledged) {
+      absl::StatusOr<Observed> o = Observe(**image, id);
+      if (!f.Ok(o.status(), "reading " + id)) continue;
+      f.Expect(o->seen && o->effect,
+               id + " was acknowledged but is lost after a power loss");
+    }
+  }
+  absl::StatusOr<int64_t> counter = Counter(**image);
+  if (f.Ok(counter.status(), "reading the counter")) {
+    f.Expect(*counter == kCommits, "counter is " + std::to_string(*counter));
+  }
+  EXPECT_TRUE(f.Result());
 }
 
 // ---- Commits lost by the OS while the store was down -----------------------

@@ -25,11 +25,14 @@ class Clock;
 enum class Durability {
   // Each commit fdatasyncs the write-ahead log before Process/ProcessBatch
   // returns: a returned outcome is durable. Costs one fdatasync per call, so
-  // batch messages (ProcessBatch) for throughput.
+  // batch messages (ProcessBatch) for throughput. The commit lock is held
+  // through the sync, so calls from several threads do not share syncs; for
+  // many concurrent callers use kBuffered and WaitDurable.
   kSync,
   // Commits are written to the write-ahead log without a sync; they survive a
   // process crash but not a power loss until WaitDurable(result.sequence)
-  // returns OK. WaitDurable syncs once for every commit made before it.
+  // returns OK. WaitDurable syncs once for every commit made before it, and
+  // concurrent callers share syncs (group commit).
   kBuffered,
 };
 

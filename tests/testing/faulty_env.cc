@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/clock.h"
+
 namespace idem::testing {
 namespace {
 
@@ -51,14 +53,18 @@ class FaultyWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                          rocksdb::IODebugContext* dbg) override {
     if (rocksdb::IOStatus s = fs_->MaybeFail(fname_); !s.ok()) return s;
+    fs_->BeforeSync(fname_);
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Sync(options, dbg);
+    fs_->AfterSync(fname_, s.ok());
     if (s.ok()) fs_->NoteSync(*sizes_);
     return s;
   }
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
     if (rocksdb::IOStatus s = fs_->MaybeFail(fname_); !s.ok()) return s;
+    fs_->BeforeSync(fname_);
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Fsync(options, dbg);
+    fs_->AfterSync(fname_, s.ok());
     if (s.ok()) fs_->NoteSync(*sizes_);
     return s;
   }
@@ -125,6 +131,16 @@ std::shared_ptr<FaultyFileSystem::FileSizes> FaultyFileSystem::TrackFile(
 void FaultyFileSystem::NoteAppend(FileSizes& file, uint64_t bytes) {
   absl::MutexLock lock(&sizes_mu_);
   file.appended += bytes;
+}
+
+void FaultyFileSystem::BeforeSync(const std::string& fname) {
+  if (!IsTarget(fname, FaultTarget::kWal)) return;
+  const int64_t delay_us = wal_sync_delay_us_.load();
+  if (delay_us > 0) absl::SleepFor(absl::Microseconds(delay_us));
+}
+
+void FaultyFileSystem::AfterSync(const std::string& fname, bool ok) {
+  if (ok && IsTarget(fname, FaultTarget::kWal)) wal_syncs_.fetch_add(1);
 }
 
 void FaultyFileSystem::NoteSync(FileSizes& file) {

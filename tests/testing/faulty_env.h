@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 
@@ -64,6 +65,19 @@ class FaultyFileSystem : public rocksdb::FileSystemWrapper {
   // Number of operations failed so far.
   int failures() const { return failures_.load(); }
 
+  // Successful Sync/Fsync calls on write-ahead logs so far.
+  int wal_syncs() const { return wal_syncs_.load(); }
+
+  // From now on every Sync/Fsync of a write-ahead log first sleeps `delay`
+  // (a slow device). Zero: no delay.
+  void SetWalSyncDelay(absl::Duration delay) {
+    wal_sync_delay_us_.store(absl::ToInt64Microseconds(delay));
+  }
+
+  // Called by the wrapped files before and after each Sync/Fsync of `fname`.
+  void BeforeSync(const std::string& fname);
+  void AfterSync(const std::string& fname, bool ok);
+
   // The failure to return for an operation on `fname`, or OK.
   rocksdb::IOStatus MaybeFail(const std::string& fname);
   // The same for an Append (counts down an armed FailAfterAppends).
@@ -99,6 +113,8 @@ class FaultyFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<Fault> fault_{Fault::kNone};
   std::atomic<FaultTarget> target_{FaultTarget::kWal};
   std::atomic<int> failures_{0};
+  std::atomic<int> wal_syncs_{0};
+  std::atomic<int64_t> wal_sync_delay_us_{0};
   // FailAfterAppends: appends left before the armed fault trips; -1: none.
   std::atomic<int> appends_left_{-1};
   std::atomic<Fault> armed_fault_{Fault::kNone};
