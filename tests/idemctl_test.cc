@@ -106,24 +106,6 @@ class IdemctlTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-TEST(JsonBytesTest, EscapesEveryByteOutsidePrintableAscii) {
-  EXPECT_EQ(JsonBytes("plain text"), "\"plain text\"");
-  EXPECT_EQ(JsonBytes(std::string("q\"b\\\n\x00\x7f\xff", 8)),
-            "\"q\\\"b\\\\\\u000a\\u0000\\u007f\\u00ff\"");
-}
-
-TEST(JsonBytesTest, RoundTripsEveryByteThroughAJsonParser) {
-  std::string all;
-  for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
-  const std::string quoted = JsonBytes(all);
-  for (char c : quoted) {
-    EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << "non-ASCII output byte " << int{c};
-  }
-  absl::StatusOr<JsonValue> parsed = ParseJson(quoted);
-  ASSERT_TRUE(parsed.ok()) << parsed.status();
-  EXPECT_EQ(parsed->string, all);
-}
-
 TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
   Output r = Run({"stats"});
   EXPECT_EQ(r.code, kExitOk) << r.err;

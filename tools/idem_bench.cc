@@ -26,6 +26,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/json_writer.h"
 #include "engine/record.h"
 #include "idem/clock.h"
 #include "rocksdb/env.h"
@@ -540,89 +541,17 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
 
 // ---- output ----
 
-// A minimal JSON writer: objects, arrays, numbers, strings, null.
-class Json {
- public:
-  std::string& str() { return out_; }
-  void Open(char c) {
-    Comma();
-    out_ += c;
-    first_.push_back(true);
+// Writes an optional figure: null when absent.
+template <typename T>
+void WriteOptional(JsonWriter& j, const std::optional<T>& v) {
+  if (!v.has_value()) {
+    j.Null();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    j.Number(*v);
+  } else {
+    j.Int(static_cast<int64_t>(*v));
   }
-  void Close(char c) {
-    out_ += c;
-    first_.pop_back();
-  }
-  void Key(std::string_view key) {
-    Comma();
-    Quote(key);
-    out_ += ':';
-    after_key_ = true;
-  }
-  void Str(std::string_view v) {
-    Comma();
-    Quote(v);
-  }
-  void Num(double v) {
-    Comma();
-    if (std::isfinite(v)) {
-      absl::StrAppend(&out_, absl::StrFormat("%.6g", v));
-    } else {
-      out_ += "null";
-    }
-  }
-  void Int(int64_t v) {
-    Comma();
-    absl::StrAppend(&out_, v);
-  }
-  void Null() {
-    Comma();
-    out_ += "null";
-  }
-  void Bool(bool v) {
-    Comma();
-    out_ += v ? "true" : "false";
-  }
-  template <typename T>
-  void Opt(const std::optional<T>& v) {
-    if (!v.has_value()) {
-      Null();
-    } else if constexpr (std::is_floating_point_v<T>) {
-      Num(*v);
-    } else {
-      Int(static_cast<int64_t>(*v));
-    }
-  }
-
- private:
-  void Comma() {
-    if (after_key_) {
-      after_key_ = false;
-      return;
-    }
-    if (!first_.empty()) {
-      if (!first_.back()) out_ += ',';
-      first_.back() = false;
-    }
-  }
-  void Quote(std::string_view s) {
-    out_ += '"';
-    for (char c : s) {
-      if (c == '"' || c == '\\') {
-        out_ += '\\';
-        out_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        absl::StrAppend(&out_, absl::StrFormat("\\u%04x", c));
-      } else {
-        out_ += c;
-      }
-    }
-    out_ += '"';
-  }
-  std::string out_;
-  std::vector<bool> first_;
-  bool after_key_ = false;
-};
+}
 
 const char* ShapeName(IdShape s) {
   return s == IdShape::kKafka ? "kafka" : "uuid";
@@ -631,85 +560,85 @@ const char* DurabilityName(Durability d) {
   return d == Durability::kSync ? "sync" : "buffered";
 }
 
-void JsonLatency(Json& j, std::string_view key, const LatencySummary& l) {
+void JsonLatency(JsonWriter& j, std::string_view key, const LatencySummary& l) {
   j.Key(key);
-  j.Open('{');
+  j.BeginObject();
   j.Key("count");
   j.Int(l.count);
   j.Key("mean_us");
-  j.Num(l.mean);
+  j.Number(l.mean);
   j.Key("p50_us");
-  j.Num(l.p50);
+  j.Number(l.p50);
   j.Key("p99_us");
-  j.Num(l.p99);
+  j.Number(l.p99);
   j.Key("p999_us");
-  j.Num(l.p999);
+  j.Number(l.p999);
   j.Key("max_us");
-  j.Num(l.max);
-  j.Close('}');
+  j.Number(l.max);
+  j.EndObject();
 }
 
-void JsonLookup(Json& j, std::string_view key, const LookupCost& c) {
+void JsonLookup(JsonWriter& j, std::string_view key, const LookupCost& c) {
   j.Key(key);
-  j.Open('{');
+  j.BeginObject();
   j.Key("lookups");
   j.Int(c.lookups);
   j.Key("found");
   j.Int(c.found);
   j.Key("filter_probes");
-  j.Num(c.filter_probes);
+  j.Number(c.filter_probes);
   j.Key("filter_negatives");
-  j.Num(c.filter_negatives);
+  j.Number(c.filter_negatives);
   j.Key("data_blocks_read");
-  j.Num(c.data_blocks_read);
+  j.Number(c.data_blocks_read);
   j.Key("micros");
-  j.Num(c.micros);
-  j.Close('}');
+  j.Number(c.micros);
+  j.EndObject();
 }
 
 void PrintJson(const BenchReport& report, std::ostream& out) {
   const BenchOptions& o = report.options;
-  Json j;
-  j.Open('{');
+  JsonWriter j;
+  j.BeginObject();
   j.Key("date");
-  j.Str(report.date);
+  j.String(report.date);
   j.Key("config");
-  j.Open('{');
+  j.BeginObject();
   j.Key("messages");
   j.Int(o.messages);
   j.Key("duration_seconds");
-  j.Num(absl::ToDoubleSeconds(o.duration));
+  j.Number(absl::ToDoubleSeconds(o.duration));
   j.Key("id_shape");
-  j.Str(ShapeName(o.id_shape));
+  j.String(ShapeName(o.id_shape));
   j.Key("state_bytes");
   j.Int(o.state_bytes);
   j.Key("duplicate_rate");
-  j.Num(o.duplicate_rate);
+  j.Number(o.duplicate_rate);
   j.Key("duplicate_reach");
   j.Int(o.duplicate_reach);
   j.Key("batch");
   j.Int(o.batch);
   j.Key("durability");
-  j.Str(DurabilityName(o.durability));
+  j.String(DurabilityName(o.durability));
   j.Key("ack_durable");
   j.Bool(o.ack_durable);
   j.Key("threads");
   j.Int(o.threads);
   j.Key("window_seconds");
-  j.Num(absl::ToDoubleSeconds(o.window));
+  j.Number(absl::ToDoubleSeconds(o.window));
   j.Key("sim_messages_per_second");
-  j.Num(o.sim_messages_per_second);
+  j.Number(o.sim_messages_per_second);
   j.Key("write_buffer_bytes");
   j.Int(static_cast<int64_t>(o.write_buffer_bytes));
   j.Key("seed");
   j.Int(static_cast<int64_t>(o.seed));
-  j.Close('}');
+  j.EndObject();
   j.Key("layouts");
-  j.Open('[');
+  j.BeginArray();
   for (const LayoutReport& r : report.layouts) {
-    j.Open('{');
+    j.BeginObject();
     j.Key("layout");
-    j.Str(LayoutName(r.layout));
+    j.String(LayoutName(r.layout));
     j.Key("messages");
     j.Int(r.messages);
     j.Key("unique_ids");
@@ -723,17 +652,17 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("duplicates");
     j.Int(r.duplicates);
     j.Key("dedupe_errors");
-    j.Opt(r.dedupe_errors);
+    WriteOptional(j, r.dedupe_errors);
     j.Key("wall_seconds");
-    j.Num(r.wall_seconds);
+    j.Number(r.wall_seconds);
     j.Key("messages_per_second");
-    j.Num(r.messages_per_second);
+    j.Number(r.messages_per_second);
     JsonLatency(j, "batch_latency", r.batch_latency);
     JsonLatency(j, "message_latency", r.message_latency);
     j.Key("clock_seconds");
-    j.Num(r.clock_seconds);
+    j.Number(r.clock_seconds);
     j.Key("windows_covered");
-    j.Num(r.windows_covered);
+    j.Number(r.windows_covered);
     j.Key("user_bytes");
     j.Int(static_cast<int64_t>(r.user_bytes));
     j.Key("wal_bytes");
@@ -743,15 +672,15 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("compaction_bytes");
     j.Int(static_cast<int64_t>(r.compaction_bytes));
     j.Key("write_amplification");
-    j.Num(r.cumulative_wa);
+    j.Number(r.cumulative_wa);
     j.Key("steady_state_write_amplification");
-    j.Opt(r.steady_wa);
+    WriteOptional(j, r.steady_wa);
     j.Key("write_amplification_per_window");
-    j.Open('[');
-    for (double w : r.wa_per_window) j.Num(w);
-    j.Close(']');
+    j.BeginArray();
+    for (double w : r.wa_per_window) j.Number(w);
+    j.EndArray();
     j.Key("rocksdb_sum_w_amp");
-    j.Opt(r.rocksdb_sum_wamp);
+    WriteOptional(j, r.rocksdb_sum_wamp);
     j.Key("expired_dropped");
     j.Int(static_cast<int64_t>(r.expired_dropped));
     j.Key("expired_dropped_whole");
@@ -767,44 +696,44 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("disk_bytes");
     j.Int(static_cast<int64_t>(r.disk_bytes));
     j.Key("space_amplification");
-    j.Num(r.space_amp);
+    j.Number(r.space_amp);
     j.Key("steady_state_space_amplification");
-    j.Opt(r.steady_space_amp);
+    WriteOptional(j, r.steady_space_amp);
     j.Key("steady_state_disk_bytes_mean");
-    j.Opt(r.steady_disk_bytes_mean);
+    WriteOptional(j, r.steady_disk_bytes_mean);
     j.Key("steady_state_disk_bytes_max");
-    j.Opt(r.steady_disk_bytes_max);
+    WriteOptional(j, r.steady_disk_bytes_max);
     j.Key("memtable_bytes");
-    j.Opt(r.memtable_bytes);
+    WriteOptional(j, r.memtable_bytes);
     j.Key("block_cache_usage");
-    j.Opt(r.block_cache_usage);
+    WriteOptional(j, r.block_cache_usage);
     j.Key("table_readers_bytes");
     j.Int(static_cast<int64_t>(r.table_readers_bytes));
     j.Key("index_filter_bytes_per_live_id");
-    j.Num(r.index_filter_bytes_per_live_id);
+    j.Number(r.index_filter_bytes_per_live_id);
     j.Key("memory_per_live_id_bytes");
-    j.Opt(r.memory_per_live_id);
+    WriteOptional(j, r.memory_per_live_id);
     j.Key("lookup");
     if (r.read_cost.has_value()) {
-      j.Open('{');
+      j.BeginObject();
       JsonLookup(j, "miss", r.read_cost->miss);
       JsonLookup(j, "hit", r.read_cost->hit);
-      j.Close('}');
+      j.EndObject();
     } else {
       j.Null();
     }
     if (!r.store_path.empty()) {
       j.Key("store_path");
-      j.Str(r.store_path);
+      j.String(r.store_path);
     }
     j.Key("notes");
-    j.Open('[');
-    for (const std::string& n : r.notes) j.Str(n);
-    j.Close(']');
-    j.Close('}');
+    j.BeginArray();
+    for (const std::string& n : r.notes) j.String(n);
+    j.EndArray();
+    j.EndObject();
   }
-  j.Close(']');
-  j.Close('}');
+  j.EndArray();
+  j.EndObject();
   out << j.str() << "\n";
 }
 

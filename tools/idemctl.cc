@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "engine/json_writer.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
@@ -93,7 +94,7 @@ int RunSeen(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   absl::StatusOr<bool> seen = engine.Seen(id);
   if (!seen.ok()) return Fail(err, "checking the ID", seen.status());
   if (args.json) {
-    out << "{\"id\":" << JsonBytes(id)
+    out << "{\"id\":" << JsonQuoteBytes(id)
         << ",\"seen\":" << (*seen ? "true" : "false") << "}\n";
   } else {
     out << (*seen ? "seen" : "not seen") << "\n";
@@ -110,7 +111,7 @@ int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
     return Fail(err, "forgetting the ID", s);
   }
   if (args.json) {
-    out << "{\"id\":" << JsonBytes(id)
+    out << "{\"id\":" << JsonQuoteBytes(id)
         << ",\"forgotten\":true,\"was_seen\":" << (*was_seen ? "true" : "false")
         << "}\n";
   } else if (*was_seen) {
@@ -151,7 +152,7 @@ int RunCheckpoint(Engine& engine, const IdemctlArgs& args, std::ostream& out,
     return Fail(err, "writing the checkpoint", s);
   }
   if (args.json) {
-    out << "{\"checkpoint\":" << JsonBytes(dir) << "}\n";
+    out << "{\"checkpoint\":" << JsonQuoteBytes(dir) << "}\n";
   } else {
     out << "checkpoint written to " << dir << "\n";
   }
@@ -163,19 +164,19 @@ int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
   absl::Status s = engine.Dump([&out](const DumpEntry& e) {
     switch (e.kind) {
       case DumpEntry::Kind::kDedupe:
-        out << "{\"kind\":\"dedupe\",\"key\":" << JsonBytes(e.key)
-            << ",\"result\":" << JsonBytes(e.value)
-            << ",\"expires_at\":" << JsonBytes(FormatUtc(e.expires_at))
+        out << "{\"kind\":\"dedupe\",\"key\":" << JsonQuoteBytes(e.key)
+            << ",\"result\":" << JsonQuoteBytes(e.value)
+            << ",\"expires_at\":" << JsonQuoteBytes(FormatUtc(e.expires_at))
             << ",\"expires_at_unix_micros\":"
             << absl::ToUnixMicros(e.expires_at)
             << ",\"expired\":" << (e.expired ? "true" : "false") << "}\n";
         break;
       case DumpEntry::Kind::kState:
-        out << "{\"kind\":\"state\",\"key\":" << JsonBytes(e.key)
-            << ",\"value\":" << JsonBytes(e.value) << "}\n";
+        out << "{\"kind\":\"state\",\"key\":" << JsonQuoteBytes(e.key)
+            << ",\"value\":" << JsonQuoteBytes(e.value) << "}\n";
         break;
       case DumpEntry::Kind::kOffset:
-        out << "{\"kind\":\"offset\",\"source\":" << JsonBytes(e.key)
+        out << "{\"kind\":\"offset\",\"source\":" << JsonQuoteBytes(e.key)
             << ",\"partition\":" << e.partition << ",\"offset\":" << e.offset
             << "}\n";
         break;
@@ -227,25 +228,6 @@ std::string IdemctlUsage() {
          "(Abseil's flag parser exits with 1 after --help and on an unknown "
          "or\n"
          "malformed flag).";
-}
-
-std::string JsonBytes(std::string_view bytes) {
-  std::string quoted;
-  quoted.reserve(bytes.size() + 2);
-  quoted.push_back('"');
-  for (char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b == '"' || b == '\\') {
-      quoted.push_back('\\');
-      quoted.push_back(c);
-    } else if (b >= 0x20 && b <= 0x7e) {
-      quoted.push_back(c);
-    } else {
-      absl::StrAppendFormat(&quoted, "\\u%04x", b);
-    }
-  }
-  quoted.push_back('"');
-  return quoted;
 }
 
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {

@@ -62,8 +62,6 @@ std::string IdemctlUsage();
 // or kExitFailure (message on `err`).
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err);
 
-// Quotes `bytes` as a JSON string using the Latin-1 byte convention above.
-std::string JsonBytes(std::string_view bytes);
 
 }  // namespace idem::tools
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "engine/json_writer.h"
 #include "idem/engine.h"
 #include "idem/kafka_consumer.h"
 #include "idem/kafka_mock_cluster.h"
@@ -320,7 +321,7 @@ class Demo {
 
 std::string PhaseJson(const KafkaDemoPhase& p) {
   std::vector<std::string> starts;
-  for (const std::string& s : p.starts) starts.push_back(JsonBytes(s));
+  for (const std::string& s : p.starts) starts.push_back(JsonQuote(s));
   return absl::StrFormat(
       "{\"produced\":%d,\"records\":%d,\"processed\":%d,\"duplicates\":%d,"
       "\"dead_lettered\":%d,\"batches\":%d,\"seconds\":%.6f,"
@@ -377,7 +378,7 @@ void PrintKafkaDemoReport(const KafkaDemoReport& r, bool json,
         "\"injected_duplicates\":%d,\"first\":%s,\"second\":%s,"
         "\"applied_once\":%d,\"applied_wrongly\":%d,\"expected_total\":%d,"
         "\"actual_total\":%d,\"dead_letter_records\":%d,\"passed\":%s}\n",
-        JsonBytes(r.brokers), JsonBytes(r.topic), r.unique_payments,
+        JsonQuote(r.brokers), JsonQuote(r.topic), r.unique_payments,
         r.injected_duplicates, PhaseJson(r.first), PhaseJson(r.second),
         r.applied_once, r.applied_wrongly, r.expected_total, r.actual_total,
         r.dead_letter_records, r.passed ? "true" : "false");

@@ -6,33 +6,10 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
+#include "engine/json_writer.h"
 
 namespace idem::peers {
 namespace {
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 template <typename T>
 std::string JsonOptional(const std::optional<T>& v) {
@@ -74,8 +51,8 @@ std::string FormatBytes(uint64_t bytes) {
 
 void PrintJson(const ReportHeader& h, const std::vector<ResultRow>& rows,
                std::ostream& out) {
-  out << "{\"date\": " << JsonString(h.date)
-      << ", \"machine\": " << JsonString(h.machine)
+  out << "{\"date\": " << JsonQuote(h.date)
+      << ", \"machine\": " << JsonQuote(h.machine)
       << ", \"messages\": " << h.messages
       << ", \"slow_messages\": " << h.slow_messages
       << ", \"duplicate_rate\": " << h.duplicate_rate
@@ -85,9 +62,9 @@ void PrintJson(const ReportHeader& h, const std::vector<ResultRow>& rows,
   for (size_t i = 0; i < rows.size(); ++i) {
     const ResultRow& r = rows[i];
     out << (i == 0 ? "\n  " : ",\n  ")
-        << "{\"peer\": " << JsonString(r.config.peer)
-        << ", \"config\": " << JsonString(r.config.name)
-        << ", \"durability\": " << JsonString(r.config.durability)
+        << "{\"peer\": " << JsonQuote(r.config.peer)
+        << ", \"config\": " << JsonQuote(r.config.name)
+        << ", \"durability\": " << JsonQuote(r.config.durability)
         << ", \"batch\": " << r.config.batch
         << ", \"clients\": " << r.config.clients
         << ", \"messages\": " << r.messages << ", \"new\": " << r.news
@@ -97,7 +74,7 @@ void PrintJson(const ReportHeader& h, const std::vector<ResultRow>& rows,
         << ", \"messages_per_second_min\": " << r.rate_min
         << ", \"messages_per_second_max\": " << r.rate_max
         << ", \"rounds\": " << r.rounds
-        << ", \"latency_unit\": " << JsonString(r.latency_unit)
+        << ", \"latency_unit\": " << JsonQuote(r.latency_unit)
         << ", \"p50_us\": " << r.p50_us << ", \"p99_us\": " << r.p99_us
         << ", \"user_bytes\": " << r.user_bytes
         << ", \"written_bytes\": " << JsonOptional(r.written_bytes)
@@ -105,8 +82,8 @@ void PrintJson(const ReportHeader& h, const std::vector<ResultRow>& rows,
         << ", \"disk_bytes\": " << JsonOptional(r.disk_bytes)
         << ", \"rate_vs_idem\": " << JsonOptional(r.rate_ratio)
         << ", \"disk_vs_idem\": " << JsonOptional(r.disk_ratio)
-        << ", \"check\": " << JsonString(r.check)
-        << ", \"note\": " << JsonString(r.note) << "}";
+        << ", \"check\": " << JsonQuote(r.check)
+        << ", \"note\": " << JsonQuote(r.note) << "}";
   }
   out << "\n]}\n";
 }

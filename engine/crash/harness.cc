@@ -20,6 +20,7 @@
 #include "engine/crash/stream.h"
 #include "engine/crash/verifier.h"
 #include "engine/crash/worker.h"
+#include "engine/json_writer.h"
 #include "idem/crash_fs.h"
 #include "idem/crash_harness.h"
 
@@ -123,25 +124,6 @@ int WaitOrKill(pid_t pid, absl::Duration timeout) {
 
 bool KilledBySigkill(int status) {
   return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-}
-
-std::string JsonEscape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  return out;
 }
 
 class Run {
@@ -497,12 +479,12 @@ std::string CrashTestReportToJson(const CrashTestReport& r) {
   for (size_t i = 0; i < r.invariants.size(); ++i) {
     const InvariantResult& inv = r.invariants[i];
     absl::StrAppendFormat(
-        &out, "%s{\"name\":\"%s\",\"passed\":%s,\"checks\":%d%s}",
-        i == 0 ? "" : ",", JsonEscape(inv.name), inv.passed ? "true" : "false",
+        &out, "%s{\"name\":%s,\"passed\":%s,\"checks\":%d%s}",
+        i == 0 ? "" : ",", JsonQuote(inv.name), inv.passed ? "true" : "false",
         inv.checks,
         inv.passed ? ""
-                   : absl::StrCat(",\"counterexample\":\"",
-                                  JsonEscape(inv.first_counterexample), "\""));
+                   : absl::StrCat(",\"counterexample\":",
+                                  JsonQuote(inv.first_counterexample)));
   }
   out += "]}";
   return out;
