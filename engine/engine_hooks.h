@@ -24,6 +24,10 @@ struct EngineHooks {
   // WaitDurable returns without syncing: outcomes are acknowledged before
   // they are durable (breaks guarantee 6 under kBuffered).
   bool skip_wal_sync = false;
+  // Drops an expiry bucket one bucket width before its end, while records
+  // in it are still live (breaks strict expiry under expiry_buckets: a
+  // redelivery within its window runs again). Needs Options::expiry_buckets.
+  bool drop_buckets_at_start = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

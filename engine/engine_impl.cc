@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "engine/batch_txn.h"
+#include "engine/expiry_buckets.h"
 #include "engine/offset_tracker.h"
 #include "engine/status_util.h"
 #include "engine/validate.h"
@@ -190,16 +191,90 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   return [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS
          -> absl::StatusOr<std::vector<Result>> {
     if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+    const int64_t now_micros = TimeToMicros(clock_->Now());
+    if (absl::Status s = MaintainBuckets(messages, now_micros); !s.ok()) {
+      return s;
+    }
     absl::ReaderMutexLock store_lock(&store_mu_);
     absl::StatusOr<Store*> store = CurrentStore();
     if (!store.ok()) return store.status();
-    return CommitBatch(**store, messages, handler);
+    return CommitBatch(**store, messages, handler, now_micros);
   }();
 }
 
+int64_t EngineImpl::RecordExpiry(const Message& message,
+                                 int64_t now_micros) const {
+  return ExpiryMicros(now_micros, message.ttl == absl::ZeroDuration()
+                                      ? options_.dedupe_window
+                                      : message.ttl);
+}
+
+absl::Status EngineImpl::MaintainBuckets(absl::Span<const Message> messages,
+                                         int64_t now_micros) {
+  std::vector<int64_t> needed;
+  for (const Message& message : messages) {
+    if (std::optional<int64_t> end = BucketEndFor(
+            options_, RecordExpiry(message, now_micros), now_micros)) {
+      needed.push_back(*end);
+    }
+  }
+  std::sort(needed.begin(), needed.end());
+  needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
+  auto changes = [&](const Store& store) {
+    if (HasExpiredBuckets(store, BucketDropHorizon(now_micros))) return true;
+    for (int64_t end : needed) {
+      if (store.buckets.count(end) == 0) return true;
+    }
+    return false;
+  };
+  {
+    absl::ReaderMutexLock lock(&store_mu_);
+    absl::StatusOr<Store*> store = CurrentStore();
+    // A closed or read-only store fails the commit itself.
+    if (!store.ok() || (*store)->read_only || !changes(**store)) {
+      return absl::OkStatus();
+    }
+  }
+  absl::MutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok() || (*store)->read_only) return absl::OkStatus();
+  if (absl::Status s = DropEndedBuckets(**store, now_micros); !s.ok()) {
+    return s;
+  }
+  for (int64_t end : needed) {
+    if (absl::Status s = CreateBucket(**store, options_, parts_, end);
+        !s.ok()) {
+      needs_reopen_.store(true);
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t EngineImpl::BucketDropHorizon(int64_t now_micros) const {
+  // Deliberately broken variant: drops buckets a width early.
+  if (hooks_.drop_buckets_at_start && options_.expiry_buckets > 0) {
+    return now_micros + BucketWidthMicros(options_);
+  }
+  return now_micros;
+}
+
+absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
+  absl::StatusOr<DroppedBuckets> dropped =
+      DropExpiredBuckets(store, BucketDropHorizon(now_micros));
+  if (!dropped.ok()) {
+    needs_reopen_.store(true);
+    return dropped.status();
+  }
+  buckets_dropped_.fetch_add(dropped->families, std::memory_order_relaxed);
+  bucket_records_dropped_.fetch_add(dropped->records,
+                                    std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
-    Store& store, absl::Span<const Message> messages, Handler handler) {
-  const int64_t now_micros = TimeToMicros(clock_->Now());
+    Store& store, absl::Span<const Message> messages, Handler handler,
+    int64_t now_micros) {
   std::vector<DedupeKey> keys(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     keys[i] = HashMessageId(messages[i].id);
@@ -211,7 +286,13 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   if (!stored.ok()) return stored.status();
 
   BatchOverlay overlay;  // final state values written by the batch
-  std::vector<std::pair<DedupeKey, std::string>> records;
+  // New dedupe records: family (idem.dedupe or an expiry bucket), key, value.
+  struct NewRecord {
+    rocksdb::ColumnFamilyHandle* family;
+    DedupeKey key;
+    std::string value;
+  };
+  std::vector<NewRecord> records;
   // ID -> index of its first successful occurrence in this batch.
   absl::flat_hash_map<DedupeKey, size_t> committed_here;
   OffsetTracker offsets;
@@ -248,12 +329,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       offsets.Add(message, result.outcome);
       continue;
     }
-    const absl::Duration ttl = message.ttl == absl::ZeroDuration()
-                                   ? options_.dedupe_window
-                                   : message.ttl;
-    records.emplace_back(
-        keys[i],
-        EncodeDedupeRecord(ExpiryMicros(now_micros, ttl), txn.result()));
+    const int64_t expiry = RecordExpiry(message, now_micros);
+    rocksdb::ColumnFamilyHandle* family = store.dedupe;
+    if (std::optional<int64_t> end =
+            BucketEndFor(options_, expiry, now_micros)) {
+      auto bucket = store.buckets.find(*end);
+      if (bucket == store.buckets.end()) {
+        return absl::InternalError("expiry bucket missing at commit");
+      }
+      family = bucket->second;
+    }
+    records.push_back(NewRecord{family, keys[i],
+                                EncodeDedupeRecord(expiry, txn.result())});
     result.outcome = Outcome::kProcessed;
     result.result = txn.result();
     committed_here.emplace(keys[i], i);
@@ -277,12 +364,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
                             : batch.Delete(store.state, entry->first);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
-  std::sort(records.begin(), records.end());
+  std::sort(records.begin(), records.end(),
+            [](const NewRecord& a, const NewRecord& b) {
+              if (a.family->GetID() != b.family->GetID()) {
+                return a.family->GetID() < b.family->GetID();
+              }
+              return a.key < b.key;
+            });
   rocksdb::WriteBatch& record_batch =
       hooks_.split_commit ? split_records : batch;
-  for (const auto& [key, value] : records) {
-    rocksdb::Status s =
-        record_batch.Put(store.dedupe, ToSlice(KeyView(key)), value);
+  for (const NewRecord& record : records) {
+    rocksdb::Status s = record_batch.Put(
+        record.family, ToSlice(KeyView(record.key)), record.value);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
   if (absl::Status s = AddOffsets(store, offsets, batch); !s.ok()) return s;
@@ -340,24 +433,31 @@ EngineImpl::LookupLive(Store& store, absl::Span<const DedupeKey> keys,
   std::vector<rocksdb::Slice> slices;
   slices.reserve(keys.size());
   for (const DedupeKey& key : keys) slices.push_back(ToSlice(KeyView(key)));
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  store.db->MultiGet(rocksdb::ReadOptions(), store.dedupe, keys.size(),
-                     slices.data(), values.data(), statuses.data());
   std::vector<std::optional<std::string>> live(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) {
-      return FromRocksStatus(statuses[i], "reading a dedupe record");
+  // At most one family holds a live record for a key (a live record makes
+  // the next delivery a duplicate); expired ones may linger in others.
+  for (rocksdb::ColumnFamilyHandle* family :
+       LiveDedupeFamilies(store, now_micros)) {
+    std::vector<rocksdb::PinnableSlice> values(keys.size());
+    std::vector<rocksdb::Status> statuses(keys.size());
+    store.db->MultiGet(rocksdb::ReadOptions(), family, keys.size(),
+                       slices.data(), values.data(), statuses.data());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (statuses[i].IsNotFound()) continue;
+      if (!statuses[i].ok()) {
+        return FromRocksStatus(statuses[i], "reading a dedupe record");
+      }
+      std::optional<DedupeRecord> record = DecodeDedupeRecord(
+          std::string_view(values[i].data(), values[i].size()));
+      if (!record.has_value()) {
+        return absl::DataLossError(
+            absl::StrCat("undecodable dedupe record for key ",
+                         DedupeKeyToHex(KeyView(keys[i]))));
+      }
+      if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
+        live[i] = std::string(record->result);
+      }
     }
-    std::optional<DedupeRecord> record = DecodeDedupeRecord(
-        std::string_view(values[i].data(), values[i].size()));
-    if (!record.has_value()) {
-      return absl::DataLossError(
-          absl::StrCat("undecodable dedupe record for key ",
-                       DedupeKeyToHex(KeyView(keys[i]))));
-    }
-    if (!IsExpired(*record, now_micros)) live[i] = std::string(record->result);
   }
   return live;
 }
@@ -413,8 +513,11 @@ absl::Status EngineImpl::Forget(std::string_view id) {
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   rocksdb::WriteBatch batch;
-  rocksdb::Status s = batch.Delete((*store)->dedupe, ToSlice(KeyView(key)));
-  if (!s.ok()) return FromRocksStatus(s, "building a forget");
+  for (rocksdb::ColumnFamilyHandle* family :
+       LiveDedupeFamilies(**store, TimeToMicros(clock_->Now()))) {
+    rocksdb::Status s = batch.Delete(family, ToSlice(KeyView(key)));
+    if (!s.ok()) return FromRocksStatus(s, "building a forget");
+  }
   return Write(**store, &batch);
 }
 

@@ -59,11 +59,28 @@ class EngineImpl : public Engine {
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;
 
  private:
-  // The commit path of ProcessBatch, after validation.
+  // The commit path of ProcessBatch, after validation, at `now_micros`.
   absl::StatusOr<std::vector<Result>> CommitBatch(
-      Store& store, absl::Span<const Message> messages, Handler handler)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+      Store& store, absl::Span<const Message> messages, Handler handler,
+      int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // The expiry of the record `message` would commit at `now_micros`.
+  int64_t RecordExpiry(const Message& message, int64_t now_micros) const;
+
+  // Expiry buckets (engine/expiry_buckets.h): drops the buckets that have
+  // ended and creates those `messages` may need, taking the store lock
+  // exclusively only when something changes.
+  absl::Status MaintainBuckets(absl::Span<const Message> messages,
+                               int64_t now_micros)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(store_mu_);
+
+  // Buckets ending at or before this instant are dropped: `now_micros`
+  // (earlier under EngineHooks::drop_buckets_at_start).
+  int64_t BucketDropHorizon(int64_t now_micros) const;
+
+  // Drops the buckets that have ended. REQUIRES: store_mu_ held exclusively.
+  absl::Status DropEndedBuckets(Store& store, int64_t now_micros);
 
   // Adds to `batch` the offsets `offsets` moves forward.
   absl::Status AddOffsets(Store& store, const class OffsetTracker& offsets,
@@ -150,6 +167,8 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> user_bytes_{0};
+  std::atomic<uint64_t> buckets_dropped_{0};
+  std::atomic<uint64_t> bucket_records_dropped_{0};
 };
 
 }  // namespace idem

@@ -4,10 +4,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/engine_impl.h"
+#include "engine/expiry_buckets.h"
 #include "engine/record.h"
 #include "engine/status_util.h"
 #include "rocksdb/utilities/checkpoint.h"
@@ -76,6 +78,40 @@ absl::Status ScanColumnFamily(
   return FromRocksStatus(it->status(), "scanning the store");
 }
 
+// RocksDB's "Sum" W-Amp over the dedupe families: for one family its own
+// figure; for several, everything they wrote (flush and compaction) over what
+// their flushes wrote, from each family's written bytes and W-Amp. 0 when
+// RocksDB reports nothing (before the first flush).
+double DedupeCompactionWriteAmp(
+    rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& families) {
+  double written = 0;
+  double flushed = 0;
+  double only_write_amp = 0;
+  for (rocksdb::ColumnFamilyHandle* family : families) {
+    std::map<std::string, std::string> cf_stats;
+    if (!db->GetMapProperty(family, rocksdb::DB::Properties::kCFStats,
+                            &cf_stats)) {
+      continue;
+    }
+    double write_amp = 0;
+    double write_gb = 0;
+    auto amp = cf_stats.find("compaction.Sum.WriteAmp");
+    auto gb = cf_stats.find("compaction.Sum.WriteGB");
+    if (amp == cf_stats.end() || !absl::SimpleAtod(amp->second, &write_amp) ||
+        write_amp <= 0) {
+      continue;
+    }
+    if (families.size() == 1) only_write_amp = write_amp;
+    if (gb == cf_stats.end() || !absl::SimpleAtod(gb->second, &write_gb)) {
+      continue;
+    }
+    written += write_gb;
+    flushed += write_gb / write_amp;
+  }
+  if (families.size() == 1) return only_write_amp;
+  return flushed > 0 ? written / flushed : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<Stats> EngineImpl::GetStats() {
@@ -105,13 +141,25 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   rocksdb::DB* db = (*store)->db;
+  const std::vector<rocksdb::ColumnFamilyHandle*> dedupe_families =
+      AllDedupeFamilies(**store);
   if (!db->GetAggregatedIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize,
-                                    &stats.live_sst_bytes) ||
-      !db->GetIntProperty((*store)->dedupe,
-                          rocksdb::DB::Properties::kEstimateNumKeys,
-                          &stats.estimated_live_records)) {
+                                    &stats.live_sst_bytes)) {
     return absl::InternalError("RocksDB did not report its size properties");
   }
+  for (rocksdb::ColumnFamilyHandle* family : dedupe_families) {
+    uint64_t records = 0;
+    if (!db->GetIntProperty(family, rocksdb::DB::Properties::kEstimateNumKeys,
+                            &records)) {
+      return absl::InternalError("RocksDB did not report its size properties");
+    }
+    stats.estimated_live_records += records;
+  }
+  stats.expiry_buckets = (*store)->buckets.size();
+  stats.expiry_buckets_dropped =
+      buckets_dropped_.load(std::memory_order_relaxed);
+  stats.expiry_bucket_records_dropped =
+      bucket_records_dropped_.load(std::memory_order_relaxed);
   // Memory figures are best effort: a property RocksDB does not report
   // leaves its field at 0.
   db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables,
@@ -120,15 +168,8 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
                                &stats.table_reader_bytes);
   db->GetIntProperty(rocksdb::DB::Properties::kBlockCacheUsage,
                      &stats.block_cache_bytes);
-  std::map<std::string, std::string> cf_stats;
-  if (db->GetMapProperty((*store)->dedupe, rocksdb::DB::Properties::kCFStats,
-                         &cf_stats)) {
-    double sum_write_amp = 0;
-    if (auto it = cf_stats.find("compaction.Sum.WriteAmp");
-        it != cf_stats.end() && absl::SimpleAtod(it->second, &sum_write_amp)) {
-      stats.dedupe_compaction_write_amplification = sum_write_amp;
-    }
-  }
+  stats.dedupe_compaction_write_amplification =
+      DedupeCompactionWriteAmp(db, dedupe_families);
   return stats;
 }
 
@@ -137,19 +178,37 @@ absl::Status EngineImpl::CompactExpired() {
   if (absl::Status s = PrepareOutsideCommit("CompactExpired"); !s.ok()) {
     return s;
   }
+  if (!options_.read_only) {
+    // Buckets that have ended go whole, under the commit lock like any
+    // change to the bucket set.
+    absl::MutexLock commit_lock(&commit_mu_);
+    absl::MutexLock store_lock(&store_mu_);
+    absl::StatusOr<Store*> store = CurrentStore();
+    if (!store.ok()) return store.status();
+    if (absl::Status s =
+            (*store)->read_only
+                ? absl::OkStatus()
+                : DropEndedBuckets(**store, TimeToMicros(clock_->Now()));
+        !s.ok()) {
+      return s;
+    }
+  }
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  rocksdb::FlushOptions flush;
-  flush.wait = true;
-  rocksdb::Status s = (*store)->db->Flush(flush, (*store)->dedupe);
-  if (!s.ok()) return FromRocksStatus(s, "flushing dedupe records");
-  rocksdb::CompactRangeOptions compact;
-  // Rewrite bottommost files too, so every record meets the filter.
-  compact.bottommost_level_compaction =
-      rocksdb::BottommostLevelCompaction::kForce;
-  s = (*store)->db->CompactRange(compact, (*store)->dedupe, nullptr, nullptr);
-  return FromRocksStatus(s, "compacting dedupe records");
+  for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(**store)) {
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
+    rocksdb::Status s = (*store)->db->Flush(flush, family);
+    if (!s.ok()) return FromRocksStatus(s, "flushing dedupe records");
+    rocksdb::CompactRangeOptions compact;
+    // Rewrite bottommost files too, so every record meets the filter.
+    compact.bottommost_level_compaction =
+        rocksdb::BottommostLevelCompaction::kForce;
+    s = (*store)->db->CompactRange(compact, family, nullptr, nullptr);
+    if (!s.ok()) return FromRocksStatus(s, "compacting dedupe records");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EngineImpl::Checkpoint(const std::string& dir) {
@@ -188,12 +247,16 @@ absl::Status EngineImpl::Dump(
   rocksdb::ReadOptions read;
   read.snapshot = snapshot;
   const int64_t now_micros = TimeToMicros(clock_->Now());
-  absl::Status status = ScanColumnFamily(
-      store.db, store.dedupe, read,
-      [now_micros](std::string_view key, std::string_view value) {
-        return DedupeEntry(key, value, now_micros);
-      },
-      visit);
+  absl::Status status;
+  for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(store)) {
+    status = ScanColumnFamily(
+        store.db, family, read,
+        [now_micros](std::string_view key, std::string_view value) {
+          return DedupeEntry(key, value, now_micros);
+        },
+        visit);
+    if (!status.ok()) break;
+  }
   if (status.ok()) {
     status = ScanColumnFamily(store.db, store.state, read, StateEntry, visit);
   }

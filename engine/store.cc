@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/status_util.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
@@ -17,10 +18,6 @@
 namespace idem {
 namespace {
 
-
-std::string FormatColumnFamilyName(int version) {
-  return absl::StrCat(kFormatColumnFamilyPrefix, version);
-}
 
 // What is at `path` before anything is opened.
 enum class PathKind { kMissing, kEmptyDirectory, kDatabase, kOther };
@@ -52,7 +49,8 @@ absl::StatusOr<PathKind> ClassifyPath(rocksdb::Env* env,
 // names (reads the MANIFEST only; writes nothing).
 absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
                                  const std::string& path,
-                                 std::vector<std::string>* names) {
+                                 std::vector<std::string>* names,
+                                 int* format_version) {
   rocksdb::Status s =
       rocksdb::DB::ListColumnFamilies(db_options, path, names);
   if (!s.ok()) return FromRocksStatus(s, "reading store metadata at " + path);
@@ -86,6 +84,7 @@ absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
           path, " is an idem store missing column family ", required));
     }
   }
+  *format_version = version;
   return absl::OkStatus();
 }
 
@@ -102,6 +101,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     rocksdb::ColumnFamilyOptions cf;
     if (name == kDedupeColumnFamily) {
       cf = MakeDedupeOptions(options, parts.block_cache, parts.dedupe_filter);
+    } else if (ParseBucketFamilyName(name).has_value()) {
+      cf = MakeBucketOptions(options, parts.block_cache, parts.dedupe_filter);
     } else if (name == kStateColumnFamily) {
       cf = MakeStateOptions(options, parts.block_cache,
                             options.write_buffer_bytes);
@@ -120,6 +121,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     if (names[i] == kDedupeColumnFamily) store->dedupe = store->handles[i];
     if (names[i] == kStateColumnFamily) store->state = store->handles[i];
     if (names[i] == kOffsetsColumnFamily) store->offsets = store->handles[i];
+    if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
+      store->buckets[*end] = store->handles[i];
+    }
   }
   return store;
 }
@@ -148,7 +152,7 @@ absl::Status CreateStore(const std::string& path, const Options& options,
   const std::vector<std::string> names = {
       rocksdb::kDefaultColumnFamilyName, kDedupeColumnFamily,
       kStateColumnFamily, kOffsetsColumnFamily,
-      FormatColumnFamilyName(kFormatVersion)};
+      FormatColumnFamilyName(options.expiry_buckets > 0 ? 2 : 1)};
   {
     absl::StatusOr<std::unique_ptr<Store>> created =
         OpenDatabase(staging, options, parts, env, db_options, names,
@@ -166,6 +170,27 @@ absl::Status CreateStore(const std::string& path, const Options& options,
 }
 
 }  // namespace
+
+std::string FormatColumnFamilyName(int version) {
+  return absl::StrCat(kFormatColumnFamilyPrefix, version);
+}
+
+std::string BucketFamilyName(int64_t end_micros) {
+  return absl::StrCat(kBucketFamilyPrefix, end_micros);
+}
+
+std::optional<int64_t> ParseBucketFamilyName(std::string_view name) {
+  if (!absl::StartsWith(AbslView(name), kBucketFamilyPrefix)) {
+    return std::nullopt;
+  }
+  int64_t end = 0;
+  if (!absl::SimpleAtoi(
+          AbslView(name.substr(std::string_view(kBucketFamilyPrefix).size())),
+          &end)) {
+    return std::nullopt;
+  }
+  return end;
+}
 
 rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
                                  std::shared_ptr<rocksdb::Statistics> stats) {
@@ -205,6 +230,16 @@ rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     cf.memtable_whole_key_filtering = true;
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  return cf;
+}
+
+rocksdb::ColumnFamilyOptions MakeBucketOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter) {
+  rocksdb::ColumnFamilyOptions cf =
+      MakeDedupeOptions(options, cache, std::move(filter));
+  // 0 turns periodic compaction off: the whole family goes at its end.
+  cf.periodic_compaction_seconds = 0;
   return cf;
 }
 
@@ -278,11 +313,16 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
       break;
   }
   std::vector<std::string> names;
-  if (absl::Status s = CheckExistingFormat(db_options, path, &names);
+  int format_version = 0;
+  if (absl::Status s =
+          CheckExistingFormat(db_options, path, &names, &format_version);
       !s.ok()) {
     return s;
   }
-  return OpenDatabase(path, options, parts, env, db_options, names, read_only);
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      OpenDatabase(path, options, parts, env, db_options, names, read_only);
+  if (store.ok()) (*store)->format_version = format_version;
+  return store;
 }
 
 }  // namespace idem

@@ -7,20 +7,31 @@
 // Column families:
 //   default             unused
 //   idem.dedupe         dedupe key -> record (see engine/record.h), TTL filter
+//   idem.dedupe.until.<E>  (format 2) an expiry bucket: dedupe records that
+//                       all expire before E (microseconds since the epoch),
+//                       dropped whole once E has passed (engine/expiry_buckets.h)
 //   idem.state          the handlers' state keys and values, as given
 //   idem.offsets        offset key -> offset (see engine/record.h)
 //   idem.format.<N>     empty; its name records the store's format version N
+//                       (the highest present counts)
 //
-// A Store is not copyable; its members are constant after OpenStore, and
-// RocksDB's DB is safe for concurrent use. Destroying it closes the database.
+// A Store is not copyable; its members are constant after OpenStore except
+// the expiry buckets (and the handles and format version that go with
+// them), which change only while the engine holds its store lock
+// exclusively. RocksDB's DB is safe for concurrent use. Destroying it closes
+// the database.
 // StoreParts outlive any one Store: an engine reopens its store after an I/O
 // error with the same parts, so counters and caches carry over.
 
 #ifndef IDEM_ENGINE_STORE_H_
 #define IDEM_ENGINE_STORE_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -33,8 +44,12 @@
 
 namespace idem {
 
-inline constexpr int kFormatVersion = 1;
+// The newest format this build reads and writes. Format 2 adds expiry
+// buckets; a store without them is written as format 1, which older builds
+// read.
+inline constexpr int kFormatVersion = 2;
 inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
+inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
 inline constexpr char kOffsetsColumnFamily[] = "idem.offsets";
 inline constexpr char kFormatColumnFamilyPrefix[] = "idem.format.";
@@ -52,6 +67,11 @@ struct Store {
   rocksdb::ColumnFamilyHandle* dedupe = nullptr;
   rocksdb::ColumnFamilyHandle* state = nullptr;
   rocksdb::ColumnFamilyHandle* offsets = nullptr;
+  // Expiry buckets by end (microseconds): every record in the family expires
+  // before its end.
+  std::map<int64_t, rocksdb::ColumnFamilyHandle*> buckets;
+  // The highest idem.format.<N> present.
+  int format_version = 1;
   // Opened with DB::OpenForReadOnly: every write fails.
   bool read_only = false;
 };
@@ -76,10 +96,23 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
 rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
     std::shared_ptr<rocksdb::CompactionFilterFactory> filter);
+// An expiry bucket: the dedupe options without periodic compaction (the
+// family is dropped whole within about one window).
+rocksdb::ColumnFamilyOptions MakeBucketOptions(
+    const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter);
 // State, offsets and the small column families.
 rocksdb::ColumnFamilyOptions MakeStateOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
     size_t write_buffer_bytes);
+
+// The name of the format marker family of version `version`.
+std::string FormatColumnFamilyName(int version);
+
+// The name of the expiry bucket ending at `end_micros`, and back (nullopt for
+// a name that is not a bucket's).
+std::string BucketFamilyName(int64_t end_micros);
+std::optional<int64_t> ParseBucketFamilyName(std::string_view name);
 
 // Creates the parts for `options` with a TtlFilterFactory on `clock`.
 StoreParts MakeStoreParts(const Options& options,

@@ -26,6 +26,17 @@ absl::Status ValidateOptions(const Options& options) {
         absl::StrCat("max_background_jobs must be at least 1, got ",
                      options.max_background_jobs));
   }
+  if (options.expiry_buckets < 0 || options.expiry_buckets > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expiry_buckets must be in [0, 64], got ",
+                     options.expiry_buckets));
+  }
+  if (options.expiry_buckets > 0 &&
+      options.dedupe_window / options.expiry_buckets < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dedupe_window / expiry_buckets must be at least 1s, got ",
+        absl::FormatDuration(options.dedupe_window / options.expiry_buckets)));
+  }
   if (options.write_buffer_bytes < (size_t{64} << 10)) {
     return absl::InvalidArgumentError(
         absl::StrCat("write_buffer_bytes must be at least 64 KiB, got ",

@@ -93,6 +93,19 @@ TEST(CrashHarnessTest, MixedCrashesWithThreeThreadsKeepEveryInvariant) {
   ExpectAllPass(*report);
 }
 
+TEST(CrashHarnessTest, MixedCrashesWithExpiryBucketsKeepEveryInvariant) {
+  testing::TempDir dir;
+  auto workload = NewLedgerWorkload();
+  CrashTestOptions options =
+      ShortRun(dir, CrashMode::kMixed, Durability::kBuffered);
+  options.expiry_buckets = 4;
+  options.cycles = 10;
+  options.seed = 11;
+  absl::StatusOr<CrashTestReport> report = RunCrashTest(options, *workload);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ExpectAllPass(*report);
+}
+
 // The harness must be able to fail: acknowledging before the WAL is synced
 // loses acknowledged messages at a power loss.
 TEST(CrashHarnessTest, ReportsLostAcksWhenTheEngineAcksBeforeDurability) {

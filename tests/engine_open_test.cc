@@ -168,9 +168,10 @@ TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
 TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   testing::TempDir dir;
   const std::string path = dir.Sub("newer");
+  // This build reads formats 1 and 2 (expiry buckets).
   ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
       path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe", "idem.state",
-             "idem.offsets", "idem.format.2"}));
+             "idem.offsets", "idem.format.3"}));
   const auto before = SnapshotTree(path);
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)

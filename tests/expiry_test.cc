@@ -36,6 +36,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/options.h"
 #include "rocksdb/utilities/options_util.h"
+#include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
 #include "tests/testing/temp_dir.h"
 
@@ -89,33 +90,8 @@ class Harness {
   std::unique_ptr<Engine> engine_;
 };
 
-// What one delivery did.
-struct Delivered {
-  absl::Status status;
-  Outcome outcome = Outcome::kFailed;
-  std::string result;
-  bool handler_ran = false;
-};
-
-// Delivers `id`; a handler that runs sets `result` as the message's result.
-Delivered Deliver(Engine& engine, const std::string& id,
-                  const std::string& result,
-                  absl::Duration ttl = absl::ZeroDuration()) {
-  Delivered delivered;
-  absl::StatusOr<Result> r = engine.Process(
-      Message{.id = id, .ttl = ttl}, [&](const Message&, Txn& txn) {
-        delivered.handler_ran = true;
-        txn.SetResult(result);
-        return absl::OkStatus();
-      });
-  if (!r.ok()) {
-    delivered.status = r.status();
-    return delivered;
-  }
-  delivered.outcome = r->outcome;
-  delivered.result = r->result;
-  return delivered;
-}
+using testing::Deliver;
+using testing::Delivered;
 
 std::string KeyHex(const std::string& id) {
   return DedupeKeyToHex(KeyView(HashMessageId(id)));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/expiry_buckets.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "engine/ttl_filter.h"
@@ -67,6 +68,7 @@ Options EngineOptions(const TargetOptions& t) {
   o.write_buffer_bytes = t.write_buffer_bytes;
   o.bloom_bits_per_key = t.bloom_bits_per_key;
   o.max_background_jobs = t.max_background_jobs;
+  o.expiry_buckets = t.expiry_buckets;
   return o;
 }
 
@@ -131,6 +133,7 @@ class EngineTarget : public Target {
     c.flush_bytes = stats->flush_bytes;
     c.compaction_bytes = stats->compaction_bytes;
     c.expired_dropped = stats->expired_dropped;
+    c.expired_dropped_whole = stats->expiry_bucket_records_dropped;
     c.live_sst_bytes = stats->live_sst_bytes;
     c.estimated_records = stats->estimated_live_records;
     return c;
@@ -257,8 +260,11 @@ rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
   return cf;
 }
 
+// The dedupe families of every layout: the engine's idem.dedupe and expiry
+// buckets (idem.dedupe.until.<end>), and the bucket layout's own buckets.
 bool IsDedupeFamily(const std::string& name) {
-  return name == kDedupeColumnFamily || name.rfind(kBucketPrefix, 0) == 0;
+  return name == kDedupeColumnFamily || name.rfind(kBucketPrefix, 0) == 0 ||
+         ParseBucketFamilyName(name).has_value();
 }
 
 rocksdb::ColumnFamilyOptions RawOptionsFor(const std::string& name,
@@ -768,10 +774,12 @@ absl::StatusOr<ReadCost> MeasureReadCost(
         OpenStore(path, engine_options, parts, /*read_only=*/true);
     if (!store.ok()) return store.status();
     rocksdb::DB* db = (*store)->db;
-    cost.miss = MeasureLookups(db, {(*store)->dedupe}, *parts.statistics,
-                               miss_ids);
-    cost.hit = MeasureLookups(db, {(*store)->dedupe}, *parts.statistics,
-                              hit_ids);
+    // The families the engine probes: idem.dedupe and the expiry buckets
+    // that have not ended.
+    const std::vector<rocksdb::ColumnFamilyHandle*> families =
+        LiveDedupeFamilies(**store, TimeToMicros(options.clock->Now()));
+    cost.miss = MeasureLookups(db, families, *parts.statistics, miss_ids);
+    cost.hit = MeasureLookups(db, families, *parts.statistics, hit_ids);
     db->GetAggregatedIntProperty(
         rocksdb::DB::Properties::kEstimateTableReadersMem,
         &cost.table_readers_bytes);
@@ -799,11 +807,12 @@ absl::StatusOr<ReadCost> MeasureReadCost(
   for (size_t i = 0; i < names.size(); ++i) {
     if (!IsDedupeFamily(names[i])) continue;
     int64_t id = 0;
-    if (names[i] != kDedupeColumnFamily) {
-      if (!absl::SimpleAtoi(names[i].substr(std::strlen(kBucketPrefix)),
-                            &id)) {
-        id = 0;
-      }
+    if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
+      id = *end;
+    } else if (names[i] != kDedupeColumnFamily &&
+               !absl::SimpleAtoi(names[i].substr(std::strlen(kBucketPrefix)),
+                                 &id)) {
+      id = 0;
     }
     dedupe.emplace_back(id, handles[i]);
   }

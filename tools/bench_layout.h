@@ -65,6 +65,8 @@ struct TargetOptions {
   int state_bytes = 0;
   int64_t state_keys = 100000;
   size_t write_buffer_bytes = size_t{64} << 20;  // per column family
+  // Options::expiry_buckets of the engine layout (the others ignore it).
+  int expiry_buckets = 0;
   size_t block_cache_bytes = size_t{64} << 20;
   int bloom_bits_per_key = 10;
   int max_background_jobs = 2;

@@ -33,10 +33,10 @@ std::string ReproduceCommand(const CrashtestArgs& a) {
   return absl::StrFormat(
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
       "--seed=%d --threads=%d --messages=%d --partitions=%d --max_batch=%d "
-      "--recovery_crash_rate=%g --self_test=%s",
+      "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d",
       a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads,
       a.messages, a.partitions, a.max_batch, a.recovery_crash_rate,
-      a.self_test);
+      a.self_test, a.expiry_buckets);
 }
 
 void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
@@ -124,6 +124,7 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   options.messages = args.messages;
   options.partitions = args.partitions;
   options.max_batch = args.max_batch;
+  options.expiry_buckets = args.expiry_buckets;
   options.recovery_crash_rate = args.recovery_crash_rate;
   const int total = args.cycles + 1;
   options.progress = [&err, total](int cycle, const std::string& summary) {

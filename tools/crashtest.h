@@ -27,6 +27,7 @@ struct CrashtestArgs {
   size_t messages = 0;              // per epoch; 0: min(20000, 500 per cycle)
   int partitions = 4;
   int max_batch = 32;
+  int expiry_buckets = 0;
   double recovery_crash_rate = 0.2;
   std::string self_test = "none";   // none | ack_before_durable | split_commit
 };

@@ -30,6 +30,8 @@ ABSL_FLAG(uint64_t, messages, 0,
           "cycle)).");
 ABSL_FLAG(int, partitions, 4, "Partitions of the simulated broker.");
 ABSL_FLAG(int, max_batch, 32, "Largest batch passed to ProcessBatch.");
+ABSL_FLAG(int, expiry_buckets, 0,
+          "Options::expiry_buckets of the worker's engine, in [0, 64].");
 ABSL_FLAG(double, recovery_crash_rate, 0.2,
           "Fraction of cycles whose recovery is crashed too.");
 ABSL_FLAG(std::string, self_test, "none",
@@ -63,6 +65,7 @@ int main(int argc, char** argv) {
   args.messages = absl::GetFlag(FLAGS_messages);
   args.partitions = absl::GetFlag(FLAGS_partitions);
   args.max_batch = absl::GetFlag(FLAGS_max_batch);
+  args.expiry_buckets = absl::GetFlag(FLAGS_expiry_buckets);
   args.recovery_crash_rate = absl::GetFlag(FLAGS_recovery_crash_rate);
   args.self_test = absl::GetFlag(FLAGS_self_test);
   return idem::tools::RunCrashtest(args, std::cout, std::cerr);

@@ -453,6 +453,7 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   t.state_bytes = options.state_bytes;
   t.state_keys = options.state_keys;
   t.write_buffer_bytes = options.write_buffer_bytes;
+  t.expiry_buckets = options.expiry_buckets;
   t.clock = clock;
   t.env = env.get();
 
@@ -630,6 +631,8 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
   j.Number(o.sim_messages_per_second);
   j.Key("write_buffer_bytes");
   j.Int(static_cast<int64_t>(o.write_buffer_bytes));
+  j.Key("expiry_buckets");
+  j.Int(o.expiry_buckets);
   j.Key("seed");
   j.Int(static_cast<int64_t>(o.seed));
   j.EndObject();
@@ -753,7 +756,7 @@ void PrintText(const BenchReport& report, std::ostream& out) {
   out << absl::StrFormat(
       "idem-bench %s: %s per layout, ids %s, %.0f%% redeliveries "
       "reaching %d ids back, batch %d, %s%s, %d thread(s), window %s, %s, "
-      "memtable %s\n",
+      "memtable %s%s\n",
       report.date,
       absl::StrCat(o.messages > 0 ? absl::StrCat(o.messages, " messages")
                                   : std::string(),
@@ -775,7 +778,10 @@ void PrintText(const BenchReport& report, std::ostream& out) {
           ? absl::StrFormat("simulated clock at %g msg/s",
                             o.sim_messages_per_second)
           : std::string("real clock"),
-      Bytes(static_cast<double>(o.write_buffer_bytes)));
+      Bytes(static_cast<double>(o.write_buffer_bytes)),
+      o.expiry_buckets > 0
+          ? absl::StrCat(", engine with expiry_buckets=", o.expiry_buckets)
+          : std::string());
   for (const LayoutReport& r : report.layouts) {
     out << absl::StrFormat("\n[%s]\n", LayoutName(r.layout));
     out << absl::StrFormat(
@@ -959,6 +965,9 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
       o.write_buffer_bytes > (size_t{4} << 30)) {
     return bad("--write_buffer_mib must be in [0.0625, 4096], got ",
                static_cast<double>(o.write_buffer_bytes) / kMiB);
+  }
+  if (o.expiry_buckets < 0 || o.expiry_buckets > 64) {
+    return bad("--expiry_buckets must be in [0, 64], got ", o.expiry_buckets);
   }
   return absl::OkStatus();
 }

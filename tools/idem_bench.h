@@ -70,6 +70,8 @@ struct BenchOptions {
   int64_t lookups = 10000;
   // Memtable size per column family (Options::write_buffer_bytes), >= 64 KiB.
   size_t write_buffer_bytes = size_t{64} << 20;
+  // Options::expiry_buckets for the engine layout, in [0, 64].
+  int expiry_buckets = 0;
   uint64_t seed = 1;
   std::string dir;    // parent directory of the stores
   bool keep = false;  // keep the stores (their paths are reported)

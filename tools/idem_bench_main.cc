@@ -57,6 +57,10 @@ ABSL_FLAG(int64_t, lookups, 10000,
 ABSL_FLAG(double, write_buffer_mib, 64,
           "Memtable size per column family in MiB (Options::"
           "write_buffer_bytes; at least 0.0625).");
+ABSL_FLAG(int32_t, expiry_buckets, 0,
+          "Options::expiry_buckets of the engine layout: 0 keeps one dedupe "
+          "column family with the TTL filter; N > 0 groups records into "
+          "time buckets dropped whole once expired.");
 ABSL_FLAG(std::string, layout, "engine",
           "Comma-separated layouts to run on the same stream: engine, "
           "leveled, universal, fifo, buckets; or all.");
@@ -117,6 +121,7 @@ int main(int argc, char** argv) {
   args.id_shape = absl::GetFlag(FLAGS_id_shape);
   args.durability = absl::GetFlag(FLAGS_durability);
   args.write_buffer_mib = absl::GetFlag(FLAGS_write_buffer_mib);
+  args.options.expiry_buckets = absl::GetFlag(FLAGS_expiry_buckets);
   args.json = absl::GetFlag(FLAGS_json);
   args.csv = absl::GetFlag(FLAGS_csv);
   args.plot = absl::GetFlag(FLAGS_plot);

@@ -45,22 +45,39 @@ std::string FormatUtc(absl::Time t) {
 }
 
 void PrintStatsJson(const Stats& s, std::ostream& out) {
-  out << absl::StrFormat(
-      "{\"processed\":%d,\"duplicates\":%d,\"failed\":%d,"
-      "\"expired_dropped\":%d,\"user_bytes\":%d,\"wal_bytes\":%d,"
-      "\"flush_bytes\":%d,\"compaction_bytes\":%d,"
-      "\"write_amplification\":%.6g,\"live_sst_bytes\":%d,"
-      "\"estimated_live_records\":%d,"
-      "\"dedupe_compaction_write_amplification\":%.6g,"
-      "\"memtable_bytes\":%d,\"block_cache_bytes\":%d,"
-      "\"table_reader_bytes\":%d,\"bloom_filter_useful\":%d,"
-      "\"bloom_filter_positive\":%d,\"data_blocks_read\":%d}\n",
-      s.processed, s.duplicates, s.failed, s.expired_dropped, s.user_bytes,
-      s.wal_bytes, s.flush_bytes, s.compaction_bytes, s.write_amplification,
-      s.live_sst_bytes, s.estimated_live_records,
-      s.dedupe_compaction_write_amplification, s.memtable_bytes,
-      s.block_cache_bytes, s.table_reader_bytes, s.bloom_filter_useful,
-      s.bloom_filter_positive, s.data_blocks_read);
+  JsonWriter j;
+  j.BeginObject();
+  const std::pair<const char*, uint64_t> counts[] = {
+      {"processed", s.processed},
+      {"duplicates", s.duplicates},
+      {"failed", s.failed},
+      {"expired_dropped", s.expired_dropped},
+      {"user_bytes", s.user_bytes},
+      {"wal_bytes", s.wal_bytes},
+      {"flush_bytes", s.flush_bytes},
+      {"compaction_bytes", s.compaction_bytes},
+      {"live_sst_bytes", s.live_sst_bytes},
+      {"estimated_live_records", s.estimated_live_records},
+      {"expiry_buckets", s.expiry_buckets},
+      {"expiry_buckets_dropped", s.expiry_buckets_dropped},
+      {"expiry_bucket_records_dropped", s.expiry_bucket_records_dropped},
+      {"memtable_bytes", s.memtable_bytes},
+      {"block_cache_bytes", s.block_cache_bytes},
+      {"table_reader_bytes", s.table_reader_bytes},
+      {"bloom_filter_useful", s.bloom_filter_useful},
+      {"bloom_filter_positive", s.bloom_filter_positive},
+      {"data_blocks_read", s.data_blocks_read},
+  };
+  for (const auto& [key, value] : counts) {
+    j.Key(key);
+    j.Uint(value);
+  }
+  j.Key("write_amplification");
+  j.Number(s.write_amplification);
+  j.Key("dedupe_compaction_write_amplification");
+  j.Number(s.dedupe_compaction_write_amplification);
+  j.EndObject();
+  out << j.str() << "\n";
 }
 
 int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
@@ -75,13 +92,15 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   out << absl::StrFormat(
       "store                     %s\n"
       "estimated dedupe records  %d (live and expired, not yet compacted)\n"
+      "expiry buckets            %d (dropped since opened: %d)\n"
       "live SST bytes            %d\n"
       "memory                    memtables %d, block cache %d, SST readers "
       "%d bytes\n"
       "counters since this idemctl opened the store:\n"
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
-      args.db, s.estimated_live_records, s.live_sst_bytes, s.memtable_bytes,
+      args.db, s.estimated_live_records, s.expiry_buckets,
+      s.expiry_buckets_dropped, s.live_sst_bytes, s.memtable_bytes,
       s.block_cache_bytes, s.table_reader_bytes, s.processed, s.duplicates,
       s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes, s.flush_bytes,
       s.compaction_bytes);

@@ -46,6 +46,9 @@ absl::Status ValidateOptions(const CrashTestOptions& o) {
     return absl::InvalidArgumentError("partitions must be in [1, 1024]");
   }
   if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (o.expiry_buckets < 0 || o.expiry_buckets > 64) {
+    return absl::InvalidArgumentError("expiry_buckets must be in [0, 64]");
+  }
   for (double rate : {o.producer_duplicate_rate, o.concurrent_duplicate_rate,
                       o.recovery_crash_rate}) {
     if (!(rate >= 0 && rate <= 1)) {
@@ -282,6 +285,7 @@ class Run {
     config.self_test = o_.self_test;
     config.threads = o_.threads;
     config.max_batch = o_.max_batch;
+    config.expiry_buckets = o_.expiry_buckets;
     config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
     config.seed = o_.seed * 1000003 + static_cast<uint64_t>(cycle);
     config.crash_fs.journal_path = journal_;
@@ -379,7 +383,9 @@ class Run {
         return absl::UnavailableError(
             absl::StrCat("fork: ", std::strerror(errno)));
       }
-      if (rpid == 0) RunRecovery(store_, recovery_fs, o_.durability);
+      if (rpid == 0) {
+        RunRecovery(store_, recovery_fs, o_.durability, o_.expiry_buckets);
+      }
       if (crash != CycleCrash::kKillPoint) {
         absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
         ::kill(rpid, SIGKILL);

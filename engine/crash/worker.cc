@@ -31,6 +31,7 @@ struct OpenedStore {
 absl::StatusOr<OpenedStore> OpenThroughCrashFs(const std::string& path,
                                                const CrashFsOptions& crash_fs,
                                                Durability durability,
+                                               int expiry_buckets,
                                                SelfTest self_test) {
   auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
                                               crash_fs);
@@ -39,6 +40,7 @@ absl::StatusOr<OpenedStore> OpenThroughCrashFs(const std::string& path,
   opened.env = rocksdb::NewCompositeEnv(fs);
   Options options;
   options.durability = durability;
+  options.expiry_buckets = expiry_buckets;
   options.env = opened.env.get();
   // Small memtables: flushes and compactions happen within a short cycle,
   // so crashes land in them too.
@@ -188,7 +190,8 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
                const Workload& workload) {
   EventLogWriter log(config.log_path);
   absl::StatusOr<OpenedStore> opened = OpenThroughCrashFs(
-      config.store_path, config.crash_fs, config.durability, config.self_test);
+      config.store_path, config.crash_fs, config.durability,
+      config.expiry_buckets, config.self_test);
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);
@@ -206,9 +209,9 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
 }
 
 void RunRecovery(const std::string& store_path, const CrashFsOptions& crash_fs,
-                 Durability durability) {
-  absl::StatusOr<OpenedStore> opened =
-      OpenThroughCrashFs(store_path, crash_fs, durability, SelfTest::kNone);
+                 Durability durability, int expiry_buckets) {
+  absl::StatusOr<OpenedStore> opened = OpenThroughCrashFs(
+      store_path, crash_fs, durability, expiry_buckets, SelfTest::kNone);
   if (!opened.ok()) ::_exit(3);
   opened->engine.reset();
   ::_exit(0);

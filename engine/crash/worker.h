@@ -23,6 +23,7 @@ struct WorkerConfig {
   SelfTest self_test = SelfTest::kNone;
   int threads = 1;
   int max_batch = 32;
+  int expiry_buckets = 0;  // Options::expiry_buckets
   double concurrent_duplicate_rate = 0;
   uint64_t seed = 0;
   // Per partition, the first offset to deliver (the broker's acknowledged
@@ -44,7 +45,7 @@ struct WorkerConfig {
 // the harness may kill part-way.
 [[noreturn]] void RunRecovery(const std::string& store_path,
                               const CrashFsOptions& crash_fs,
-                              Durability durability);
+                              Durability durability, int expiry_buckets);
 
 }  // namespace idem::crash
 

@@ -116,6 +116,10 @@ struct CrashTestOptions {
   double concurrent_duplicate_rate = 0.05;
   // Largest batch a worker passes to ProcessBatch (batches are 1..max).
   int max_batch = 32;
+  // Options::expiry_buckets of the worker's engine (the window stays at its
+  // default, so records land in buckets, which are created under crashes,
+  // but none ends during a run). In [0, 64].
+  int expiry_buckets = 0;
   // Fraction of cycles whose recovery is crashed once before verifying.
   double recovery_crash_rate = 0.2;
   SelfTest self_test = SelfTest::kNone;

@@ -88,6 +88,23 @@ struct Options {
   // Background flush and compaction threads. Must be at least 1.
   // Default: 2.
   int max_background_jobs = 2;
+
+  // 0: all dedupe records live in one column family, and the TTL compaction
+  // filter drops expired ones as compaction rewrites them. N > 0: new
+  // records are grouped by expiry time into column families ("buckets") that
+  // each cover dedupe_window / N of expiry time, and a bucket is dropped
+  // whole once all its records have expired (at the next commit or
+  // CompactExpired after its end). No compaction ever rewrites an expired
+  // record, so write amplification stays near WAL + one flush and space is
+  // reclaimed at each bucket boundary; the price is that every duplicate
+  // check probes each live bucket (about N + 2 lookups instead of 1), and a
+  // bucket is created or dropped (a MANIFEST write) inside a commit once per
+  // dedupe_window / N. Records whose per-message ttl reaches past the newest
+  // bucket stay in the filtered family. A store that has held buckets is
+  // format 2 and cannot be opened by a build that reads only format 1; the
+  // setting may change between opens (records keep their family). Must be
+  // in [0, 64], with dedupe_window / N at least one second. Default: 0.
+  int expiry_buckets = 0;
 };
 
 }  // namespace idem

@@ -31,12 +31,19 @@ struct Stats {
   // Current total size of live SST files across all column families.
   uint64_t live_sst_bytes = 0;
   // RocksDB's estimate of the number of dedupe records (live and expired but
-  // not yet compacted away).
+  // not yet compacted away or dropped), over every dedupe column family.
   uint64_t estimated_live_records = 0;
+  // Options::expiry_buckets: the bucket column families the store holds
+  // now, and those dropped whole since Open because every record in them
+  // had expired.
+  uint64_t expiry_buckets = 0;
+  uint64_t expiry_buckets_dropped = 0;
+  // RocksDB's estimate of the records those dropped families held.
+  uint64_t expiry_bucket_records_dropped = 0;
 
   // RocksDB's own figure for the dedupe column family: the "Sum" row's W-Amp
   // of its compaction stats, (flush + compaction bytes) / flush bytes since
-  // Open. It leaves out the WAL, so it reads about one less than
+  // Open (with expiry buckets, over all dedupe families together). It leaves out the WAL, so it reads about one less than
   // write_amplification would for that family alone. 0 before the first
   // flush.
   double dedupe_compaction_write_amplification = 0;

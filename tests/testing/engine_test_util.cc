@@ -33,6 +33,24 @@ std::vector<Outcome> Outcomes(const std::vector<Result>& results) {
   return out;
 }
 
+Delivered Deliver(Engine& engine, const std::string& id,
+                  const std::string& result, absl::Duration ttl) {
+  Delivered delivered;
+  absl::StatusOr<Result> r = engine.Process(
+      Message{.id = id, .ttl = ttl}, [&](const Message&, Txn& txn) {
+        delivered.handler_ran = true;
+        txn.SetResult(result);
+        return absl::OkStatus();
+      });
+  if (!r.ok()) {
+    delivered.status = r.status();
+    return delivered;
+  }
+  delivered.outcome = r->outcome;
+  delivered.result = r->result;
+  return delivered;
+}
+
 std::map<std::string, FileSnapshot> SnapshotTree(const std::string& root) {
   std::map<std::string, FileSnapshot> out;
   if (fs::is_regular_file(root)) {

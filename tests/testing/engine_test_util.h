@@ -32,6 +32,21 @@ absl::Status AddOne(const Message& m, Txn& txn);
 
 std::vector<Outcome> Outcomes(const std::vector<Result>& results);
 
+// What one delivery through Deliver did.
+struct Delivered {
+  absl::Status status;
+  Outcome outcome = Outcome::kFailed;
+  std::string result;
+  bool handler_ran = false;
+};
+
+// Delivers message `id` (with `ttl`; zero: the window) through Process; a
+// handler that runs sets `result` as the message's result and writes
+// nothing else.
+Delivered Deliver(Engine& engine, const std::string& id,
+                  const std::string& result,
+                  absl::Duration ttl = absl::ZeroDuration());
+
 // Every file under `root` (relative path -> contents and modification time).
 struct FileSnapshot {
   std::string contents;
