@@ -28,7 +28,10 @@
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "tests/testing/engine_test_util.h"
+#include "tests/testing/faulty_env.h"
 #include "tests/testing/findings.h"
 #include "tests/testing/temp_dir.h"
 
@@ -329,6 +332,45 @@ TEST(ExpiryBucketsTest, ReadOnlyEngineAndCheckpointSeeBucketRecords) {
     ASSERT_TRUE(seen.ok()) << seen.status();
     EXPECT_TRUE(*seen) << path;
   }
+}
+
+// Creating a bucket writes the MANIFEST: when that fails, the commit fails
+// with the fault's code and commits nothing, and once the fault clears the
+// retry creates the bucket and commits the message once.
+TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
+  testing::TempDir dir;
+  auto fs =
+      std::make_shared<testing::FaultyFileSystem>(rocksdb::FileSystem::Default());
+  std::unique_ptr<rocksdb::Env> env = testing::NewFaultyEnv(fs);
+  ManualClock clock(kStart);
+  Options options;
+  options.clock = &clock;
+  options.env = env.get();
+  options.dedupe_window = kWindow;
+  options.expiry_buckets = kBuckets;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(dir.Sub("db"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ASSERT_EQ(Deliver(**engine, "a", "r").outcome, Outcome::kProcessed);
+
+  // A window later the next message needs a new bucket.
+  clock.Advance(kWindow);
+  fs->SetFault(testing::Fault::kIoError, testing::FaultTarget::kAllFiles);
+  Delivered failed = Deliver(**engine, "b", "r");
+  EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable)
+      << failed.status;
+  EXPECT_FALSE(failed.handler_ran);
+  fs->SetFault(testing::Fault::kNone);
+  Delivered retried = Deliver(**engine, "b", "r");
+  ASSERT_TRUE(retried.status.ok()) << retried.status;
+  EXPECT_EQ(retried.outcome, Outcome::kProcessed);
+  EXPECT_EQ(Deliver(**engine, "b", "x").outcome, Outcome::kDuplicate);
+  EXPECT_EQ(Deliver(**engine, "a", "x").outcome, Outcome::kProcessed)
+      << "a's record expired a window after it was written";
+  engine->reset();
+  engine = Engine::Open(dir.Sub("db"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(Deliver(**engine, "b", "x").outcome, Outcome::kDuplicate);
 }
 
 TEST(ExpiryBucketsTest, BadBucketCountsAreRejected) {
