@@ -125,7 +125,8 @@ class Engine {
   // Returns counters and RocksDB-derived figures; see Stats.
   virtual absl::StatusOr<Stats> GetStats() = 0;
 
-  // Flushes memtables and compacts every dedupe record through the TTL
+  // Drops the expiry buckets that have ended (Options::expiry_buckets), then
+  // flushes memtables and compacts every dedupe record through the TTL
   // filter now, so expired records are dropped from disk.
   virtual absl::Status CompactExpired() = 0;
 
@@ -134,8 +135,10 @@ class Engine {
   virtual absl::Status Checkpoint(const std::string& dir) = 0;
 
   // Calls `visit` for every stored dedupe record, state entry and offset, in
-  // that order (each in key order), from a consistent snapshot. Stops at, and
-  // returns, the first non-OK status `visit` returns.
+  // that order (each in key order; with expiry buckets, dedupe records family
+  // by family, so an ID re-processed after its expiry may appear twice, once
+  // expired), from a consistent snapshot. Stops at, and returns, the first
+  // non-OK status `visit` returns.
   virtual absl::Status Dump(
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) = 0;
 };
