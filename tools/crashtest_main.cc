@@ -6,7 +6,6 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "tools/crashtest.h"
 #include "tools/tool_usage.h"
 
@@ -46,12 +45,7 @@ int main(int argc, char** argv) {
       "worker process mid-stream, recovers, and checks that no acknowledged "
       "message is lost and none is applied twice.\n"
       "Example: idem-crashtest --cycles=100 --mode=mixed --durability=buffered");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::cerr << "idem-crashtest: unexpected argument '" << rest[1]
-              << "' (see --help)\n";
-    return 2;
-  }
+  if (!idem::tools::ParseToolFlags(argc, argv, "idem-crashtest")) return 2;
   idem::tools::CrashtestArgs args;
   args.workload = absl::GetFlag(FLAGS_workload);
   args.cycles = absl::GetFlag(FLAGS_cycles);

@@ -4,10 +4,8 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "tools/demo.h"
 #include "tools/tool_usage.h"
 
@@ -35,12 +33,7 @@ int main(int argc, char** argv) {
       "\n"
       "Usage: idem-demo [--messages=N] [--duplicate_rate=R] [--batch=N] "
       "[--seed=N] [--json]");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "idem-demo: unexpected argument '" << positional[1]
-              << "'\nRun 'idem-demo --help' for usage.\n";
-    return 2;
-  }
+  if (!idem::tools::ParseToolFlags(argc, argv, "idem-demo")) return 2;
   idem::tools::DemoOptions options;
   options.messages = absl::GetFlag(FLAGS_messages);
   options.duplicate_rate = absl::GetFlag(FLAGS_duplicate_rate);

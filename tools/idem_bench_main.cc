@@ -4,10 +4,8 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/time/time.h"
 #include "tools/idem_bench.h"
 #include "tools/tool_usage.h"
@@ -92,12 +90,7 @@ int main(int argc, char** argv) {
       "    --durability=buffered --noack_durable --write_buffer_mib=1 "
       "--layout=all \\\n"
       "    --csv=wa.csv --plot=wa.png");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "idem-bench: unexpected argument '" << positional[1]
-              << "'\nRun 'idem-bench --help' for usage.\n";
-    return 2;
-  }
+  if (!idem::tools::ParseToolFlags(argc, argv, "idem-bench")) return 2;
   idem::tools::BenchToolArgs args;
   idem::tools::BenchOptions& o = args.options;
   o.messages = absl::GetFlag(FLAGS_messages);

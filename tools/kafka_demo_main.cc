@@ -4,10 +4,8 @@
 #include <cstdint>
 #include <iostream>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "tools/kafka_demo.h"
 #include "tools/tool_usage.h"
 
@@ -49,12 +47,7 @@ int main(int argc, char** argv) {
       "\n"
       "Usage: idem-kafka-demo [--brokers=HOST:PORT] [--topic=T] "
       "[--messages=N] [--json]");
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "idem-kafka-demo: unexpected argument '" << positional[1]
-              << "'\nRun 'idem-kafka-demo --help' for usage.\n";
-    return 2;
-  }
+  if (!idem::tools::ParseToolFlags(argc, argv, "idem-kafka-demo")) return 2;
   idem::tools::KafkaDemoOptions options;
   options.brokers = absl::GetFlag(FLAGS_brokers);
   options.topic = absl::GetFlag(FLAGS_topic);

@@ -2,6 +2,10 @@
 
 #include <string>
 
+#include <iostream>
+#include <vector>
+
+#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
@@ -21,6 +25,14 @@ void InitToolUsage(absl::string_view main_file, absl::string_view usage) {
   };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
+}
+
+bool ParseToolFlags(int argc, char* argv[], absl::string_view tool) {
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() <= 1) return true;
+  std::cerr << tool << ": unexpected argument '" << positional[1]
+            << "'\nRun '" << tool << " --help' for usage.\n";
+  return false;
 }
 
 }  // namespace idem::tools

@@ -13,6 +13,12 @@ namespace idem::tools {
 // `main_file`: the suffix of the main's path, e.g. "crashtest_main.cc".
 void InitToolUsage(absl::string_view main_file, absl::string_view usage);
 
+// Parses the command line into the flags (absl::ParseCommandLine, which
+// exits on --help and bad flags). The tools take no positional arguments:
+// for one, prints "<tool>: unexpected argument ..." to stderr and returns
+// false (the caller exits with 2).
+bool ParseToolFlags(int argc, char* argv[], absl::string_view tool);
+
 }  // namespace idem::tools
 
 #endif  // IDEM_TOOLS_TOOL_USAGE_H_
