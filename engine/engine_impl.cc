@@ -211,11 +211,15 @@ int64_t EngineImpl::RecordExpiry(const Message& message,
 
 absl::Status EngineImpl::MaintainBuckets(absl::Span<const Message> messages,
                                          int64_t now_micros) {
+  // The buckets this batch may write to (none when buckets are off; ended
+  // buckets of an earlier setting are still dropped).
   std::vector<int64_t> needed;
-  for (const Message& message : messages) {
-    if (std::optional<int64_t> end = BucketEndFor(
-            options_, RecordExpiry(message, now_micros), now_micros)) {
-      needed.push_back(*end);
+  if (options_.expiry_buckets > 0) {
+    for (const Message& message : messages) {
+      if (std::optional<int64_t> end = BucketEndFor(
+              options_, RecordExpiry(message, now_micros), now_micros)) {
+        needed.push_back(*end);
+      }
     }
   }
   std::sort(needed.begin(), needed.end());
