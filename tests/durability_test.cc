@@ -640,6 +640,7 @@ TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
   for (const absl::Status& s : errors) ASSERT_TRUE(s.ok()) << s;
 
   constexpr int kCommits = kThreads * kPerThread;
+  RecordProperty("wal_syncs", syncs);  // in --gtest_output=json
   EXPECT_LE(syncs, kCommits / 3)
       << syncs << " syncs for " << kCommits << " commits from " << kThreads
       << " threads";
