@@ -54,37 +54,9 @@ absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
   rocksdb::Status s =
       rocksdb::DB::ListColumnFamilies(db_options, path, names);
   if (!s.ok()) return FromRocksStatus(s, "reading store metadata at " + path);
-  int version = 0;
-  for (const std::string& name : *names) {
-    if (!absl::StartsWith(name, kFormatColumnFamilyPrefix)) continue;
-    int v = 0;
-    const std::string digits =
-        name.substr(std::string_view(kFormatColumnFamilyPrefix).size());
-    if (!absl::SimpleAtoi(digits, &v) ||
-        v < 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, " has an unreadable format marker '", name, "'"));
-    }
-    version = std::max(version, v);
-  }
-  if (version == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " is a RocksDB database but not an idem store (no format "
-              "marker); refusing to open it"));
-  }
-  if (version > kFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        path, " was written by a newer idem (format ", version,
-        "); this build reads format ", kFormatVersion, " and older"));
-  }
-  for (const char* required :
-       {kDedupeColumnFamily, kStateColumnFamily, kOffsetsColumnFamily}) {
-    if (std::find(names->begin(), names->end(), required) == names->end()) {
-      return absl::DataLossError(absl::StrCat(
-          path, " is an idem store missing column family ", required));
-    }
-  }
-  *format_version = version;
+  absl::StatusOr<int> version = FormatVersionFromFamilies(*names, path);
+  if (!version.ok()) return version.status();
+  *format_version = *version;
   return absl::OkStatus();
 }
 
@@ -190,6 +162,41 @@ std::optional<int64_t> ParseBucketFamilyName(std::string_view name) {
     return std::nullopt;
   }
   return end;
+}
+
+absl::StatusOr<int> FormatVersionFromFamilies(
+    const std::vector<std::string>& names, std::string_view path) {
+  int version = 0;
+  for (const std::string& name : names) {
+    if (!absl::StartsWith(name, kFormatColumnFamilyPrefix)) continue;
+    int v = 0;
+    const std::string digits =
+        name.substr(std::string_view(kFormatColumnFamilyPrefix).size());
+    if (!absl::SimpleAtoi(digits, &v) || v < 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          AbslView(path), " has an unreadable format marker '", name, "'"));
+    }
+    version = std::max(version, v);
+  }
+  if (version == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        AbslView(path), " is a RocksDB database but not an idem store (no "
+                        "format marker); refusing to open it"));
+  }
+  if (version > kFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        AbslView(path), " was written by a newer idem (format ", version,
+        "); this build reads format ", kFormatVersion, " and older"));
+  }
+  for (const char* required :
+       {kDedupeColumnFamily, kStateColumnFamily, kOffsetsColumnFamily}) {
+    if (std::find(names.begin(), names.end(), required) == names.end()) {
+      return absl::DataLossError(absl::StrCat(
+          AbslView(path), " is an idem store missing column family ",
+          required));
+    }
+  }
+  return version;
 }
 
 rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,

@@ -114,6 +114,14 @@ std::string FormatColumnFamilyName(int version);
 std::string BucketFamilyName(int64_t end_micros);
 std::optional<int64_t> ParseBucketFamilyName(std::string_view name);
 
+// The format version of a store whose column families are `names` (as
+// DB::ListColumnFamilies reports them): the highest idem.format.<N>.
+// kFailedPrecondition for no marker, an unreadable marker or a format newer
+// than kFormatVersion; kDataLoss if a required column family is missing.
+// `path` only names the store in errors.
+absl::StatusOr<int> FormatVersionFromFamilies(
+    const std::vector<std::string>& names, std::string_view path);
+
 // Creates the parts for `options` with a TtlFilterFactory on `clock`.
 StoreParts MakeStoreParts(const Options& options,
                           std::shared_ptr<TtlFilterFactory> ttl_filter);
