@@ -16,20 +16,37 @@
 namespace idem {
 namespace {
 
-// The engine whose handler is running on this thread, to reject re-entrant
-// Process calls (they would deadlock on the commit lock).
-thread_local const Engine* running_handler_of = nullptr;
-
+// The handlers running on this thread, innermost first: a handler of one
+// engine may call another engine, whose handler may call back into the
+// first, at any depth. A call that would wait for the commit lock of an
+// engine anywhere in the list must be rejected (it would deadlock), and a
+// read must not lock that engine's store again (absl::Mutex is not
+// re-entrant). One HandlerScope per running handler, on the stack.
 class HandlerScope {
  public:
-  explicit HandlerScope(const Engine* engine) : previous_(running_handler_of) {
-    running_handler_of = engine;
+  explicit HandlerScope(const Engine* engine)
+      : engine_(engine), outer_(innermost_) {
+    innermost_ = this;
   }
-  ~HandlerScope() { running_handler_of = previous_; }
+  HandlerScope(const HandlerScope&) = delete;
+  HandlerScope& operator=(const HandlerScope&) = delete;
+  ~HandlerScope() { innermost_ = outer_; }
+
+  // Whether a handler of `engine` is running anywhere on this thread.
+  static bool Running(const Engine* engine) {
+    for (const HandlerScope* s = innermost_; s != nullptr; s = s->outer_) {
+      if (s->engine_ == engine) return true;
+    }
+    return false;
+  }
 
  private:
-  const Engine* const previous_;
+  static thread_local const HandlerScope* innermost_;
+  const Engine* const engine_;
+  const HandlerScope* const outer_;
 };
+
+thread_local const HandlerScope* HandlerScope::innermost_ = nullptr;
 
 absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
   try {
@@ -129,7 +146,7 @@ absl::Status EngineImpl::RecoverIfNeeded() {
 }
 
 bool EngineImpl::InsideOwnHandler() const {
-  return running_handler_of == this;
+  return HandlerScope::Running(this);
 }
 
 EngineImpl::ReadLock::ReadLock(EngineImpl* engine)
@@ -144,8 +161,10 @@ EngineImpl::ReadLock::~ReadLock() {
 absl::Status EngineImpl::RejectInsideHandler(const char* call) const {
   if (!InsideOwnHandler()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      call, " called from inside a handler of the same engine (it would wait "
-            "for the commit the handler is part of)"));
+      call,
+      " called from inside a handler of the same engine, directly or through "
+      "handlers of other engines (it would wait for the commit the handler is "
+      "part of)"));
 }
 
 absl::Status EngineImpl::RejectIfReadOnly(const char* call) const {

@@ -98,11 +98,14 @@ class EngineImpl : public Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
           ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
-  // Whether the calling thread is running one of this engine's handlers.
+  // Whether one of this engine's handlers is running anywhere on the calling
+  // thread's stack (also further up, when that handler called another engine
+  // whose handler called back into this one).
   bool InsideOwnHandler() const;
 
-  // kFailedPrecondition if called from one of this engine's handlers (the
-  // call would wait for the commit lock the handler runs under).
+  // kFailedPrecondition if called from inside one of this engine's handlers,
+  // at any depth (the call would wait for the commit lock the handler runs
+  // under).
   absl::Status RejectInsideHandler(const char* call) const;
 
   // kFailedPrecondition for a call that writes, on a read-only engine.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
@@ -599,6 +601,125 @@ TEST(EngineReentrancyTest, CallsThatWaitForTheCommitFailInsideAHandler) {
                          absl::StatusCode::kFailedPrecondition,
                          absl::StatusCode::kFailedPrecondition,
                          absl::StatusCode::kOk));
+}
+
+
+// Runs a handler of engines[0] that runs one of engines[1] inside it, and so
+// on; the innermost handler calls `innermost`. Each handler also counts its
+// message (AddOne). Returns the outermost engine's Result.
+absl::StatusOr<Result> ProcessNested(absl::Span<Engine* const> engines,
+                                     const std::function<void()>& innermost) {
+  auto handler = [&](const Message& m, Txn& txn) -> absl::Status {
+    if (engines.size() == 1) {
+      innermost();
+    } else {
+      absl::StatusOr<Result> inner =
+          ProcessNested(engines.subspan(1), innermost);
+      if (!inner.ok()) return inner.status();
+      if (inner->outcome != Outcome::kProcessed) {
+        return absl::InternalError("the nested message was not processed");
+      }
+    }
+    return AddOne(m, txn);
+  };
+  return engines.front()->Process({.id = "nested"}, handler);
+}
+
+// Every Engine call on `engine`, by name: the code it returned. `counter`
+// gets GetState("counter").
+std::map<std::string, absl::StatusCode> CallEveryMethod(
+    Engine& engine, const std::string& checkpoint_dir,
+    std::optional<std::string>* counter) {
+  std::map<std::string, absl::StatusCode> codes;
+  codes["Process"] = engine.Process({.id = "inner"}, AddOne).status().code();
+  const std::vector<Message> batch = {{.id = "inner2"}};
+  codes["ProcessBatch"] = engine.ProcessBatch(batch, AddOne).status().code();
+  codes["Forget"] = engine.Forget("setup").code();
+  codes["WaitDurable"] = engine.WaitDurable(0).code();
+  codes["CompactExpired"] = engine.CompactExpired().code();
+  codes["Checkpoint"] = engine.Checkpoint(checkpoint_dir).code();
+  absl::StatusOr<std::optional<std::string>> state = engine.GetState("counter");
+  codes["GetState"] = state.status().code();
+  if (state.ok()) *counter = *state;
+  absl::StatusOr<bool> seen = engine.Seen("setup");
+  codes["Seen"] = seen.ok() && !*seen ? absl::StatusCode::kInternal
+                                      : seen.status().code();
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine.CommittedOffset("t", 0);
+  codes["CommittedOffset"] =
+      offset.ok() && *offset != std::optional<int64_t>(7)
+          ? absl::StatusCode::kInternal
+          : offset.status().code();
+  codes["GetStats"] = engine.GetStats().status().code();
+  codes["Dump"] =
+      engine.Dump([](const DumpEntry&) { return absl::OkStatus(); }).code();
+  return codes;
+}
+
+// What CallEveryMethod must see from inside a handler of `engine` (however
+// deep): calls that wait for the commit fail, reads are served.
+std::map<std::string, absl::StatusCode> ExpectedFromInsideAHandler() {
+  constexpr absl::StatusCode kRejected = absl::StatusCode::kFailedPrecondition;
+  constexpr absl::StatusCode kOk = absl::StatusCode::kOk;
+  return {{"Process", kRejected},     {"ProcessBatch", kRejected},
+          {"Forget", kRejected},      {"WaitDurable", kRejected},
+          {"CompactExpired", kRejected}, {"Checkpoint", kRejected},
+          {"GetState", kOk},          {"Seen", kOk},
+          {"CommittedOffset", kOk},   {"GetStats", kOk},
+          {"Dump", kOk}};
+}
+
+// Regression: a handler of engine A calling engine B, whose handler calls
+// back into A, aborted the process (a re-entrant lock of A's store), since
+// only the innermost running handler was remembered.
+void CheckCallsBackIntoTheOutermostEngine(int depth) {
+  testing::TempDir dir;
+  std::vector<std::unique_ptr<Engine>> owned;
+  std::vector<Engine*> engines;
+  for (int i = 0; i < depth; ++i) {
+    auto engine = Engine::Open(dir.Sub(absl::StrCat("db", i)), Options());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engines.push_back(engine->get());
+    owned.push_back(std::move(*engine));
+  }
+  Engine& first = *engines.front();
+  ASSERT_TRUE(
+      first.Process({.id = "setup", .source = "t", .offset = 7}, AddOne).ok());
+
+  std::map<std::string, absl::StatusCode> codes;
+  std::optional<std::string> counter;
+  absl::StatusOr<Result> result = ProcessNested(engines, [&] {
+    codes = CallEveryMethod(first, dir.Sub("checkpoint"), &counter);
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->outcome, Outcome::kProcessed);
+  EXPECT_EQ(codes, ExpectedFromInsideAHandler());
+  // The committed value, not the outer handler's pending write.
+  EXPECT_EQ(counter, std::optional<std::string>("1"));
+  // Every level committed its message; nothing the rejected calls carried.
+  EXPECT_EQ(*first.GetState("counter"), std::optional<std::string>("2"));
+  EXPECT_TRUE(*first.Seen("setup"));
+  EXPECT_FALSE(*first.Seen("inner"));
+  EXPECT_FALSE(*first.Seen("inner2"));
+  for (int i = 1; i < depth; ++i) {
+    EXPECT_EQ(*engines[i]->GetState("counter"),
+              std::optional<std::string>("1"))
+        << "engine " << i;
+    EXPECT_TRUE(*engines[i]->Seen("nested")) << "engine " << i;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.Sub("checkpoint")));
+}
+
+TEST(EngineReentrancyTest, HandlerOfANestedEngineCallingBackIsRejectedOrServed) {
+  CheckCallsBackIntoTheOutermostEngine(2);  // A -> B -> A
+}
+
+TEST(EngineReentrancyTest, ThreeEnginesDeepCallingBackIsRejectedOrServed) {
+  CheckCallsBackIntoTheOutermostEngine(3);  // A -> B -> C -> A
+}
+
+TEST(EngineReentrancyTest, EveryCallFromADirectHandlerIsRejectedOrServed) {
+  CheckCallsBackIntoTheOutermostEngine(1);  // A -> A
 }
 
 

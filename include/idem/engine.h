@@ -78,7 +78,8 @@ class Engine {
   // If the handler fails, nothing is committed (kFailed, see Result::error).
   // Returns kInvalidArgument for a bad message (nothing runs),
   // kFailedPrecondition when called from inside one of this engine's
-  // handlers (so do Forget, WaitDurable, CompactExpired and Checkpoint), and
+  // handlers, directly or through handlers of other engines it called (so do
+  // Forget, WaitDurable, CompactExpired and Checkpoint), and
   // a storage error if the commit failed (nothing committed; the message may
   // be retried once the cause is gone).
   virtual absl::StatusOr<Result> Process(const Message& message,

@@ -47,7 +47,11 @@ class Txn {
 // must not call Process, ProcessBatch, Forget, WaitDurable, CompactExpired or
 // Checkpoint on the same engine (they fail with kFailedPrecondition), and
 // should not block on slow external I/O. Reading committed data (GetState,
-// Seen, CommittedOffset) is allowed, but Txn::Get is what sees the batch.
+// Seen, CommittedOffset, GetStats, Dump) is allowed, but Txn::Get is what
+// sees the batch. The same holds at any depth: a handler may call another
+// engine, whose handler may call back into the first engine (the calls above
+// fail, the reads are served), as long as no two threads nest the same
+// engines in opposite orders (each would wait for the other's commit lock).
 using Handler = absl::FunctionRef<absl::Status(const Message&, Txn&)>;
 
 }  // namespace idem
