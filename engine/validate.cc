@@ -21,10 +21,11 @@ absl::Status ValidateOptions(const Options& options) {
         absl::StrCat("bloom_bits_per_key must be in [0, 64], got ",
                      options.bloom_bits_per_key));
   }
-  if (options.max_background_jobs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_background_jobs must be at least 1, got ",
-                     options.max_background_jobs));
+  if (options.max_background_jobs < kMinBackgroundJobs ||
+      options.max_background_jobs > kMaxBackgroundJobs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_background_jobs must be in [", kMinBackgroundJobs, ", ",
+        kMaxBackgroundJobs, "], got ", options.max_background_jobs));
   }
   if (options.expiry_buckets < 0 || options.expiry_buckets > 64) {
     return absl::InvalidArgumentError(
@@ -37,10 +38,17 @@ absl::Status ValidateOptions(const Options& options) {
         "dedupe_window / expiry_buckets must be at least 1s, got ",
         absl::FormatDuration(options.dedupe_window / options.expiry_buckets)));
   }
-  if (options.write_buffer_bytes < (size_t{64} << 10)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("write_buffer_bytes must be at least 64 KiB, got ",
-                     options.write_buffer_bytes));
+  if (options.write_buffer_bytes < kMinWriteBufferBytes ||
+      options.write_buffer_bytes > kMaxWriteBufferBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "write_buffer_bytes must be in [64 KiB, 4 GiB] (",
+        kMinWriteBufferBytes, " to ", kMaxWriteBufferBytes, " bytes), got ",
+        options.write_buffer_bytes));
+  }
+  if (options.block_cache_bytes > kMaxBlockCacheBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_cache_bytes must be at most 1 TiB (", kMaxBlockCacheBytes,
+        " bytes), got ", options.block_cache_bytes));
   }
   return absl::OkStatus();
 }

@@ -5,6 +5,7 @@
 #ifndef IDEM_ENGINE_VALIDATE_H_
 #define IDEM_ENGINE_VALIDATE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -13,6 +14,13 @@
 #include "idem/options.h"
 
 namespace idem {
+
+// The bounds of the performance options, as documented in idem/options.h.
+inline constexpr size_t kMinWriteBufferBytes = size_t{64} << 10;  // 64 KiB
+inline constexpr size_t kMaxWriteBufferBytes = size_t{4} << 30;   // 4 GiB
+inline constexpr size_t kMaxBlockCacheBytes = size_t{1} << 40;    // 1 TiB
+inline constexpr int kMinBackgroundJobs = 1;
+inline constexpr int kMaxBackgroundJobs = 256;
 
 absl::Status ValidateOptions(const Options& options);
 absl::Status ValidateId(std::string_view id);

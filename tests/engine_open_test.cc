@@ -294,7 +294,17 @@ TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
   bloom.bloom_bits_per_key = 65;
   Options jobs;
   jobs.max_background_jobs = 0;
-  for (const Options& options : {bloom, jobs}) {
+  // Regression: these reached RocksDB. A 1 TiB memtable size made the
+  // write-ahead log preallocate beyond the disk; a million background jobs
+  // ended the process in std::terminate.
+  Options huge_buffer;
+  huge_buffer.write_buffer_bytes = size_t{1} << 40;
+  Options many_jobs;
+  many_jobs.max_background_jobs = 1000000;
+  Options huge_cache;
+  huge_cache.block_cache_bytes = (size_t{1} << 40) + 1;
+  for (const Options& options :
+       {bloom, jobs, huge_buffer, many_jobs, huge_cache}) {
     EXPECT_EQ(Engine::Open(path, options).status().code(),
               absl::StatusCode::kInvalidArgument);
     EXPECT_FALSE(fs::exists(path));

@@ -76,28 +76,64 @@ TEST(ValidateTest, BloomBitsMustBeWithinZeroToSixtyFour) {
   }
 }
 
-TEST(ValidateTest, MaxBackgroundJobsMustBeAtLeastOne) {
+TEST(ValidateTest, MaxBackgroundJobsMustBeWithinOneTo256) {
   Options options;
-  options.max_background_jobs = 0;
-  EXPECT_THAT(ValidateOptions(options),
-              IsInvalidArgumentMentioning("max_background_jobs"));
-  options.max_background_jobs = -3;
-  EXPECT_THAT(ValidateOptions(options),
-              IsInvalidArgumentMentioning("max_background_jobs"));
-  options.max_background_jobs = 1;
-  EXPECT_TRUE(ValidateOptions(options).ok());
+  for (int jobs : {1, 2, 16, 256}) {
+    options.max_background_jobs = jobs;
+    EXPECT_TRUE(ValidateOptions(options).ok()) << jobs;
+  }
+  // Regression: 1000000 reached RocksDB, whose thread pools called
+  // std::terminate when thread creation failed.
+  for (int jobs : {0, -3, 257, 1000000, std::numeric_limits<int>::min(),
+                   std::numeric_limits<int>::max()}) {
+    options.max_background_jobs = jobs;
+    EXPECT_THAT(ValidateOptions(options),
+                IsInvalidArgumentMentioning("max_background_jobs"))
+        << jobs;
+  }
 }
 
-TEST(ValidateTest, WriteBufferMustBeAtLeast64KiB) {
+TEST(ValidateTest, WriteBufferMustBeWithin64KiBTo4GiB) {
   Options options;
-  options.write_buffer_bytes = (size_t{64} << 10) - 1;
-  EXPECT_THAT(ValidateOptions(options),
-              IsInvalidArgumentMentioning("write_buffer_bytes"));
-  options.write_buffer_bytes = 0;
-  EXPECT_THAT(ValidateOptions(options),
-              IsInvalidArgumentMentioning("write_buffer_bytes"));
-  options.write_buffer_bytes = size_t{64} << 10;
-  EXPECT_TRUE(ValidateOptions(options).ok());
+  for (size_t bytes : {size_t{64} << 10, size_t{64} << 20, size_t{4} << 30}) {
+    options.write_buffer_bytes = bytes;
+    EXPECT_TRUE(ValidateOptions(options).ok()) << bytes;
+  }
+  // Regression: 1 TiB was accepted, and the write-ahead log's preallocation
+  // (about 1.1 times the memtable size) filled the disk.
+  for (size_t bytes : {size_t{0}, (size_t{64} << 10) - 1, (size_t{4} << 30) + 1,
+                       size_t{1} << 40, std::numeric_limits<size_t>::max()}) {
+    options.write_buffer_bytes = bytes;
+    EXPECT_THAT(ValidateOptions(options),
+                IsInvalidArgumentMentioning("write_buffer_bytes"))
+        << bytes;
+  }
+}
+
+TEST(ValidateTest, BlockCacheMustBeAtMostOneTiB) {
+  Options options;
+  for (size_t bytes : {size_t{0}, size_t{64} << 20, size_t{1} << 40}) {
+    options.block_cache_bytes = bytes;
+    EXPECT_TRUE(ValidateOptions(options).ok()) << bytes;
+  }
+  for (size_t bytes :
+       {(size_t{1} << 40) + 1, std::numeric_limits<size_t>::max()}) {
+    options.block_cache_bytes = bytes;
+    EXPECT_THAT(ValidateOptions(options),
+                IsInvalidArgumentMentioning("block_cache_bytes"))
+        << bytes;
+  }
+}
+
+TEST(ValidateTest, BoundsMessageNamesTheRange) {
+  Options options;
+  options.write_buffer_bytes = size_t{1} << 40;
+  EXPECT_THAT(std::string(ValidateOptions(options).message()),
+              HasSubstr("[64 KiB, 4 GiB]"));
+  options = Options();
+  options.max_background_jobs = 1000000;
+  EXPECT_THAT(std::string(ValidateOptions(options).message()),
+              HasSubstr("[1, 256]"));
 }
 
 // ---- IDs ----

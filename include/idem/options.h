@@ -71,12 +71,17 @@ struct Options {
   // ---- Performance ----
 
   // Shared LRU block cache for all column families. More cache means fewer
-  // disk reads for duplicate checks and state reads. Default: 64 MiB.
+  // disk reads for duplicate checks and state reads. It is a limit, not an
+  // allocation: the cache grows up to it as blocks are read, so a value
+  // beyond the machine's memory lets the process grow until it is killed.
+  // Must be in [0, 1 TiB]. Default: 64 MiB.
   size_t block_cache_bytes = size_t{64} << 20;
 
   // Memtable size per column family. Larger memtables mean fewer, larger
   // flushes (lower write amplification) at the cost of memory and longer
-  // recovery replay after a crash. Default: 64 MiB.
+  // recovery replay after a crash. Disk too: each write-ahead log file is
+  // preallocated at about 1.1 times this size, and the logs together are
+  // bounded at 4 times it. Must be in [64 KiB, 4 GiB]. Default: 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;
 
   // Bloom filter bits per key for the dedupe records. Most lookups are for
@@ -85,8 +90,9 @@ struct Options {
   // Default: 10.
   int bloom_bits_per_key = 10;
 
-  // Background flush and compaction threads. Must be at least 1.
-  // Default: 2.
+  // Background flush and compaction threads (RocksDB's thread pools grow to
+  // this many at Open). More threads keep up with a higher write rate on fast
+  // disks, up to about the number of cores. Must be in [1, 256]. Default: 2.
   int max_background_jobs = 2;
 
   // 0: all dedupe records live in one column family, and the TTL compaction
