@@ -28,6 +28,11 @@ struct EngineHooks {
   // in it are still live (breaks strict expiry under expiry_buckets: a
   // redelivery within its window runs again). Needs Options::expiry_buckets.
   bool drop_buckets_at_start = false;
+  // Engine time follows the clock backwards (engine/engine_clock.h keeps no
+  // high-water mark): after the clock is set back, records whose bucket was
+  // dropped are new again while the same records in idem.dedupe are live
+  // (breaks agreement between expiry layouts and strict expiry).
+  bool engine_time_follows_clock = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

@@ -74,13 +74,14 @@ rocksdb::Slice ToSlice(std::string_view s) {
 
 }  // namespace
 
-EngineImpl::EngineImpl(std::string path, const Options& options, Clock* clock,
+EngineImpl::EngineImpl(std::string path, const Options& options,
+                       std::shared_ptr<EngineClock> time,
                        const EngineHooks& hooks,
                        std::shared_ptr<TtlFilterFactory> ttl_filter,
                        StoreParts parts, std::unique_ptr<Store> store)
     : path_(std::move(path)),
       options_(options),
-      clock_(clock),
+      time_(std::move(time)),
       hooks_(hooks),
       ttl_filter_(std::move(ttl_filter)),
       parts_(std::move(parts)),
@@ -210,14 +211,17 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   return [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS
          -> absl::StatusOr<std::vector<Result>> {
     if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-    const int64_t now_micros = TimeToMicros(clock_->Now());
-    if (absl::Status s = MaintainBuckets(messages, now_micros); !s.ok()) {
+    // Buckets are dropped only under the commit lock, at an engine time read
+    // before the drop; so the engine time of any later read covers them.
+    absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+    if (!now_micros.ok()) return now_micros.status();
+    if (absl::Status s = MaintainBuckets(messages, *now_micros); !s.ok()) {
       return s;
     }
     absl::ReaderMutexLock store_lock(&store_mu_);
     absl::StatusOr<Store*> store = CurrentStore();
     if (!store.ok()) return store.status();
-    return CommitBatch(**store, messages, handler, now_micros);
+    return CommitBatch(**store, messages, handler, *now_micros);
   }();
 }
 
@@ -517,10 +521,13 @@ absl::StatusOr<bool> EngineImpl::Seen(std::string_view id) {
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  // Read under the store lock: no bucket is dropped in between, and every
+  // bucket dropped before was dropped at an engine time at most this one.
+  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
   const DedupeKey key = HashMessageId(id);
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
-      LookupLive(**store, absl::MakeConstSpan(&key, 1),
-                 TimeToMicros(clock_->Now()));
+      LookupLive(**store, absl::MakeConstSpan(&key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();
 }
@@ -535,9 +542,11 @@ absl::Status EngineImpl::Forget(std::string_view id) {
   absl::ReaderMutexLock store_lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
   rocksdb::WriteBatch batch;
   for (rocksdb::ColumnFamilyHandle* family :
-       LiveDedupeFamilies(**store, TimeToMicros(clock_->Now()))) {
+       LiveDedupeFamilies(**store, *now_micros)) {
     rocksdb::Status s = batch.Delete(family, ToSlice(KeyView(key)));
     if (!s.ok()) return FromRocksStatus(s, "building a forget");
   }
@@ -587,15 +596,18 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
     const std::string& path, const Options& options, const EngineHooks& hooks) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  Clock* clock = options.clock != nullptr ? options.clock : SystemClock();
-  auto ttl_filter = std::make_shared<TtlFilterFactory>(clock);
+  auto time = std::make_shared<EngineClock>(
+      options.clock != nullptr ? options.clock : SystemClock(),
+      /*monotonic=*/!hooks.engine_time_follows_clock);
+  auto ttl_filter = std::make_shared<TtlFilterFactory>(time);
   StoreParts parts = MakeStoreParts(options, ttl_filter);
   if (hooks.dedupe_filter != nullptr) parts.dedupe_filter = hooks.dedupe_filter;
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenStore(path, options, parts, options.read_only);
   if (!store.ok()) return store.status();
   return std::unique_ptr<Engine>(
-      new EngineImpl(path, options, clock, hooks, std::move(ttl_filter),
+      new EngineImpl(path, options, std::move(time), hooks,
+                     std::move(ttl_filter),
                      std::move(parts), std::move(*store)));
 }
 

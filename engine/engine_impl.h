@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
 #include "engine/record.h"
 #include "engine/store.h"
@@ -35,8 +36,8 @@ namespace idem {
 
 class EngineImpl : public Engine {
  public:
-  EngineImpl(std::string path, const Options& options, Clock* clock,
-             const EngineHooks& hooks,
+  EngineImpl(std::string path, const Options& options,
+             std::shared_ptr<EngineClock> time, const EngineHooks& hooks,
              std::shared_ptr<TtlFilterFactory> ttl_filter, StoreParts parts,
              std::unique_ptr<Store> store);
   ~EngineImpl() override;
@@ -59,7 +60,8 @@ class EngineImpl : public Engine {
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;
 
  private:
-  // The commit path of ProcessBatch, after validation, at `now_micros`.
+  // The commit path of ProcessBatch, after validation, at `now_micros` (the
+  // engine time read under the commit lock).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages, Handler handler,
       int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
@@ -142,7 +144,8 @@ class EngineImpl : public Engine {
   // Constant after construction.
   const std::string path_;
   const Options options_;
-  Clock* const clock_;
+  // Every read of time goes through it; shared with the TTL filter.
+  const std::shared_ptr<EngineClock> time_;
   const EngineHooks hooks_;
   const std::shared_ptr<TtlFilterFactory> ttl_filter_;
   const StoreParts parts_;

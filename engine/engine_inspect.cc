@@ -182,13 +182,15 @@ absl::Status EngineImpl::CompactExpired() {
     // Buckets that have ended go whole, under the commit lock like any
     // change to the bucket set.
     absl::MutexLock commit_lock(&commit_mu_);
+    // Before the store lock, as on the commit path.
+    absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+    if (!now_micros.ok()) return now_micros.status();
     absl::MutexLock store_lock(&store_mu_);
     absl::StatusOr<Store*> store = CurrentStore();
     if (!store.ok()) return store.status();
-    if (absl::Status s =
-            (*store)->read_only
-                ? absl::OkStatus()
-                : DropEndedBuckets(**store, TimeToMicros(clock_->Now()));
+    if (absl::Status s = (*store)->read_only
+                             ? absl::OkStatus()
+                             : DropEndedBuckets(**store, *now_micros);
         !s.ok()) {
       return s;
     }
@@ -243,10 +245,12 @@ absl::Status EngineImpl::Dump(
   absl::StatusOr<Store*> current = CurrentStore();
   if (!current.ok()) return current.status();
   const Store& store = **current;
+  absl::StatusOr<int64_t> now = time_->NowMicros();
+  if (!now.ok()) return now.status();
+  const int64_t now_micros = *now;
   const rocksdb::Snapshot* snapshot = store.db->GetSnapshot();
   rocksdb::ReadOptions read;
   read.snapshot = snapshot;
-  const int64_t now_micros = TimeToMicros(clock_->Now());
   absl::Status status;
   for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(store)) {
     status = ScanColumnFamily(

@@ -5,8 +5,10 @@
 //
 // A bucket is named by its end E (idem.dedupe.until.<E>, microseconds since
 // the epoch) and holds only records whose expiry is before E, so it may be
-// dropped as soon as the clock reaches E, whatever window or bucket count
-// created it. Buckets are E = k * width for whole k, width = dedupe_window /
+// dropped as soon as engine time (engine/engine_clock.h, which never goes
+// back, so no later read can find those records live) reaches E, whatever
+// window or bucket count created it. Every `now_micros` below is engine
+// time. Buckets are E = k * width for whole k, width = dedupe_window /
 // expiry_buckets; a record with expiry X goes to the bucket with the
 // smallest such E > X, unless that bucket would end later than now + window
 // + width (a per-message ttl longer than the window), in which case it stays

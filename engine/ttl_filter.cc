@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "engine/record.h"
 
@@ -24,18 +25,22 @@ rocksdb::CompactionFilter::Decision TtlFilter::FilterV2(
   return Decision::kRemove;
 }
 
-TtlFilterFactory::TtlFilterFactory(Clock* clock) : clock_(clock) {}
+TtlFilterFactory::TtlFilterFactory(std::shared_ptr<EngineClock> time)
+    : time_(std::move(time)) {}
+
+TtlFilterFactory::TtlFilterFactory(Clock* clock)
+    : TtlFilterFactory(std::make_shared<EngineClock>(clock)) {}
 
 std::unique_ptr<rocksdb::CompactionFilter>
 TtlFilterFactory::CreateCompactionFilter(
     const rocksdb::CompactionFilter::Context& /*context*/) {
-  // A clock that cannot be read makes the filter keep everything.
-  int64_t now_micros = std::numeric_limits<int64_t>::min();
-  try {
-    now_micros = TimeToMicros(clock_->Now());
-  } catch (...) {
-  }
-  return std::make_unique<TtlFilter>(now_micros, &dropped_);
+  // A clock that cannot be read (it threw, or returned a non-finite time)
+  // makes the filter keep everything: no record expires before the earliest
+  // time.
+  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  return std::make_unique<TtlFilter>(
+      now_micros.ok() ? *now_micros : std::numeric_limits<int64_t>::min(),
+      &dropped_);
 }
 
 bool TtlFilterFactory::ShouldFilterTableFileCreation(

@@ -3,10 +3,12 @@
 //
 // RocksDB asks the factory for one filter per flush or compaction job, so a
 // filter is used by one thread only; the factory is thread-safe. Each filter
-// reads the clock once, when created. It fails safe: a value it cannot decode
-// (or a clock that throws) keeps the record. It only ever answers kKeep or
-// kRemove (which leaves a deletion marker, so older versions of the key stay
-// hidden); never kRemoveAndSkipUntil.
+// reads the engine's time (engine/engine_clock.h) once, when created, so it
+// judges by the same time as the engine's reads, which never goes backwards.
+// It fails safe: a value it cannot decode, or a clock that throws or returns
+// a non-finite time, keeps the record. It only ever answers kKeep or kRemove
+// (which leaves a deletion marker, so older versions of the key stay hidden);
+// never kRemoveAndSkipUntil.
 
 #ifndef IDEM_ENGINE_TTL_FILTER_H_
 #define IDEM_ENGINE_TTL_FILTER_H_
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "engine/engine_clock.h"
 #include "idem/clock.h"
 #include "rocksdb/compaction_filter.h"
 
@@ -39,7 +42,11 @@ class TtlFilter : public rocksdb::CompactionFilter {
 
 class TtlFilterFactory : public rocksdb::CompactionFilterFactory {
  public:
-  // `clock` is borrowed and must outlive the factory.
+  // Filters judge by `time`, the engine's time, shared with the engine.
+  explicit TtlFilterFactory(std::shared_ptr<EngineClock> time);
+  // Filters judge by an engine time of their own on `clock`, which is
+  // borrowed and must outlive the factory (for tools and tests that use the
+  // filter without an engine).
   explicit TtlFilterFactory(Clock* clock);
 
   std::unique_ptr<rocksdb::CompactionFilter> CreateCompactionFilter(
@@ -56,7 +63,7 @@ class TtlFilterFactory : public rocksdb::CompactionFilterFactory {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
-  Clock* const clock_;
+  const std::shared_ptr<EngineClock> time_;
   std::atomic<uint64_t> dropped_{0};
 };
 

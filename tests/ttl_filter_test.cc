@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/engine_clock.h"
 #include "engine/record.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -290,6 +291,16 @@ class ThrowingClock : public Clock {
   absl::Time Now() override { throw std::runtime_error("clock unavailable"); }
 };
 
+// A clock stuck at one time (which may be non-finite).
+class FixedClock : public Clock {
+ public:
+  explicit FixedClock(absl::Time t) : t_(t) {}
+  absl::Time Now() override { return t_; }
+
+ private:
+  const absl::Time t_;
+};
+
 // ---- The real filter -----------------------------------------------------
 
 TEST(TtlFilterTest, KeepsRecordWhoseExpiryIsInTheFuture) {
@@ -364,6 +375,44 @@ TEST(TtlFilterFactoryTest, ClockThatThrowsMakesTheFilterKeepEverything) {
     EXPECT_EQ(d, Decision::kKeep) << "expiry " << expiry;
   }
   EXPECT_EQ(factory.dropped(), 0u);
+}
+
+// Regression: absl::InfiniteFuture() made every record look expired, and the
+// filter removed live ones.
+TEST(TtlFilterFactoryTest, ClockReturningANonFiniteTimeMakesTheFilterKeepEverything) {
+  for (absl::Time t : {absl::InfiniteFuture(), absl::InfinitePast()}) {
+    FixedClock clock(t);
+    TtlFilterFactory factory(&clock);
+    std::unique_ptr<rocksdb::CompactionFilter> filter =
+        factory.CreateCompactionFilter(MakeContext());
+    for (int64_t expiry : {kStartMicros, int64_t{1}, int64_t{0}, int64_t{-1},
+                           std::numeric_limits<int64_t>::max(),
+                           std::numeric_limits<int64_t>::min() + 1}) {
+      EXPECT_EQ(Decide(*filter, EncodeDedupeRecord(expiry, "r")),
+                Decision::kKeep)
+          << t << ", expiry " << expiry;
+    }
+    EXPECT_EQ(factory.dropped(), 0u) << t;
+  }
+}
+
+// The filter judges by the engine's time, shared with the engine: once the
+// engine has used a time, a clock set back does not make the filter keep
+// records expired at that time (nor the reads report them live).
+TEST(TtlFilterFactoryTest, FilterJudgesByEngineTimeWhichNeverGoesBack) {
+  ManualClock clock(kStart + absl::Hours(2));
+  auto time = std::make_shared<EngineClock>(&clock);
+  TtlFilterFactory factory(time);
+  ASSERT_TRUE(time->NowMicros().ok());  // the engine read +2h
+  clock.Set(kStart);
+  std::unique_ptr<rocksdb::CompactionFilter> filter =
+      factory.CreateCompactionFilter(MakeContext());
+  const int64_t one_hour = absl::ToInt64Microseconds(absl::Hours(1));
+  EXPECT_EQ(Decide(*filter, EncodeDedupeRecord(kStartMicros + one_hour, "r")),
+            Decision::kRemove);
+  EXPECT_EQ(
+      Decide(*filter, EncodeDedupeRecord(kStartMicros + 3 * one_hour, "r")),
+      Decision::kKeep);
 }
 
 TEST(TtlFilterFactoryTest, FiltersAtFlushAndAtCompaction) {

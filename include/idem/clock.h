@@ -3,6 +3,20 @@
 // directly. Implementations must be safe for concurrent access from multiple
 // threads without external synchronization.
 //
+// What the engine does with a clock's answer (its "engine time"):
+//   - A non-finite time (absl::InfiniteFuture(), absl::InfinitePast()) or
+//     one beyond the int64 microseconds since the epoch a record stores
+//     fails the call that read it with kFailedPrecondition; nothing is
+//     committed.
+//   - An exception thrown by Now() never leaves the engine: the call fails
+//     with kUnavailable and commits nothing; the TTL filter keeps every
+//     record while the clock cannot be read.
+//   - A clock that goes backwards does not take the engine with it: engine
+//     time is the latest time the engine has read so far, so a record found
+//     expired once stays expired, whichever dedupe layout holds it. This
+//     lasts while the Engine is open; an Engine opened later starts from its
+//     clock again.
+//
 // SystemClock() is the real clock. ManualClock moves only when told to, so
 // tests and simulations cover whole dedupe windows without sleeping.
 
@@ -20,8 +34,8 @@ class Clock {
  public:
   virtual ~Clock();
 
-  // Returns the current time. May be called from any thread, including
-  // RocksDB's compaction threads.
+  // Returns the current time, finite. May be called from any thread,
+  // including RocksDB's compaction threads. Should not throw (see above).
   virtual absl::Time Now() = 0;
 };
 
@@ -36,10 +50,11 @@ class ManualClock : public Clock {
 
   absl::Time Now() override;
 
-  // Moves the clock forward by `d` (backward if `d` is negative).
+  // Moves the clock forward by `d` (backward if `d` is negative; an engine's
+  // time stays at the latest time it read, see above).
   void Advance(absl::Duration d);
 
-  // Sets the clock to `t`.
+  // Sets the clock to `t` (earlier than before: as for a negative Advance).
   void Set(absl::Time t);
 
  private:

@@ -79,9 +79,11 @@ class Engine {
   // Returns kInvalidArgument for a bad message (nothing runs),
   // kFailedPrecondition when called from inside one of this engine's
   // handlers, directly or through handlers of other engines it called (so do
-  // Forget, WaitDurable, CompactExpired and Checkpoint), and
-  // a storage error if the commit failed (nothing committed; the message may
-  // be retried once the cause is gone).
+  // Forget, WaitDurable, CompactExpired and Checkpoint), kFailedPrecondition
+  // if the clock returned a non-finite time and kUnavailable if it threw
+  // (idem/clock.h; nothing runs, nothing is committed), and a storage error
+  // if the commit failed (nothing committed; the message may be retried once
+  // the cause is gone).
   virtual absl::StatusOr<Result> Process(const Message& message,
                                          Handler handler) = 0;
 
@@ -102,12 +104,14 @@ class Engine {
 
   // Returns whether a non-expired dedupe record for `id` exists. Under
   // kBuffered the record may not be durable yet. kInvalidArgument for a bad
-  // id; kDataLoss if the stored record cannot be decoded.
+  // id; kDataLoss if the stored record cannot be decoded; kFailedPrecondition
+  // or kUnavailable if the clock cannot be read (idem/clock.h).
   virtual absl::StatusOr<bool> Seen(std::string_view id) = 0;
 
   // Removes the dedupe record for `id` (state writes are untouched), so its
   // next delivery runs the handler again. Absent ids are not an error.
-  // Durable on return under kSync.
+  // Durable on return under kSync. kFailedPrecondition or kUnavailable if the
+  // clock cannot be read (idem/clock.h; nothing removed).
   virtual absl::Status Forget(std::string_view id) = 0;
 
   // Returns the highest committed offset of (source, partition), or nullopt
@@ -128,7 +132,9 @@ class Engine {
 
   // Drops the expiry buckets that have ended (Options::expiry_buckets), then
   // flushes memtables and compacts every dedupe record through the TTL
-  // filter now, so expired records are dropped from disk.
+  // filter now, so expired records are dropped from disk. kFailedPrecondition
+  // or kUnavailable if the clock cannot be read (idem/clock.h; nothing
+  // dropped).
   virtual absl::Status CompactExpired() = 0;
 
   // Writes a consistent copy of the store to `dir`, which must not exist;
@@ -139,7 +145,8 @@ class Engine {
   // that order (each in key order; with expiry buckets, dedupe records family
   // by family, so an ID re-processed after its expiry may appear twice, once
   // expired), from a consistent snapshot. Stops at, and returns, the first
-  // non-OK status `visit` returns.
+  // non-OK status `visit` returns. kFailedPrecondition or kUnavailable,
+  // visiting nothing, if the clock cannot be read (idem/clock.h).
   virtual absl::Status Dump(
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) = 0;
 };
