@@ -44,6 +44,13 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
     return std::nullopt;
   }
   parsed.key = std::string(rest.substr(slash + 1));
+  // Only the spelling PartitionStatePrefix writes: SimpleAtoi also takes a
+  // sign, leading zeros and spaces ("partition/01:t/0/k"), which no
+  // PartitionTxn wrote and ExportPartitionState would not move.
+  if (!state_key.starts_with(
+          PartitionStatePrefix(parsed.source, parsed.partition))) {
+    return std::nullopt;
+  }
   return parsed;
 }
 

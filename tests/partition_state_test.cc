@@ -43,6 +43,19 @@ TEST(PartitionStateTest, ParseRejectsOtherKeys) {
   }
 }
 
+// Regression (tests/fuzz/partition_state_key_fuzzer.cc finds it in seconds):
+// numbers spelt otherwise than PartitionStatePrefix spells them were
+// accepted, so a key that no PartitionTxn wrote parsed as partition-scoped.
+TEST(PartitionStateTest, ParseRejectsNumbersSpeltDifferently) {
+  ASSERT_TRUE(ParsePartitionStateKey("partition/1:t/0/k").has_value());
+  for (const char* key : {"partition/01:t/0/k", "partition/+1:t/0/k",
+                          "partition/ 1:t/0/k", "partition/1:t/00/k",
+                          "partition/1:t/+0/k", "partition/1:t/0 /k",
+                          "partition/1:t/-0/k"}) {
+    EXPECT_FALSE(ParsePartitionStateKey(key).has_value()) << key;
+  }
+}
+
 TEST(PartitionStateTest, PartitionTxnKeepsEachPartitionApart) {
   TempDir dir;
   auto engine = Engine::Open(dir.Sub("store"), Options());

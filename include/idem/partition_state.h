@@ -30,8 +30,10 @@ namespace idem {
 // is a prefix of another's.
 std::string PartitionStatePrefix(std::string_view source, int32_t partition);
 
-// If `state_key` is partition-scoped, the partition's source and number and
-// the key as the handler wrote it; nullopt otherwise.
+// If `state_key` is partition-scoped (it starts with
+// PartitionStatePrefix(source, partition), spelt exactly as that writes it),
+// the partition's source and number and the key as the handler wrote it;
+// nullopt otherwise.
 struct PartitionStateKey {
   std::string source;
   int32_t partition = 0;
