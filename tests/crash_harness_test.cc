@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -140,17 +141,66 @@ TEST(CrashHarnessTest, ReportsBrokenAtomicityWhenTheCommitIsSplit) {
 
 // A long run is cut into epochs (a fresh store on a new stream each time the
 // stream is consumed), each closed by a crash-free completeness check.
-TEST(CrashHarnessTest, ConsumedStreamsStartNewEpochs) {
+// Regression: a run whose worker consumed the stream before its kill used to
+// count as a cycle, and the progress reported each epoch's check as the
+// final run.
+TEST(CrashHarnessTest, ConsumedStreamsStartNewEpochsAndCyclesCountCrashes) {
   testing::TempDir dir;
   CrashTestOptions options = ShortRun(dir, CrashMode::kKill, Durability::kSync);
   options.messages = 300;
   options.cycles = 10;
+  std::vector<CycleProgress> runs;
+  options.progress = [&runs](const CycleProgress& p) { runs.push_back(p); };
   absl::StatusOr<CrashTestReport> report =
       RunCrashTest(options, *NewLedgerWorkload());
   ASSERT_TRUE(report.ok()) << report.status();
   ExpectAllPass(*report);
   EXPECT_GT(report->epochs, 1);
   EXPECT_EQ(report->unique_messages, 300u * report->epochs);
+  // Exactly `cycles` crash cycles, each ended by a crash.
+  EXPECT_EQ(report->cycles, 10);
+  EXPECT_EQ(report->kills, 10);
+  EXPECT_EQ(report->kills + report->power_losses + report->kill_points,
+            report->cycles);
+  // A run that ended without a crash consumed its stream, so it closed its
+  // epoch.
+  EXPECT_LE(report->cycles_without_crash, report->epochs - 1);
+
+  // Progress: cycles 1..10 in order, each once; every other run says what it
+  // was; the final run once, last.
+  int next_cycle = 1, no_crash = 0, epoch_ends = 0, final_runs = 0;
+  for (const CycleProgress& p : runs) {
+    EXPECT_EQ(p.cycles, 10);
+    switch (p.kind) {
+      case CycleProgress::Kind::kCrashCycle:
+        EXPECT_EQ(p.cycle, next_cycle++);
+        EXPECT_EQ(p.crash, "kill");
+        break;
+      case CycleProgress::Kind::kNoCrash:
+        EXPECT_EQ(p.cycle, next_cycle);
+        ++no_crash;
+        break;
+      case CycleProgress::Kind::kEpochEnd:
+        EXPECT_EQ(p.epoch, ++epoch_ends);
+        break;
+      case CycleProgress::Kind::kFinalRun:
+        ++final_runs;
+        EXPECT_EQ(p.cycle, 10);
+        EXPECT_EQ(p.epoch, report->epochs);
+        break;
+    }
+    EXPECT_THAT(p.summary, HasSubstr("delivered"));
+  }
+  EXPECT_EQ(next_cycle, 11);
+  EXPECT_EQ(no_crash, report->cycles_without_crash);
+  EXPECT_EQ(epoch_ends, report->epochs - 1);
+  EXPECT_EQ(final_runs, 1);
+  ASSERT_FALSE(runs.empty());
+  EXPECT_EQ(runs.back().kind, CycleProgress::Kind::kFinalRun);
+  // The JSON report agrees.
+  const std::string json = CrashTestReportToJson(*report);
+  EXPECT_THAT(json, HasSubstr("\"cycles\":10,"));
+  EXPECT_THAT(json, HasSubstr("\"kill\":10,"));
 }
 
 // A user workload plugs in the same way; a verifier that disagrees with the
@@ -236,6 +286,34 @@ TEST(CrashHarnessTest, RejectsBadOptions) {
   options.producer_duplicate_rate = 1.5;
   EXPECT_EQ(RunCrashTest(options, *workload).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options.producer_duplicate_rate = 0;
+  // Upper bounds too, naming the field (idem-crashtest's flag).
+  options.threads = 100000;
+  absl::Status s = RunCrashTest(options, *workload).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "threads must be in [1, 256], got 100000");
+  options.threads = 1;
+  options.messages = 100000000000;
+  s = RunCrashTest(options, *workload).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("messages must be in [0, "));
+  options.messages = 0;
+  options.max_batch = 1000000;
+  s = RunCrashTest(options, *workload).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("max_batch"));
+  options.max_batch = 1;
+  options.cycles = 1000001;
+  EXPECT_EQ(ValidateCrashTestOptions(options).code(),
+            absl::StatusCode::kInvalidArgument);
+  options.cycles = 1;
+  options.recovery_crash_rate = -0.5;
+  EXPECT_THAT(ValidateCrashTestOptions(options).message(),
+              HasSubstr("recovery_crash_rate"));
+  options.recovery_crash_rate = 0;
+  EXPECT_TRUE(ValidateCrashTestOptions(options).ok());
+  // Nothing was run: the directory was not even created.
+  EXPECT_FALSE(std::filesystem::exists(options.dir));
   EXPECT_EQ(NewBuiltinWorkload("nope").status().code(),
             absl::StatusCode::kInvalidArgument);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
@@ -100,6 +102,30 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
          a.options.messages = 0;
          a.options.duration = absl::ZeroDuration();
        }},
+      // Upper bounds, so that no flag can ask for unbounded memory or time.
+      {"--messages must be in [0, 10000000000], got 100000000000",
+       [](BenchToolArgs& a) { a.options.messages = 100000000000; }},
+      {"--duration", [](BenchToolArgs& a) { a.options.duration = absl::Hours(200); }},
+      {"--threads must be in [1, 64], got 100000",
+       [](BenchToolArgs& a) { a.options.threads = 100000; }},
+      {"--batch", [](BenchToolArgs& a) { a.options.batch = 100001; }},
+      {"--duplicate_reach",
+       [](BenchToolArgs& a) { a.options.duplicate_reach = int64_t{1} << 30; }},
+      {"--state_keys", [](BenchToolArgs& a) { a.options.state_keys = 0; }},
+      {"--state_bytes",
+       [](BenchToolArgs& a) { a.options.state_bytes = (1 << 20) + 1; }},
+      {"--window",
+       [](BenchToolArgs& a) { a.options.window = absl::Hours(24 * 366); }},
+      {"--sim_messages_per_second",
+       [](BenchToolArgs& a) { a.options.sim_messages_per_second = 1e-6; }},
+      {"--sample_every",
+       [](BenchToolArgs& a) { a.options.sample_every = absl::Hours(2); }},
+      {"--steady_windows",
+       [](BenchToolArgs& a) { a.options.steady_windows = 1001; }},
+      {"--lookups", [](BenchToolArgs& a) { a.options.lookups = -1; }},
+      {"--expiry_buckets",
+       [](BenchToolArgs& a) { a.options.expiry_buckets = 65; }},
+      {"--write_buffer_mib", [](BenchToolArgs& a) { a.write_buffer_mib = 5000; }},
   };
   for (const Case& c : cases) {
     BenchToolArgs args = TinyArgs(dir.path());
@@ -247,6 +273,42 @@ TEST(IdemBenchTest, CsvHasOneRowPerSample) {
   const std::vector<std::string> last = absl::StrSplit(lines.back(), ',');
   EXPECT_EQ(last[0], "engine");
   EXPECT_EQ(last[3], "60000");  // messages
+}
+
+// Regression: a --csv into a missing directory used to fail only after the
+// whole run.
+TEST(IdemBenchTest, UnwritableOutputPathsExitWithUsageCodeBeforeRunning) {
+  testing::TempDir dir;
+  struct Case {
+    const char* flag;
+    void (*mutate)(BenchToolArgs&, const std::string& dir);
+  };
+  const Case cases[] = {
+      {"--csv", [](BenchToolArgs& a, const std::string& d) {
+         a.csv = d + "/missing/series.csv";
+       }},
+      {"--csv", [](BenchToolArgs& a, const std::string& d) { a.csv = d; }},
+      {"--plot", [](BenchToolArgs& a, const std::string& d) {
+         a.plot = d + "/missing/plot.png";
+       }},
+      {"--dir", [](BenchToolArgs& a, const std::string& d) {
+         a.options.dir = d + "/missing";
+       }},
+  };
+  for (const Case& c : cases) {
+    BenchToolArgs args = TinyArgs(dir.Sub("stores"));
+    std::filesystem::create_directories(args.options.dir);
+    c.mutate(args, dir.path());
+    const absl::Time start = absl::Now();
+    const ToolRun r = RunTool(args);
+    EXPECT_EQ(r.rc, kExitUsage) << c.flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.flag));
+    EXPECT_THAT(r.err, HasSubstr("idem-bench --help"));
+    EXPECT_THAT(r.out, IsEmpty()) << c.flag;
+    // Nothing ran: no store was made, and it took no time.
+    EXPECT_TRUE(std::filesystem::is_empty(dir.Sub("stores"))) << c.flag;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(1)) << c.flag;
+  }
 }
 
 TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {

@@ -46,10 +46,13 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
       "seed=%d\n",
       a.workload, a.mode, a.durability, a.threads, r.seed);
   out << absl::StrFormat(
-      "cycles:     %d in %d epoch(s) (kill %d, power loss %d of which torn %d, "
-      "kill point %d; recovery crashed %d; no crash %d)\n",
-      r.cycles, r.epochs, r.kills, r.power_losses, r.torn_writes, r.kill_points,
-      r.recovery_crashes, r.cycles_without_crash);
+      "cycles:     %d crash cycles in %d epoch(s): kill %d, power loss %d (torn "
+      "%d), kill point %d; recovery crashed %d\n",
+      r.cycles, r.epochs, r.kills, r.power_losses, r.torn_writes,
+      r.kill_points, r.recovery_crashes);
+  out << absl::StrFormat(
+      "no crash:   %d run(s) stopped before their crash came (not cycles)\n",
+      r.cycles_without_crash);
   out << absl::StrFormat(
       "messages:   %d unique, %d stream entries, %d delivered, %d "
       "acknowledged, %d duplicates suppressed\n",
@@ -72,6 +75,26 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
   }
   out << "verdict: " << (r.passed() ? "PASS" : "FAIL") << "\n";
   out << "reproduce: " << ReproduceCommand(a) << "\n";
+}
+
+std::string ProgressLine(const crash::CycleProgress& p) {
+  using Kind = crash::CycleProgress::Kind;
+  switch (p.kind) {
+    case Kind::kCrashCycle:
+      return absl::StrFormat("[cycle %d/%d] %s: %s", p.cycle, p.cycles,
+                             p.crash, p.summary);
+    case Kind::kNoCrash:
+      return absl::StrFormat(
+          "[no crash] the worker stopped before the crash of cycle %d: %s",
+          p.cycle, p.summary);
+    case Kind::kEpochEnd:
+      return absl::StrFormat(
+          "[epoch %d complete] crash-free completeness check: %s", p.epoch,
+          p.summary);
+    case Kind::kFinalRun:
+      return absl::StrFormat("[final run] %s", p.summary);
+  }
+  return p.summary;
 }
 
 }  // namespace
@@ -105,6 +128,25 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
     return 2;
   }
 
+  options.dir = args.dir.empty() ? "(temporary)" : args.dir;
+  options.cycles = args.cycles;
+  options.seed = args.seed;
+  options.threads = args.threads;
+  options.messages = args.messages;
+  options.partitions = args.partitions;
+  options.max_batch = args.max_batch;
+  options.expiry_buckets = args.expiry_buckets;
+  options.recovery_crash_rate = args.recovery_crash_rate;
+  // The option names are the flag names.
+  if (absl::Status s = crash::ValidateCrashTestOptions(options); !s.ok()) {
+    err << "idem-crashtest: --" << s.message() << "\n";
+    return 2;
+  }
+  options.progress = [&err](const crash::CycleProgress& p) {
+    err << ProgressLine(p) << "\n";
+    err.flush();
+  };
+
   std::string dir = args.dir;
   const bool temporary = dir.empty();
   if (temporary) {
@@ -118,19 +160,6 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
     dir = pattern;
   }
   options.dir = dir;
-  options.cycles = args.cycles;
-  options.seed = args.seed;
-  options.threads = args.threads;
-  options.messages = args.messages;
-  options.partitions = args.partitions;
-  options.max_batch = args.max_batch;
-  options.expiry_buckets = args.expiry_buckets;
-  options.recovery_crash_rate = args.recovery_crash_rate;
-  const int total = args.cycles + 1;
-  options.progress = [&err, total](int cycle, const std::string& summary) {
-    err << absl::StrFormat("[cycle %d/%d] %s\n", cycle, total, summary);
-    err.flush();
-  };
 
   absl::StatusOr<crash::CrashTestReport> report =
       crash::RunCrashTest(options, **workload);

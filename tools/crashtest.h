@@ -12,28 +12,35 @@
 
 namespace idem::tools {
 
+// The numeric fields have the bounds of crash::CrashTestOptions' fields of
+// the same names (idem/crash_harness.h), checked before anything runs.
 struct CrashtestArgs {
   std::string workload = "ledger";  // ledger | inventory
-  int cycles = 20;
+  int cycles = 20;                  // crash cycles, in [0, 1000000]
   std::string mode = "kill";        // kill | powerloss | killpoint | mixed
   std::string durability = "sync";  // sync | buffered
   uint64_t seed = 1;
-  int threads = 2;
+  int threads = 2;                  // in [1, 256]
   // Scratch directory; empty: a new temporary directory, removed afterwards
   // unless `keep` is set or a violation was found.
   std::string dir;
   bool keep = false;
   bool json = false;
-  size_t messages = 0;              // per epoch; 0: min(20000, 500 per cycle)
-  int partitions = 4;
-  int max_batch = 32;
-  int expiry_buckets = 0;
-  double recovery_crash_rate = 0.2;
+  // Per epoch; 0: min(20000, 500 per cycle); at most 2000000.
+  size_t messages = 0;
+  int partitions = 4;                // in [1, 1024]
+  int max_batch = 32;                // in [1, 10000]
+  int expiry_buckets = 0;            // in [0, 64]
+  double recovery_crash_rate = 0.2;  // in [0, 1]
   std::string self_test = "none";   // none | ack_before_durable | split_commit
 };
 
+// Progress goes to `err`: one line per crash cycle ("[cycle i/N] kill: ..."),
+// per run that stopped before its crash ("[no crash] ..."), per epoch closed
+// before the last ("[epoch E complete] ..."), then "[final run] ...".
 // Exit codes: 0 every invariant held; 1 a violation was found; 2 bad
-// arguments or the harness could not run.
+// arguments (out of bounds: a message naming the flag, nothing run) or the
+// harness could not run.
 int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
                  std::ostream& err);
 

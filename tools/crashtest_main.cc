@@ -10,7 +10,11 @@
 #include "tools/tool_usage.h"
 
 ABSL_FLAG(std::string, workload, "ledger", "Workload: ledger or inventory.");
-ABSL_FLAG(int, cycles, 20, "Crash cycles before the final crash-free run.");
+ABSL_FLAG(int, cycles, 20,
+          "Crash cycles, in [0, 1000000]: N worker runs that each end in a "
+          "crash of --mode's kind, then one crash-free final run. A run whose "
+          "worker consumes its stream before the crash is not a cycle: the "
+          "cycle runs again on a new epoch.");
 ABSL_FLAG(std::string, mode, "kill",
           "Crash kind: kill (SIGKILL at a random time), powerloss (SIGKILL, "
           "then unsynced writes dropped, sometimes torn), killpoint (kill at "
@@ -18,7 +22,8 @@ ABSL_FLAG(std::string, mode, "kill",
           "mixed.");
 ABSL_FLAG(std::string, durability, "sync", "Engine durability: sync or buffered.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the stream, kill points and choices.");
-ABSL_FLAG(int, threads, 2, "Worker threads delivering concurrently.");
+ABSL_FLAG(int, threads, 2,
+          "Worker threads delivering concurrently, in [1, 256].");
 ABSL_FLAG(std::string, dir, "",
           "Scratch directory (empty: a new temporary one, removed on PASS).");
 ABSL_FLAG(bool, keep, false, "Keep the scratch directory.");
@@ -26,13 +31,17 @@ ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
 ABSL_FLAG(uint64_t, messages, 0,
           "Unique messages per epoch; each epoch is a fresh store whose "
           "stream is consumed over several cycles (0: min(20000, 500 per "
-          "cycle)).");
-ABSL_FLAG(int, partitions, 4, "Partitions of the simulated broker.");
-ABSL_FLAG(int, max_batch, 32, "Largest batch passed to ProcessBatch.");
+          "cycle)); at most 2000000 (the harness keeps every message in "
+          "memory).");
+ABSL_FLAG(int, partitions, 4,
+          "Partitions of the simulated broker, in [1, 1024].");
+ABSL_FLAG(int, max_batch, 32,
+          "Largest batch passed to ProcessBatch, in [1, 10000].");
 ABSL_FLAG(int, expiry_buckets, 0,
           "Options::expiry_buckets of the worker's engine, in [0, 64].");
 ABSL_FLAG(double, recovery_crash_rate, 0.2,
-          "Fraction of cycles whose recovery is crashed too.");
+          "Fraction of crash cycles whose recovery is crashed too, in "
+          "[0, 1].");
 ABSL_FLAG(std::string, self_test, "none",
           "Break the engine on purpose to see the harness catch it: none, "
           "ack_before_durable (use with --durability=buffered and "

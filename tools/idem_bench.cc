@@ -1,5 +1,6 @@
 #include "tools/idem_bench.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -37,6 +38,18 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr absl::Duration kProgressEvery = absl::Seconds(2);
+
+// Bounds of BenchOptions beyond the obvious ones (documented in
+// tools/idem_bench.h and in idem-bench's flags).
+constexpr int64_t kMaxMessages = 10'000'000'000;  // ~a day at 100k msg/s
+constexpr absl::Duration kMaxDuration = absl::Hours(7 * 24);
+constexpr int64_t kMaxStateKeys = 1'000'000'000'000;
+// The workload keeps 8 bytes per reachable ID: at most 800 MB.
+constexpr int64_t kMaxDuplicateReach = 100'000'000;
+constexpr absl::Duration kMaxWindow = absl::Hours(365 * 24);
+constexpr double kMinSimRate = 0.01;  // keeps clock micros within int64
+constexpr double kMaxSimRate = 1e9;
+constexpr int kMaxSteadyWindows = 1000;
 
 std::string ParentDir(const BenchOptions& options) {
   if (!options.dir.empty()) return options.dir;
@@ -360,7 +373,9 @@ class LayoutRun {
       if (back != nullptr) s.window_wa = WaBetween(*back, s);
     }
     samples_.push_back(s);
-    while (next_sample_ <= now) next_sample_ += sample_every_;
+    if (next_sample_ <= now) {  // the next multiple of sample_every after now
+      next_sample_ += sample_every_ * ((now - next_sample_) / sample_every_ + 1);
+    }
   }
 
   void MaybeProgressLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -904,6 +919,40 @@ std::string ShellQuote(const std::string& s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
+// Checks, before the run rather than after it, that the file named by `flag`
+// can be written: opens it for appending (creating it, then removing it
+// again, if it did not exist). kInvalidArgument naming the flag if not.
+absl::Status CheckOutputFile(absl::string_view flag, const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+                        0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": cannot write ", path, ": ", std::strerror(errno)));
+  }
+  ::close(fd);
+  if (!existed) std::filesystem::remove(path, ec);  // best effort
+  return absl::OkStatus();
+}
+
+// Checks that the stores' parent directory exists and is writable.
+absl::Status CheckStoreParent(const BenchOptions& options) {
+  const std::string parent = ParentDir(options);
+  const std::string flag =
+      options.dir.empty() ? "--dir (default $TMPDIR or /tmp)" : "--dir";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(parent, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": ", parent, " is not a directory"));
+  }
+  if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": cannot create stores in ", parent, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 
 }  // namespace
 
@@ -912,11 +961,13 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(parts...));
   };
   if (o.layouts.empty()) return bad("--layout names no layout");
-  if (o.messages < 0) return bad("--messages must be >= 0, got ", o.messages);
-  if (o.duration < absl::ZeroDuration() ||
-      o.duration == absl::InfiniteDuration()) {
-    return bad("--duration must be >= 0 and finite, got ",
-               absl::FormatDuration(o.duration));
+  if (o.messages < 0 || o.messages > kMaxMessages) {
+    return bad("--messages must be in [0, ", kMaxMessages, "], got ",
+               o.messages);
+  }
+  if (o.duration < absl::ZeroDuration() || o.duration > kMaxDuration) {
+    return bad("--duration must be in [0, ", absl::FormatDuration(kMaxDuration),
+               "], got ", absl::FormatDuration(o.duration));
   }
   if (o.messages == 0 && o.duration == absl::ZeroDuration()) {
     return bad("set --messages or --duration (both are 0: the run would "
@@ -925,15 +976,16 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   if (o.state_bytes < 0 || o.state_bytes > (1 << 20)) {
     return bad("--state_bytes must be in [0, 1048576], got ", o.state_bytes);
   }
-  if (o.state_keys < 1) {
-    return bad("--state_keys must be at least 1, got ", o.state_keys);
+  if (o.state_keys < 1 || o.state_keys > kMaxStateKeys) {
+    return bad("--state_keys must be in [1, ", kMaxStateKeys, "], got ",
+               o.state_keys);
   }
   if (!(o.duplicate_rate >= 0 && o.duplicate_rate < 1)) {
     return bad("--duplicate_rate must be in [0, 1), got ", o.duplicate_rate);
   }
-  if (o.duplicate_reach < 1 || o.duplicate_reach > (int64_t{1} << 30)) {
-    return bad("--duplicate_reach must be in [1, 2^30] messages, got ",
-               o.duplicate_reach);
+  if (o.duplicate_reach < 1 || o.duplicate_reach > kMaxDuplicateReach) {
+    return bad("--duplicate_reach must be in [1, ", kMaxDuplicateReach,
+               "], got ", o.duplicate_reach);
   }
   if (o.batch < 1 || o.batch > 100000) {
     return bad("--batch must be in [1, 100000], got ", o.batch);
@@ -941,22 +993,24 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   if (o.threads < 1 || o.threads > 64) {
     return bad("--threads must be in [1, 64], got ", o.threads);
   }
-  if (o.window < absl::Seconds(1) || o.window == absl::InfiniteDuration()) {
-    return bad("--window must be at least 1s and finite, got ",
-               absl::FormatDuration(o.window));
+  if (o.window < absl::Seconds(1) || o.window > kMaxWindow) {
+    return bad("--window must be in [1s, ", absl::FormatDuration(kMaxWindow),
+               "], got ", absl::FormatDuration(o.window));
   }
-  if (!(o.sim_messages_per_second >= 0) ||
-      std::isinf(o.sim_messages_per_second)) {
-    return bad("--sim_messages_per_second must be >= 0 (0: real clock), got ",
+  if (!(o.sim_messages_per_second == 0 ||
+        (o.sim_messages_per_second >= kMinSimRate &&
+         o.sim_messages_per_second <= kMaxSimRate))) {
+    return bad("--sim_messages_per_second must be 0 (real clock) or in [",
+               kMinSimRate, ", ", kMaxSimRate, "], got ",
                o.sim_messages_per_second);
   }
-  if (o.sample_every < absl::ZeroDuration() ||
-      o.sample_every == absl::InfiniteDuration()) {
-    return bad("--sample_every must be >= 0 and finite, got ",
+  if (o.sample_every < absl::ZeroDuration() || o.sample_every > o.window) {
+    return bad("--sample_every must be in [0, --window], got ",
                absl::FormatDuration(o.sample_every));
   }
-  if (o.steady_windows < 1) {
-    return bad("--steady_windows must be at least 1, got ", o.steady_windows);
+  if (o.steady_windows < 1 || o.steady_windows > kMaxSteadyWindows) {
+    return bad("--steady_windows must be in [1, ", kMaxSteadyWindows,
+               "], got ", o.steady_windows);
   }
   if (o.lookups < 0 || o.lookups > 10000000) {
     return bad("--lookups must be in [0, 10000000], got ", o.lookups);
@@ -1155,6 +1209,18 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
       static_cast<size_t>(args.write_buffer_mib * kMiB);
   if (absl::Status s = ValidateBenchOptions(options); !s.ok()) {
     return usage(s);
+  }
+  // Output paths are checked now, not after a run of minutes.
+  if (absl::Status s = CheckStoreParent(options); !s.ok()) return usage(s);
+  if (!args.csv.empty()) {
+    if (absl::Status s = CheckOutputFile("--csv", args.csv); !s.ok()) {
+      return usage(s);
+    }
+  }
+  if (!args.plot.empty()) {
+    if (absl::Status s = CheckOutputFile("--plot", args.plot); !s.ok()) {
+      return usage(s);
+    }
   }
   absl::StatusOr<BenchReport> report =
       RunBench(options, args.progress ? &err : nullptr);

@@ -40,15 +40,16 @@ struct BenchOptions {
   std::vector<Layout> layouts = {Layout::kEngine};
   // Stop after this many deliveries (0: no limit) or this much wall time
   // (zero: no limit), whichever comes first; at least one must be set.
+  // messages in [0, 10^10], duration in [0, 7 days].
   int64_t messages = 1000000;
   absl::Duration duration = absl::ZeroDuration();
   IdShape id_shape = IdShape::kUuid;
   // Bytes the handler writes to one of `state_keys` state keys per processed
   // message; 0: the handler writes nothing. In [0, 1 MiB].
   int state_bytes = 0;
-  int64_t state_keys = 100000;  // >= 1
+  int64_t state_keys = 100000;  // in [1, 10^12]
   // Fraction of deliveries that are redeliveries, in [0, 1), of one of the
-  // last `duplicate_reach` (>= 1) distinct IDs.
+  // last `duplicate_reach` distinct IDs, in [1, 10^8] (8 bytes each).
   double duplicate_rate = 0.1;
   int64_t duplicate_reach = 10000;
   int batch = 100;  // messages per commit, in [1, 100000]
@@ -56,19 +57,22 @@ struct BenchOptions {
   // kBuffered only: make each batch durable before counting it done.
   bool ack_durable = true;
   int threads = 1;  // delivering threads, in [1, 64]
-  absl::Duration window = absl::Hours(1);  // the dedupe window, >= 1 s
-  // > 0: simulated clock advancing this many messages per simulated second.
-  // 0: the real clock.
+  absl::Duration window = absl::Hours(1);  // the dedupe window, 1 s..365 d
+  // In [0.01, 10^9]: simulated clock advancing this many messages per
+  // simulated second. 0: the real clock.
   double sim_messages_per_second = 100;
-  // Time-series interval in clock time; zero: window / 10 (simulated) or 1 s
-  // (real clock).
+  // Time-series interval in clock time, at most `window`; zero: window / 10
+  // (simulated) or 1 s (real clock).
   absl::Duration sample_every = absl::ZeroDuration();
   // Steady-state write amplification is measured over the last this many
-  // whole windows (needs at least steady_windows + 1 windows). >= 1.
+  // whole windows (needs at least steady_windows + 1 windows). In
+  // [1, 1000].
   int steady_windows = 3;
-  // Lookups of new and of live IDs after the run (read cost). >= 0.
+  // Lookups of new and of live IDs after the run (read cost). In
+  // [0, 10^7].
   int64_t lookups = 10000;
-  // Memtable size per column family (Options::write_buffer_bytes), >= 64 KiB.
+  // Memtable size per column family (Options::write_buffer_bytes), in
+  // [64 KiB, 4 GiB].
   size_t write_buffer_bytes = size_t{64} << 20;
   // Options::expiry_buckets for the engine layout, in [0, 64].
   int expiry_buckets = 0;
@@ -202,7 +206,10 @@ struct BenchToolArgs {
 
 // Parses and validates `args`, runs, prints. Returns 0 on success, 1 if the
 // run failed or a layout gave a wrong dedupe answer, 2 for bad arguments
-// (message on `err`). A missing gnuplot only skips the plot, with a message.
+// (message on `err` naming the flag; nothing is run), which include an
+// option out of range, a --csv or --plot file that cannot be written and a
+// --dir that is not a writable directory. A missing gnuplot only skips the
+// plot, with a message.
 int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
                  std::ostream& err);
 

@@ -14,9 +14,11 @@ namespace idem::tools {
 void InitToolUsage(absl::string_view main_file, absl::string_view usage);
 
 // Parses the command line into the flags (absl::ParseCommandLine, which
-// exits on --help and bad flags). The tools take no positional arguments:
-// for one, prints "<tool>: unexpected argument ..." to stderr and returns
-// false (the caller exits with 2).
+// exits 0 on --help). Returns false (the caller exits with 2) after a message
+// on stderr naming the flag for an unknown flag or a value the flag's type
+// cannot hold (e.g. "--threads=1e3"; range checks are the tool's), and for
+// a positional argument ("<tool>: unexpected argument ..."): the tools take
+// none.
 bool ParseToolFlags(int argc, char* argv[], absl::string_view tool);
 
 }  // namespace idem::tools

@@ -38,27 +38,47 @@ constexpr size_t kDefaultEpochMessages = 20000;
 
 enum class CycleCrash { kKill, kPowerLoss, kKillPoint };
 
-absl::Status ValidateOptions(const CrashTestOptions& o) {
-  if (o.dir.empty()) return absl::InvalidArgumentError("dir is required");
-  if (o.cycles < 0) return absl::InvalidArgumentError("cycles must be >= 0");
-  if (o.threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
-  if (o.partitions < 1 || o.partitions > 1024) {
-    return absl::InvalidArgumentError("partitions must be in [1, 1024]");
+// A worker run: one that is crashed (a crash cycle, if the crash comes before
+// the worker is done), the crash-free check that closes an epoch, or the
+// final run.
+enum class RunKind { kCrash, kEpochEnd, kFinal };
+
+// Bounds of CrashTestOptions (documented in idem/crash_harness.h and in
+// idem-crashtest's flags).
+constexpr int kMaxCycles = 1000000;
+constexpr int kMaxThreads = 256;
+// The harness keeps each message and the IDs seen in memory (a few hundred
+// bytes a message, in the harness and in each verifier child): this keeps a
+// run within a few GiB.
+constexpr size_t kMaxMessages = 2000000;
+constexpr int kMaxPartitions = 1024;
+constexpr int kMaxBatch = 10000;
+constexpr int kMaxExpiryBuckets = 64;
+constexpr absl::Duration kMaxKillDelay = absl::Minutes(1);
+
+// Worker runs in a row that may end without a crash before RunCrashTest
+// gives up: the stream is too short for the crash to land in it.
+constexpr int kMaxRunsWithoutCrash = 100;
+
+absl::Status OutOfRange(absl::string_view field, int64_t lo, int64_t hi,
+                        int64_t got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " must be in [", lo, ", ", hi, "], got ", got));
+}
+
+// How counterexamples name a run.
+std::string RunLabel(const CycleProgress& p) {
+  switch (p.kind) {
+    case CycleProgress::Kind::kCrashCycle:
+      return absl::StrCat("cycle ", p.cycle);
+    case CycleProgress::Kind::kNoCrash:
+      return absl::StrCat("cycle ", p.cycle, " (run without a crash)");
+    case CycleProgress::Kind::kEpochEnd:
+      return absl::StrCat("end of epoch ", p.epoch);
+    case CycleProgress::Kind::kFinalRun:
+      return "final run";
   }
-  if (o.max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
-  if (o.expiry_buckets < 0 || o.expiry_buckets > 64) {
-    return absl::InvalidArgumentError("expiry_buckets must be in [0, 64]");
-  }
-  for (double rate : {o.producer_duplicate_rate, o.concurrent_duplicate_rate,
-                      o.recovery_crash_rate}) {
-    if (!(rate >= 0 && rate <= 1)) {
-      return absl::InvalidArgumentError("rates must be in [0, 1]");
-    }
-  }
-  if (o.max_kill_delay < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("max_kill_delay must be >= 0");
-  }
-  return absl::OkStatus();
+  return "";
 }
 
 // Forking a process with other threads (e.g. RocksDB's) is unsafe.
@@ -153,20 +173,38 @@ class Run {
 
   absl::StatusOr<CrashTestReport> Execute() {
     if (absl::Status s = StartEpoch(); !s.ok()) return s;
-    for (int cycle = 1; cycle <= o_.cycles; ++cycle) {
-      if (absl::Status s = RunCycle(cycle, /*final=*/false); !s.ok()) return s;
-      // The stream is consumed: close the epoch with its crash-free final
-      // check and start a fresh store on a new stream, so that every check
-      // stays complete and a cycle's cost does not grow with the run.
-      if (StreamConsumed() && cycle < o_.cycles) {
-        if (absl::Status s = RunCycle(cycle, /*final=*/true); !s.ok()) return s;
+    int runs_without_crash = 0;
+    while (report_.cycles < o_.cycles) {
+      // The stream is consumed: close the epoch with its crash-free
+      // completeness check and start a fresh store on a new stream, so that
+      // every check stays complete and a cycle's cost does not grow with the
+      // run.
+      if (StreamConsumed()) {
+        if (absl::Status s = RunOnce(RunKind::kEpochEnd).status(); !s.ok()) {
+          return s;
+        }
         if (absl::Status s = StartEpoch(); !s.ok()) return s;
       }
+      absl::StatusOr<bool> crashed = RunOnce(RunKind::kCrash);
+      if (!crashed.ok()) return crashed.status();
+      if (*crashed) {
+        ++report_.cycles;
+        runs_without_crash = 0;
+        continue;
+      }
+      // The worker stopped before the crash came. If it consumed its stream,
+      // the next attempt runs on a new epoch; if not, it failed on its own
+      // (reported under worker_errors) and would fail again: stop here.
+      if (!StreamConsumed()) break;
+      if (++runs_without_crash >= kMaxRunsWithoutCrash) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            kMaxRunsWithoutCrash,
+            " worker runs in a row consumed their whole stream before the "
+            "crash came; raise messages (now ",
+            messages_per_epoch_, ")"));
+      }
     }
-    if (absl::Status s = RunCycle(o_.cycles, /*final=*/true); !s.ok()) {
-      return s;
-    }
-    report_.cycles = o_.cycles;
+    if (absl::Status s = RunOnce(RunKind::kFinal).status(); !s.ok()) return s;
     if (!open_times_.empty()) {
       std::sort(open_times_.begin(), open_times_.end());
       report_.open_p50 = open_times_[open_times_.size() / 2];
@@ -258,25 +296,52 @@ class Run {
     return absl::OkStatus();
   }
 
-  void Record(int cycle, const VerifyOutput& out) {
+  void Record(const std::string& label, const VerifyOutput& out) {
     for (const std::string& name : out.evaluated) ++invariants_[name].checks;
     for (const InvariantResult& v : out.violations) {
       InvariantResult& r = invariants_[v.name];
       if (r.passed) {
         r.passed = false;
         r.first_counterexample =
-            absl::StrCat("cycle ", cycle, ": ", v.first_counterexample);
+            absl::StrCat(label, ": ", v.first_counterexample);
       }
     }
   }
 
-  absl::Status RunCycle(int cycle, bool final) {
+  // Each worker run's event log has its own file: cycle-N.log for the first
+  // attempt at crash cycle N (cycle-N-attempt-K.log for a later one, after
+  // runs that ended without a crash), epoch-E-end.log, final.log.
+  std::string LogPath(RunKind kind) {
+    std::string name;
+    switch (kind) {
+      case RunKind::kCrash:
+        name = attempt_ == 1 ? absl::StrCat("cycle-", report_.cycles + 1)
+                             : absl::StrCat("cycle-", report_.cycles + 1,
+                                            "-attempt-", attempt_);
+        break;
+      case RunKind::kEpochEnd:
+        name = absl::StrCat("epoch-", report_.epochs, "-end");
+        break;
+      case RunKind::kFinal:
+        name = "final";
+        break;
+    }
+    return (fs::path(o_.dir) / absl::StrCat(name, ".log")).string();
+  }
+
+  // Runs one worker: for kCrash, crashes it as `mode` says, and returns
+  // whether it crashed (false: it stopped before the crash came); the other
+  // kinds run crash-free to the end of the stream and return false. Then
+  // crashes the recovery now and then, verifies, and reports progress.
+  absl::StatusOr<bool> RunOnce(RunKind kind) {
+    const bool final = kind != RunKind::kCrash;
     const CycleCrash crash = final ? CycleCrash::kKill : PickCrash();
     const bool power_loss = crash != CycleCrash::kKill;
-    const std::string log_path =
-        (fs::path(o_.dir) /
-         absl::StrCat("cycle-", cycle, final ? "-final" : "", ".log"))
-            .string();
+    if (kind == RunKind::kCrash) {
+      ++attempt_;
+    }
+    const std::string log_path = LogPath(kind);
+    ++runs_;
 
     WorkerConfig config;
     config.store_path = store_;
@@ -287,7 +352,7 @@ class Run {
     config.max_batch = o_.max_batch;
     config.expiry_buckets = o_.expiry_buckets;
     config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
-    config.seed = o_.seed * 1000003 + static_cast<uint64_t>(cycle);
+    config.seed = o_.seed * 1000003 + static_cast<uint64_t>(runs_);
     config.crash_fs.journal_path = journal_;
     for (int p = 0; p < o_.partitions; ++p) {
       config.start_offsets.push_back(acked_offsets_[p] + 1);
@@ -325,7 +390,9 @@ class Run {
       status = WaitFor(pid);
     }
     ::close(ready[0]);
-    const bool crashed = KilledBySigkill(status);
+    // A crash-free run killed by the timeout did not crash on purpose: it is
+    // reported as a worker that died (below), not counted as a crash.
+    const bool crashed = !final && KilledBySigkill(status);
     const bool torn = crash == CycleCrash::kPowerLoss && (rng_() % 2 == 1);
     if (crashed) {
       switch (crash) {
@@ -338,6 +405,23 @@ class Run {
       ++report_.cycles_without_crash;
     }
     if (absl::Status s = AfterCrash(power_loss, torn); !s.ok()) return s;
+
+    CycleProgress progress;
+    progress.kind = kind == RunKind::kFinal      ? CycleProgress::Kind::kFinalRun
+                    : kind == RunKind::kEpochEnd ? CycleProgress::Kind::kEpochEnd
+                    : crashed ? CycleProgress::Kind::kCrashCycle
+                              : CycleProgress::Kind::kNoCrash;
+    progress.cycle = report_.cycles + (kind == RunKind::kCrash ? 1 : 0);
+    progress.cycles = o_.cycles;
+    progress.epoch = report_.epochs;
+    if (progress.kind == CycleProgress::Kind::kCrashCycle) {
+      progress.crash = crash == CycleCrash::kKill ? "kill"
+                       : crash == CycleCrash::kPowerLoss
+                           ? (torn ? "power loss (torn)" : "power loss")
+                           : "kill point";
+      attempt_ = 0;
+    }
+    const std::string label = RunLabel(progress);
 
     absl::StatusOr<CycleEvents> events =
         ReadCycleEvents(log_path, o_.partitions);
@@ -357,14 +441,14 @@ class Run {
     if (!events->errors.empty() && invariants_["worker_errors"].passed) {
       invariants_["worker_errors"].passed = false;
       invariants_["worker_errors"].first_counterexample =
-          absl::StrCat("cycle ", cycle, ": ", events->errors.front());
+          absl::StrCat(label, ": ", events->errors.front());
     }
     if (!crashed && !events->done && events->errors.empty()) {
       InvariantResult& r = invariants_["worker_errors"];
       if (r.passed) {
         r.passed = false;
         r.first_counterexample =
-            absl::StrCat("cycle ", cycle, ": the worker died unexpectedly (",
+            absl::StrCat(label, ": the worker died unexpectedly (",
                          WIFSIGNALED(status) ? "signal " : "exit ",
                          WIFSIGNALED(status) ? WTERMSIG(status)
                                              : WEXITSTATUS(status),
@@ -406,31 +490,21 @@ class Run {
     absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
     if (!out.ok()) return out.status();
     if (out->opened) open_times_.push_back(out->open_time);
-    Record(cycle, *out);
+    Record(label, *out);
 
     if (o_.progress) {
-      std::string what = final ? "final run"
-                         : !crashed ? "no crash (stream ended)"
-                         : crash == CycleCrash::kKill ? "kill"
-                         : crash == CycleCrash::kPowerLoss
-                             ? (torn ? "power loss (torn)" : "power loss")
-                             : "kill point";
-      o_.progress(cycle, absl::StrFormat(
-                             "%s: %d delivered, %d acked, %d duplicates; "
-                             "open %s; %s",
-                             what, events->deliveries, events->acked_deliveries,
-                             events->duplicates,
-                             out->opened
-                                 ? absl::StrCat(absl::ToInt64Milliseconds(
-                                                    out->open_time),
-                                                "ms")
-                                 : "no store yet",
-                             out->violations.empty()
-                                 ? "ok"
-                                 : absl::StrCat(out->violations.size(),
-                                                " VIOLATION(S)")));
+      progress.summary = absl::StrFormat(
+          "%d delivered, %d acked, %d duplicates; open %s; %s",
+          events->deliveries, events->acked_deliveries, events->duplicates,
+          out->opened
+              ? absl::StrCat(absl::ToInt64Milliseconds(out->open_time), "ms")
+              : "no store yet",
+          out->violations.empty()
+              ? "ok"
+              : absl::StrCat(out->violations.size(), " VIOLATION(S)"));
+      o_.progress(progress);
     }
-    return absl::OkStatus();
+    return crashed;
   }
 
   const CrashTestOptions& o_;
@@ -447,6 +521,8 @@ class Run {
   std::vector<absl::Duration> open_times_;
   std::map<std::string, InvariantResult> invariants_;
   CrashTestReport report_;
+  int runs_ = 0;     // worker runs so far, of every kind
+  int attempt_ = 0;  // runs so far at the next crash cycle
 };
 
 }  // namespace
@@ -458,9 +534,52 @@ bool CrashTestReport::passed() const {
   return true;
 }
 
+absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
+  if (o.dir.empty()) return absl::InvalidArgumentError("dir is required");
+  if (o.cycles < 0 || o.cycles > kMaxCycles) {
+    return OutOfRange("cycles", 0, kMaxCycles, o.cycles);
+  }
+  if (o.threads < 1 || o.threads > kMaxThreads) {
+    return OutOfRange("threads", 1, kMaxThreads, o.threads);
+  }
+  if (o.messages > kMaxMessages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("messages must be in [0, ", kMaxMessages, "], got ",
+                     o.messages));
+  }
+  if (o.partitions < 1 || o.partitions > kMaxPartitions) {
+    return OutOfRange("partitions", 1, kMaxPartitions, o.partitions);
+  }
+  if (o.max_batch < 1 || o.max_batch > kMaxBatch) {
+    return OutOfRange("max_batch", 1, kMaxBatch, o.max_batch);
+  }
+  if (o.expiry_buckets < 0 || o.expiry_buckets > kMaxExpiryBuckets) {
+    return OutOfRange("expiry_buckets", 0, kMaxExpiryBuckets,
+                      o.expiry_buckets);
+  }
+  const std::pair<const char*, double> rates[] = {
+      {"producer_duplicate_rate", o.producer_duplicate_rate},
+      {"concurrent_duplicate_rate", o.concurrent_duplicate_rate},
+      {"recovery_crash_rate", o.recovery_crash_rate}};
+  for (const auto& [name, rate] : rates) {
+    if (!(rate >= 0 && rate <= 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " must be in [0, 1], got ", rate));
+    }
+  }
+  if (o.max_kill_delay < absl::ZeroDuration() ||
+      o.max_kill_delay > kMaxKillDelay) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_kill_delay must be in [0, ",
+                     absl::FormatDuration(kMaxKillDelay), "], got ",
+                     absl::FormatDuration(o.max_kill_delay)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
                                              const Workload& workload) {
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (absl::Status s = ValidateCrashTestOptions(options); !s.ok()) return s;
   if (absl::Status s = CheckSingleThreaded(); !s.ok()) return s;
   if (absl::Status s = PrepareDir(options.dir); !s.ok()) return s;
   Run run(options, workload);

@@ -92,42 +92,89 @@ enum class SelfTest {
   kSplitCommit,       // state and dedupe record committed in two writes
 };
 
+// What RunCrashTest reports after each run of a worker, for progress
+// output. Every run is one of four kinds: a crash cycle (there are exactly
+// CrashTestOptions::cycles of them, unless a worker stops on its own), a run
+// that ended without a crash, the crash-free check that closes an epoch
+// before the last, and the final run (always last, exactly once).
+struct CycleProgress {
+  enum class Kind {
+    kCrashCycle,  // crash cycle `cycle` of `cycles`, ended by a crash
+    kNoCrash,     // an attempt at crash cycle `cycle` whose worker stopped
+                  // before the crash came: not a cycle (counted in
+                  // CrashTestReport::cycles_without_crash). Either it
+                  // consumed the rest of its epoch's stream, and the cycle
+                  // runs again on a new epoch, or it failed on its own
+                  // (worker_errors), and the crash cycles end there
+    kEpochEnd,    // the crash-free completeness check that closes `epoch`
+                  // when its stream has been consumed
+    kFinalRun,    // the crash-free final run on the last epoch
+  };
+  Kind kind = Kind::kCrashCycle;
+  int cycle = 0;   // kCrashCycle, kNoCrash: in [1, cycles]; else crash
+                   // cycles done so far
+  int cycles = 0;  // CrashTestOptions::cycles
+  int epoch = 0;   // 1-based
+  // kCrashCycle: "kill", "power loss", "power loss (torn)" or "kill point";
+  // empty otherwise.
+  std::string crash;
+  // "<N> delivered, <N> acked, <N> duplicates; open <T>ms; ok" (or
+  // "<N> VIOLATION(S)").
+  std::string summary;
+};
+
+// Bounds are checked by RunCrashTest (kInvalidArgument naming the field,
+// e.g. "threads must be in [1, 256], got 100000"); idem-crashtest's flags
+// have the same names and bounds.
 struct CrashTestOptions {
   // Scratch directory (created if missing); the store and logs go here.
   // Required.
   std::string dir;
+  // Crash cycles: worker runs that each end in a crash of `mode`'s kind,
+  // followed by the crash-free final run. A run whose worker consumes the
+  // rest of its stream before the crash comes is not a cycle (see
+  // CrashTestReport::cycles_without_crash). In [0, 1000000].
   int cycles = 20;
   CrashMode mode = CrashMode::kKill;
   Durability durability = Durability::kSync;
   uint64_t seed = 1;
-  // Worker threads delivering concurrently (>= 1).
+  // Worker threads delivering concurrently. In [1, 256].
   int threads = 2;
   // Unique messages in the stream of one epoch. When an epoch's stream has
-  // been consumed, the epoch ends with its crash-free final check and the
-  // next cycle starts a new epoch: a fresh store on a new stream (seeded from
-  // `seed` and the epoch number), so every check stays complete and cheap in
-  // long runs. 0: min(20000, 500 per cycle).
+  // been consumed, the epoch ends with its crash-free completeness check and
+  // the next cycle runs on a new epoch: a fresh store on a new stream (seeded
+  // from `seed` and the epoch number), so every check stays complete and
+  // cheap in long runs. The harness keeps every message and the IDs seen in
+  // memory (a few hundred bytes each). 0: min(20000, 500 per cycle);
+  // otherwise in [1, 2000000].
   size_t messages = 0;
+  // Partitions of the simulated broker. In [1, 1024].
   int partitions = 4;
   // Fraction of stream entries that are producer duplicates (the same ID
   // again at a later offset), and of deliveries that are repeated
-  // concurrently by another worker thread.
+  // concurrently by another worker thread. Each in [0, 1].
   double producer_duplicate_rate = 0.05;
   double concurrent_duplicate_rate = 0.05;
   // Largest batch a worker passes to ProcessBatch (batches are 1..max).
+  // In [1, 10000].
   int max_batch = 32;
   // Options::expiry_buckets of the worker's engine (the window stays at its
   // default, so records land in buckets, which are created under crashes,
   // but none ends during a run). In [0, 64].
   int expiry_buckets = 0;
-  // Fraction of cycles whose recovery is crashed once before verifying.
+  // Fraction of crash cycles whose recovery is crashed once before
+  // verifying. In [0, 1].
   double recovery_crash_rate = 0.2;
   SelfTest self_test = SelfTest::kNone;
-  // Upper bound of the random kill delay after a worker starts.
+  // Upper bound of the random kill delay after a worker starts. In
+  // [0, 1 min].
   absl::Duration max_kill_delay = absl::Milliseconds(150);
-  // Called after each cycle (for progress output); may be empty.
-  std::function<void(int cycle, const std::string& summary)> progress;
+  // Called after each run of a worker (for progress output); may be empty.
+  std::function<void(const CycleProgress&)> progress;
 };
+
+// OK, or kInvalidArgument naming the first field out of bounds.
+absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
 
 struct InvariantResult {
   std::string name;
@@ -138,6 +185,10 @@ struct InvariantResult {
 
 struct CrashTestReport {
   uint64_t seed = 0;
+  // Crash cycles run, each ended by a crash (kills + power_losses +
+  // kill_points). Equals CrashTestOptions::cycles, unless a worker stopped
+  // on its own before the end of its stream (an error or an unexpected
+  // death, reported under worker_errors): then the cycles end there.
   int cycles = 0;
   int epochs = 0;  // fresh stores; each ends with a crash-free final check
   // Crashes by kind.
@@ -146,7 +197,14 @@ struct CrashTestReport {
   int torn_writes = 0;
   int kill_points = 0;
   int recovery_crashes = 0;
-  int cycles_without_crash = 0;  // the worker finished before the kill
+  // Worker runs of a crash cycle that stopped before the crash came; not
+  // counted in `cycles`. Normally the worker consumed the rest of its
+  // epoch's stream first (the timed kill came too late, the kill point was
+  // never reached): the epoch ends and the cycle runs again on a new epoch.
+  // Many of them mean the stream is short for the crash timing: raise
+  // `messages`. (A worker that failed on its own is counted here too, and
+  // ends the crash cycles.)
+  int cycles_without_crash = 0;
   // Messages.
   uint64_t unique_messages = 0;       // over all epochs
   uint64_t stream_entries = 0;        // incl. producer duplicates
@@ -154,7 +212,7 @@ struct CrashTestReport {
   uint64_t acknowledged = 0;          // deliveries acknowledged to the broker
   uint64_t duplicates_suppressed = 0; // kDuplicate outcomes
   uint64_t unsynced_bytes_dropped = 0;
-  // Time to Engine::Open (recovery) in the verifier, per cycle.
+  // Time to Engine::Open (recovery) in the verifier, per worker run.
   absl::Duration open_p50;
   absl::Duration open_max;
   std::vector<InvariantResult> invariants;
@@ -163,8 +221,12 @@ struct CrashTestReport {
 };
 
 // Runs the crash test. Returns an error only if the harness itself could not
-// run (bad options, no fork, unusable directory); invariant violations are
-// reported in the CrashTestReport.
+// run: kInvalidArgument for options out of bounds (nothing is run),
+// kFailedPrecondition for a multi-threaded process, a directory the harness
+// did not create, or 100 worker runs in a row that all consumed their stream
+// before the crash came (raise `messages`), kUnavailable for a failed fork or
+// an unusable directory. Invariant violations are reported in the
+// CrashTestReport.
 absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
                                              const Workload& workload);
 

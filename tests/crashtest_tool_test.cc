@@ -1,0 +1,133 @@
+// The idem-crashtest tool (tools/crashtest.h): flags out of bounds are
+// refused before anything runs, and --cycles=N runs N crash cycles and one
+// final run, as its progress and report say.
+
+#include "tools/crashtest.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/temp_dir.h"
+
+namespace idem::tools {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+struct ToolRun {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+ToolRun RunTool(const CrashtestArgs& args) {
+  std::ostringstream out, err;
+  ToolRun r;
+  r.rc = RunCrashtest(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+int Count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + what.size())) {
+    ++n;
+  }
+  return n;
+}
+
+// Regression: --threads=100000 used to start the run (and blame the engine),
+// and a --messages too large for memory ended in std::bad_alloc.
+TEST(CrashtestToolTest, FlagsOutOfBoundsExitWithUsageCodeAndNameTheFlag) {
+  testing::TempDir tmp;
+  // With no --dir the tool would make a temporary directory here.
+  const char* old_tmpdir = getenv("TMPDIR");
+  const std::string saved = old_tmpdir != nullptr ? old_tmpdir : "";
+  setenv("TMPDIR", tmp.path().c_str(), 1);
+  struct Case {
+    const char* message;
+    void (*mutate)(CrashtestArgs&);
+  };
+  const Case cases[] = {
+      {"--threads must be in [1, 256], got 100000",
+       [](CrashtestArgs& a) { a.threads = 100000; }},
+      {"--threads must be in [1, 256], got 0",
+       [](CrashtestArgs& a) { a.threads = 0; }},
+      {"--messages must be in [0, 2000000], got 100000000000",
+       [](CrashtestArgs& a) { a.messages = 100000000000; }},
+      {"--cycles must be in [0, 1000000], got -1",
+       [](CrashtestArgs& a) { a.cycles = -1; }},
+      {"--cycles must be in [0, 1000000], got 1000001",
+       [](CrashtestArgs& a) { a.cycles = 1000001; }},
+      {"--partitions must be in [1, 1024], got 0",
+       [](CrashtestArgs& a) { a.partitions = 0; }},
+      {"--max_batch must be in [1, 10000], got 100000",
+       [](CrashtestArgs& a) { a.max_batch = 100000; }},
+      {"--expiry_buckets must be in [0, 64], got 65",
+       [](CrashtestArgs& a) { a.expiry_buckets = 65; }},
+      {"--recovery_crash_rate must be in [0, 1], got 1.5",
+       [](CrashtestArgs& a) { a.recovery_crash_rate = 1.5; }},
+      {"--recovery_crash_rate must be in [0, 1], got -0.1",
+       [](CrashtestArgs& a) { a.recovery_crash_rate = -0.1; }},
+  };
+  for (const Case& c : cases) {
+    CrashtestArgs args;
+    c.mutate(args);
+    const ToolRun r = RunTool(args);
+    EXPECT_EQ(r.rc, 2) << c.message;
+    EXPECT_THAT(r.err, HasSubstr(std::string("idem-crashtest: ") + c.message));
+    EXPECT_THAT(r.out, IsEmpty()) << c.message;
+  }
+  // Nothing started: not even the scratch directory was made.
+  EXPECT_TRUE(std::filesystem::is_empty(tmp.path()));
+  if (old_tmpdir != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+}
+
+// Regression: --cycles=3 printed "[cycle 1/4]" .. "[cycle 3/4]", counted runs
+// that ended without a crash as cycles and printed "final run" twice.
+TEST(CrashtestToolTest, CyclesCountCrashesAndTheFinalRunIsReportedOnce) {
+  testing::TempDir tmp;
+  CrashtestArgs args;
+  args.cycles = 3;
+  args.messages = 200;  // short epochs: some runs end before their kill
+  args.dir = tmp.Sub("run");
+  const ToolRun r = RunTool(args);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  for (const char* line : {"[cycle 1/3] ", "[cycle 2/3] ", "[cycle 3/3] "}) {
+    EXPECT_EQ(Count(r.err, line), 1) << line << " in\n" << r.err;
+  }
+  EXPECT_THAT(r.err, Not(HasSubstr("/4]")));
+  EXPECT_EQ(Count(r.err + r.out, "final run"), 1) << r.err << r.out;
+  EXPECT_EQ(Count(r.err, "[final run] "), 1);
+  // The final-run line is the last progress line.
+  const size_t final_run = r.err.find("[final run] ");
+  for (const char* other : {"[cycle ", "[no crash] ", "[epoch "}) {
+    const size_t last = r.err.rfind(other);
+    if (last != std::string::npos) {
+      EXPECT_GT(final_run, last) << other;
+    }
+  }
+  EXPECT_THAT(r.out, HasSubstr("cycles:     3 crash cycles in "));
+  EXPECT_THAT(r.out, HasSubstr("verdict: PASS"));
+  // Every run that ended without a crash is on its own line and in the
+  // report.
+  const int no_crash = Count(r.err, "[no crash] ");
+  EXPECT_THAT(r.out, HasSubstr("no crash:   " + std::to_string(no_crash) +
+                               " run(s)"));
+}
+
+}  // namespace
+}  // namespace idem::tools
