@@ -13,7 +13,10 @@ absl::StatusCode CodeFor(const rocksdb::Status& status) {
   if (status.IsCorruption()) return absl::StatusCode::kDataLoss;
   if (status.IsInvalidArgument()) return absl::StatusCode::kInvalidArgument;
   if (status.IsNotSupported()) return absl::StatusCode::kFailedPrecondition;
-  if (status.IsNoSpace() || status.IsMemoryLimit()) {
+  // CompactionTooLarge: the SstFileManager found too little free space for a
+  // compaction's output.
+  if (status.IsNoSpace() || status.IsMemoryLimit() ||
+      status.IsCompactionTooLarge()) {
     return absl::StatusCode::kResourceExhausted;
   }
   if (status.IsIOError()) {

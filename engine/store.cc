@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
 #include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/info_log.h"
 #include "engine/status_util.h"
+#include "engine/store_directory.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
@@ -19,42 +20,16 @@ namespace idem {
 namespace {
 
 
-// What is at `path` before anything is opened.
-enum class PathKind { kMissing, kEmptyDirectory, kDatabase, kOther };
-
-absl::StatusOr<PathKind> ClassifyPath(rocksdb::Env* env,
-                                      const std::string& path) {
-  rocksdb::Status exists = env->FileExists(path);
-  if (exists.IsNotFound()) return PathKind::kMissing;
-  if (!exists.ok()) return FromRocksStatus(exists, "checking " + path);
-  bool is_dir = false;
-  rocksdb::Status s = env->IsDirectory(path, &is_dir);
-  if (!s.ok()) return FromRocksStatus(s, "checking " + path);
-  if (!is_dir) return PathKind::kOther;
-  std::vector<std::string> children;
-  s = env->GetChildren(path, &children);
-  if (!s.ok()) return FromRocksStatus(s, "listing " + path);
-  bool empty = true;
-  bool has_current = false;
-  for (const std::string& child : children) {
-    if (child == "." || child == "..") continue;
-    empty = false;
-    if (child == "CURRENT") has_current = true;
-  }
-  if (empty) return PathKind::kEmptyDirectory;
-  return has_current ? PathKind::kDatabase : PathKind::kOther;
-}
-
 // Reads the format version of an existing database from its column family
 // names (reads the MANIFEST only; writes nothing).
 absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
-                                 const std::string& path,
+                                 const std::string& dir,
+                                 const std::string& shown,
                                  std::vector<std::string>* names,
                                  int* format_version) {
-  rocksdb::Status s =
-      rocksdb::DB::ListColumnFamilies(db_options, path, names);
-  if (!s.ok()) return FromRocksStatus(s, "reading store metadata at " + path);
-  absl::StatusOr<int> version = FormatVersionFromFamilies(*names, path);
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, dir, names);
+  if (!s.ok()) return FromRocksStatus(s, "reading store metadata at " + shown);
+  absl::StatusOr<int> version = FormatVersionFromFamilies(*names, shown);
   if (!version.ok()) return version.status();
   *format_version = *version;
   return absl::OkStatus();
@@ -100,23 +75,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
   return store;
 }
 
-// Creates an empty store at `path` (missing or an empty directory) so that a
-// crash at any point leaves either no store or a complete one: the store is
-// built in a sibling directory, then renamed into place.
-absl::Status CreateStore(const std::string& path, const Options& options,
-                         const StoreParts& parts, rocksdb::Env* env,
-                         rocksdb::DBOptions db_options) {
-  const std::string staging = path + ".idem-creating";
-  if (env->FileExists(staging).ok()) {
-    // Left by a creation that crashed: it never held committed data.
-    rocksdb::Options destroy_options(db_options, rocksdb::ColumnFamilyOptions());
-    rocksdb::Status s = rocksdb::DestroyDB(staging, destroy_options);
-    // DestroyDB removes the directory too once it is empty.
-    if (s.ok() && env->FileExists(staging).ok()) s = env->DeleteDir(staging);
-    if (!s.ok()) {
-      return FromRocksStatus(s, "removing the unfinished store " + staging);
-    }
-  }
+// Builds a complete, empty store in the new directory `staging` (see
+// CreateStoreInDirectory) and closes it.
+absl::Status BuildEmptyStore(const std::string& staging, const Options& options,
+                             const StoreParts& parts, rocksdb::Env* env,
+                             rocksdb::DBOptions db_options) {
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   // The format marker comes last: RocksDB creates missing column families
@@ -125,20 +88,36 @@ absl::Status CreateStore(const std::string& path, const Options& options,
       rocksdb::kDefaultColumnFamilyName, kDedupeColumnFamily,
       kStateColumnFamily, kOffsetsColumnFamily,
       FormatColumnFamilyName(options.expiry_buckets > 0 ? 2 : 1)};
-  {
-    absl::StatusOr<std::unique_ptr<Store>> created =
-        OpenDatabase(staging, options, parts, env, db_options, names,
-                     /*read_only=*/false);
-    if (!created.ok()) return created.status();
-  }  // closed here
-  // rename(2) also replaces an empty directory at `path`.
-  rocksdb::Status s = env->RenameFile(staging, path);
-  if (!s.ok()) return FromRocksStatus(s, "moving the new store into " + path);
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  std::unique_ptr<rocksdb::Directory> dir;
-  s = env->NewDirectory(parent.empty() ? "." : parent, &dir);
-  if (s.ok()) s = dir->Fsync();
-  return FromRocksStatus(s, "syncing the directory of " + path);
+  absl::StatusOr<std::unique_ptr<Store>> created =
+      OpenDatabase(staging, options, parts, env, db_options, names,
+                   /*read_only=*/false);
+  return created.status();  // closed here
+}
+
+// kDataLoss if a write-ahead log of the store at `dir` is damaged anywhere but
+// in an incomplete last record. Recovery itself (kPointInTimeRecovery) stops
+// silently at the first bad record, which is right for the torn, unsynced
+// tail a power loss leaves but would drop every later record, synced or
+// not, after damage further in. So the logs are first replayed read-only in
+// kTolerateCorruptedTailRecords mode, which reports any bad record except a
+// truncated one at the end.
+absl::Status CheckWriteAheadLogs(const std::string& dir, const std::string& shown,
+                                 const Options& options, const StoreParts& parts,
+                                 rocksdb::Env* env, rocksdb::DBOptions db_options,
+                                 const std::vector<std::string>& names) {
+  db_options.wal_recovery_mode =
+      rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  absl::StatusOr<std::unique_ptr<Store>> replayed =
+      OpenDatabase(dir, options, parts, env, db_options, names,
+                   /*read_only=*/true);
+  if (absl::IsDataLoss(replayed.status())) {
+    return absl::DataLossError(absl::StrCat(
+        shown, " has a damaged write-ahead log: valid records follow the "
+               "damage, so recovering would silently drop committed writes; "
+               "refusing to open it (",
+        replayed.status().message(), ")"));
+  }
+  return replayed.status();
 }
 
 }  // namespace
@@ -295,39 +274,77 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                  bool read_only) {
   rocksdb::Env* env =
       options.env != nullptr ? options.env : rocksdb::Env::Default();
-  const rocksdb::DBOptions db_options =
-      MakeDbOptions(options, env, parts.statistics);
+  rocksdb::DBOptions db_options = MakeDbOptions(options, env, parts.statistics);
+  // Nothing is written to the store directory before it passed every check.
+  db_options.info_log = MakeInfoLog(options.logger, "", options.clock);
 
-  absl::StatusOr<PathKind> kind = ClassifyPath(env, path);
-  if (!kind.ok()) return kind.status();
-  switch (*kind) {
-    case PathKind::kOther:
+  absl::StatusOr<DirectoryState> state =
+      InspectStoreDirectory(env, path, path);
+  if (!state.ok()) return state.status();
+  switch (state->kind) {
+    case DirectoryKind::kOther:
       return absl::FailedPreconditionError(absl::StrCat(
           path, " is not an idem store (a file, or a non-empty directory "
                 "without a database); refusing to open it"));
-    case PathKind::kMissing:
-    case PathKind::kEmptyDirectory:
-      if (!options.create_if_missing || read_only) {
+    case DirectoryKind::kMissing:
+    case DirectoryKind::kEmpty:
+    case DirectoryKind::kInterruptedCreation: {
+      const char* what = state->kind == DirectoryKind::kInterruptedCreation
+                             ? " (only an unfinished creation, which a "
+                               "writable Open with create_if_missing finishes)"
+                             : "";
+      if (read_only) {
         return absl::NotFoundError(absl::StrCat(
-            "no idem store at ", path, " and create_if_missing is false"));
+            "no idem store at ", path, what, "; a read-only open creates none"));
       }
-      if (absl::Status s = CreateStore(path, options, parts, env, db_options);
+      if (!options.create_if_missing) {
+        return absl::NotFoundError(absl::StrCat(
+            "no idem store at ", path, what, " and create_if_missing is false"));
+      }
+      if (absl::Status s = EnsureStoreDirectory(env, path); !s.ok()) return s;
+      const std::string dir = CanonicalStorePath(path);
+      if (absl::Status s = CreateStoreInDirectory(
+              env, dir, path,
+              [&](const std::string& staging) {
+                return BuildEmptyStore(staging, options, parts, env,
+                                       db_options);
+              });
           !s.ok()) {
         return s;
       }
+      state = InspectStoreDirectory(env, dir, path);
+      if (!state.ok()) return state.status();
       break;
-    case PathKind::kDatabase:
+    }
+    case DirectoryKind::kStore:
       break;
   }
+
+  // Every spelling of the directory (a trailing "/", "./", a symlink) opens
+  // it under one name, so RocksDB's lock refuses a second writable engine in
+  // this process as it does in another.
+  const std::string dir = CanonicalStorePath(path);
+  if (state->has_staging && !read_only) RemoveFinishedStaging(env, dir);
   std::vector<std::string> names;
   int format_version = 0;
   if (absl::Status s =
-          CheckExistingFormat(db_options, path, &names, &format_version);
+          CheckExistingFormat(db_options, dir, path, &names, &format_version);
       !s.ok()) {
     return s;
   }
+  if (state->has_wal_data) {
+    if (absl::Status s = CheckWriteAheadLogs(dir, path, options, parts, env,
+                                             db_options, names);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!read_only) {
+    db_options.info_log =
+        MakeInfoLog(options.logger, dir + "/LOG", options.clock);
+  }
   absl::StatusOr<std::unique_ptr<Store>> store =
-      OpenDatabase(path, options, parts, env, db_options, names, read_only);
+      OpenDatabase(dir, options, parts, env, db_options, names, read_only);
   if (store.ok()) (*store)->format_version = format_version;
   return store;
 }

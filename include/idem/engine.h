@@ -53,14 +53,22 @@ struct DumpEntry {
 
 class Engine {
  public:
-  // Opens (or, with create_if_missing, creates) the store at `path`.
-  // Returns kInvalidArgument for bad options; kNotFound if `path` does not
-  // exist and create_if_missing is false (or read_only is set);
-  // kFailedPrecondition, changing nothing on disk, if `path` is not an idem
-  // store (a file, a non-empty directory of something else, a RocksDB
-  // database without idem's format marker), was written by a newer format,
-  // or is locked by another open engine (unless read_only); kDataLoss if the
-  // store is corrupt; kUnavailable for I/O errors.
+  // Opens (or, with create_if_missing, creates) the store at `path`: a
+  // missing directory (its parent must exist) or an empty one, such as ".",
+  // a mount point or a symlink to a directory; creation is crash-safe.
+  // Returns kInvalidArgument for bad options; kNotFound if there is no store
+  // at `path` and create_if_missing is false or read_only is set, or if the
+  // parent of a missing `path` does not exist; kFailedPrecondition, changing
+  // nothing on disk, if `path` is not an idem store (a file, a non-empty
+  // directory of something else, a RocksDB database without idem's format
+  // marker), was written by a newer format, or is open in another writable
+  // engine, in this process or another, under any spelling of its path
+  // (unless read_only), or is being created by another opener; kDataLoss,
+  // changing nothing, if the store is damaged: a write-ahead log with
+  // damage that valid records follow (only a torn last record, as a power
+  // loss leaves, is recovered from, to the commits before it), a missing
+  // CURRENT or MANIFEST file, or a missing column family;
+  // kResourceExhausted on a full disk; kUnavailable for other I/O errors.
   static absl::StatusOr<std::unique_ptr<Engine>> Open(const std::string& path,
                                                       const Options& options);
 

@@ -20,6 +20,7 @@ class Env;
 namespace idem {
 
 class Clock;
+class Logger;
 
 // When a committed outcome becomes durable (survives a power loss).
 enum class Durability {
@@ -56,6 +57,11 @@ struct Options {
   // RocksDB environment for all file I/O (wrap it to inject faults). Borrowed.
   // nullptr: rocksdb::Env::Default(). Default: nullptr.
   rocksdb::Env* env = nullptr;
+
+  // Receives RocksDB's info log (warnings and errors). Borrowed; see
+  // idem/logger.h. nullptr: appended to the file LOG in the store directory
+  // (read-only opens log nowhere). Default: nullptr.
+  Logger* logger = nullptr;
 
   // Create an empty store when `path` does not exist or is an empty
   // directory. Default: true.
