@@ -164,7 +164,9 @@ TEST(EngineClockBrokenVariantTest, NonMonotonicTimeFollowsTheClockBack) {
 // An engine on a ScriptedClock, with expiry_buckets = GetParam().
 class EngineTimeTest : public ::testing::TestWithParam<int> {
  protected:
-  absl::Status Open(const EngineHooks& hooks = {}) {
+  // Opens (or reopens) the engine of store `name`.
+  absl::Status Open(const EngineHooks& hooks = {},
+                    const std::string& name = "db") {
     engine_.reset();
     Options options;
     options.clock = &clock_;
@@ -172,7 +174,7 @@ class EngineTimeTest : public ::testing::TestWithParam<int> {
     options.expiry_buckets = GetParam();
     options.durability = Durability::kBuffered;
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        OpenEngineWithHooks(dir_.Sub("db"), options, hooks);
+        OpenEngineWithHooks(dir_.Sub(name), options, hooks);
     if (!engine.ok()) return engine.status();
     engine_ = std::move(*engine);
     return absl::OkStatus();
@@ -305,30 +307,33 @@ TEST_P(EngineTimeTest, ThrowingClockFailsCallsThatReadTimeWithUnavailable) {
 // The TTL filter reads engine time too; while the clock cannot be read it
 // keeps every record (Checkpoint flushes memtables through it without
 // reading time itself). Regression for InfiniteFuture: the filter removed
-// every record, live ones included.
+// every record, live ones included. Each case has an engine of its own: a
+// compaction that RocksDB starts after the flush may run once the clock is
+// good again, and then rightly drops the expired record.
 TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
-  ASSERT_TRUE(Open().ok());
-  ASSERT_TRUE(Deliver(*engine_, "expired", "r").status.ok());
-  clock_.Advance(kWindow);
-  ASSERT_TRUE(Deliver(*engine_, "live", "r").status.ok());
-  int checkpoint = 0;
   for (const char* what : {"throws", "infinite-future", "infinite-past"}) {
     const std::string w = what;
+    clock_.Set(kStart);
+    ASSERT_TRUE(Open({}, absl::StrCat("db-", what)).ok());
+    ASSERT_TRUE(Deliver(*engine_, "expired", "r").status.ok());
+    clock_.Advance(kWindow);
+    ASSERT_TRUE(Deliver(*engine_, "live", "r").status.ok());
     if (w == "throws") clock_.SetMode(ScriptedClock::Mode::kThrow);
     if (w == "infinite-future") clock_.Set(absl::InfiniteFuture());
     if (w == "infinite-past") clock_.Set(absl::InfinitePast());
-    absl::Status s =
-        engine_->Checkpoint(dir_.Sub(absl::StrCat("checkpoint", checkpoint++)));
+    absl::Status s = engine_->Checkpoint(dir_.Sub(absl::StrCat("cp-", what)));
     EXPECT_TRUE(s.ok()) << what << ": " << s;
-    clock_.Set(kStart + kWindow);
+    // Read before the clock is good again (GetStats reads no time).
     EXPECT_EQ(engine_->GetStats().value().expired_dropped, 0u) << what;
-    EXPECT_EQ(StoredRecords().size(), 2u) << what;
+    clock_.Set(kStart + kWindow);
     EXPECT_TRUE(engine_->Seen("live").value()) << what;
+    EXPECT_TRUE(StoredRecords().contains(testing::HexOfIdHash("live"))) << what;
   }
   // With a good clock the expired record goes, the live one stays.
   ASSERT_TRUE(engine_->CompactExpired().ok());
-  EXPECT_EQ(StoredRecords().size(), 1u);
-  EXPECT_TRUE(engine_->Seen("live").value());
+  const std::map<std::string, DumpEntry> records = StoredRecords();
+  EXPECT_EQ(records.size(), 1u);
+  EXPECT_TRUE(records.contains(testing::HexOfIdHash("live")));
 }
 
 // Moves the clock forward and back through several windows: each step
