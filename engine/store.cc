@@ -135,9 +135,12 @@ std::optional<int64_t> ParseBucketFamilyName(std::string_view name) {
     return std::nullopt;
   }
   int64_t end = 0;
+  // Only the spelling BucketFamilyName writes: two names for one end would
+  // leave one family unread.
   if (!absl::SimpleAtoi(
           AbslView(name.substr(std::string_view(kBucketFamilyPrefix).size())),
-          &end)) {
+          &end) ||
+      BucketFamilyName(end) != name) {
     return std::nullopt;
   }
   return end;
@@ -151,7 +154,8 @@ absl::StatusOr<int> FormatVersionFromFamilies(
     int v = 0;
     const std::string digits =
         name.substr(std::string_view(kFormatColumnFamilyPrefix).size());
-    if (!absl::SimpleAtoi(digits, &v) || v < 1) {
+    if (!absl::SimpleAtoi(digits, &v) || v < 1 ||
+        FormatColumnFamilyName(v) != name) {
       return absl::FailedPreconditionError(absl::StrCat(
           AbslView(path), " has an unreadable format marker '", name, "'"));
     }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/engine_hooks.h"
+#include "engine/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
@@ -185,6 +187,21 @@ TEST(ExpiryBucketsTest, RecordsLiveInBucketFamiliesAndTheStoreIsFormat2) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->expiry_buckets, 1u);
   EXPECT_EQ(stats->estimated_live_records, 1u);
+}
+
+// Two names for one end would leave one of the families unread (missed
+// duplicates): only the spelling BucketFamilyName writes names a bucket.
+TEST(ExpiryBucketsTest, OnlyTheWrittenSpellingOfABucketNameIsABucket) {
+  for (int64_t end : {int64_t{0}, int64_t{5}, int64_t{1'700'003'600'000'000},
+                      std::numeric_limits<int64_t>::min()}) {
+    EXPECT_EQ(ParseBucketFamilyName(BucketFamilyName(end)),
+              std::optional<int64_t>(end));
+  }
+  for (const char* other : {"05", "+5", " 5", "5 ", "5\n", "-0", "", "x"}) {
+    EXPECT_EQ(ParseBucketFamilyName(std::string(kBucketFamilyPrefix) + other),
+              std::nullopt)
+        << other;
+  }
 }
 
 TEST(ExpiryBucketsTest, StoreWithoutBucketsStaysFormat1UntilItGetsOne) {

@@ -378,6 +378,8 @@ INSTANTIATE_TEST_SUITE_P(Names, BadFormatMarkerTest,
                              {"Letters", "idem.format.x"},
                              {"Zero", "idem.format.0"},
                              {"Negative", "idem.format.-1"},
+                             {"LeadingZero", "idem.format.01"},
+                             {"Plus", "idem.format.+1"},
                              {"OutOfRange", "idem.format.99999999999"}}),
                          MalformedName);
 

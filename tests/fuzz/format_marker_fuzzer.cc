@@ -90,6 +90,15 @@ void FuzzOne(std::string_view input) {
          {kDedupeColumnFamily, kStateColumnFamily, kOffsetsColumnFamily}) {
       IDEM_FUZZ_CHECK(Contains(names, required));
     }
+    // Every marker is spelt as FormatColumnFamilyName writes it.
+    for (const std::string& name : names) {
+      if (!name.starts_with(kFormatColumnFamilyPrefix)) continue;
+      bool written = false;
+      for (int v = 1; v <= kFormatVersion; ++v) {
+        written = written || FormatColumnFamilyName(v) == name;
+      }
+      IDEM_FUZZ_CHECK(written);
+    }
     const absl::StatusOr<int> canonical =
         FormatVersionFromFamilies(CanonicalNames(*version), kPath);
     IDEM_FUZZ_CHECK(canonical.ok() && *canonical == *version);
