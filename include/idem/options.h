@@ -50,8 +50,10 @@ struct Options {
   // See Durability. Default: kSync.
   Durability durability = Durability::kSync;
 
-  // Time source for expiry decisions. Borrowed. nullptr: SystemClock().
-  // Default: nullptr.
+  // Time source for expiry decisions. Borrowed. A clock that returns a
+  // non-finite time or throws fails the calls that read it; one set back
+  // does not move the engine's time back (see idem/clock.h).
+  // nullptr: SystemClock(). Default: nullptr.
   Clock* clock = nullptr;
 
   // RocksDB environment for all file I/O (wrap it to inject faults). Borrowed.
