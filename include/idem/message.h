@@ -24,13 +24,13 @@ inline constexpr size_t kMaxSourceBytes = 1024;
 struct Message {
   // Dedupe key: the broker's message ID or a business key. 1 to kMaxIdBytes
   // bytes, any content. Only its 128-bit hash (XXH3-128) is stored.
-  std::string_view id;
+  std::string_view id = {};
   // Passed to the handler untouched; not stored by the engine.
-  std::string_view payload;
+  std::string_view payload = {};
   // Optional position in the source: topic or queue name (at most
   // kMaxSourceBytes), partition (>= 0) and offset. The position is recorded
   // only when `source` is non-empty and `offset` >= 0.
-  std::string_view source;
+  std::string_view source = {};
   int32_t partition = 0;
   int64_t offset = -1;
   // How long this ID is remembered; must be >= 0 and finite.
