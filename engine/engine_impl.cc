@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/batch_txn.h"
 #include "engine/expiry_buckets.h"
 #include "engine/offset_tracker.h"
@@ -311,6 +313,11 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
       LookupLive(store, keys, now_micros);
   if (!stored.ok()) return stored.status();
+  // The same holds for the offsets: a malformed one fails the call before
+  // any handler runs.
+  absl::StatusOr<StoredOffsets> stored_offsets =
+      ReadStoredOffsets(store, messages);
+  if (!stored_offsets.ok()) return stored_offsets.status();
 
   BatchOverlay overlay;  // final state values written by the batch
   // New dedupe records: family (idem.dedupe or an expiry bucket), key, value.
@@ -405,7 +412,10 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
         record.family, ToSlice(KeyView(record.key)), record.value);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
-  if (absl::Status s = AddOffsets(store, offsets, batch); !s.ok()) return s;
+  if (absl::Status s = AddOffsets(store, offsets, *stored_offsets, batch);
+      !s.ok()) {
+    return s;
+  }
   if (absl::Status s = Write(store, &batch); !s.ok()) return s;
   if (absl::Status s = Write(store, &split_records); !s.ok()) return s;
 
@@ -429,26 +439,41 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   return results;
 }
 
+absl::StatusOr<EngineImpl::StoredOffsets> EngineImpl::ReadStoredOffsets(
+    Store& store, absl::Span<const Message> messages) {
+  const std::vector<std::string> keys = OffsetTracker::OffsetKeys(messages);
+  StoredOffsets stored;
+  if (keys.empty()) return stored;
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  store.db->MultiGet(rocksdb::ReadOptions(), store.offsets, keys.size(),
+                     slices.data(), values.data(), statuses.data());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) {
+      return FromRocksStatus(statuses[i], "reading a committed offset");
+    }
+    std::optional<int64_t> offset =
+        DecodeOffsetValue(std::string_view(values[i].data(), values[i].size()));
+    if (!offset.has_value()) return UndecodableOffsetError(keys[i]);
+    stored.emplace(keys[i], *offset);
+  }
+  return stored;
+}
+
 absl::Status EngineImpl::AddOffsets(Store& store, const OffsetTracker& offsets,
+                                    const StoredOffsets& stored,
                                     rocksdb::WriteBatch& batch) {
   absl::Status status;
   offsets.ForEach([&](const std::string& offset_key, int64_t offset) {
     if (!status.ok()) return;
-    std::string value;
-    rocksdb::Status s =
-        store.db->Get(rocksdb::ReadOptions(), store.offsets, offset_key, &value);
-    if (s.ok()) {
-      std::optional<int64_t> stored = DecodeOffsetValue(value);
-      if (!stored.has_value()) {
-        status = absl::DataLossError("undecodable stored offset");
-        return;
-      }
-      if (*stored >= offset) return;  // offsets only move forward
-    } else if (!s.IsNotFound()) {
-      status = FromRocksStatus(s, "reading a committed offset");
-      return;
+    auto it = stored.find(offset_key);
+    if (it != stored.end() && it->second >= offset) {
+      return;  // offsets only move forward
     }
-    s = batch.Put(store.offsets, offset_key, EncodeOffsetValue(offset));
+    rocksdb::Status s =
+        batch.Put(store.offsets, offset_key, EncodeOffsetValue(offset));
     if (!s.ok()) status = FromRocksStatus(s, "building the commit");
   });
   return status;
@@ -559,16 +584,14 @@ absl::StatusOr<std::optional<int64_t>> EngineImpl::CommittedOffset(
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  const std::string key = EncodeOffsetKey(source, partition);
   std::string value;
   rocksdb::Status s =
-      (*store)->db->Get(rocksdb::ReadOptions(), (*store)->offsets,
-                        EncodeOffsetKey(source, partition), &value);
+      (*store)->db->Get(rocksdb::ReadOptions(), (*store)->offsets, key, &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) return FromRocksStatus(s, "reading a committed offset");
   std::optional<int64_t> offset = DecodeOffsetValue(value);
-  if (!offset.has_value()) {
-    return absl::DataLossError("undecodable stored offset");
-  }
+  if (!offset.has_value()) return UndecodableOffsetError(key);
   return *offset;
 }
 
@@ -591,6 +614,19 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
   absl::Status s = syncer_.WaitDurable((*store)->db, sequence);
   if (!s.ok()) needs_reopen_.store(true);
   return s;
+}
+
+absl::Status UndecodableOffsetError(std::string_view offset_key) {
+  std::optional<OffsetKey> key = DecodeOffsetKey(offset_key);
+  if (!key.has_value()) {
+    return absl::DataLossError(absl::StrCat(
+        "undecodable stored offset key ", DedupeKeyToHex(offset_key),
+        " (too short to hold a source and partition)"));
+  }
+  return absl::DataLossError(
+      absl::StrCat("undecodable stored offset of source \"",
+                   absl::CHexEscape(AbslView(key->source)), "\" partition ",
+                   key->partition));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(

@@ -20,9 +20,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
@@ -84,8 +86,21 @@ class EngineImpl : public Engine {
   // Drops the buckets that have ended. REQUIRES: store_mu_ held exclusively.
   absl::Status DropEndedBuckets(Store& store, int64_t now_micros);
 
-  // Adds to `batch` the offsets `offsets` moves forward.
+  // Stored offsets by offset key (engine/record.h); a partition without one
+  // is absent.
+  using StoredOffsets = absl::flat_hash_map<std::string, int64_t>;
+
+  // The stored offsets of the partitions `messages` carry a position in, one
+  // MultiGet for the distinct ones. kDataLoss naming the source and
+  // partition if one does not decode.
+  absl::StatusOr<StoredOffsets> ReadStoredOffsets(
+      Store& store, absl::Span<const Message> messages)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Adds to `batch` the offsets `offsets` moves forward past `stored` (read
+  // by ReadStoredOffsets for the same messages).
   absl::Status AddOffsets(Store& store, const class OffsetTracker& offsets,
+                          const StoredOffsets& stored,
                           rocksdb::WriteBatch& batch)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
@@ -176,6 +191,11 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> buckets_dropped_{0};
   std::atomic<uint64_t> bucket_records_dropped_{0};
 };
+
+// kDataLoss for a stored offset that does not decode, naming its source and
+// partition, or showing `offset_key` in hex if it is too short to hold them.
+// For the commit path, CommittedOffset and Dump.
+absl::Status UndecodableOffsetError(std::string_view offset_key);
 
 }  // namespace idem
 

@@ -52,7 +52,7 @@ absl::StatusOr<DumpEntry> OffsetEntry(std::string_view key,
   std::optional<OffsetKey> offset_key = DecodeOffsetKey(key);
   std::optional<int64_t> offset = DecodeOffsetValue(value);
   if (!offset_key.has_value() || !offset.has_value()) {
-    return absl::DataLossError("undecodable stored offset");
+    return UndecodableOffsetError(key);
   }
   DumpEntry entry;
   entry.kind = DumpEntry::Kind::kOffset;

@@ -1,13 +1,19 @@
 #include "engine/offset_tracker.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "engine/record.h"
 
 namespace idem {
 
+bool OffsetTracker::HasPosition(const Message& message) {
+  return !message.source.empty() && message.offset >= 0;
+}
+
 void OffsetTracker::Add(const Message& message, Outcome outcome) {
-  if (message.source.empty() || message.offset < 0) return;
+  if (!HasPosition(message)) return;
   Partition& p =
       partitions_[EncodeOffsetKey(message.source, message.partition)];
   if (outcome == Outcome::kFailed) {
@@ -29,6 +35,18 @@ void OffsetTracker::ForEach(
     }
     if (best >= 0) fn(key, best);
   }
+}
+
+std::vector<std::string> OffsetTracker::OffsetKeys(
+    absl::Span<const Message> messages) {
+  std::vector<std::string> keys;
+  absl::flat_hash_set<std::string> seen;
+  for (const Message& message : messages) {
+    if (!HasPosition(message)) continue;
+    std::string key = EncodeOffsetKey(message.source, message.partition);
+    if (seen.insert(key).second) keys.push_back(std::move(key));
+  }
+  return keys;
 }
 
 }  // namespace idem

@@ -16,6 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
+#include "absl/types/span.h"
 #include "idem/message.h"
 
 namespace idem {
@@ -30,7 +31,16 @@ class OffsetTracker {
   // record (offset_key as in engine/record.h).
   void ForEach(absl::FunctionRef<void(const std::string&, int64_t)> fn) const;
 
+  // The offset keys of the partitions `messages` carry a position in, each
+  // once, in order of first appearance: every key ForEach may report for a
+  // commit of `messages`.
+  static std::vector<std::string> OffsetKeys(
+      absl::Span<const Message> messages);
+
  private:
+  // Whether `message` carries a position (non-empty source, offset >= 0).
+  static bool HasPosition(const Message& message);
+
   struct Partition {
     std::optional<int64_t> lowest_failed;  // nullopt: nothing failed
     std::vector<int64_t> succeeded;

@@ -308,7 +308,14 @@ TEST_F(MalformedRecordTest, ForgetRemovesAnUndecodableRecord) {
 
 class MalformedOffsetValueTest
     : public MalformedRecordTest,
-      public ::testing::WithParamInterface<Malformed> {};
+      public ::testing::WithParamInterface<Malformed> {
+ protected:
+  // The malformed offset is the one of source "t", partition 0.
+  static void ExpectNamesT0(const absl::Status& status) {
+    EXPECT_THAT(status.message(), HasSubstr("source \"t\" partition 0"))
+        << status;
+  }
+};
 
 INSTANTIATE_TEST_SUITE_P(Values, MalformedOffsetValueTest,
                          ::testing::ValuesIn(std::vector<Malformed>{
@@ -329,24 +336,32 @@ TEST_P(MalformedOffsetValueTest, CallsThatReadItAreDataLossAndChangeNothing) {
     EXPECT_EQ(engine->CommittedOffset("t", 0).status().code(),
               absl::StatusCode::kDataLoss);
     EXPECT_EQ(*engine->CommittedOffset("t", 1), std::optional<int64_t>(9));
-    // A message of t/0 must move its offset: the commit reads the stored
-    // one and fails before writing anything.
-    EXPECT_EQ(
+    // A message of t/0 would move its offset: the commit reads the stored
+    // one with the dedupe records, before any handler runs, and fails
+    // without running a handler or writing anything.
+    absl::Status processed =
         engine
             ->Process(
                 {.id = "fresh", .source = "t", .partition = 0, .offset = 6},
                 counting_)
-            .status()
-            .code(),
-        absl::StatusCode::kDataLoss);
+            .status();
+    EXPECT_EQ(processed.code(), absl::StatusCode::kDataLoss) << processed;
+    ExpectNamesT0(processed);
+    // In a batch, the message of t/1 does not run either.
     const std::vector<Message> batch = {
         {.id = "other", .source = "t", .partition = 1, .offset = 10},
         {.id = "fresh", .source = "t", .partition = 0, .offset = 7}};
     auto results = engine->ProcessBatch(batch, counting_);
     EXPECT_EQ(results.status().code(), absl::StatusCode::kDataLoss)
         << results.status();
+    ExpectNamesT0(results.status());
+    EXPECT_EQ(handler_calls_, 0)
+        << "a handler ran before the malformed offset was found";
+    ExpectNamesT0(engine->CommittedOffset("t", 0).status());
     int visited = 0;
-    EXPECT_EQ(DumpAll(*engine, &visited).code(), absl::StatusCode::kDataLoss);
+    absl::Status dumped = DumpAll(*engine, &visited);
+    EXPECT_EQ(dumped.code(), absl::StatusCode::kDataLoss);
+    ExpectNamesT0(dumped);
     EXPECT_TRUE(engine->GetStats().ok());
     ASSERT_NO_FATAL_FAILURE(ExpectCommittedDataReadable(*engine));
     EXPECT_FALSE(*engine->Seen("fresh"));
@@ -354,6 +369,30 @@ TEST_P(MalformedOffsetValueTest, CallsThatReadItAreDataLossAndChangeNothing) {
     EXPECT_EQ(*engine->CommittedOffset("t", 1), std::optional<int64_t>(9));
   }
   EXPECT_EQ(ReadAll(path()), before);
+  // A message on another partition still processes and moves its offset.
+  ASSERT_OPEN(engine, path(), options_);
+  auto other = engine->Process(
+      {.id = "other", .source = "t", .partition = 1, .offset = 10}, counting_);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->outcome, Outcome::kProcessed);
+  EXPECT_EQ(handler_calls_, 1);
+  EXPECT_EQ(*engine->CommittedOffset("t", 1), std::optional<int64_t>(10));
+  EXPECT_EQ(engine->CommittedOffset("t", 0).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// Without an offset, a message of t/0 does not read the stored one.
+TEST_P(MalformedOffsetValueTest, MessageWithoutAnOffsetStillProcesses) {
+  ASSERT_NO_FATAL_FAILURE(CommitTwoMessages());
+  ASSERT_TRUE(RawPut(path(), kOffsetsColumnFamily, EncodeOffsetKey("t", 0),
+                     GetParam().value)
+                  .ok());
+  ASSERT_OPEN(engine, path(), options_);
+  auto fresh = engine->Process(
+      {.id = "fresh", .source = "t", .partition = 0, .offset = -1}, counting_);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->outcome, Outcome::kProcessed);
+  EXPECT_EQ(handler_calls_, 1);
 }
 
 TEST_F(MalformedRecordTest, OffsetKeyShorterThanAPartitionIsDataLossForDump) {
@@ -362,7 +401,10 @@ TEST_F(MalformedRecordTest, OffsetKeyShorterThanAPartitionIsDataLossForDump) {
       RawPut(path(), kOffsetsColumnFamily, "ab", EncodeOffsetValue(1)).ok());
   ASSERT_OPEN(engine, path(), options_);
   int visited = 0;
-  EXPECT_EQ(DumpAll(*engine, &visited).code(), absl::StatusCode::kDataLoss);
+  absl::Status dumped = DumpAll(*engine, &visited);
+  EXPECT_EQ(dumped.code(), absl::StatusCode::kDataLoss);
+  // Too short to name a source and partition: the key is shown in hex.
+  EXPECT_THAT(dumped.message(), HasSubstr("6162")) << dumped;
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(5));
   ASSERT_NO_FATAL_FAILURE(ExpectCommittedDataReadable(*engine));
 }

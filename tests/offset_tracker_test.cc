@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "engine/record.h"
 #include "gmock/gmock.h"
@@ -163,6 +164,18 @@ TEST(OffsetTrackerTest, RepeatedOffsetIsRecordedOnce) {
   tracker.Add(At("t", 2, 11), Outcome::kProcessed);
   tracker.Add(At("t", 2, 11), Outcome::kDuplicate);
   EXPECT_THAT(Recorded(tracker), ElementsAre(Pair(EncodeOffsetKey("t", 2), 11)));
+}
+
+// The commit reads these stored offsets before any handler runs, so every
+// key ForEach can report must be among them.
+TEST(OffsetTrackerTest, OffsetKeysAreTheDistinctPartitionsWithAPosition) {
+  const std::vector<Message> messages = {
+      At("t", 1, 4),  At("t", 0, 2), At("t", 1, 5), At("", 3, 1),
+      At("t", 2, -1), At("u", 0, 0), At("t", 0, 9)};
+  EXPECT_THAT(OffsetTracker::OffsetKeys(messages),
+              ElementsAre(EncodeOffsetKey("t", 1), EncodeOffsetKey("t", 0),
+                          EncodeOffsetKey("u", 0)));
+  EXPECT_THAT(OffsetTracker::OffsetKeys({}), IsEmpty());
 }
 
 }  // namespace
