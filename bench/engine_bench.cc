@@ -13,45 +13,23 @@
 //
 //   build/bench/idem_engine_bench --benchmark_min_time=2
 
-#include <stdlib.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "idem/engine.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
 constexpr int kBatch = 500;
-
-// A fresh directory, removed with its contents on destruction.
-class BenchDir {
- public:
-  BenchDir() {
-    const char* base = std::getenv("TMPDIR");
-    path_ = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp",
-                         "/idem_bench_XXXXXX");
-    if (mkdtemp(path_.data()) == nullptr) path_.clear();
-  }
-  ~BenchDir() {
-    std::error_code ignored;  // cleanup is best effort
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 absl::Status WriteOneValue(const Message& m, Txn& txn) {
   txn.Put(m.id, "v:0123456789");  // one small state value per message
@@ -64,8 +42,8 @@ void BM_ProcessBatch(benchmark::State& state) {
   const int duplicate_percent = static_cast<int>(state.range(0));
   const bool buffered = state.range(1) == 1;
   const size_t memtable_mib = static_cast<size_t>(state.range(2));
-  BenchDir dir;
-  if (dir.path().empty()) {
+  absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_bench_");
+  if (!dir.ok()) {
     state.SkipWithError("cannot create a temporary directory");
     return;
   }
@@ -73,7 +51,7 @@ void BM_ProcessBatch(benchmark::State& state) {
   options.durability = buffered ? Durability::kBuffered : Durability::kSync;
   options.write_buffer_bytes = memtable_mib << 20;
   absl::StatusOr<std::unique_ptr<Engine>> opened =
-      Engine::Open(dir.path() + "/store", options);
+      Engine::Open(dir->Sub("store"), options);
   if (!opened.ok()) {
     state.SkipWithError(opened.status().ToString().c_str());
     return;

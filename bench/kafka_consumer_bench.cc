@@ -25,7 +25,7 @@
 #include "idem/kafka_consumer.h"
 #include "idem/kafka_mock_cluster.h"
 #include "idem/kafka_producer.h"
-#include "tools/scoped_temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::kafka {
 namespace {
@@ -77,7 +77,7 @@ void BM_ConsumeAll(benchmark::State& state) {
   static int group = 0;
   double records = 0, seconds = 0, engine = 0, kafka = 0;
   for (auto _ : state) {
-    auto dir = tools::ScopedTempDir::Create("idem_kafka_bench_");
+    auto dir = util::TempDir::Create("idem_kafka_bench_");
     if (!dir.ok()) {
       state.SkipWithError("no temporary directory");
       return;
@@ -85,7 +85,7 @@ void BM_ConsumeAll(benchmark::State& state) {
     Options engine_options;
     engine_options.durability =
         state.range(0) == 0 ? Durability::kSync : Durability::kBuffered;
-    auto store = Engine::Open((*dir)->path() + "/store", engine_options);
+    auto store = Engine::Open(dir->Sub("store"), engine_options);
     if (!store.ok()) {
       state.SkipWithError(store.status().ToString().c_str());
       return;

@@ -34,7 +34,7 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/findings.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -64,7 +64,7 @@ void RunTogether(int n, const std::function<void(int)>& body) {
 using testing::Findings;
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenTestEngine(
-    const testing::TempDir& dir, const EngineHooks& hooks = {}) {
+    const util::TempDir& dir, const EngineHooks& hooks = {}) {
   Options options;
   // The commit lock, not durability, is under test: skip the fdatasyncs.
   options.durability = Durability::kBuffered;
@@ -444,7 +444,7 @@ EngineHooks SkipCommitLock() {
 // ---- The real engine -------------------------------------------------------
 
 TEST(ConcurrencyTest, SameIdFromEightThreadsRunsOneHandler) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   for (int round = 0; round < 5; ++round) {
@@ -458,7 +458,7 @@ TEST(ConcurrencyTest, SameIdFromEightThreadsRunsOneHandler) {
 }
 
 TEST(ConcurrencyTest, FailedFirstHandlerLetsAnotherDeliveryRun) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   for (int round = 0; round < 5; ++round) {
@@ -468,7 +468,7 @@ TEST(ConcurrencyTest, FailedFirstHandlerLetsAnotherDeliveryRun) {
 }
 
 TEST(ConcurrencyTest, ConcurrentIncrementsViaProcessAreNeverLost) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_TRUE(CheckNoLostIncrements(**engine, "slow", /*calls=*/10,
@@ -478,7 +478,7 @@ TEST(ConcurrencyTest, ConcurrentIncrementsViaProcessAreNeverLost) {
 }
 
 TEST(ConcurrencyTest, ConcurrentIncrementsViaProcessBatchAreNeverLost) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_TRUE(CheckNoLostIncrements(**engine, "slow", /*calls=*/3,
@@ -488,7 +488,7 @@ TEST(ConcurrencyTest, ConcurrentIncrementsViaProcessBatchAreNeverLost) {
 }
 
 TEST(ConcurrencyTest, OverlappingBatchesRunEachIdExactlyOnce) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_TRUE(CheckExactlyOnceAcrossThreadsInBatches(
@@ -498,7 +498,7 @@ TEST(ConcurrencyTest, OverlappingBatchesRunEachIdExactlyOnce) {
 }
 
 TEST(ConcurrencyTest, ReadersDuringCommitsSeeWholeCommits) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir);
   ASSERT_TRUE(engine.ok()) << engine.status();
   EXPECT_TRUE(CheckReadersDuringCommits(**engine, "r", /*per_writer=*/500));
@@ -507,7 +507,7 @@ TEST(ConcurrencyTest, ReadersDuringCommitsSeeWholeCommits) {
 // ---- The same checks catch an engine without the commit lock -------------
 
 TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockSameIdRunsManyHandlers) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipCommitLock());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ::testing::AssertionResult detected = FirstFailure([&](int round) {
@@ -520,7 +520,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockSameIdRunsManyHandlers) {
 }
 
 TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockFailedFirstCheckFails) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipCommitLock());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ::testing::AssertionResult detected = FirstFailure([&](int round) {
@@ -532,7 +532,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockFailedFirstCheckFails) {
 }
 
 TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockIncrementsAreLost) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipCommitLock());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ::testing::AssertionResult detected = FirstFailure([&](int round) {
@@ -544,7 +544,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockIncrementsAreLost) {
 }
 
 TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockBatchIncrementsAreLost) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipCommitLock());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ::testing::AssertionResult detected = FirstFailure([&](int round) {
@@ -556,7 +556,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockBatchIncrementsAreLost) {
 }
 
 TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockBatchesRunIdsTwice) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipCommitLock());
   ASSERT_TRUE(engine.ok()) << engine.status();
   ::testing::AssertionResult detected = FirstFailure([&](int round) {
@@ -575,7 +575,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutCommitLockBatchesRunIdsTwice) {
 TEST(ConcurrencyBrokenVariantTest, SplitCommitIsSeenHalfAppliedByReaders) {
   // With the state write and the dedupe record write split in two, a reader
   // can observe a counter whose message is not yet Seen.
-  testing::TempDir dir;
+  util::TempDir dir;
   EngineHooks hooks;
   hooks.split_commit = true;
   auto engine = OpenTestEngine(dir, hooks);

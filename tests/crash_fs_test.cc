@@ -15,7 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -51,7 +51,7 @@ class CrashFsTest : public ::testing::Test {
     return f.Sync(rocksdb::IOOptions(), nullptr);
   }
 
-  testing::TempDir dir_;
+  util::TempDir dir_;
   const std::string journal_ = dir_.Sub("journal");
 };
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::crash {
 namespace {
@@ -38,7 +38,7 @@ std::string Failures(const CrashTestReport& report) {
   return out;
 }
 
-CrashTestOptions ShortRun(const testing::TempDir& dir, CrashMode mode,
+CrashTestOptions ShortRun(const util::TempDir& dir, CrashMode mode,
                           Durability durability) {
   CrashTestOptions options;
   options.dir = dir.Sub("run");
@@ -62,7 +62,7 @@ void ExpectAllPass(const CrashTestReport& report) {
 }
 
 TEST(CrashHarnessTest, LedgerSurvivesKillsUnderSyncDurability) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto workload = NewLedgerWorkload();
   absl::StatusOr<CrashTestReport> report = RunCrashTest(
       ShortRun(dir, CrashMode::kKill, Durability::kSync), *workload);
@@ -72,7 +72,7 @@ TEST(CrashHarnessTest, LedgerSurvivesKillsUnderSyncDurability) {
 }
 
 TEST(CrashHarnessTest, InventorySurvivesPowerLossUnderBufferedDurability) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto workload = NewInventoryWorkload();
   absl::StatusOr<CrashTestReport> report = RunCrashTest(
       ShortRun(dir, CrashMode::kPowerLoss, Durability::kBuffered), *workload);
@@ -82,7 +82,7 @@ TEST(CrashHarnessTest, InventorySurvivesPowerLossUnderBufferedDurability) {
 }
 
 TEST(CrashHarnessTest, MixedCrashesWithThreeThreadsKeepEveryInvariant) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto workload = NewLedgerWorkload();
   CrashTestOptions options =
       ShortRun(dir, CrashMode::kMixed, Durability::kBuffered);
@@ -95,7 +95,7 @@ TEST(CrashHarnessTest, MixedCrashesWithThreeThreadsKeepEveryInvariant) {
 }
 
 TEST(CrashHarnessTest, MixedCrashesWithExpiryBucketsKeepEveryInvariant) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto workload = NewLedgerWorkload();
   CrashTestOptions options =
       ShortRun(dir, CrashMode::kMixed, Durability::kBuffered);
@@ -110,7 +110,7 @@ TEST(CrashHarnessTest, MixedCrashesWithExpiryBucketsKeepEveryInvariant) {
 // The harness must be able to fail: acknowledging before the WAL is synced
 // loses acknowledged messages at a power loss.
 TEST(CrashHarnessTest, ReportsLostAcksWhenTheEngineAcksBeforeDurability) {
-  testing::TempDir dir;
+  util::TempDir dir;
   CrashTestOptions options =
       ShortRun(dir, CrashMode::kPowerLoss, Durability::kBuffered);
   options.self_test = SelfTest::kAckBeforeDurable;
@@ -126,7 +126,7 @@ TEST(CrashHarnessTest, ReportsLostAcksWhenTheEngineAcksBeforeDurability) {
 // ... and committing the effect and the dedupe record in separate writes
 // applies messages twice after a crash between them.
 TEST(CrashHarnessTest, ReportsBrokenAtomicityWhenTheCommitIsSplit) {
-  testing::TempDir dir;
+  util::TempDir dir;
   CrashTestOptions options =
       ShortRun(dir, CrashMode::kKillPoint, Durability::kSync);
   options.self_test = SelfTest::kSplitCommit;
@@ -145,7 +145,7 @@ TEST(CrashHarnessTest, ReportsBrokenAtomicityWhenTheCommitIsSplit) {
 // count as a cycle, and the progress reported each epoch's check as the
 // final run.
 TEST(CrashHarnessTest, ConsumedStreamsStartNewEpochsAndCyclesCountCrashes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   CrashTestOptions options = ShortRun(dir, CrashMode::kKill, Durability::kSync);
   options.messages = 300;
   options.cycles = 10;
@@ -254,7 +254,7 @@ class CounterWorkload : public Workload {
 };
 
 TEST(CrashHarnessTest, RunsAUserWorkload) {
-  testing::TempDir dir;
+  util::TempDir dir;
   CounterWorkload workload(/*wrong_verifier=*/false);
   absl::StatusOr<CrashTestReport> report = RunCrashTest(
       ShortRun(dir, CrashMode::kKill, Durability::kBuffered), workload);
@@ -263,7 +263,7 @@ TEST(CrashHarnessTest, RunsAUserWorkload) {
 }
 
 TEST(CrashHarnessTest, ReportsAUserVerifierThatDisagreesWithTheState) {
-  testing::TempDir dir;
+  util::TempDir dir;
   CounterWorkload workload(/*wrong_verifier=*/true);
   CrashTestOptions options = ShortRun(dir, CrashMode::kKill, Durability::kSync);
   options.cycles = 2;
@@ -273,7 +273,7 @@ TEST(CrashHarnessTest, ReportsAUserVerifierThatDisagreesWithTheState) {
 }
 
 TEST(CrashHarnessTest, RejectsBadOptions) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto workload = NewLedgerWorkload();
   CrashTestOptions options;
   EXPECT_EQ(RunCrashTest(options, *workload).status().code(),
@@ -319,7 +319,7 @@ TEST(CrashHarnessTest, RejectsBadOptions) {
 }
 
 TEST(CrashHarnessTest, RefusesADirectoryItDidNotCreate) {
-  testing::TempDir dir;
+  util::TempDir dir;
   std::ofstream(dir.Sub("precious.txt")) << "user data";
   CrashTestOptions options;
   options.dir = dir.path();

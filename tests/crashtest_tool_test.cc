@@ -12,7 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -48,7 +48,7 @@ int Count(const std::string& text, const std::string& what) {
 // Regression: --threads=100000 used to start the run (and blame the engine),
 // and a --messages too large for memory ended in std::bad_alloc.
 TEST(CrashtestToolTest, FlagsOutOfBoundsExitWithUsageCodeAndNameTheFlag) {
-  testing::TempDir tmp;
+  util::TempDir tmp;
   // With no --dir the tool would make a temporary directory here.
   const char* old_tmpdir = getenv("TMPDIR");
   const std::string saved = old_tmpdir != nullptr ? old_tmpdir : "";
@@ -99,7 +99,7 @@ TEST(CrashtestToolTest, FlagsOutOfBoundsExitWithUsageCodeAndNameTheFlag) {
 // Regression: --cycles=3 printed "[cycle 1/4]" .. "[cycle 3/4]", counted runs
 // that ended without a crash as cycles and printed "final run" twice.
 TEST(CrashtestToolTest, CyclesCountCrashesAndTheFinalRunIsReportedOnce) {
-  testing::TempDir tmp;
+  util::TempDir tmp;
   CrashtestArgs args;
   args.cycles = 3;
   args.messages = 200;  // short epochs: some runs end before their kill

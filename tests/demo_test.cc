@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
-#include "tests/testing/temp_dir.h"
 #include "tools/idemctl.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -49,7 +49,7 @@ class ScopedTmpdir {
   const std::string& path() const { return dir_.path(); }
 
  private:
-  testing::TempDir dir_;
+  util::TempDir dir_;
   std::optional<std::string> old_;
 };
 

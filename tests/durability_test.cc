@@ -32,7 +32,7 @@
 #include "rocksdb/file_system.h"
 #include "tests/testing/faulty_env.h"
 #include "tests/testing/findings.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -108,7 +108,7 @@ class Harness {
   const Options& options() const { return options_; }
 
  private:
-  testing::TempDir dir_;
+  util::TempDir dir_;
   std::shared_ptr<FaultyFileSystem> fs_;
   std::unique_ptr<rocksdb::Env> env_;
   ManualClock clock_;

@@ -24,7 +24,7 @@
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/faulty_env.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -47,7 +47,7 @@ namespace fs = std::filesystem;
 // ============================================================================
 
 TEST(EngineTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int inner_calls = 0;
   auto inner = [&](const Message&, Txn&) {
@@ -81,7 +81,7 @@ TEST(EngineTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
 }
 
 TEST(EngineTest, HandlerMayProcessOnADifferentEngine) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(first, dir.Sub("first"), Options());
   ASSERT_OPEN(second, dir.Sub("second"), Options());
   absl::StatusOr<Result> nested;
@@ -100,7 +100,7 @@ TEST(EngineTest, HandlerMayProcessOnADifferentEngine) {
 // ============================================================================
 
 TEST(EngineTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
   ASSERT_TRUE(engine->Process({.id = "b"}, AddOne).ok());
@@ -119,14 +119,14 @@ TEST(EngineTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
 }
 
 TEST(EngineTest, ForgetOfUnknownIdSucceeds) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   EXPECT_TRUE(engine->Forget("never-seen").ok());
   EXPECT_FALSE(*engine->Seen("never-seen"));
 }
 
 TEST(EngineTest, ForgetPersistsAcrossReopen) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
@@ -142,7 +142,7 @@ TEST(EngineTest, ForgetPersistsAcrossReopen) {
 // ============================================================================
 
 TEST(EngineTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::vector<Message> batch = {
       {.id = "a", .source = "t", .offset = 1},
@@ -171,7 +171,7 @@ TEST(EngineTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
 }
 
 TEST(EngineTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
   const std::string existing = dir.Sub("existing");
@@ -194,7 +194,7 @@ TEST(EngineTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
 // ============================================================================
 
 TEST(EngineTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -260,7 +260,7 @@ TEST(EngineTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
 }
 
 TEST(EngineTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
                                       {.id = "b"},
@@ -278,7 +278,7 @@ TEST(EngineTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
 }
 
 TEST(EngineTest, DumpOfEmptyStoreVisitsNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int visits = 0;
   EXPECT_TRUE(engine
@@ -295,7 +295,7 @@ TEST(EngineTest, DumpOfEmptyStoreVisitsNothing) {
 // ============================================================================
 
 TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto initial = engine->GetStats();
   ASSERT_TRUE(initial.ok()) << initial.status();
@@ -332,7 +332,7 @@ TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
 }
 
 TEST(EngineTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   std::vector<std::string> ids;
   for (int i = 0; i < 2000; ++i) ids.push_back("id-" + std::to_string(i));
@@ -366,7 +366,7 @@ TEST(EngineTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
 // ============================================================================
 
 TEST(EngineTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -387,7 +387,7 @@ TEST(EngineTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
 }
 
 TEST(EngineTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -405,7 +405,7 @@ TEST(EngineTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
 }
 
 TEST(EngineTest, PerMessageTtlLongerThanWindowOutlivesIt) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -425,7 +425,7 @@ TEST(EngineTest, PerMessageTtlLongerThanWindowOutlivesIt) {
 }
 
 TEST(EngineTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -441,7 +441,7 @@ TEST(EngineTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
 }
 
 TEST(EngineTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   const std::string path = dir.Sub("db");
   {
@@ -463,7 +463,7 @@ TEST(EngineTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
   // A positive ttl must remember the ID at least at the instant it was
   // committed; truncating the ttl to whole microseconds must not make the
   // record expire on arrival.
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -479,7 +479,7 @@ TEST(EngineTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
 }
 
 TEST(EngineTest, CompactExpiredDropsOnlyExpiredRecords) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -514,7 +514,7 @@ TEST(EngineTest, CompactExpiredDropsOnlyExpiredRecords) {
 // ============================================================================
 
 TEST(EngineTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.durability = Durability::kBuffered;
   ASSERT_OPEN(engine, dir.Sub("db"), options);
@@ -550,7 +550,7 @@ TEST(EngineTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
 }
 
 TEST(EngineTest, BufferedCommitsSurviveCloseAndReopen) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   Options options;
   options.durability = Durability::kBuffered;
@@ -566,7 +566,7 @@ TEST(EngineTest, BufferedCommitsSurviveCloseAndReopen) {
 }
 
 TEST(EngineTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto r = engine->Process({.id = "a"}, AddOne);
   ASSERT_TRUE(r.ok());
@@ -579,7 +579,7 @@ TEST(EngineTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
 // Regression: these calls wait for the commit lock the handler runs under;
 // from inside a handler they must fail instead of deadlocking.
 TEST(EngineReentrancyTest, CallsThatWaitForTheCommitFailInsideAHandler) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto engine = Engine::Open(dir.Sub("db"), Options());
   ASSERT_TRUE(engine.ok()) << engine.status();
   Engine& e = **engine;
@@ -673,7 +673,7 @@ std::map<std::string, absl::StatusCode> ExpectedFromInsideAHandler() {
 // back into A, aborted the process (a re-entrant lock of A's store), since
 // only the innermost running handler was remembered.
 void CheckCallsBackIntoTheOutermostEngine(int depth) {
-  testing::TempDir dir;
+  util::TempDir dir;
   std::vector<std::unique_ptr<Engine>> owned;
   std::vector<Engine*> engines;
   for (int i = 0; i < depth; ++i) {

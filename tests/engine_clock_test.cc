@@ -34,7 +34,7 @@
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -191,7 +191,7 @@ class EngineTimeTest : public ::testing::TestWithParam<int> {
     return records;
   }
 
-  testing::TempDir dir_;
+  util::TempDir dir_;
   ScriptedClock clock_;
   std::unique_ptr<Engine> engine_;
 };

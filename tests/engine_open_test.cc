@@ -23,7 +23,7 @@
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/faulty_env.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -46,7 +46,7 @@ namespace fs = std::filesystem;
 // ============================================================================
 
 TEST(EngineTest, ReopenSeesStateRecordsAndOffsets) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
@@ -79,7 +79,7 @@ TEST(EngineTest, ReopenSeesStateRecordsAndOffsets) {
 }
 
 TEST(EngineTest, OpenCreatesStoreInAnEmptyDirectory) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("empty");
   fs::create_directory(path);
   ASSERT_OPEN(engine, path, Options());
@@ -87,7 +87,7 @@ TEST(EngineTest, OpenCreatesStoreInAnEmptyDirectory) {
 }
 
 TEST(EngineTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.create_if_missing = false;
   const std::string path = dir.Sub("missing");
@@ -98,7 +98,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
 }
 
 TEST(EngineTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.create_if_missing = false;
   const std::string path = dir.Sub("empty");
@@ -110,7 +110,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
 }
 
 TEST(EngineTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
@@ -123,7 +123,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
 }
 
 TEST(EngineTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("foreign");
   fs::create_directories(path + "/sub");
   {
@@ -140,7 +140,7 @@ TEST(EngineTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
 }
 
 TEST(EngineTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("rocks");
   ASSERT_NO_FATAL_FAILURE(
       CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "users"}));
@@ -154,7 +154,7 @@ TEST(EngineTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
 }
 
 TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("file");
   { std::ofstream(path) << "not a database"; }
   const auto before = SnapshotTree(path);
@@ -166,7 +166,7 @@ TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
 }
 
 TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("newer");
   // This build reads formats 1 and 2 (expiry buckets).
   ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
@@ -182,7 +182,7 @@ TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
 }
 
 TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OPEN(engine, path, Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
@@ -197,7 +197,7 @@ TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
 }
 
 TEST(EngineTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
@@ -243,7 +243,7 @@ TEST(EngineTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
 }
 
 TEST(EngineTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OPEN(writer, path, Options());
   ASSERT_TRUE(writer->Process({.id = "a"}, AddOne).ok());
@@ -259,7 +259,7 @@ TEST(EngineTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
 }
 
 TEST(EngineTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.read_only = true;
   options.create_if_missing = true;  // ignored when read-only
@@ -274,7 +274,7 @@ TEST(EngineTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
 // ============================================================================
 
 TEST(EngineTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   for (absl::Duration window : {absl::ZeroDuration(), -absl::Seconds(1),
                                 absl::InfiniteDuration()}) {
@@ -288,7 +288,7 @@ TEST(EngineTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) 
 }
 
 TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   Options bloom;
   bloom.bloom_bits_per_key = 65;
@@ -312,7 +312,7 @@ TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
 }
 
 TEST(EngineTest, ProcessRejectsBadMessagesAndRunsNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
   auto handler = [&](const Message&, Txn& txn) {
@@ -344,7 +344,7 @@ TEST(EngineTest, ProcessRejectsBadMessagesAndRunsNothing) {
 }
 
 TEST(EngineTest, ProcessAcceptsIdOfExactlyTheLimit) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string id(kMaxIdBytes, 'x');
   auto r = engine->Process({.id = id}, AddOne);
@@ -354,7 +354,7 @@ TEST(EngineTest, ProcessAcceptsIdOfExactlyTheLimit) {
 }
 
 TEST(EngineTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
   auto handler = [&](const Message& m, Txn& txn) {
@@ -377,7 +377,7 @@ TEST(EngineTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
 }
 
 TEST(EngineTest, SeenAndForgetRejectBadIds) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string long_id(kMaxIdBytes + 1, 'x');
   EXPECT_EQ(engine->Seen("").status().code(),

@@ -22,7 +22,7 @@
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/faulty_env.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -44,7 +44,7 @@ namespace fs = std::filesystem;
 // ============================================================================
 
 TEST(EngineSmokeTest, ProcessesOnceAndSuppressesDuplicate) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   auto engine = Engine::Open(dir.Sub("db"), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -68,7 +68,7 @@ TEST(EngineSmokeTest, ProcessesOnceAndSuppressesDuplicate) {
 }
 
 TEST(EngineSmokeTest, CommitFailsCleanlyOnWalErrorAndRecovers) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto fs = std::make_shared<testing::FaultyFileSystem>(
       rocksdb::FileSystem::Default());
   auto env = testing::NewFaultyEnv(fs);
@@ -95,7 +95,7 @@ TEST(EngineSmokeTest, CommitFailsCleanlyOnWalErrorAndRecovers) {
 // ============================================================================
 
 TEST(EngineTest, DuplicateReturnsStoredResultAndRunsNoHandler) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
   auto handler = [&](const Message& m, Txn& txn) {
@@ -121,7 +121,7 @@ TEST(EngineTest, DuplicateReturnsStoredResultAndRunsNoHandler) {
 }
 
 TEST(EngineTest, DistinctIdsEachRunTheirHandlerOnce) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   for (const char* id : {"a", "b", "c", "a", "b", "c"}) {
     ASSERT_TRUE(engine->Process({.id = id}, AddOne).ok());
@@ -130,7 +130,7 @@ TEST(EngineTest, DistinctIdsEachRunTheirHandlerOnce) {
 }
 
 TEST(EngineTest, DuplicateReturnsBinaryAndEmptyResultsExactly) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string binary("\0r\xff\0", 4);
   auto set_binary = [&](const Message&, Txn& txn) {
@@ -151,7 +151,7 @@ TEST(EngineTest, DuplicateReturnsBinaryAndEmptyResultsExactly) {
 }
 
 TEST(EngineTest, IdsAreComparedAsExactBytes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string with_nul("id\0", 3);
   ASSERT_TRUE(engine->Process({.id = "id"}, AddOne).ok());
@@ -165,7 +165,7 @@ TEST(EngineTest, IdsAreComparedAsExactBytes) {
 }
 
 TEST(EngineTest, WithinBatchFirstOccurrenceWinsAndLaterOnesAreDuplicates) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
   auto handler = [&](const Message& m, Txn& txn) {
@@ -189,7 +189,7 @@ TEST(EngineTest, WithinBatchFirstOccurrenceWinsAndLaterOnesAreDuplicates) {
 }
 
 TEST(EngineTest, BatchRunsIdAgainAfterItsFirstOccurrenceFailed) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int attempts = 0;
   auto flaky = [&](const Message& m, Txn& txn) -> absl::Status {
@@ -222,7 +222,7 @@ TEST(EngineTest, BatchRunsIdAgainAfterItsFirstOccurrenceFailed) {
 }
 
 TEST(EngineTest, EmptyBatchReturnsNoResultsAndRunsNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
   auto handler = [&](const Message&, Txn&) {
@@ -240,7 +240,7 @@ TEST(EngineTest, EmptyBatchReturnsNoResultsAndRunsNothing) {
 // ============================================================================
 
 TEST(EngineTest, HandlerErrorCommitsNothingAndIsReportedAsFailed) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto failing = [](const Message&, Txn& txn) {
     txn.Put("k", "v");
@@ -265,7 +265,7 @@ TEST(EngineTest, HandlerErrorCommitsNothingAndIsReportedAsFailed) {
 }
 
 TEST(EngineTest, HandlerThrowingStdExceptionFailsWithInternalAndCommitsNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto throwing = [](const Message&, Txn& txn) -> absl::Status {
     txn.Put("k", "v");
@@ -282,7 +282,7 @@ TEST(EngineTest, HandlerThrowingStdExceptionFailsWithInternalAndCommitsNothing) 
 }
 
 TEST(EngineTest, HandlerThrowingNonStdExceptionFailsWithInternal) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto throwing = [](const Message&, Txn& txn) -> absl::Status {
     txn.Put("k", "v");
@@ -297,7 +297,7 @@ TEST(EngineTest, HandlerThrowingNonStdExceptionFailsWithInternal) {
 }
 
 TEST(EngineTest, FailedMessageLeavesRestOfBatchUnaffected) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     txn.Put(std::string(m.id), "written");
@@ -333,7 +333,7 @@ TEST(EngineTest, FailedMessageLeavesRestOfBatchUnaffected) {
 }
 
 TEST(EngineTest, HandlersSeeWritesOfEarlierMessagesInTheBatch) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     absl::Status s = AddOne(m, txn);
@@ -354,7 +354,7 @@ TEST(EngineTest, HandlersSeeWritesOfEarlierMessagesInTheBatch) {
 }
 
 TEST(EngineTest, FailedMessageWritesAreInvisibleToLaterMessagesInTheBatch) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     if (m.payload == "read") {
@@ -387,7 +387,7 @@ TEST(EngineTest, FailedMessageWritesAreInvisibleToLaterMessagesInTheBatch) {
 }
 
 TEST(EngineTest, TxnGetSeesOwnWritesAndDeletes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto seed = [](const Message&, Txn& txn) {
     txn.Put("stored", "s");
@@ -422,7 +422,7 @@ TEST(EngineTest, TxnGetSeesOwnWritesAndDeletes) {
 }
 
 TEST(EngineTest, StateKeysAndValuesAreArbitraryBytes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string key("k\0\xff", 3);
   const std::string value("\0\0v", 3);
@@ -442,7 +442,7 @@ TEST(EngineTest, StateKeysAndValuesAreArbitraryBytes) {
 // ============================================================================
 
 TEST(EngineTest, CommittedOffsetIsHighestProcessedOrDuplicateOffset) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::nullopt);
   const std::vector<Message> batch = {
@@ -459,7 +459,7 @@ TEST(EngineTest, CommittedOffsetIsHighestProcessedOrDuplicateOffset) {
 }
 
 TEST(EngineTest, CommittedOffsetIncludesOffsetZero) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(
       engine->Process({.id = "a", .source = "t", .offset = 0}, AddOne).ok());
@@ -469,7 +469,7 @@ TEST(EngineTest, CommittedOffsetIncludesOffsetZero) {
 TEST(EngineTest, CommittedOffsetRecordsTheLargestPossibleOffset) {
   // Regression guard: INT64_MAX is a valid offset (>= 0) and must be
   // recorded like any other.
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   auto r = engine->Process({.id = "a", .source = "t", .offset = kMax}, AddOne);
@@ -479,7 +479,7 @@ TEST(EngineTest, CommittedOffsetRecordsTheLargestPossibleOffset) {
 }
 
 TEST(EngineTest, CommittedOffsetNeverPassesAFailedMessageOfThePartition) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     if (m.payload == "fail") return absl::UnavailableError("try later");
@@ -511,7 +511,7 @@ TEST(EngineTest, CommittedOffsetNeverPassesAFailedMessageOfThePartition) {
 TEST(EngineTest, CommittedOffsetDoesNotAdvancePastFailureEarlierInOffsetOrder) {
   // Batch order and offset order differ: the success at offset 7 comes
   // before the failure at offset 5. Recording 7 would skip offset 5.
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     if (m.payload == "fail") return absl::UnavailableError("try later");
@@ -525,7 +525,7 @@ TEST(EngineTest, CommittedOffsetDoesNotAdvancePastFailureEarlierInOffsetOrder) {
 }
 
 TEST(EngineTest, FailureHoldsBackOnlyItsOwnPartitionAndSource) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto handler = [](const Message& m, Txn& txn) -> absl::Status {
     if (m.payload == "fail") return absl::UnavailableError("try later");
@@ -544,7 +544,7 @@ TEST(EngineTest, FailureHoldsBackOnlyItsOwnPartitionAndSource) {
 }
 
 TEST(EngineTest, PartitionsAndSourcesHaveIndependentOffsets) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string nul_source("t\0x", 3);
   const std::vector<Message> batch = {
@@ -567,7 +567,7 @@ TEST(EngineTest, PartitionsAndSourcesHaveIndependentOffsets) {
 }
 
 TEST(EngineTest, CommittedOffsetNeverMovesBackwardsOnRedelivery) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(
       engine->Process({.id = "a", .source = "t", .offset = 10}, AddOne).ok());
@@ -585,7 +585,7 @@ TEST(EngineTest, CommittedOffsetNeverMovesBackwardsOnRedelivery) {
 }
 
 TEST(EngineTest, MessagesWithoutAPositionRecordNoOffset) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::vector<Message> batch = {
       {.id = "a", .source = "", .offset = 5},
@@ -608,7 +608,7 @@ TEST(EngineTest, MessagesWithoutAPositionRecordNoOffset) {
 }
 
 TEST(EngineTest, CommittedOffsetRejectsBadSourceOrPartition) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   EXPECT_EQ(engine->CommittedOffset("", 0).status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -35,7 +35,7 @@
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/faulty_env.h"
 #include "tests/testing/findings.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -91,7 +91,7 @@ class Harness {
   }
 
  private:
-  testing::TempDir dir_;
+  util::TempDir dir_;
   ManualClock clock_;
   EngineHooks hooks_;
   std::unique_ptr<Engine> engine_;
@@ -355,7 +355,7 @@ TEST(ExpiryBucketsTest, ReadOnlyEngineAndCheckpointSeeBucketRecords) {
 // with the fault's code and commits nothing, and once the fault clears the
 // retry creates the bucket and commits the message once.
 TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
-  testing::TempDir dir;
+  util::TempDir dir;
   auto fs =
       std::make_shared<testing::FaultyFileSystem>(rocksdb::FileSystem::Default());
   std::unique_ptr<rocksdb::Env> env = testing::NewFaultyEnv(fs);
@@ -391,7 +391,7 @@ TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
 }
 
 TEST(ExpiryBucketsTest, BadBucketCountsAreRejected) {
-  testing::TempDir dir;
+  util::TempDir dir;
   for (int buckets : {-1, 65}) {
     Options options;
     options.expiry_buckets = buckets;

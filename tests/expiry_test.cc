@@ -38,7 +38,7 @@
 #include "rocksdb/utilities/options_util.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -84,7 +84,7 @@ class Harness {
   std::string Sub(const std::string& name) const { return dir_.Sub(name); }
 
  private:
-  testing::TempDir dir_;
+  util::TempDir dir_;
   ManualClock clock_;
   EngineHooks hooks_;
   std::unique_ptr<Engine> engine_;

@@ -20,7 +20,7 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -55,7 +55,7 @@ class FullDiskTest : public ::testing::TestWithParam<Durability> {
     }
   }
 
-  testing::TempDir dir_;
+  util::TempDir dir_;
   std::string mount_;
   bool mounted_ = false;
 };

@@ -18,10 +18,10 @@
 #include "idem/clock.h"
 #include "rocksdb/env.h"
 #include "tests/testing/json_value.h"
-#include "tests/testing/temp_dir.h"
 #include "tools/bench_layout.h"
 #include "tools/bench_workload.h"
 #include "tools/idemctl.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -77,7 +77,7 @@ ToolRun RunTool(const BenchToolArgs& args) {
 }
 
 TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
-  testing::TempDir dir;
+  util::TempDir dir;
   struct Case {
     const char* flag;
     void (*mutate)(BenchToolArgs&);
@@ -147,7 +147,7 @@ TEST(IdemBenchTest, RunBenchRejectsBadOptionsWithInvalidArgument) {
 }
 
 TEST(IdemBenchTest, SimulatedRunPastTheWindowDropsExpiredRecords) {
-  testing::TempDir dir;
+  util::TempDir dir;
   absl::StatusOr<BenchReport> report = RunBench(Tiny(dir.path()), nullptr);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_THAT(report->layouts, SizeIs(1));
@@ -170,7 +170,7 @@ TEST(IdemBenchTest, SimulatedRunPastTheWindowDropsExpiredRecords) {
 }
 
 TEST(IdemBenchTest, NothingIsDroppedBeforeTheClockPassesTheWindow) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchOptions o = Tiny(dir.path());
   o.window = absl::Hours(4);  // the run covers 2.8 h
   absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
@@ -183,7 +183,7 @@ TEST(IdemBenchTest, NothingIsDroppedBeforeTheClockPassesTheWindow) {
 }
 
 TEST(IdemBenchTest, AlternativeLayoutsGiveTheEngineAnswersAndDropWhole) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchOptions o = Tiny(dir.path());
   // Smaller and faster: these layouts open RocksDB themselves, so 64 KiB
   // memtables are fine.
@@ -210,7 +210,7 @@ TEST(IdemBenchTest, AlternativeLayoutsGiveTheEngineAnswersAndDropWhole) {
 }
 
 TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchToolArgs args = TinyArgs(dir.path());
   args.json = true;
   args.id_shape = "kafka";
@@ -256,7 +256,7 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
 }
 
 TEST(IdemBenchTest, CsvHasOneRowPerSample) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchToolArgs args = TinyArgs(dir.path());
   args.csv = dir.Sub("series.csv");
   const ToolRun run = RunTool(args);
@@ -278,7 +278,7 @@ TEST(IdemBenchTest, CsvHasOneRowPerSample) {
 // Regression: a --csv into a missing directory used to fail only after the
 // whole run.
 TEST(IdemBenchTest, UnwritableOutputPathsExitWithUsageCodeBeforeRunning) {
-  testing::TempDir dir;
+  util::TempDir dir;
   struct Case {
     const char* flag;
     void (*mutate)(BenchToolArgs&, const std::string& dir);
@@ -312,7 +312,7 @@ TEST(IdemBenchTest, UnwritableOutputPathsExitWithUsageCodeBeforeRunning) {
 }
 
 TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchToolArgs args = TinyArgs(dir.path());
   args.options.messages = 2000;
   args.plot = dir.Sub("plot.png");
@@ -325,7 +325,7 @@ TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {
 }
 
 TEST(IdemBenchTest, ThreadedRunCountsEveryDelivery) {
-  testing::TempDir dir;
+  util::TempDir dir;
   BenchOptions o = Tiny(dir.path());
   o.threads = 3;
   o.messages = 9000;
@@ -369,7 +369,7 @@ TEST(BenchWorkloadTest, RedeliveryPastTheWindowIsExpectedToBeProcessed) {
 // Guards the dedupe check itself: a store answer that differs from the
 // expected one must be counted, or "dedupe errors 0" would prove nothing.
 TEST(BenchLayoutTest, CountsAnswersThatDifferFromTheExpectedOnes) {
-  testing::TempDir dir;
+  util::TempDir dir;
   for (Layout layout : {Layout::kEngine, Layout::kFifo, Layout::kBuckets}) {
     SCOPED_TRACE(LayoutName(layout));
     ManualClock clock(absl::FromUnixSeconds(1700000000));

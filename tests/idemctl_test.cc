@@ -17,7 +17,7 @@
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "tests/testing/json_value.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -103,7 +103,7 @@ class IdemctlTest : public ::testing::Test {
     return *v;
   }
 
-  testing::TempDir dir_;
+  util::TempDir dir_;
 };
 
 TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
@@ -290,7 +290,7 @@ struct UsageCase {
 class IdemctlUsageTest : public ::testing::TestWithParam<UsageCase> {};
 
 TEST_P(IdemctlUsageTest, ExitsWithUsageCodeAndTouchesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const UsageCase& c = GetParam();
   IdemctlArgs args;
   args.db = c.db.empty() ? "" : dir.Sub(c.db);
@@ -349,7 +349,7 @@ namespace {
 // Inspection opens the store read-only, so it works while a consumer holds
 // it; changes still need the store alone.
 TEST(IdemctlReadOnlyTest, InspectsAStoreThatAnEngineHoldsOpen) {
-  idem::testing::TempDir dir;
+  idem::util::TempDir dir;
   const std::string db = dir.Sub("db");
   auto engine = Engine::Open(db, Options());
   ASSERT_TRUE(engine.ok()) << engine.status();

@@ -19,7 +19,7 @@
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -77,7 +77,7 @@ TEST(InfoLogTest, AThrowingLoggerLosesTheLineAndNothingElse) {
 }
 
 TEST(InfoLogTest, WithoutAUserLoggerLinesGoToTheFileWithTimeAndSeverity) {
-  testing::TempDir dir;
+  util::TempDir dir;
   ManualClock clock(kStart);
   std::shared_ptr<rocksdb::Logger> log =
       MakeInfoLog(nullptr, dir.Sub("LOG"), &clock);
@@ -88,7 +88,7 @@ TEST(InfoLogTest, WithoutAUserLoggerLinesGoToTheFileWithTimeAndSeverity) {
 }
 
 TEST(InfoLogTest, AnUnwritableFileDropsLinesWithoutFailing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   std::shared_ptr<rocksdb::Logger> log =
       MakeInfoLog(nullptr, dir.Sub("no/such/dir/LOG"), nullptr);
   rocksdb::Warn(log.get(), "dropped");
@@ -96,7 +96,7 @@ TEST(InfoLogTest, AnUnwritableFileDropsLinesWithoutFailing) {
 }
 
 TEST(InfoLogTest, WritableOpensLogToTheStoreAndReadOnlyOpensDoNot) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   { ASSERT_OPEN(engine, path, Options()); }
   EXPECT_TRUE(fs::exists(path + "/LOG"));
@@ -108,7 +108,7 @@ TEST(InfoLogTest, WritableOpensLogToTheStoreAndReadOnlyOpensDoNot) {
 }
 
 TEST(InfoLogTest, AUserLoggerReplacesTheLogFile) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   RecordingLogger user;
   Options options;

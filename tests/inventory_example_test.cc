@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -48,7 +48,7 @@ absl::Status SetStock(const Message& m, Txn& txn) {
 }
 
 TEST(InventoryExampleTest, ReservesOncePerOrderAndSuppressesRetries) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.durability = Durability::kBuffered;
   auto engine = Engine::Open(dir.Sub("db"), options);

@@ -1,8 +1,8 @@
-// The shared JSON output (engine/json_writer.h): both string conventions
+// The shared JSON output (util/json_writer.h): both string conventions
 // escape what JSON requires and round-trip through a parser, and the writer
 // places commas and colons so that nested output parses.
 
-#include "engine/json_writer.h"
+#include "util/json_writer.h"
 
 #include <cmath>
 #include <limits>
@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
 
-namespace idem {
+namespace idem::util {
 namespace {
 
 using testing::JsonValue;
@@ -102,4 +102,4 @@ TEST(JsonWriterTest, TopLevelArrayOfScalars) {
 }
 
 }  // namespace
-}  // namespace idem
+}  // namespace idem::util

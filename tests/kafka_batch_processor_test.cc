@@ -13,12 +13,12 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::kafka {
 namespace {
 
-using ::idem::testing::TempDir;
+using ::idem::util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;

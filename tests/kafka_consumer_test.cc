@@ -27,7 +27,7 @@
 #include "idem/partition_state.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 extern char** environ;
 
@@ -43,7 +43,7 @@ using ::idem::testing::Merge;
 using ::idem::testing::PollUntil;
 using ::idem::testing::ProducedStream;
 using ::idem::testing::StartKafka;
-using ::idem::testing::TempDir;
+using ::idem::util::TempDir;
 using ::idem::testing::TestConsumerOptions;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;

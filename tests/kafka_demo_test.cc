@@ -6,8 +6,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
-#include "tests/testing/temp_dir.h"
 #include "tools/idemctl.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -15,7 +15,7 @@ namespace {
 using ::idem::testing::ParseJson;
 using ::testing::HasSubstr;
 
-KafkaDemoOptions Small(const testing::TempDir& dir) {
+KafkaDemoOptions Small(const util::TempDir& dir) {
   KafkaDemoOptions options;
   options.messages = 1000;
   options.duplicate_every = 5;
@@ -25,7 +25,7 @@ KafkaDemoOptions Small(const testing::TempDir& dir) {
 }
 
 TEST(KafkaDemoTest, RunOnTheMockClusterPassesItsChecksAndReportsJson) {
-  testing::TempDir dir;
+  util::TempDir dir;
   std::ostringstream progress;
   absl::StatusOr<KafkaDemoReport> r = RunKafkaDemo(Small(dir), progress);
   ASSERT_TRUE(r.ok()) << r.status() << "\n" << progress.str();
@@ -54,7 +54,7 @@ TEST(KafkaDemoTest, RunOnTheMockClusterPassesItsChecksAndReportsJson) {
 }
 
 TEST(KafkaDemoTest, BadOptionsAreUsageErrors) {
-  testing::TempDir dir;
+  util::TempDir dir;
   KafkaDemoOptions options = Small(dir);
   options.messages = 3;
   std::ostringstream out, err;

@@ -25,7 +25,7 @@
 #include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -147,7 +147,7 @@ class MalformedRecordTest : public ::testing::Test {
 
   std::string path() const { return dir_.Sub("db"); }
 
-  testing::TempDir dir_;
+  util::TempDir dir_;
   ManualClock clock_;
   Options options_;
   int handler_calls_ = 0;
@@ -480,7 +480,7 @@ TEST_F(MalformedRecordTest, StoreMissingARequiredFamilyIsDataLossUnchanged) {
   for (const char* family :
        {kDedupeColumnFamily, kStateColumnFamily, kOffsetsColumnFamily}) {
     SCOPED_TRACE(family);
-    testing::TempDir dir;
+    util::TempDir dir;
     const std::string path = dir.Sub("db");
     {
       ASSERT_OPEN(engine, path, options_);

@@ -6,12 +6,12 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
-using ::idem::testing::TempDir;
+using ::idem::util::TempDir;
 
 TEST(PartitionStateTest, PrefixesAreUnambiguous) {
   // Without the length, ("a/1", 2) and ("a", 1) could share a prefix.

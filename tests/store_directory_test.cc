@@ -24,7 +24,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -89,7 +89,7 @@ class ScopedTmpfs {
 // ============================================================================
 
 TEST(StoreDirectoryTest, EverySpellingOfAnOpenStoreIsRefusedLikeTheSamePath) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OPEN(engine, path, Options());
   ProcessOne(*engine, 1);
@@ -111,7 +111,7 @@ TEST(StoreDirectoryTest, EverySpellingOfAnOpenStoreIsRefusedLikeTheSamePath) {
 }
 
 TEST(StoreDirectoryTest, AnotherSpellingOpensTheStoreOnceTheFirstIsClosed) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
@@ -131,7 +131,7 @@ TEST(StoreDirectoryTest, AnotherSpellingOpensTheStoreOnceTheFirstIsClosed) {
 // ============================================================================
 
 TEST(StoreDirectoryTest, CreatesInAnEmptyDirectoryNamedWithATrailingSlash) {
-  testing::TempDir dir;
+  util::TempDir dir;
   fs::create_directory(dir.Sub("db"));
   {
     ASSERT_OPEN(engine, dir.Sub("db/"), Options());
@@ -143,7 +143,7 @@ TEST(StoreDirectoryTest, CreatesInAnEmptyDirectoryNamedWithATrailingSlash) {
 }
 
 TEST(StoreDirectoryTest, CreatesInTheWorkingDirectoryNamedDot) {
-  testing::TempDir dir;
+  util::TempDir dir;
   fs::create_directory(dir.Sub("db"));
   InDirectory(dir.Sub("db"), [] {
     auto engine = Engine::Open(".", Options());
@@ -155,7 +155,7 @@ TEST(StoreDirectoryTest, CreatesInTheWorkingDirectoryNamedDot) {
 }
 
 TEST(StoreDirectoryTest, CreatesInsideTheDirectoryASymlinkPointsTo) {
-  testing::TempDir dir;
+  util::TempDir dir;
   fs::create_directory(dir.Sub("target"));
   fs::create_directory_symlink(dir.Sub("target"), dir.Sub("link"));
   {
@@ -168,7 +168,7 @@ TEST(StoreDirectoryTest, CreatesInsideTheDirectoryASymlinkPointsTo) {
 }
 
 TEST(StoreDirectoryTest, CreatesInAMountPointWhoseParentIsReadOnly) {
-  testing::TempDir dir;
+  util::TempDir dir;
   // A read-only parent holding a writable mount point: neither a sibling
   // staging directory nor a rename of the directory itself is possible.
   ScopedTmpfs parent(dir.Sub("parent"));
@@ -187,7 +187,7 @@ TEST(StoreDirectoryTest, CreatesInAMountPointWhoseParentIsReadOnly) {
 }
 
 TEST(StoreDirectoryTest, MissingParentIsNotFoundNamingTheCallersPath) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("no/such/parent/db");
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kNotFound)
@@ -198,7 +198,7 @@ TEST(StoreDirectoryTest, MissingParentIsNotFoundNamingTheCallersPath) {
 }
 
 TEST(StoreDirectoryTest, ReadOnlyOpenOfAMissingStoreDoesNotBlameCreateIfMissing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   Options options;
   options.read_only = true;
   auto engine = Engine::Open(dir.Sub("db"), options);
@@ -215,7 +215,7 @@ TEST(StoreDirectoryTest, ReadOnlyOpenOfAMissingStoreDoesNotBlameCreateIfMissing)
 // A staging directory left by the creation code of an older build (it built
 // the store in "<path>.idem-creating", which for "db/" is inside db).
 TEST(StoreDirectoryTest, UnmarkedStagingLeftoverIsRemovedAndCreationRestarts) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   fs::create_directories(path + "/" + kStagingDirName);
   std::ofstream(path + "/" + kStagingDirName + "/000001.log") << "partial";
@@ -228,7 +228,7 @@ TEST(StoreDirectoryTest, UnmarkedStagingLeftoverIsRemovedAndCreationRestarts) {
 }
 
 TEST(StoreDirectoryTest, UnmarkedStagingBesideOtherFilesIsNamedInTheError) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   fs::create_directories(path + "/" + kStagingDirName);
   std::ofstream(path + "/notes.txt") << "the user's";
@@ -242,7 +242,7 @@ TEST(StoreDirectoryTest, UnmarkedStagingBesideOtherFilesIsNamedInTheError) {
 }
 
 TEST(StoreDirectoryTest, WithoutCreateIfMissingAnInterruptedCreationIsNotFound) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = dir.Sub("db");
   fs::create_directories(path + "/" + kStagingDirName);
   Options options;
@@ -261,7 +261,7 @@ TEST(StoreDirectoryTest, CreationFailingAtAnyStepLeavesADirectoryThatOpensLater)
     for (uint64_t at = 1; at <= 12; ++at) {
       SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op)
                                         << " at " << at);
-      testing::TempDir dir;
+      util::TempDir dir;
       const std::string path = dir.Sub("db");
       fs::create_directory(path);
       CrashFsOptions crash_options;
@@ -296,7 +296,7 @@ TEST(StoreDirectoryTest, CreationFailingAtAnyStepLeavesADirectoryThatOpensLater)
 
 TEST(StoreDirectoryTest, ConcurrentCreatorsGetOneStoreAndClearRefusals) {
   for (int round = 0; round < 5; ++round) {
-    testing::TempDir dir;
+    util::TempDir dir;
     const std::string path = dir.Sub("db");
     // Odd rounds create the directory too; even ones create in it.
     if (round % 2 == 0) fs::create_directory(path);
@@ -343,7 +343,7 @@ TEST(StoreDirectoryTest, ConcurrentCreatorsGetOneStoreAndClearRefusals) {
 // ============================================================================
 
 // A store with one processed message, closed.
-std::string MakeStore(const testing::TempDir& dir) {
+std::string MakeStore(const util::TempDir& dir) {
   const std::string path = dir.Sub("db");
   auto engine = Engine::Open(path, Options());
   EXPECT_TRUE(engine.ok()) << engine.status();
@@ -352,7 +352,7 @@ std::string MakeStore(const testing::TempDir& dir) {
 }
 
 TEST(StoreDirectoryTest, DeletedManifestIsDataLoss) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   int removed = 0;
   for (const auto& entry : fs::directory_iterator(path)) {
@@ -369,7 +369,7 @@ TEST(StoreDirectoryTest, DeletedManifestIsDataLoss) {
 }
 
 TEST(StoreDirectoryTest, DeletedCurrentIsDataLossAndChangesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   ASSERT_TRUE(fs::remove(path + "/CURRENT"));
   const auto before = SnapshotTree(path);

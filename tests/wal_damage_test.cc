@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
@@ -27,7 +27,7 @@ constexpr int kPerCommit = 10;
 
 // A kSync store holding kCommits commits of kPerCommit messages, all in its
 // write-ahead log (closed without a flush).
-std::string MakeStore(const testing::TempDir& dir) {
+std::string MakeStore(const util::TempDir& dir) {
   const std::string path = dir.Sub("db");
   auto engine = Engine::Open(path, Options());
   EXPECT_TRUE(engine.ok()) << engine.status();
@@ -77,7 +77,7 @@ int64_t Counter(Engine& engine) {
 }
 
 TEST(WalDamageTest, DamageFollowedByValidRecordsIsDataLossAndChangesNothing) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   const std::string wal = WalOf(path);
   FlipBytes(wal, fs::file_size(wal) / 2, 4);
@@ -95,7 +95,7 @@ TEST(WalDamageTest, DamageFollowedByValidRecordsIsDataLossAndChangesNothing) {
 }
 
 TEST(WalDamageTest, DamageNearTheStartIsDataLoss) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   const std::string wal = WalOf(path);
   FlipBytes(wal, 100, 4);
@@ -104,7 +104,7 @@ TEST(WalDamageTest, DamageNearTheStartIsDataLoss) {
 }
 
 TEST(WalDamageTest, TornTailRecoversThePrefixBeforeIt) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   const std::string wal = WalOf(path);
   // Cut inside the last commit's record, as a power loss during its write
@@ -119,7 +119,7 @@ TEST(WalDamageTest, TornTailRecoversThePrefixBeforeIt) {
 }
 
 TEST(WalDamageTest, UndamagedLogReplaysEveryCommit) {
-  testing::TempDir dir;
+  util::TempDir dir;
   const std::string path = MakeStore(dir);
   ASSERT_OPEN(engine, path, Options());
   EXPECT_EQ(Counter(*engine), kCommits * kPerCommit);

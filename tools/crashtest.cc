@@ -1,13 +1,12 @@
 #include "tools/crashtest.h"
 
-#include <stdlib.h>
+#include <optional>
+#include <utility>
 
-#include <filesystem>
-
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "idem/crash_harness.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -147,23 +146,23 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
     err.flush();
   };
 
-  std::string dir = args.dir;
-  const bool temporary = dir.empty();
-  if (temporary) {
-    const char* base = getenv("TMPDIR");
-    std::string pattern =
-        absl::StrCat(base != nullptr ? base : "/tmp", "/idem-crashtest-XXXXXX");
-    if (mkdtemp(pattern.data()) == nullptr) {
+  std::optional<util::TempDir> temporary;
+  options.dir = args.dir;
+  if (options.dir.empty()) {
+    absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem-crashtest-");
+    if (!dir.ok()) {
       err << "idem-crashtest: cannot create a temporary directory\n";
       return 2;
     }
-    dir = pattern;
+    temporary = *std::move(dir);
+    options.dir = temporary->path();
   }
-  options.dir = dir;
 
   absl::StatusOr<crash::CrashTestReport> report =
       crash::RunCrashTest(options, **workload);
   if (!report.ok()) {
+    // Left in place: the harness may have written its logs there.
+    if (temporary.has_value()) temporary->Keep();
     err << "idem-crashtest: " << report.status() << "\n";
     return 2;
   }
@@ -172,11 +171,11 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   } else {
     PrintText(args, *report, out);
   }
-  if (temporary && !args.keep && report->passed()) {
-    std::error_code ignored;  // best effort
-    std::filesystem::remove_all(dir, ignored);
-  } else {
-    err << "idem-crashtest: store and logs kept in " << dir << "\n";
+  // A temporary directory goes (as `temporary` is destroyed) only after a
+  // run that passed, and not with --keep.
+  if (!temporary.has_value() || args.keep || !report->passed()) {
+    if (temporary.has_value()) temporary->Keep();
+    err << "idem-crashtest: store and logs kept in " << options.dir << "\n";
   }
   return report->passed() ? 0 : 1;
 }

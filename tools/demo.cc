@@ -20,7 +20,7 @@
 #include "idem/options.h"
 #include "idem/txn.h"
 #include "tools/idemctl.h"
-#include "tools/scoped_temp_dir.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
@@ -247,13 +247,13 @@ absl::StatusOr<DemoReport> RunDemo(const DemoOptions& options) {
   report.injected_duplicates = report.delivered - report.unique_messages;
   report.reordered = stream.reordered;
 
-  absl::StatusOr<std::unique_ptr<ScopedTempDir>> dir = ScopedTempDir::Create("idem_demo_");
+  absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_demo_");
   if (!dir.ok()) return dir.status();
   Options engine_options;
   engine_options.durability = Durability::kBuffered;
   // Declared after `dir`, so the engine closes before the directory goes.
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open((*dir)->path() + "/store", engine_options);
+      Engine::Open(dir->Sub("store"), engine_options);
   if (!engine.ok()) return engine.status();
 
   const auto start = std::chrono::steady_clock::now();

@@ -1,7 +1,6 @@
 #include "tools/idem_bench.h"
 
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,14 +26,19 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/json_writer.h"
 #include "engine/record.h"
 #include "idem/clock.h"
 #include "rocksdb/env.h"
 #include "tools/idemctl.h"
+#include "util/directory.h"
+#include "util/json_writer.h"
+#include "util/latency_histogram.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
+
+using util::JsonWriter;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr absl::Duration kProgressEvery = absl::Seconds(2);
@@ -52,86 +56,13 @@ constexpr double kMaxSimRate = 1e9;
 constexpr int kMaxSteadyWindows = 1000;
 
 std::string ParentDir(const BenchOptions& options) {
-  if (!options.dir.empty()) return options.dir;
-  const char* base = std::getenv("TMPDIR");
-  return base != nullptr && *base != '\0' ? base : "/tmp";
-}
-
-uint64_t DirectoryBytes(const std::string& path) {
-  uint64_t total = 0;
-  std::error_code ec;
-  for (std::filesystem::recursive_directory_iterator it(path, ec), end;
-       !ec && it != end; it.increment(ec)) {
-    std::error_code size_ec;
-    if (it->is_regular_file(size_ec)) {
-      const uintmax_t size = it->file_size(size_ec);
-      if (!size_ec) total += size;
-    }
-  }
-  return total;
+  return options.dir.empty() ? util::DefaultTempParent() : options.dir;
 }
 
 double Ratio(uint64_t num, uint64_t den) {
   return den == 0 ? 0.0
                   : static_cast<double>(num) / static_cast<double>(den);
 }
-
-// Latencies in microseconds, in logarithmic buckets 1% wide, so memory stays
-// constant however long the run; count, mean and max are exact, percentiles
-// are within 1% (the upper edge of their bucket).
-class LatencyHistogram {
- public:
-  void Add(double micros) {
-    ++count_;
-    sum_ += micros;
-    max_ = std::max(max_, micros);
-    counts_[Bucket(micros)]++;
-  }
-  void Merge(const LatencyHistogram& other) {
-    count_ += other.count_;
-    sum_ += other.sum_;
-    max_ = std::max(max_, other.max_);
-    for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
-  }
-  LatencySummary Summary() const {
-    LatencySummary s;
-    s.count = count_;
-    if (count_ == 0) return s;
-    s.mean = sum_ / static_cast<double>(count_);
-    s.max = max_;
-    s.p50 = Percentile(0.50);
-    s.p99 = Percentile(0.99);
-    s.p999 = Percentile(0.999);
-    return s;
-  }
-
- private:
-  static constexpr double kMin = 0.01;  // microseconds
-  static constexpr double kGrowth = 1.01;
-  static constexpr size_t kBuckets = 3000;  // up to ~1e11 us
-  static size_t Bucket(double micros) {
-    if (!(micros > kMin)) return 0;
-    const double i = std::ceil(std::log(micros / kMin) / std::log(kGrowth));
-    return std::min(kBuckets - 1, static_cast<size_t>(i));
-  }
-  double Percentile(double q) const {
-    const int64_t rank = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(q * static_cast<double>(count_))));
-    int64_t seen = 0;
-    for (size_t i = 0; i < kBuckets; ++i) {
-      seen += counts_[i];
-      if (seen >= rank) {
-        return std::min(max_, kMin * std::pow(kGrowth, static_cast<double>(i)));
-      }
-    }
-    return max_;
-  }
-
-  int64_t count_ = 0;
-  double sum_ = 0;
-  double max_ = 0;
-  std::vector<int64_t> counts_ = std::vector<int64_t>(kBuckets, 0);
-};
 
 // The first sample at or after clock time `t` (samples are in clock order);
 // nullptr if none.
@@ -231,7 +162,7 @@ class LayoutRun {
     r.messages_per_second =
         wall_seconds_ > 0 ? static_cast<double>(handed_out_) / wall_seconds_
                           : 0;
-    LatencyHistogram batch, message;
+    util::LatencyHistogram batch, message;
     for (const auto& [b, m] : latencies_) {
       batch.Merge(b);
       message.Merge(m);
@@ -356,7 +287,7 @@ class LayoutRun {
     s.clock_seconds = absl::ToDoubleSeconds(now - start_);
     s.wall_seconds = WallSecondsLocked();
     s.messages = handed_out_;
-    s.disk_bytes = DirectoryBytes(store_path_);
+    s.disk_bytes = util::DirectoryBytes(store_path_);
     s.live_sst_bytes = c->live_sst_bytes;
     s.live_records = processed_total_ - expired_total_;
     s.estimated_records = c->estimated_records;
@@ -411,7 +342,7 @@ class LayoutRun {
   const int64_t window_us_;
   // Per worker: batch latencies and per-message latencies. Each worker
   // touches only its own entry until the workers are joined.
-  std::vector<std::pair<LatencyHistogram, LatencyHistogram>> latencies_;
+  std::vector<std::pair<util::LatencyHistogram, util::LatencyHistogram>> latencies_;
 
   absl::Mutex mu_;
   Workload workload_ ABSL_GUARDED_BY(mu_);
@@ -436,22 +367,14 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
                                        Layout layout, std::ostream* progress) {
   LayoutReport report;
   report.layout = layout;
-  std::string dir = absl::StrCat(ParentDir(options), "/idem_bench_",
-                                 LayoutName(layout), "_XXXXXX");
-  if (mkdtemp(dir.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create a directory from ", dir, ": ", std::strerror(errno)));
+  absl::StatusOr<util::TempDir> dir = util::TempDir::Create(
+      absl::StrCat("idem_bench_", LayoutName(layout), "_"), options.dir);
+  if (!dir.ok()) return dir.status();
+  const std::string path = dir->Sub("store");
+  if (options.keep) {
+    dir->Keep();
+    report.store_path = path;
   }
-  const std::string path = dir + "/store";
-  struct Cleanup {
-    std::string dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ignored;  // best effort
-      if (!keep) std::filesystem::remove_all(dir, ignored);
-    }
-  } cleanup{dir, options.keep};
-  if (options.keep) report.store_path = path;
 
   const bool simulated = options.sim_messages_per_second > 0;
   const absl::Time start = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
@@ -491,7 +414,7 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   report.expired_dropped_whole = c->expired_dropped_whole;
   report.live_sst_bytes = c->live_sst_bytes;
   report.estimated_records = c->estimated_records;
-  report.disk_bytes = DirectoryBytes(path);
+  report.disk_bytes = util::DirectoryBytes(path);
   std::optional<InternalFigures> internals = (*target)->Internals();
   if (internals.has_value()) {
     report.rocksdb_sum_wamp = internals->rocksdb_sum_wamp;
@@ -576,7 +499,8 @@ const char* DurabilityName(Durability d) {
   return d == Durability::kSync ? "sync" : "buffered";
 }
 
-void JsonLatency(JsonWriter& j, std::string_view key, const LatencySummary& l) {
+void JsonLatency(JsonWriter& j, std::string_view key,
+                 const util::LatencySummary& l) {
   j.Key(key);
   j.BeginObject();
   j.Key("count");
@@ -1086,18 +1010,10 @@ absl::Status WriteBenchPlot(const BenchReport& report,
         "gnuplot is not on $PATH; skipping the plot (install it with "
         "'apt-get install gnuplot-nox')");
   }
-  std::string dir = std::filesystem::temp_directory_path().string() +
-                    "/idem_bench_plot_XXXXXX";
-  if (mkdtemp(dir.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", dir));
-  }
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } cleanup{dir};
+  absl::StatusOr<util::TempDir> plot_dir =
+      util::TempDir::Create("idem_bench_plot_");
+  if (!plot_dir.ok()) return plot_dir.status();
+  const std::string& dir = plot_dir->path();
   const double window_s = absl::ToDoubleSeconds(report.options.window);
   std::vector<std::string> disk_plots, wa_plots;
   // Colour-blind-safe (Okabe-Ito) colours, one per layout.

@@ -32,6 +32,7 @@
 #include "idem/options.h"
 #include "tools/bench_layout.h"
 #include "tools/bench_workload.h"
+#include "util/latency_histogram.h"
 
 namespace idem::tools {
 
@@ -84,11 +85,6 @@ struct BenchOptions {
 // Returns kInvalidArgument naming the flag if `options` is out of range.
 absl::Status ValidateBenchOptions(const BenchOptions& options);
 
-struct LatencySummary {
-  int64_t count = 0;
-  double mean = 0, p50 = 0, p99 = 0, p999 = 0, max = 0;  // microseconds
-};
-
 // One point of the time series (taken when the clock crosses a multiple of
 // sample_every, and at the end).
 struct Sample {
@@ -127,8 +123,8 @@ struct LayoutReport {
   // Speed.
   double wall_seconds = 0;
   double messages_per_second = 0;
-  LatencySummary batch_latency;    // one ProcessBatch (+ ack) call
-  LatencySummary message_latency;  // batch latency / messages in the batch
+  util::LatencySummary batch_latency;    // one ProcessBatch (+ ack) call
+  util::LatencySummary message_latency;  // batch latency / messages in batch
   // Time covered.
   double clock_seconds = 0;
   double windows_covered = 0;

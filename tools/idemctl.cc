@@ -11,14 +11,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "engine/json_writer.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
 #include "idem/stats.h"
+#include "util/json_writer.h"
 
 namespace idem::tools {
 namespace {
+
+using util::JsonQuoteBytes;
+using util::JsonWriter;
 
 constexpr char kHint[] = "Run 'idemctl --help' for usage.";
 

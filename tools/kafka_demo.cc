@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -13,17 +14,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "engine/json_writer.h"
 #include "idem/engine.h"
 #include "idem/kafka_consumer.h"
 #include "idem/kafka_mock_cluster.h"
 #include "idem/kafka_producer.h"
 #include "idem/partition_state.h"
 #include "tools/idemctl.h"
-#include "tools/scoped_temp_dir.h"
+#include "util/json_writer.h"
+#include "util/temp_dir.h"
 
 namespace idem::tools {
 namespace {
+
+using util::JsonQuote;
 
 using kafka::OutgoingRecord;
 
@@ -160,10 +163,10 @@ class Demo {
     auto producer = kafka::Producer::Create(brokers_);
     if (!producer.ok()) return producer.status();
     producer_ = *std::move(producer);
-    auto dir = ScopedTempDir::Create("idem_kafka_demo_");
+    auto dir = util::TempDir::Create("idem_kafka_demo_");
     if (!dir.ok()) return dir.status();
     temp_dir_ = *std::move(dir);
-    store_ = options_.store.empty() ? temp_dir_->path() + "/store"
+    store_ = options_.store.empty() ? temp_dir_->Sub("store")
                                     : options_.store;
     return absl::OkStatus();
   }
@@ -314,7 +317,7 @@ class Demo {
   std::unique_ptr<kafka::MockCluster> cluster_;
   std::string brokers_;
   std::unique_ptr<kafka::Producer> producer_;
-  std::unique_ptr<ScopedTempDir> temp_dir_;
+  std::optional<util::TempDir> temp_dir_;
   std::string store_;
   KafkaDemoReport report_;
 };

@@ -1,11 +1,11 @@
-#include "engine/json_writer.h"
+#include "util/json_writer.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace idem {
+namespace idem::util {
 
 std::string JsonQuote(std::string_view text) {
   std::string out;
@@ -116,4 +116,4 @@ void JsonWriter::Null() {
   out_ += "null";
 }
 
-}  // namespace idem
+}  // namespace idem::util

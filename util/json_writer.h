@@ -13,15 +13,15 @@
 //
 // JsonWriter is a plain value type: not thread-safe.
 
-#ifndef IDEM_ENGINE_JSON_WRITER_H_
-#define IDEM_ENGINE_JSON_WRITER_H_
+#ifndef IDEM_UTIL_JSON_WRITER_H_
+#define IDEM_UTIL_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace idem {
+namespace idem::util {
 
 std::string JsonQuote(std::string_view text);
 std::string JsonQuoteBytes(std::string_view bytes);
@@ -59,6 +59,6 @@ class JsonWriter {
   bool after_key_ = false;
 };
 
-}  // namespace idem
+}  // namespace idem::util
 
-#endif  // IDEM_ENGINE_JSON_WRITER_H_
+#endif  // IDEM_UTIL_JSON_WRITER_H_

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "util/latency_histogram.h"
 
 namespace idem::peers {
 namespace {
@@ -43,15 +44,15 @@ ResultRow RunFsyncLoop(const std::string& scratch, double seconds) {
          static_cast<ssize_t>(block.size());
   }
   ok = ok && ::fsync(fd) == 0;
-  std::vector<double> latencies;
+  util::LatencyHistogram latencies;
   const auto start = SteadyClock::now();
   const auto deadline = DeadlineAfter(start, seconds);
-  while (ok && SteadyClock::now() < deadline && latencies.size() < 1000000) {
+  while (ok && SteadyClock::now() < deadline && latencies.count() < 1000000) {
     const auto t0 = SteadyClock::now();
     ok = ::pwrite(fd, block.data(), block.size(), 0) ==
              static_cast<ssize_t>(block.size()) &&
          ::fdatasync(fd) == 0;
-    latencies.push_back(MicrosecondsBetween(t0, SteadyClock::now()));
+    latencies.Add(MicrosecondsBetween(t0, SteadyClock::now()));
   }
   const auto stop = SteadyClock::now();
   ::close(fd);
@@ -60,11 +61,11 @@ ResultRow RunFsyncLoop(const std::string& scratch, double seconds) {
     row.check = "ERROR: write or fdatasync failed";
     return row;
   }
-  row.messages = latencies.size();
+  row.messages = static_cast<uint64_t>(latencies.count());
   row.seconds = std::chrono::duration<double>(stop - start).count();
   row.rate = static_cast<double>(row.messages) / row.seconds;
-  row.p50_us = Percentile(latencies, 0.50);
-  row.p99_us = Percentile(latencies, 0.99);
+  row.p50_us = latencies.Percentile(0.50);
+  row.p99_us = latencies.Percentile(0.99);
   row.note = "syncs/s, not messages";
   return row;
 }

@@ -18,6 +18,7 @@
 #include "bench/peers/scratch.h"
 #include "bench/peers/stream.h"
 #include "idem/engine.h"
+#include "util/directory.h"
 
 namespace idem::peers {
 namespace {
@@ -123,9 +124,9 @@ class IdemTarget : public Target {
     final.stored_ids = records;
     final.written_bytes =
         stats->wal_bytes + stats->flush_bytes + stats->compaction_bytes;
-    final.disk_bytes = DirectoryBytes(path_);
+    final.disk_bytes = util::DirectoryBytes(path_);
     engine_.reset();
-    RemoveTree(path_);
+    util::RemoveTree(path_);
     return final;
   }
 

@@ -4,13 +4,13 @@
 #include "bench/peers/measure.h"
 
 #include <algorithm>
-#include <cmath>
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "util/latency_histogram.h"
 
 namespace idem::peers {
 
@@ -23,16 +23,6 @@ SteadyClock::time_point DeadlineAfter(SteadyClock::time_point start,
 double MicrosecondsBetween(SteadyClock::time_point from,
                            SteadyClock::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
-}
-
-double Percentile(std::vector<double>& values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t index = std::min(
-      values.size() - 1,
-      static_cast<size_t>(std::ceil(p * static_cast<double>(values.size()))) -
-          (p > 0 ? 1 : 0));
-  return values[index];
 }
 
 ResultRow RunConfig(const PeerConfig& config,
@@ -66,7 +56,7 @@ ResultRow RunConfig(const PeerConfig& config,
   struct ClientOutcome {
     size_t processed = 0;
     uint64_t news = 0;
-    std::vector<double> latencies_us;
+    util::LatencyHistogram latencies_us;
     absl::Status status;
   };
   std::vector<ClientOutcome> outcomes(clients.size());
@@ -92,7 +82,7 @@ ResultRow RunConfig(const PeerConfig& config,
       }
       out.news += *news;
       out.processed = end;
-      out.latencies_us.push_back(MicrosecondsBetween(t0, t1));
+      out.latencies_us.Add(MicrosecondsBetween(t0, t1));
     }
   };
   if (clients.size() == 1) {
@@ -105,7 +95,7 @@ ResultRow RunConfig(const PeerConfig& config,
   const auto stop = SteadyClock::now();
   clients.clear();
 
-  std::vector<double> latencies;
+  util::LatencyHistogram latencies;
   ExpectedOutcome expected;
   absl::Status failure;
   for (size_t c = 0; c < outcomes.size(); ++c) {
@@ -113,8 +103,7 @@ ResultRow RunConfig(const PeerConfig& config,
     if (!out.status.ok() && failure.ok()) failure = out.status;
     row.messages += out.processed;
     row.news += out.news;
-    latencies.insert(latencies.end(), out.latencies_us.begin(),
-                     out.latencies_us.end());
+    latencies.Merge(out.latencies_us);
     for (size_t i = 0; i < out.processed; ++i) {
       expected.Add(stream[parts[c][i]]);
     }
@@ -124,8 +113,8 @@ ResultRow RunConfig(const PeerConfig& config,
   row.seconds = std::chrono::duration<double>(stop - start).count();
   row.rate =
       row.seconds > 0 ? static_cast<double>(row.messages) / row.seconds : 0;
-  row.p50_us = Percentile(latencies, 0.50);
-  row.p99_us = Percentile(latencies, 0.99);
+  row.p50_us = latencies.Percentile(0.50);
+  row.p99_us = latencies.Percentile(0.99);
   if (row.messages < count) {
     row.note = absl::StrFormat("stopped at the %.0f s cap after %d of %d msgs",
                                limits.time_cap_s, row.messages, count);

@@ -28,8 +28,6 @@ SteadyClock::time_point DeadlineAfter(SteadyClock::time_point start,
 // The time from `from` to `to` in microseconds.
 double MicrosecondsBetween(SteadyClock::time_point from,
                            SteadyClock::time_point to);
-// The `p` quantile (0..1) of `values` (sorts them); 0 if empty.
-double Percentile(std::vector<double>& values, double p);
 
 // One row of the table: a peer configuration and how to run it.
 struct PeerConfig {

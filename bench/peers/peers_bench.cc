@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -22,9 +26,9 @@
 #include "bench/peers/measure.h"
 #include "bench/peers/postgres_peer.h"
 #include "bench/peers/redis_peer.h"
-#include "bench/peers/scratch.h"
 #include "bench/peers/stream.h"
 #include "bench/peers/table.h"
+#include "util/temp_dir.h"
 
 namespace idem::peers {
 namespace {
@@ -109,10 +113,21 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
     return 2;
   }
 
-  ScratchDir scratch(args.dir);
-  if (scratch.path().empty()) {
-    err << "peers_bench: cannot create a scratch directory\n";
-    return 2;
+  // The scratch directory: --dir (created if missing, kept at the end), or a
+  // new temporary directory (removed at the end).
+  std::string scratch = args.dir;
+  std::optional<util::TempDir> temporary;
+  if (scratch.empty()) {
+    absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_peers_");
+    if (!dir.ok()) {
+      err << "peers_bench: cannot create a scratch directory\n";
+      return 2;
+    }
+    temporary = *std::move(dir);
+    scratch = temporary->path();
+  } else {
+    std::error_code ignored;  // a directory that cannot be made fails later
+    std::filesystem::create_directories(scratch, ignored);
   }
 
   const std::vector<StreamMessage> stream =
@@ -136,7 +151,7 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
   limits.accounts = args.accounts;
 
   std::vector<PeerConfig> configs =
-      MakeConfigs(scratch.path(), args.pg, *redis_durable, *redis_memory,
+      MakeConfigs(scratch, args.pg, *redis_durable, *redis_memory,
                   args.batch, args.clients);
   size_t total = 0;
   for (const PeerConfig& c : configs) total += wanted(c.peer) ? 1 : 0;
@@ -169,7 +184,7 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
       runs[at++].push_back(std::move(row));
     };
     if (wanted("ceiling")) {
-      keep(RunFsyncLoop(scratch.path(), args.fsync_seconds));
+      keep(RunFsyncLoop(scratch, args.fsync_seconds));
     }
     for (const PeerConfig& config : configs) {
       if (wanted(config.peer)) keep(RunConfig(config, stream, limits));
@@ -180,7 +195,7 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
     rows.push_back(MedianRound(config_runs));
   }
   if (wanted("ceiling") && !args.pg_test_fsync.empty()) {
-    ResultRow row = RunPgTestFsync(args.pg_test_fsync, scratch.path());
+    ResultRow row = RunPgTestFsync(args.pg_test_fsync, scratch);
     report(row);
     row.rate_min = row.rate_max = row.rate;
     rows.push_back(std::move(row));

@@ -23,6 +23,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/db_ttl.h"
 #include "rocksdb/write_batch.h"
+#include "util/directory.h"
 
 namespace idem::peers {
 namespace {
@@ -185,9 +186,9 @@ class RocksTarget : public Target {
         statistics_->getTickerCount(rocksdb::WAL_FILE_BYTES) +
         statistics_->getTickerCount(rocksdb::FLUSH_WRITE_BYTES) +
         statistics_->getTickerCount(rocksdb::COMPACT_WRITE_BYTES);
-    final.disk_bytes = DirectoryBytes(path_);
+    final.disk_bytes = util::DirectoryBytes(path_);
     Close();
-    RemoveTree(path_);
+    util::RemoveTree(path_);
     return final;
   }
 

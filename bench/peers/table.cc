@@ -6,10 +6,12 @@
 #include <sstream>
 
 #include "absl/strings/str_format.h"
-#include "engine/json_writer.h"
+#include "util/json_writer.h"
 
 namespace idem::peers {
 namespace {
+
+using util::JsonQuote;
 
 template <typename T>
 std::string JsonOptional(const std::optional<T>& v) {

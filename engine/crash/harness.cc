@@ -20,12 +20,14 @@
 #include "engine/crash/stream.h"
 #include "engine/crash/verifier.h"
 #include "engine/crash/worker.h"
-#include "engine/json_writer.h"
 #include "idem/crash_fs.h"
 #include "idem/crash_harness.h"
+#include "util/json_writer.h"
 
 namespace idem::crash {
 namespace {
+
+using util::JsonQuote;
 
 namespace fs = std::filesystem;
 
