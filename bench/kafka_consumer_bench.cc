@@ -22,9 +22,9 @@
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "idem/engine.h"
-#include "idem/kafka_consumer.h"
-#include "idem/kafka_mock_cluster.h"
-#include "idem/kafka_producer.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/mock_cluster.h"
+#include "idem/kafka/producer.h"
 #include "util/temp_dir.h"
 
 namespace idem::kafka {

@@ -2,7 +2,7 @@
 // mid-stream and every invariant must hold; deliberately broken engines must
 // be reported. Labelled "crash" (ctest -L crash).
 
-#include "idem/crash_harness.h"
+#include "idem/crash/harness.h"
 
 #include <filesystem>
 #include <fstream>

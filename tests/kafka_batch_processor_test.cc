@@ -1,7 +1,7 @@
 // ProcessRecords without Kafka: retries, per-partition order behind a failed
 // record, dead-lettering and offsets, on hand-made Records.
 
-#include "engine/kafka/batch_processor.h"
+#include "kafka/batch_processor.h"
 
 #include <map>
 #include <stdexcept>

@@ -8,7 +8,7 @@
 
 #include "absl/time/clock.h"
 #include "idem/engine.h"
-#include "idem/kafka_consumer.h"
+#include "idem/kafka/consumer.h"
 #include "tests/testing/kafka_test_util.h"
 
 int main(int argc, char** argv) {

@@ -1,10 +1,10 @@
 // The Kafka consumer against librdkafka's mock cluster (real Kafka protocol,
 // in process): producer duplicates, restarts, a killed consumer process,
 // rebalances between engines and poison records. Where a guarantee is
-// subtle, a deliberately broken consumer (engine/kafka/consumer_hooks.h)
+// subtle, a deliberately broken consumer (kafka/consumer_hooks.h)
 // shows that the check catches its violation.
 
-#include "idem/kafka_consumer.h"
+#include "idem/kafka/consumer.h"
 
 #include <signal.h>
 #include <spawn.h>
@@ -19,12 +19,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/kafka/consumer_hooks.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "idem/partition_state.h"
+#include "kafka/consumer_hooks.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
 #include "util/temp_dir.h"

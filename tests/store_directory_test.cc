@@ -19,7 +19,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "idem/crash_fs.h"
+#include "idem/crash/file_system.h"
 #include "idem/engine.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -30,6 +30,9 @@ namespace idem {
 namespace {
 
 namespace fs = std::filesystem;
+using crash::CrashFileSystem;
+using crash::CrashFsOptions;
+using crash::FsOp;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::AddOne;

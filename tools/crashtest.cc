@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
-#include "idem/crash_harness.h"
+#include "idem/crash/harness.h"
 #include "util/temp_dir.h"
 
 namespace idem::tools {

@@ -1,7 +1,7 @@
 // The logic of the idem-crashtest tool: turns its arguments into
 // crash::CrashTestOptions, runs the harness with progress on `err`, and
 // prints the report (text or JSON) on `out`. Not thread-safe; forks (see
-// idem/crash_harness.h), so call it from a single-threaded process.
+// idem/crash/harness.h), so call it from a single-threaded process.
 
 #ifndef IDEM_TOOLS_CRASHTEST_H_
 #define IDEM_TOOLS_CRASHTEST_H_
@@ -13,7 +13,7 @@
 namespace idem::tools {
 
 // The numeric fields have the bounds of crash::CrashTestOptions' fields of
-// the same names (idem/crash_harness.h), checked before anything runs.
+// the same names (idem/crash/harness.h), checked before anything runs.
 struct CrashtestArgs {
   std::string workload = "ledger";  // ledger | inventory
   int cycles = 20;                  // crash cycles, in [0, 1000000]

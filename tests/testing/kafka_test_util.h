@@ -16,9 +16,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
-#include "idem/kafka_consumer.h"
-#include "idem/kafka_mock_cluster.h"
-#include "idem/kafka_producer.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/mock_cluster.h"
+#include "idem/kafka/producer.h"
 
 namespace idem::testing {
 

@@ -2,7 +2,7 @@
 // simulated power loss cuts every file back to them (or tears the tail), and
 // faults and kill points fire at the chosen operation.
 
-#include "idem/crash_fs.h"
+#include "idem/crash/file_system.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,7 +17,7 @@
 #include "rocksdb/file_system.h"
 #include "util/temp_dir.h"
 
-namespace idem {
+namespace idem::crash {
 namespace {
 
 std::string ReadFile(const std::string& path) {
@@ -206,4 +206,4 @@ TEST_F(CrashFsTest, MissingJournalPathIsAnInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace idem
+}  // namespace idem::crash

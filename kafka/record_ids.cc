@@ -1,11 +1,11 @@
-#include "engine/kafka/record_ids.h"
+#include "kafka/record_ids.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
-#include "engine/kafka/user_code.h"
 #include "idem/message.h"
+#include "kafka/user_code.h"
 
 namespace idem::kafka {
 

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/kafka/rdkafka_util.h"
-#include "idem/kafka_mock_cluster.h"
+#include "idem/kafka/mock_cluster.h"
+#include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {
 namespace {

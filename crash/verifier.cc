@@ -1,4 +1,4 @@
-#include "engine/crash/verifier.h"
+#include "crash/verifier.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,8 +2,8 @@
 // observers) so that an exception never crosses into librdkafka's C code or
 // the engine: a throw becomes kInternal naming `what`. Thread-safe.
 
-#ifndef IDEM_ENGINE_KAFKA_USER_CODE_H_
-#define IDEM_ENGINE_KAFKA_USER_CODE_H_
+#ifndef IDEM_KAFKA_USER_CODE_H_
+#define IDEM_KAFKA_USER_CODE_H_
 
 #include <exception>
 #include <string>
@@ -33,4 +33,4 @@ auto CallUserCode(std::string_view what, Call&& call) -> decltype(call()) {
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_ENGINE_KAFKA_USER_CODE_H_
+#endif  // IDEM_KAFKA_USER_CODE_H_

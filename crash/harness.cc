@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "engine/crash/event_log.h"
-#include "engine/crash/stream.h"
-#include "engine/crash/verifier.h"
-#include "engine/crash/worker.h"
-#include "idem/crash_fs.h"
-#include "idem/crash_harness.h"
+#include "crash/event_log.h"
+#include "crash/stream.h"
+#include "crash/verifier.h"
+#include "crash/worker.h"
+#include "idem/crash/file_system.h"
+#include "idem/crash/harness.h"
 #include "util/json_writer.h"
 
 namespace idem::crash {
@@ -45,7 +45,7 @@ enum class CycleCrash { kKill, kPowerLoss, kKillPoint };
 // final run.
 enum class RunKind { kCrash, kEpochEnd, kFinal };
 
-// Bounds of CrashTestOptions (documented in idem/crash_harness.h and in
+// Bounds of CrashTestOptions (documented in idem/crash/harness.h and in
 // idem-crashtest's flags).
 constexpr int kMaxCycles = 1000000;
 constexpr int kMaxThreads = 256;

@@ -11,8 +11,8 @@
 //   D                                 the worker consumed the whole stream
 // EventLogWriter is safe for concurrent use (one write(2) per line).
 
-#ifndef IDEM_ENGINE_CRASH_EVENT_LOG_H_
-#define IDEM_ENGINE_CRASH_EVENT_LOG_H_
+#ifndef IDEM_CRASH_EVENT_LOG_H_
+#define IDEM_CRASH_EVENT_LOG_H_
 
 #include <cstdint>
 #include <string>
@@ -66,4 +66,4 @@ absl::StatusOr<CycleEvents> ReadCycleEvents(const std::string& path,
 
 }  // namespace idem::crash
 
-#endif  // IDEM_ENGINE_CRASH_EVENT_LOG_H_
+#endif  // IDEM_CRASH_EVENT_LOG_H_

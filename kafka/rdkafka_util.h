@@ -2,8 +2,8 @@
 // configuration with error reporting, and conversion of its error codes into
 // absl::Status. Thread-safe (no shared state).
 
-#ifndef IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_
-#define IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_
+#ifndef IDEM_KAFKA_RDKAFKA_UTIL_H_
+#define IDEM_KAFKA_RDKAFKA_UTIL_H_
 
 #include <librdkafka/rdkafka.h>
 
@@ -60,4 +60,4 @@ absl::Status FromKafkaErrorObject(rd_kafka_error_t* error,
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_ENGINE_KAFKA_RDKAFKA_UTIL_H_
+#endif  // IDEM_KAFKA_RDKAFKA_UTIL_H_

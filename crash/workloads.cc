@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "idem/crash_harness.h"
+#include "idem/crash/harness.h"
 
 namespace idem::crash {
 namespace {

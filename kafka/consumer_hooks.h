@@ -2,15 +2,15 @@
 // show their checks catch a broken guarantee. Never set outside tests. A
 // plain value type.
 
-#ifndef IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
-#define IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
+#ifndef IDEM_KAFKA_CONSUMER_HOOKS_H_
+#define IDEM_KAFKA_CONSUMER_HOOKS_H_
 
 #include <functional>
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
-#include "idem/kafka_consumer.h"
+#include "idem/kafka/consumer.h"
 
 namespace idem::kafka {
 
@@ -35,4 +35,4 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_ENGINE_KAFKA_CONSUMER_HOOKS_H_
+#endif  // IDEM_KAFKA_CONSUMER_HOOKS_H_

@@ -1,14 +1,14 @@
-#include "engine/kafka/batch_processor.h"
+#include "kafka/batch_processor.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "engine/absl_view.h"
 #include "absl/time/clock.h"
-#include "engine/kafka/record_ids.h"
-#include "engine/kafka/user_code.h"
+#include "engine/absl_view.h"
+#include "kafka/record_ids.h"
+#include "kafka/user_code.h"
 
 namespace idem::kafka {
 namespace {

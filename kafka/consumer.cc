@@ -1,5 +1,5 @@
 // Consumer: librdkafka's high-level consumer around ProcessRecords
-// (engine/kafka/batch_processor.h). Everything runs on the caller's thread:
+// (kafka/batch_processor.h). Everything runs on the caller's thread:
 // rebalance, error and commit callbacks are served by rd_kafka_consumer_poll
 // (rd_kafka_poll_set_consumer), so a revocation can only arrive while a batch
 // is being collected, never while one is being processed.
@@ -18,15 +18,15 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/btree_map.h"
 #include "absl/strings/str_cat.h"
-#include "engine/absl_view.h"
 #include "absl/time/clock.h"
-#include "engine/kafka/batch_processor.h"
-#include "engine/kafka/consumer_hooks.h"
-#include "engine/kafka/rdkafka_util.h"
-#include "engine/kafka/record_ids.h"
-#include "engine/kafka/user_code.h"
-#include "idem/kafka_consumer.h"
-#include "idem/kafka_producer.h"
+#include "engine/absl_view.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/producer.h"
+#include "kafka/batch_processor.h"
+#include "kafka/consumer_hooks.h"
+#include "kafka/rdkafka_util.h"
+#include "kafka/record_ids.h"
+#include "kafka/user_code.h"
 
 namespace idem::kafka {
 namespace {

@@ -2,8 +2,8 @@
 // dedupe ID of a record (ConsumerOptions::id_function, else the id_header,
 // else the record's position). Pure functions; thread-safe.
 
-#ifndef IDEM_ENGINE_KAFKA_RECORD_IDS_H_
-#define IDEM_ENGINE_KAFKA_RECORD_IDS_H_
+#ifndef IDEM_KAFKA_RECORD_IDS_H_
+#define IDEM_KAFKA_RECORD_IDS_H_
 
 #include <librdkafka/rdkafka.h>
 
@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "idem/kafka_consumer.h"
+#include "idem/kafka/consumer.h"
 
 namespace idem::kafka {
 
@@ -38,4 +38,4 @@ absl::StatusOr<std::string> DeriveId(const Record& record,
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_ENGINE_KAFKA_RECORD_IDS_H_
+#endif  // IDEM_KAFKA_RECORD_IDS_H_

@@ -3,14 +3,14 @@
 // message again at a later offset of its partition). Immutable after
 // BuildStream; thread-safe to read.
 
-#ifndef IDEM_ENGINE_CRASH_STREAM_H_
-#define IDEM_ENGINE_CRASH_STREAM_H_
+#ifndef IDEM_CRASH_STREAM_H_
+#define IDEM_CRASH_STREAM_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "idem/crash_harness.h"
+#include "idem/crash/harness.h"
 
 namespace idem::crash {
 
@@ -30,4 +30,4 @@ Stream BuildStream(std::vector<StreamMessage> messages, int partitions,
 
 }  // namespace idem::crash
 
-#endif  // IDEM_ENGINE_CRASH_STREAM_H_
+#endif  // IDEM_CRASH_STREAM_H_

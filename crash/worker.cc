@@ -1,4 +1,4 @@
-#include "engine/crash/worker.h"
+#include "crash/worker.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/crash/event_log.h"
+#include "crash/event_log.h"
 #include "engine/engine_hooks.h"
 #include "rocksdb/env.h"
 

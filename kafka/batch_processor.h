@@ -5,8 +5,8 @@
 // dead-letter function, and waits until the batch is durable. It knows
 // nothing of librdkafka, so it is tested on its own. Thread-compatible.
 
-#ifndef IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_
-#define IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_
+#ifndef IDEM_KAFKA_BATCH_PROCESSOR_H_
+#define IDEM_KAFKA_BATCH_PROCESSOR_H_
 
 #include <cstdint>
 #include <string>
@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "idem/engine.h"
-#include "idem/kafka_consumer.h"
+#include "idem/kafka/consumer.h"
 
 namespace idem::kafka {
 
@@ -46,4 +46,4 @@ absl::StatusOr<ProcessedBatch> ProcessRecords(
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_ENGINE_KAFKA_BATCH_PROCESSOR_H_
+#endif  // IDEM_KAFKA_BATCH_PROCESSOR_H_

@@ -1,4 +1,4 @@
-#include "engine/kafka/rdkafka_util.h"
+#include "kafka/rdkafka_util.h"
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"

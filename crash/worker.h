@@ -3,16 +3,16 @@
 // positions with several threads, logging every delivery, commit and
 // acknowledgement, until it is killed or the stream ends.
 
-#ifndef IDEM_ENGINE_CRASH_WORKER_H_
-#define IDEM_ENGINE_CRASH_WORKER_H_
+#ifndef IDEM_CRASH_WORKER_H_
+#define IDEM_CRASH_WORKER_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "engine/crash/stream.h"
-#include "idem/crash_fs.h"
-#include "idem/crash_harness.h"
+#include "crash/stream.h"
+#include "idem/crash/file_system.h"
+#include "idem/crash/harness.h"
 
 namespace idem::crash {
 
@@ -49,4 +49,4 @@ struct WorkerConfig {
 
 }  // namespace idem::crash
 
-#endif  // IDEM_ENGINE_CRASH_WORKER_H_
+#endif  // IDEM_CRASH_WORKER_H_

@@ -1,4 +1,4 @@
-#include "engine/crash/event_log.h"
+#include "crash/event_log.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,17 +1,17 @@
 // The invariant checks run against a recovered store after each crash-test
 // cycle (in a forked child, so the harness process never opens RocksDB).
 
-#ifndef IDEM_ENGINE_CRASH_VERIFIER_H_
-#define IDEM_ENGINE_CRASH_VERIFIER_H_
+#ifndef IDEM_CRASH_VERIFIER_H_
+#define IDEM_CRASH_VERIFIER_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
-#include "engine/crash/event_log.h"
-#include "engine/crash/stream.h"
-#include "idem/crash_harness.h"
+#include "crash/event_log.h"
+#include "crash/stream.h"
+#include "idem/crash/harness.h"
 
 namespace idem::crash {
 
@@ -64,4 +64,4 @@ absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
 
 }  // namespace idem::crash
 
-#endif  // IDEM_ENGINE_CRASH_VERIFIER_H_
+#endif  // IDEM_CRASH_VERIFIER_H_

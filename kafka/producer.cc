@@ -9,10 +9,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/absl_view.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/kafka/rdkafka_util.h"
-#include "idem/kafka_producer.h"
+#include "engine/absl_view.h"
+#include "idem/kafka/producer.h"
+#include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/crash/stream.h"
+#include "crash/stream.h"
 
 #include <random>
 

@@ -1,4 +1,4 @@
-#include "idem/crash_fs.h"
+#include "idem/crash/file_system.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
-namespace idem {
+namespace idem::crash {
 namespace {
 
 // A writable file that reports its synced length to the journal.
@@ -290,4 +290,4 @@ absl::StatusOr<PowerLossReport> ApplyPowerLoss(const std::string& journal_path,
   return report;
 }
 
-}  // namespace idem
+}  // namespace idem::crash

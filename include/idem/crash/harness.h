@@ -1,0 +1,238 @@
+// The crash-recovery harness: runs cycles of "start a fresh worker process,
+// let it consume an at-least-once message stream through an idem::Engine,
+// kill it (SIGKILL at a random time, at a deterministic kill point, or with
+// its unsynced writes dropped as by a power loss), optionally crash the
+// recovery too, then reopen the store and check invariants". It proves, for
+// the engine and for a user's own handler, that a crash neither loses an
+// acknowledged message nor applies one twice. See docs/crash-testing.md.
+//
+// Workers are forked from the calling process, so RunCrashTest must be called
+// from a single-threaded process that has not used RocksDB yet (forking a
+// process with RocksDB threads is unsafe); it returns kFailedPrecondition
+// otherwise. The calling process itself never opens the store: recovery and
+// verification run in forked children too.
+//
+// Workload implementations must be thread-safe (their const methods are
+// called from several worker threads) and deterministic.
+
+#ifndef IDEM_CRASH_HARNESS_H_
+#define IDEM_CRASH_HARNESS_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "idem/engine.h"
+
+namespace idem::crash {
+
+// One unique logical message of a workload's stream.
+struct StreamMessage {
+  std::string id;
+  std::string payload;
+};
+
+// A pluggable workload: a deterministic message generator, a handler and a
+// verifier over the recovered store.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  virtual std::string name() const = 0;
+
+  // Returns `count` messages with distinct IDs; the same seed must give the
+  // same messages.
+  virtual std::vector<StreamMessage> Generate(uint64_t seed,
+                                              size_t count) const = 0;
+
+  // The handler the worker passes to ProcessBatch. Must be deterministic.
+  virtual absl::Status Handle(const Message& message, Txn& txn) const = 0;
+
+  // Whether `message`'s effect is in the recovered store (used to check that
+  // a message's dedupe record is present exactly when its effect is).
+  virtual absl::StatusOr<bool> EffectPresent(
+      Engine& engine, const StreamMessage& message) const = 0;
+
+  // Checks that the recovered state equals the effects of exactly the
+  // `applied` messages (those whose dedupe record is present), each once.
+  // Returns a non-OK status naming the first difference.
+  virtual absl::Status Verify(Engine& engine,
+                              absl::Span<const StreamMessage> applied) const = 0;
+};
+
+// The built-in workloads: "ledger" (each message adds an amount to one of
+// many accounts; totals must be conserved) and "inventory" (reserve stock
+// for an order, at most one reservation per order whatever the message ID).
+std::unique_ptr<Workload> NewLedgerWorkload();
+std::unique_ptr<Workload> NewInventoryWorkload();
+// By name; kInvalidArgument for an unknown name.
+absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
+    const std::string& name);
+
+enum class CrashMode {
+  kKill,       // SIGKILL at a random time; the OS keeps unsynced writes
+  kPowerLoss,  // SIGKILL at a random time, then unsynced writes are dropped
+               // (some cycles keep a random part of them: torn writes)
+  kKillPoint,  // the worker kills itself at a seeded Nth append/sync/rename,
+               // then unsynced writes are dropped
+  kMixed,      // each cycle picks one of the above
+};
+
+// Deliberately broken engines, to show the harness reports violations.
+enum class SelfTest {
+  kNone,
+  kAckBeforeDurable,  // WaitDurable returns without syncing (use kBuffered
+                      // with kPowerLoss or kKillPoint)
+  kSplitCommit,       // state and dedupe record committed in two writes
+};
+
+// What RunCrashTest reports after each run of a worker, for progress
+// output. Every run is one of four kinds: a crash cycle (there are exactly
+// CrashTestOptions::cycles of them, unless a worker stops on its own), a run
+// that ended without a crash, the crash-free check that closes an epoch
+// before the last, and the final run (always last, exactly once).
+struct CycleProgress {
+  enum class Kind {
+    kCrashCycle,  // crash cycle `cycle` of `cycles`, ended by a crash
+    kNoCrash,     // an attempt at crash cycle `cycle` whose worker stopped
+                  // before the crash came: not a cycle (counted in
+                  // CrashTestReport::cycles_without_crash). Either it
+                  // consumed the rest of its epoch's stream, and the cycle
+                  // runs again on a new epoch, or it failed on its own
+                  // (worker_errors), and the crash cycles end there
+    kEpochEnd,    // the crash-free completeness check that closes `epoch`
+                  // when its stream has been consumed
+    kFinalRun,    // the crash-free final run on the last epoch
+  };
+  Kind kind = Kind::kCrashCycle;
+  int cycle = 0;   // kCrashCycle, kNoCrash: in [1, cycles]; else crash
+                   // cycles done so far
+  int cycles = 0;  // CrashTestOptions::cycles
+  int epoch = 0;   // 1-based
+  // kCrashCycle: "kill", "power loss", "power loss (torn)" or "kill point";
+  // empty otherwise.
+  std::string crash;
+  // "<N> delivered, <N> acked, <N> duplicates; open <T>ms; ok" (or
+  // "<N> VIOLATION(S)").
+  std::string summary;
+};
+
+// Bounds are checked by RunCrashTest (kInvalidArgument naming the field,
+// e.g. "threads must be in [1, 256], got 100000"); idem-crashtest's flags
+// have the same names and bounds.
+struct CrashTestOptions {
+  // Scratch directory (created if missing); the store and logs go here.
+  // Required.
+  std::string dir;
+  // Crash cycles: worker runs that each end in a crash of `mode`'s kind,
+  // followed by the crash-free final run. A run whose worker consumes the
+  // rest of its stream before the crash comes is not a cycle (see
+  // CrashTestReport::cycles_without_crash). In [0, 1000000].
+  int cycles = 20;
+  CrashMode mode = CrashMode::kKill;
+  Durability durability = Durability::kSync;
+  uint64_t seed = 1;
+  // Worker threads delivering concurrently. In [1, 256].
+  int threads = 2;
+  // Unique messages in the stream of one epoch. When an epoch's stream has
+  // been consumed, the epoch ends with its crash-free completeness check and
+  // the next cycle runs on a new epoch: a fresh store on a new stream (seeded
+  // from `seed` and the epoch number), so every check stays complete and
+  // cheap in long runs. The harness keeps every message and the IDs seen in
+  // memory (a few hundred bytes each). 0: min(20000, 500 per cycle);
+  // otherwise in [1, 2000000].
+  size_t messages = 0;
+  // Partitions of the simulated broker. In [1, 1024].
+  int partitions = 4;
+  // Fraction of stream entries that are producer duplicates (the same ID
+  // again at a later offset), and of deliveries that are repeated
+  // concurrently by another worker thread. Each in [0, 1].
+  double producer_duplicate_rate = 0.05;
+  double concurrent_duplicate_rate = 0.05;
+  // Largest batch a worker passes to ProcessBatch (batches are 1..max).
+  // In [1, 10000].
+  int max_batch = 32;
+  // Options::expiry_buckets of the worker's engine (the window stays at its
+  // default, so records land in buckets, which are created under crashes,
+  // but none ends during a run). In [0, 64].
+  int expiry_buckets = 0;
+  // Fraction of crash cycles whose recovery is crashed once before
+  // verifying. In [0, 1].
+  double recovery_crash_rate = 0.2;
+  SelfTest self_test = SelfTest::kNone;
+  // Upper bound of the random kill delay after a worker starts. In
+  // [0, 1 min].
+  absl::Duration max_kill_delay = absl::Milliseconds(150);
+  // Called after each run of a worker (for progress output); may be empty.
+  std::function<void(const CycleProgress&)> progress;
+};
+
+// OK, or kInvalidArgument naming the first field out of bounds.
+absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
+
+struct InvariantResult {
+  std::string name;
+  bool passed = true;
+  uint64_t checks = 0;                // how many times it was evaluated
+  std::string first_counterexample;  // empty while passed
+};
+
+struct CrashTestReport {
+  uint64_t seed = 0;
+  // Crash cycles run, each ended by a crash (kills + power_losses +
+  // kill_points). Equals CrashTestOptions::cycles, unless a worker stopped
+  // on its own before the end of its stream (an error or an unexpected
+  // death, reported under worker_errors): then the cycles end there.
+  int cycles = 0;
+  int epochs = 0;  // fresh stores; each ends with a crash-free final check
+  // Crashes by kind.
+  int kills = 0;
+  int power_losses = 0;
+  int torn_writes = 0;
+  int kill_points = 0;
+  int recovery_crashes = 0;
+  // Worker runs of a crash cycle that stopped before the crash came; not
+  // counted in `cycles`. Normally the worker consumed the rest of its
+  // epoch's stream first (the timed kill came too late, the kill point was
+  // never reached): the epoch ends and the cycle runs again on a new epoch.
+  // Many of them mean the stream is short for the crash timing: raise
+  // `messages`. (A worker that failed on its own is counted here too, and
+  // ends the crash cycles.)
+  int cycles_without_crash = 0;
+  // Messages.
+  uint64_t unique_messages = 0;       // over all epochs
+  uint64_t stream_entries = 0;        // incl. producer duplicates
+  uint64_t deliveries = 0;            // messages passed to the engine
+  uint64_t acknowledged = 0;          // deliveries acknowledged to the broker
+  uint64_t duplicates_suppressed = 0; // kDuplicate outcomes
+  uint64_t unsynced_bytes_dropped = 0;
+  // Time to Engine::Open (recovery) in the verifier, per worker run.
+  absl::Duration open_p50;
+  absl::Duration open_max;
+  std::vector<InvariantResult> invariants;
+
+  bool passed() const;
+};
+
+// Runs the crash test. Returns an error only if the harness itself could not
+// run: kInvalidArgument for options out of bounds (nothing is run),
+// kFailedPrecondition for a multi-threaded process, a directory the harness
+// did not create, or 100 worker runs in a row that all consumed their stream
+// before the crash came (raise `messages`), kUnavailable for a failed fork or
+// an unusable directory. Invariant violations are reported in the
+// CrashTestReport.
+absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
+                                             const Workload& workload);
+
+// The report as one JSON object.
+std::string CrashTestReportToJson(const CrashTestReport& report);
+
+}  // namespace idem::crash
+
+#endif  // IDEM_CRASH_HARNESS_H_

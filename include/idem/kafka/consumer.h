@@ -1,0 +1,243 @@
+// idem::kafka::Consumer is a Kafka consumer with exactly-once effects: it
+// wraps librdkafka's high-level (consumer-group) consumer and feeds every
+// polled batch to Engine::ProcessBatch, so each record's dedupe record, the
+// handler's state writes and the record's offset commit in one write.
+//
+// - On partition assignment it starts each partition at the engine's
+//   CommittedOffset(topic, partition) + 1; only when the engine has no offset
+//   does it fall back to the group's committed offset (then
+//   `auto.offset.reset`). After a crash the consumer therefore resumes exactly
+//   where its state is, whatever Kafka's committed offsets say.
+// - After a batch is committed (and, under Durability::kBuffered, durable) it
+//   commits the offsets to Kafka too, asynchronously. Those are for lag
+//   monitoring and for handing a partition to a consumer with another engine;
+//   correctness on one engine does not depend on them.
+// - On revocation it finishes the in-flight batch and commits the revoked
+//   partitions' offsets to Kafka synchronously before releasing them.
+// - A record whose handler keeps failing (or whose ID is unusable) is passed
+//   to the dead-letter path after ConsumerOptions::max_attempts, so one poison
+//   record cannot stall its partition; see ConsumerOptions::dead_letter.
+//
+// Requires the optional idem::kafka library (built when librdkafka is found).
+// A Consumer is not thread-safe: call it from one thread at a time (rebalance
+// handling runs inside PollBatch, on the calling thread); only Stop may be
+// called from any thread at any time. The Engine is
+// borrowed and must outlive the Consumer; other threads may use the engine
+// meanwhile (several consumers may share one engine).
+
+#ifndef IDEM_KAFKA_CONSUMER_H_
+#define IDEM_KAFKA_CONSUMER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+#include "idem/txn.h"
+
+namespace idem::kafka {
+
+// One Kafka record as a handler sees it. Its views point into librdkafka's
+// message and are valid only during the call that received the Record.
+struct Record {
+  std::string_view topic;
+  int32_t partition = 0;
+  int64_t offset = -1;
+  std::string_view key;    // empty if the record has no key
+  std::string_view value;  // empty if the record has no value
+  // Milliseconds since the epoch as the record carries it; -1 if none.
+  int64_t timestamp_ms = -1;
+  // The record's headers in order (names may repeat; a null value is empty).
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  // The dedupe ID the consumer derived (see ConsumerOptions::id_header);
+  // empty while ConsumerOptions::id_function runs.
+  std::string_view id;
+
+  // The value of the last header named `name`, or nullopt.
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+// User code run once per new message ID, with the engine's commit lock held
+// (see idem::Handler): return OK to commit the Txn's writes.
+using Handler = absl::FunctionRef<absl::Status(const Record&, Txn&)>;
+
+// Derives a record's dedupe ID. A non-OK status (or an ID that is empty or
+// longer than kMaxIdBytes) sends the record to the dead-letter path.
+using IdFunction = std::function<absl::StatusOr<std::string>(const Record&)>;
+
+// Receives a record that was given up on and why. Return OK once the record
+// is safely parked; the consumer then moves past it. A non-OK status stops
+// the batch (PollBatch returns it) and the record is retried later.
+using DeadLetterFunction =
+    std::function<absl::Status(const Record&, const absl::Status& error)>;
+
+// What the consumer decided for one assigned partition.
+struct PartitionStart {
+  std::string topic;
+  int32_t partition = 0;
+  // The engine's committed offset, and the group's committed offset as the
+  // next offset to read (Kafka's convention), when known; the group's is
+  // only looked up when ConsumerOptions::check_group_offsets is set.
+  std::optional<int64_t> engine_offset;
+  std::optional<int64_t> group_next_offset;
+  // The first offset the consumer will read: engine_offset + 1, or -1 when
+  // it defers to the group's committed offset / auto.offset.reset.
+  int64_t start_offset = -1;
+};
+
+struct ConsumerOptions {
+  // ---- Where from ----
+
+  // Kafka bootstrap servers ("host:port,..."). Required.
+  std::string brokers;
+  // Consumer group. Required.
+  std::string group_id;
+  // Topics to subscribe to. Required, non-empty.
+  std::vector<std::string> topics;
+  // Further librdkafka configuration properties (name, value), applied in
+  // order, e.g. {"auto.offset.reset", "earliest"} or security settings.
+  // Properties the consumer owns are rejected with kInvalidArgument:
+  // bootstrap.servers, group.id, enable.auto.commit,
+  // enable.auto.offset.store. Default: auto.offset.reset=earliest.
+  std::vector<std::pair<std::string, std::string>> kafka_config;
+
+  // ---- Message IDs ----
+
+  // Header holding the message ID. A record without it (and without
+  // id_function) is deduplicated by its position "topic/partition/offset",
+  // which suppresses redeliveries but not producer duplicates.
+  // Default: "message-id".
+  std::string id_header = "message-id";
+  // If set, derives every record's ID instead of id_header. Default: unset.
+  IdFunction id_function;
+  // Dedupe window of each record; zero: the engine's Options::dedupe_window.
+  absl::Duration ttl = absl::ZeroDuration();
+
+  // ---- Batches ----
+
+  // Most records per ProcessBatch call. Must be >= 1. Default: 500.
+  int max_batch = 500;
+  // How long a poll waits for the first record of a batch; the rest of the
+  // batch is what is already fetched. Must be >= 0. Default: 100 ms.
+  absl::Duration poll_timeout = absl::Milliseconds(100);
+
+  // ---- Failures ----
+
+  // Attempts of a failing record (handler error or unusable ID) before it
+  // goes to the dead-letter path. Must be >= 1. Default: 3.
+  int max_attempts = 3;
+  // Pause between attempts. Must be >= 0. Default: 100 ms.
+  absl::Duration retry_backoff = absl::Milliseconds(100);
+  // Where given-up records go. A record with an unusable ID is given up on
+  // at once; retrying cannot repair it. If set, called for each. Otherwise, if
+  // dead_letter_topic is set, the record (key, value, headers) is produced
+  // there, with headers idem.error, idem.source.topic,
+  // idem.source.partition and idem.source.offset added, and the consumer
+  // waits for the broker's acknowledgement. If neither is set, a given-up
+  // record stops the consumer: PollBatch returns kAborted naming it, and the
+  // partition is retried from that record on the next call (nothing is
+  // skipped silently). A dead-lettered record's offset is committed, but its
+  // ID is not marked seen: a corrected redelivery with the same ID runs.
+  // Dead-lettering is at-least-once: a crash right after it may repeat it.
+  DeadLetterFunction dead_letter;
+  std::string dead_letter_topic;
+
+  // ---- Observation ----
+
+  // Called on every assignment, once per partition, before fetching starts.
+  // Default: unset.
+  std::function<void(const PartitionStart&)> on_assign;
+  // Also look up the group's committed offsets on assignment (one blocking
+  // round trip to the group coordinator) to fill
+  // PartitionStart::group_next_offset. Default: false.
+  bool check_group_offsets = false;
+  // Commit processed offsets to Kafka after each batch. Default: true.
+  bool commit_to_kafka = true;
+};
+
+// What one PollBatch call did.
+struct BatchReport {
+  int64_t records = 0;       // records polled and handled
+  int64_t processed = 0;     // handler ran and committed
+  int64_t duplicates = 0;    // suppressed: the ID was seen
+  int64_t dead_lettered = 0; // given up on and passed to the dead-letter path
+  int64_t retries = 0;       // extra attempts of failed records
+  bool rebalanced = false;   // an assignment or revocation happened
+};
+
+// Totals since Create.
+struct ConsumerStats {
+  int64_t records = 0;
+  int64_t processed = 0;
+  int64_t duplicates = 0;
+  int64_t dead_lettered = 0;
+  int64_t retries = 0;
+  int64_t batches = 0;
+  int64_t assignments = 0;
+  int64_t revocations = 0;
+  int64_t kafka_commit_errors = 0;
+  // Errors librdkafka reported and recovers from by itself (broker down,
+  // unknown topic...), and the last one's text.
+  int64_t kafka_errors = 0;
+  std::string last_kafka_error;
+  // Wall time spent processing batches (Engine calls, and also retry
+  // backoff and dead-lettering) versus in librdkafka (polling, joining the
+  // group, committing).
+  absl::Duration engine_time;
+  absl::Duration kafka_time;
+};
+
+class Consumer {
+ public:
+  // Creates the consumer and subscribes to options.topics; joining the group
+  // happens during the first polls. Returns kInvalidArgument for bad options
+  // (naming the field or property) and kUnavailable if librdkafka cannot be
+  // set up. `engine` is borrowed.
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(
+      Engine* engine, const ConsumerOptions& options);
+
+  Consumer() = default;
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  // Closes the consumer (see Close) if it was not closed.
+  virtual ~Consumer() = default;
+
+  // Polls up to max_batch records (waiting at most poll_timeout for the
+  // first), processes them with `handler` through Engine::ProcessBatch,
+  // retries and dead-letters failures, then commits the offsets to Kafka.
+  // Rebalances are handled inside the call. Returns what it did; zero
+  // records when nothing arrived. On a storage error, a dead-letter failure
+  // or a Kafka fatal error, returns it; the partitions of the batch are
+  // rewound to the engine's offsets, so the next call retries them.
+  virtual absl::StatusOr<BatchReport> PollBatch(Handler handler) = 0;
+
+  // Calls PollBatch until Stop is called or it fails; returns OK after Stop,
+  // otherwise PollBatch's error. Does not close the consumer.
+  virtual absl::Status Run(Handler handler) = 0;
+
+  // Makes Run return after its current batch. Safe from any thread and from
+  // signal handlers (it sets an atomic flag).
+  virtual void Stop() = 0;
+
+  // Commits offsets, leaves the group (so its partitions are reassigned at
+  // once) and destroys the librdkafka handle. Idempotent.
+  virtual absl::Status Close() = 0;
+
+  // The partitions currently assigned to this consumer, sorted.
+  virtual std::vector<std::pair<std::string, int32_t>> Assignment() const = 0;
+
+  virtual ConsumerStats stats() const = 0;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CONSUMER_H_

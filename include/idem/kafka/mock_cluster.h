@@ -1,0 +1,44 @@
+// idem::kafka::MockCluster is an in-process Kafka cluster (librdkafka's mock
+// cluster: produce, fetch, consumer groups, offset commits and rebalances
+// over real Kafka protocol on loopback sockets) for tests and demos. It needs
+// no server: point a Consumer or Producer at bootstrap_servers().
+//
+// Requires the optional idem::kafka library. Not for production: data lives
+// in memory and is lost with the object. CreateTopic is safe for concurrent
+// access from multiple threads without external synchronization.
+
+#ifndef IDEM_KAFKA_MOCK_CLUSTER_H_
+#define IDEM_KAFKA_MOCK_CLUSTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace idem::kafka {
+
+class MockCluster {
+ public:
+  // Starts a cluster of `brokers` brokers (>= 1, else kInvalidArgument).
+  static absl::StatusOr<std::unique_ptr<MockCluster>> Start(int brokers = 1);
+
+  MockCluster() = default;
+  MockCluster(const MockCluster&) = delete;
+  MockCluster& operator=(const MockCluster&) = delete;
+  // Stops the brokers. REQUIRES: no client is still using the cluster.
+  virtual ~MockCluster() = default;
+
+  // "host:port,..." of the brokers.
+  virtual const std::string& bootstrap_servers() const = 0;
+
+  // Creates `topic` with `partitions` partitions (>= 1). kInvalidArgument for
+  // bad arguments; kAlreadyExists if the topic exists.
+  virtual absl::Status CreateTopic(const std::string& topic,
+                                   int partitions) = 0;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_MOCK_CLUSTER_H_
