@@ -1,8 +1,8 @@
-// The idem-crashtest tool (tools/crashtest.h): flags out of bounds are
+// The idem-crashtest tool (cli/crashtest.h): flags out of bounds are
 // refused before anything runs, and --cycles=N runs N crash cycles and one
 // final run, as its progress and report say.
 
-#include "tools/crashtest.h"
+#include "cli/crashtest.h"
 
 #include <stdlib.h>
 
@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -130,4 +130,4 @@ TEST(CrashtestToolTest, CyclesCountCrashesAndTheFinalRunIsReportedOnce) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli

@@ -1,4 +1,4 @@
-#include "tools/demo.h"
+#include "cli/demo.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -8,13 +8,13 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "cli/idemctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
-#include "tools/idemctl.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using ::idem::testing::JsonValue;
@@ -167,4 +167,4 @@ TEST(DemoToolTest, PrintsTheReportAsJson) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli

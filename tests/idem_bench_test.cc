@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "cli/idemctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
@@ -20,7 +21,6 @@
 #include "tests/testing/json_value.h"
 #include "tools/bench_layout.h"
 #include "tools/bench_workload.h"
-#include "tools/idemctl.h"
 #include "util/temp_dir.h"
 
 namespace idem::tools {
@@ -131,7 +131,7 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
     BenchToolArgs args = TinyArgs(dir.path());
     c.mutate(args);
     const ToolRun r = RunTool(args);
-    EXPECT_EQ(r.rc, kExitUsage) << c.flag;
+    EXPECT_EQ(r.rc, cli::kExitUsage) << c.flag;
     EXPECT_THAT(r.err, HasSubstr(c.flag));
     EXPECT_THAT(r.err, HasSubstr("idem-bench --help"));
     EXPECT_THAT(r.out, IsEmpty()) << c.flag;
@@ -216,7 +216,7 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
   args.id_shape = "kafka";
   args.options.state_bytes = 16;
   const ToolRun run = RunTool(args);
-  ASSERT_EQ(run.rc, kExitOk) << run.err;
+  ASSERT_EQ(run.rc, cli::kExitOk) << run.err;
   absl::StatusOr<JsonValue> json = ParseJson(run.out);
   ASSERT_TRUE(json.ok()) << json.status() << "\n" << run.out;
   ASSERT_NE(json->Find("config"), nullptr);
@@ -260,7 +260,7 @@ TEST(IdemBenchTest, CsvHasOneRowPerSample) {
   BenchToolArgs args = TinyArgs(dir.path());
   args.csv = dir.Sub("series.csv");
   const ToolRun run = RunTool(args);
-  ASSERT_EQ(run.rc, kExitOk) << run.err;
+  ASSERT_EQ(run.rc, cli::kExitOk) << run.err;
   EXPECT_THAT(run.out, HasSubstr("[engine]"));
   std::ifstream f(args.csv);
   std::vector<std::string> lines;
@@ -301,7 +301,7 @@ TEST(IdemBenchTest, UnwritableOutputPathsExitWithUsageCodeBeforeRunning) {
     c.mutate(args, dir.path());
     const absl::Time start = absl::Now();
     const ToolRun r = RunTool(args);
-    EXPECT_EQ(r.rc, kExitUsage) << c.flag << ": " << r.err;
+    EXPECT_EQ(r.rc, cli::kExitUsage) << c.flag << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.flag));
     EXPECT_THAT(r.err, HasSubstr("idem-bench --help"));
     EXPECT_THAT(r.out, IsEmpty()) << c.flag;
@@ -320,7 +320,7 @@ TEST(IdemBenchTest, PlotWithoutGnuplotIsSkippedWithAMessage) {
   setenv("PATH", dir.path().c_str(), 1);
   const ToolRun run = RunTool(args);
   setenv("PATH", old_path.c_str(), 1);
-  EXPECT_EQ(run.rc, kExitOk);
+  EXPECT_EQ(run.rc, cli::kExitOk);
   EXPECT_THAT(run.err, HasSubstr("gnuplot is not on $PATH"));
 }
 

@@ -1,4 +1,4 @@
-#include "tools/idemctl.h"
+#include "cli/idemctl.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -19,7 +19,7 @@
 #include "tests/testing/json_value.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using ::idem::testing::JsonValue;
@@ -341,9 +341,9 @@ TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 // Inspection opens the store read-only, so it works while a consumer holds
@@ -373,4 +373,4 @@ TEST(IdemctlReadOnlyTest, InspectsAStoreThatAnEngineHoldsOpen) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli

@@ -1,15 +1,15 @@
-#include "tools/kafka_demo.h"
+#include "cli/kafka_demo.h"
 
 #include <sstream>
 #include <string>
 
+#include "cli/idemctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
-#include "tools/idemctl.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using ::idem::testing::ParseJson;
@@ -63,4 +63,4 @@ TEST(KafkaDemoTest, BadOptionsAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli

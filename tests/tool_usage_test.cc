@@ -1,8 +1,8 @@
-// ParseToolFlags (tools/tool_usage.h): a flag value its type cannot hold or
+// ParseToolFlags (cli/tool_usage.h): a flag value its type cannot hold or
 // an unknown flag is reported naming the flag and returns false (the tools
 // exit with 2), where absl::ParseCommandLine alone would exit with 1.
 
-#include "tools/tool_usage.h"
+#include "cli/tool_usage.h"
 
 #include <cstdint>
 #include <iostream>
@@ -18,7 +18,7 @@ ABSL_FLAG(int, tu_threads, 2, "Test flag.");
 ABSL_FLAG(uint64_t, tu_messages, 0, "Test flag.");
 ABSL_FLAG(bool, tu_json, false, "Test flag.");
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -84,4 +84,4 @@ TEST(ToolUsageTest, GoodFlagsAreParsedAndPositionalArgumentsRefused) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::cli

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "tools/crashtest.h"
-#include "tools/tool_usage.h"
+#include "cli/crashtest.h"
+#include "cli/tool_usage.h"
 
 ABSL_FLAG(std::string, workload, "ledger", "Workload: ledger or inventory.");
 ABSL_FLAG(int, cycles, 20,
@@ -48,14 +48,14 @@ ABSL_FLAG(std::string, self_test, "none",
           "--mode=powerloss) or split_commit.");
 
 int main(int argc, char** argv) {
-  idem::tools::InitToolUsage(
+  idem::cli::InitToolUsage(
       "crashtest_main.cc",
       "Crash-tests an idem consumer: repeatedly kills (or power-fails) a "
       "worker process mid-stream, recovers, and checks that no acknowledged "
       "message is lost and none is applied twice.\n"
       "Example: idem-crashtest --cycles=100 --mode=mixed --durability=buffered");
-  if (!idem::tools::ParseToolFlags(argc, argv, "idem-crashtest")) return 2;
-  idem::tools::CrashtestArgs args;
+  if (!idem::cli::ParseToolFlags(argc, argv, "idem-crashtest")) return 2;
+  idem::cli::CrashtestArgs args;
   args.workload = absl::GetFlag(FLAGS_workload);
   args.cycles = absl::GetFlag(FLAGS_cycles);
   args.mode = absl::GetFlag(FLAGS_mode);
@@ -71,5 +71,5 @@ int main(int argc, char** argv) {
   args.expiry_buckets = absl::GetFlag(FLAGS_expiry_buckets);
   args.recovery_crash_rate = absl::GetFlag(FLAGS_recovery_crash_rate);
   args.self_test = absl::GetFlag(FLAGS_self_test);
-  return idem::tools::RunCrashtest(args, std::cout, std::cerr);
+  return idem::cli::RunCrashtest(args, std::cout, std::cerr);
 }

@@ -1,13 +1,13 @@
 // idem-demo: the README quick-start. Parses flags and hands over to
-// idem::tools::RunDemoTool (tools/demo.h), which holds the logic.
+// idem::cli::RunDemoTool (cli/demo.h), which holds the logic.
 
 #include <cstdint>
 #include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "tools/demo.h"
-#include "tools/tool_usage.h"
+#include "cli/demo.h"
+#include "cli/tool_usage.h"
 
 ABSL_FLAG(int64_t, messages, 20000,
           "Deliveries in total, redeliveries included.");
@@ -19,7 +19,7 @@ ABSL_FLAG(int32_t, accounts, 100, "Ledger accounts the amounts go to.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
 
 int main(int argc, char** argv) {
-  idem::tools::InitToolUsage(
+  idem::cli::InitToolUsage(
       "demo_main.cc",
       "Streams messages with injected redeliveries through an idem engine in "
       "a\n"
@@ -33,13 +33,13 @@ int main(int argc, char** argv) {
       "\n"
       "Usage: idem-demo [--messages=N] [--duplicate_rate=R] [--batch=N] "
       "[--seed=N] [--json]");
-  if (!idem::tools::ParseToolFlags(argc, argv, "idem-demo")) return 2;
-  idem::tools::DemoOptions options;
+  if (!idem::cli::ParseToolFlags(argc, argv, "idem-demo")) return 2;
+  idem::cli::DemoOptions options;
   options.messages = absl::GetFlag(FLAGS_messages);
   options.duplicate_rate = absl::GetFlag(FLAGS_duplicate_rate);
   options.batch = absl::GetFlag(FLAGS_batch);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.accounts = absl::GetFlag(FLAGS_accounts);
-  return idem::tools::RunDemoTool(options, absl::GetFlag(FLAGS_json), std::cout,
+  return idem::cli::RunDemoTool(options, absl::GetFlag(FLAGS_json), std::cout,
                                   std::cerr);
 }

@@ -26,10 +26,10 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "cli/idemctl.h"
 #include "engine/record.h"
 #include "idem/clock.h"
 #include "rocksdb/env.h"
-#include "tools/idemctl.h"
 #include "util/directory.h"
 #include "util/json_writer.h"
 #include "util/latency_histogram.h"
@@ -1081,7 +1081,7 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
   auto usage = [&err](const absl::Status& s) {
     err << "idem-bench: " << s.message()
         << "\nRun 'idem-bench --help' for usage.\n";
-    return kExitUsage;
+    return cli::kExitUsage;
   };
   options.layouts.clear();
   if (args.layout == "all") {
@@ -1142,14 +1142,14 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
       RunBench(options, args.progress ? &err : nullptr);
   if (!report.ok()) {
     err << "idem-bench: " << report.status().ToString() << "\n";
-    return kExitFailure;
+    return cli::kExitFailure;
   }
   PrintBenchReport(*report, args.json, out);
-  int rc = kExitOk;
+  int rc = cli::kExitOk;
   if (!args.csv.empty()) {
     if (absl::Status s = WriteBenchCsv(*report, args.csv); !s.ok()) {
       err << "idem-bench: " << s.message() << "\n";
-      rc = kExitFailure;
+      rc = cli::kExitFailure;
     }
   }
   if (!args.plot.empty()) {
@@ -1158,14 +1158,14 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
       err << "idem-bench: " << s.message() << "\n";
     } else if (!s.ok()) {
       err << "idem-bench: " << s.message() << "\n";
-      rc = kExitFailure;
+      rc = cli::kExitFailure;
     }
   }
   for (const LayoutReport& r : report->layouts) {
     if (r.dedupe_errors.value_or(0) > 0) {
       err << "idem-bench: layout " << LayoutName(r.layout) << " gave "
           << *r.dedupe_errors << " wrong dedupe answers\n";
-      rc = kExitFailure;
+      rc = cli::kExitFailure;
     }
   }
   return rc;

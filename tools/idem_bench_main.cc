@@ -7,8 +7,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "cli/tool_usage.h"
 #include "tools/idem_bench.h"
-#include "tools/tool_usage.h"
 
 ABSL_FLAG(int64_t, messages, 1000000,
           "Deliveries per layout, redeliveries included, in [0, 10000000000] "
@@ -83,7 +83,7 @@ ABSL_FLAG(std::string, plot, "",
 ABSL_FLAG(bool, progress, true, "Progress lines on stderr every 2 s.");
 
 int main(int argc, char** argv) {
-  idem::tools::InitToolUsage(
+  idem::cli::InitToolUsage(
       "idem_bench_main.cc",
       "Generates a message stream with redeliveries, runs it through the\n"
       "idem engine (or alternative RocksDB layouts of the same records) and\n"
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
       "    --durability=buffered --noack_durable --write_buffer_mib=1 "
       "--layout=all \\\n"
       "    --csv=wa.csv --plot=wa.png");
-  if (!idem::tools::ParseToolFlags(argc, argv, "idem-bench")) return 2;
+  if (!idem::cli::ParseToolFlags(argc, argv, "idem-bench")) return 2;
   idem::tools::BenchToolArgs args;
   idem::tools::BenchOptions& o = args.options;
   o.messages = absl::GetFlag(FLAGS_messages);

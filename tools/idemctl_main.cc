@@ -1,5 +1,5 @@
 // idemctl: inspect and maintain an idem store. Parses flags and hands over to
-// idem::tools::RunIdemctl (tools/idemctl.h), which holds the logic.
+// idem::cli::RunIdemctl (cli/idemctl.h), which holds the logic.
 
 #include <iostream>
 #include <string>
@@ -7,8 +7,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "tools/idemctl.h"
-#include "tools/tool_usage.h"
+#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 
 ABSL_FLAG(std::string, db, "", "Path of an existing idem store (required).");
 ABSL_FLAG(bool, json, false,
@@ -16,13 +16,13 @@ ABSL_FLAG(bool, json, false,
           "writes JSON lines.");
 
 int main(int argc, char** argv) {
-  idem::tools::InitToolUsage(
+  idem::cli::InitToolUsage(
       "idemctl_main.cc",
-      idem::tools::IdemctlUsage());
+      idem::cli::IdemctlUsage());
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  idem::tools::IdemctlArgs args;
+  idem::cli::IdemctlArgs args;
   args.db = absl::GetFlag(FLAGS_db);
   args.json = absl::GetFlag(FLAGS_json);
   args.command.assign(positional.begin() + 1, positional.end());
-  return idem::tools::RunIdemctl(args, std::cout, std::cerr);
+  return idem::cli::RunIdemctl(args, std::cout, std::cerr);
 }

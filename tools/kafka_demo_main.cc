@@ -1,13 +1,13 @@
 // idem-kafka-demo: parses flags and hands over to
-// idem::tools::RunKafkaDemoTool (tools/kafka_demo.h), which holds the logic.
+// idem::cli::RunKafkaDemoTool (cli/kafka_demo.h), which holds the logic.
 
 #include <cstdint>
 #include <iostream>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "tools/kafka_demo.h"
-#include "tools/tool_usage.h"
+#include "cli/kafka_demo.h"
+#include "cli/tool_usage.h"
 
 ABSL_FLAG(std::string, brokers, "",
           "Bootstrap servers of a Kafka cluster; empty: an in-process mock "
@@ -29,7 +29,7 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed of the generated stream.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object.");
 
 int main(int argc, char** argv) {
-  idem::tools::InitToolUsage(
+  idem::cli::InitToolUsage(
       "kafka_demo_main.cc",
       "A ledger consumer on Kafka with exactly-once effects. Produces "
       "payments\n"
@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
       "\n"
       "Usage: idem-kafka-demo [--brokers=HOST:PORT] [--topic=T] "
       "[--messages=N] [--json]");
-  if (!idem::tools::ParseToolFlags(argc, argv, "idem-kafka-demo")) return 2;
-  idem::tools::KafkaDemoOptions options;
+  if (!idem::cli::ParseToolFlags(argc, argv, "idem-kafka-demo")) return 2;
+  idem::cli::KafkaDemoOptions options;
   options.brokers = absl::GetFlag(FLAGS_brokers);
   options.topic = absl::GetFlag(FLAGS_topic);
   options.partitions = absl::GetFlag(FLAGS_partitions);
@@ -58,6 +58,6 @@ int main(int argc, char** argv) {
   options.store = absl::GetFlag(FLAGS_store);
   options.idle_timeout = absl::Seconds(absl::GetFlag(FLAGS_idle_timeout_s));
   options.seed = absl::GetFlag(FLAGS_seed);
-  return idem::tools::RunKafkaDemoTool(options, absl::GetFlag(FLAGS_json),
+  return idem::cli::RunKafkaDemoTool(options, absl::GetFlag(FLAGS_json),
                                        std::cout, std::cerr);
 }

@@ -1,4 +1,4 @@
-#include "tools/demo.h"
+#include "cli/demo.h"
 
 #include <algorithm>
 #include <chrono>
@@ -15,14 +15,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "cli/idemctl.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
 #include "idem/txn.h"
-#include "tools/idemctl.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 constexpr char kSource[] = "ledger";
@@ -355,4 +355,4 @@ int RunDemoTool(const DemoOptions& options, bool json, std::ostream& out,
   return report->passed() ? kExitOk : kExitFailure;
 }
 
-}  // namespace idem::tools
+}  // namespace idem::cli

@@ -1,4 +1,4 @@
-#include "tools/idemctl.h"
+#include "cli/idemctl.h"
 
 #include <cstdint>
 #include <memory>
@@ -17,7 +17,7 @@
 #include "idem/stats.h"
 #include "util/json_writer.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using util::JsonQuoteBytes;
@@ -300,4 +300,4 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
   return command->run(**engine, args, out, err);
 }
 
-}  // namespace idem::tools
+}  // namespace idem::cli

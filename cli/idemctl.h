@@ -26,15 +26,15 @@
 // Functions here are thread-compatible: concurrent calls need distinct
 // streams and distinct stores.
 
-#ifndef IDEM_TOOLS_IDEMCTL_H_
-#define IDEM_TOOLS_IDEMCTL_H_
+#ifndef IDEM_CLI_IDEMCTL_H_
+#define IDEM_CLI_IDEMCTL_H_
 
 #include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace idem::tools {
+namespace idem::cli {
 
 // Exit codes shared by the tools.
 inline constexpr int kExitOk = 0;
@@ -63,6 +63,6 @@ std::string IdemctlUsage();
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err);
 
 
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-#endif  // IDEM_TOOLS_IDEMCTL_H_
+#endif  // IDEM_CLI_IDEMCTL_H_

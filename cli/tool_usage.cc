@@ -1,4 +1,4 @@
-#include "tools/tool_usage.h"
+#include "cli/tool_usage.h"
 
 #include <iostream>
 #include <string>
@@ -12,7 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 // Flags that absl::ParseCommandLine handles itself: the help and version
@@ -105,4 +105,4 @@ bool ParseToolFlags(int argc, char* argv[], absl::string_view tool) {
   return false;
 }
 
-}  // namespace idem::tools
+}  // namespace idem::cli

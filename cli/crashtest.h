@@ -3,14 +3,14 @@
 // prints the report (text or JSON) on `out`. Not thread-safe; forks (see
 // idem/crash/harness.h), so call it from a single-threaded process.
 
-#ifndef IDEM_TOOLS_CRASHTEST_H_
-#define IDEM_TOOLS_CRASHTEST_H_
+#ifndef IDEM_CLI_CRASHTEST_H_
+#define IDEM_CLI_CRASHTEST_H_
 
 #include <cstdint>
 #include <ostream>
 #include <string>
 
-namespace idem::tools {
+namespace idem::cli {
 
 // The numeric fields have the bounds of crash::CrashTestOptions' fields of
 // the same names (idem/crash/harness.h), checked before anything runs.
@@ -44,6 +44,6 @@ struct CrashtestArgs {
 int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
                  std::ostream& err);
 
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-#endif  // IDEM_TOOLS_CRASHTEST_H_
+#endif  // IDEM_CLI_CRASHTEST_H_

@@ -3,12 +3,12 @@
 // the binary's name by default, which differs from the file name here) and
 // sets the usage message. Call once, first thing in main(); not thread-safe.
 
-#ifndef IDEM_TOOLS_TOOL_USAGE_H_
-#define IDEM_TOOLS_TOOL_USAGE_H_
+#ifndef IDEM_CLI_TOOL_USAGE_H_
+#define IDEM_CLI_TOOL_USAGE_H_
 
 #include "absl/strings/string_view.h"
 
-namespace idem::tools {
+namespace idem::cli {
 
 // `main_file`: the suffix of the main's path, e.g. "crashtest_main.cc".
 void InitToolUsage(absl::string_view main_file, absl::string_view usage);
@@ -21,6 +21,6 @@ void InitToolUsage(absl::string_view main_file, absl::string_view usage);
 // none.
 bool ParseToolFlags(int argc, char* argv[], absl::string_view tool);
 
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-#endif  // IDEM_TOOLS_TOOL_USAGE_H_
+#endif  // IDEM_CLI_TOOL_USAGE_H_

@@ -15,8 +15,8 @@
 // RunKafkaDemo is the whole demo minus flag parsing (tools/
 // kafka_demo_main.cc). Thread-compatible.
 
-#ifndef IDEM_TOOLS_KAFKA_DEMO_H_
-#define IDEM_TOOLS_KAFKA_DEMO_H_
+#ifndef IDEM_CLI_KAFKA_DEMO_H_
+#define IDEM_CLI_KAFKA_DEMO_H_
 
 #include <cstdint>
 #include <ostream>
@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace idem::tools {
+namespace idem::cli {
 
 struct KafkaDemoOptions {
   // Bootstrap servers of a real cluster; empty: an in-process mock cluster.
@@ -102,6 +102,6 @@ void PrintKafkaDemoReport(const KafkaDemoReport& report, bool json,
 int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
                      std::ostream& out, std::ostream& err);
 
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-#endif  // IDEM_TOOLS_KAFKA_DEMO_H_
+#endif  // IDEM_CLI_KAFKA_DEMO_H_

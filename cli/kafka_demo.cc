@@ -1,4 +1,4 @@
-#include "tools/kafka_demo.h"
+#include "cli/kafka_demo.h"
 
 #include <map>
 #include <memory>
@@ -14,16 +14,16 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cli/idemctl.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
 #include "idem/partition_state.h"
-#include "tools/idemctl.h"
 #include "util/json_writer.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 using util::JsonQuote;
@@ -417,4 +417,4 @@ int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
   return report->passed ? kExitOk : kExitFailure;
 }
 
-}  // namespace idem::tools
+}  // namespace idem::cli

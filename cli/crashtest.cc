@@ -1,4 +1,4 @@
-#include "tools/crashtest.h"
+#include "cli/crashtest.h"
 
 #include <optional>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "idem/crash/harness.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::cli {
 namespace {
 
 bool ParseMode(const std::string& s, crash::CrashMode* mode) {
@@ -180,4 +180,4 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   return report->passed() ? 0 : 1;
 }
 
-}  // namespace idem::tools
+}  // namespace idem::cli

@@ -10,8 +10,8 @@
 // (or /tmp) and removes that directory before returning, whatever the
 // outcome. Thread-compatible: concurrent runs are independent.
 
-#ifndef IDEM_TOOLS_DEMO_H_
-#define IDEM_TOOLS_DEMO_H_
+#ifndef IDEM_CLI_DEMO_H_
+#define IDEM_CLI_DEMO_H_
 
 #include <cstdint>
 #include <ostream>
@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "idem/stats.h"
 
-namespace idem::tools {
+namespace idem::cli {
 
 struct DemoOptions {
   // Deliveries in total, duplicates included. Must be >= 1.
@@ -86,6 +86,6 @@ void PrintDemoReport(const DemoReport& report, bool json, std::ostream& out);
 int RunDemoTool(const DemoOptions& options, bool json, std::ostream& out,
                 std::ostream& err);
 
-}  // namespace idem::tools
+}  // namespace idem::cli
 
-#endif  // IDEM_TOOLS_DEMO_H_
+#endif  // IDEM_CLI_DEMO_H_
