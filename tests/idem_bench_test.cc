@@ -1,4 +1,4 @@
-#include "tools/idem_bench.h"
+#include "bench/idem_bench/idem_bench.h"
 
 #include <stdlib.h>
 
@@ -13,17 +13,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/idem_bench/clock_env.h"
+#include "bench/idem_bench/targets.h"
+#include "bench/idem_bench/workload.h"
 #include "cli/idemctl.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "rocksdb/env.h"
 #include "tests/testing/json_value.h"
-#include "tools/bench_layout.h"
-#include "tools/bench_workload.h"
 #include "util/temp_dir.h"
 
-namespace idem::tools {
+namespace idem::bench {
 namespace {
 
 using ::idem::testing::JsonValue;
@@ -422,4 +423,4 @@ TEST(BenchLayoutTest, ParsesTheSumRowOfRocksDbStats) {
 }
 
 }  // namespace
-}  // namespace idem::tools
+}  // namespace idem::bench

@@ -1,5 +1,6 @@
 // idem-bench: workload generator and runner. Parses flags and hands over to
-// idem::tools::RunBenchTool (tools/idem_bench.h), which holds the logic.
+// idem::bench::RunBenchTool (bench/idem_bench/idem_bench.h), which holds the
+// logic.
 
 #include <cstdint>
 #include <iostream>
@@ -7,8 +8,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "bench/idem_bench/idem_bench.h"
 #include "cli/tool_usage.h"
-#include "tools/idem_bench.h"
 
 ABSL_FLAG(int64_t, messages, 1000000,
           "Deliveries per layout, redeliveries included, in [0, 10000000000] "
@@ -98,8 +99,8 @@ int main(int argc, char** argv) {
       "--layout=all \\\n"
       "    --csv=wa.csv --plot=wa.png");
   if (!idem::cli::ParseToolFlags(argc, argv, "idem-bench")) return 2;
-  idem::tools::BenchToolArgs args;
-  idem::tools::BenchOptions& o = args.options;
+  idem::bench::BenchToolArgs args;
+  idem::bench::BenchOptions& o = args.options;
   o.messages = absl::GetFlag(FLAGS_messages);
   o.duration = absl::GetFlag(FLAGS_duration);
   o.state_bytes = absl::GetFlag(FLAGS_state_bytes);
@@ -126,5 +127,5 @@ int main(int argc, char** argv) {
   args.csv = absl::GetFlag(FLAGS_csv);
   args.plot = absl::GetFlag(FLAGS_plot);
   args.progress = absl::GetFlag(FLAGS_progress);
-  return idem::tools::RunBenchTool(args, std::cout, std::cerr);
+  return idem::bench::RunBenchTool(args, std::cout, std::cerr);
 }

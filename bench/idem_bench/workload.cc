@@ -1,11 +1,11 @@
-#include "tools/bench_workload.h"
+#include "bench/idem_bench/workload.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace idem::tools {
+namespace idem::bench {
 namespace {
 
 uint64_t SplitMix64(uint64_t x) {
@@ -70,4 +70,4 @@ void Workload::NextBatch(int count, absl::Time now,
   }
 }
 
-}  // namespace idem::tools
+}  // namespace idem::bench

@@ -1,10 +1,10 @@
 // idem-bench: a workload generator and runner for the dedupe engine and for
-// alternative RocksDB layouts of the same records (tools/bench_layout.h).
+// alternative RocksDB layouts of the same records (targets.h).
 //
-// A run delivers a stream of message IDs (tools/bench_workload.h) in batches
-// from one or more threads, optionally on a SIMULATED clock
-// (idem::ManualClock advanced by batch_size / sim_messages_per_second per
-// batch, shared with RocksDB through an Env, see NewClockEnv) so that a run
+// A run delivers a stream of message IDs (workload.h) in batches from one or
+// more threads, optionally on a SIMULATED clock (idem::ManualClock advanced
+// by batch_size / sim_messages_per_second per batch, shared with RocksDB
+// through an Env, see clock_env.h) so that a run
 // of minutes covers many dedupe windows and expiry reaches a steady state.
 // It reports throughput, commit latency, write amplification (cumulative,
 // per window and steady state), space amplification, records expired, memory
@@ -16,9 +16,15 @@
 // a fresh directory under BenchOptions::dir (default $TMPDIR or /tmp),
 // removed after the run unless `keep`. Thread-compatible: concurrent runs
 // are independent.
+//
+// The library's files, one concern each: runner.cc (RunBench: the runs and
+// the figures), report.cc (PrintBenchReport), series.cc (WriteBenchCsv,
+// WriteBenchPlot), tool.cc (RunBenchTool), targets.{h,cc} with
+// layout_options.{h,cc} (the layouts), read_cost.{h,cc}, clock_env.{h,cc}
+// and workload.{h,cc}.
 
-#ifndef IDEM_TOOLS_IDEM_BENCH_H_
-#define IDEM_TOOLS_IDEM_BENCH_H_
+#ifndef IDEM_BENCH_IDEM_BENCH_IDEM_BENCH_H_
+#define IDEM_BENCH_IDEM_BENCH_IDEM_BENCH_H_
 
 #include <cstdint>
 #include <optional>
@@ -29,12 +35,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "bench/idem_bench/read_cost.h"
+#include "bench/idem_bench/targets.h"
+#include "bench/idem_bench/workload.h"
 #include "idem/options.h"
-#include "tools/bench_layout.h"
-#include "tools/bench_workload.h"
 #include "util/latency_histogram.h"
 
-namespace idem::tools {
+namespace idem::bench {
 
 struct BenchOptions {
   // Layouts to run, one after the other, on the same stream. Non-empty.
@@ -209,6 +216,6 @@ struct BenchToolArgs {
 int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
                  std::ostream& err);
 
-}  // namespace idem::tools
+}  // namespace idem::bench
 
-#endif  // IDEM_TOOLS_IDEM_BENCH_H_
+#endif  // IDEM_BENCH_IDEM_BENCH_IDEM_BENCH_H_

@@ -19,12 +19,13 @@
 //               dropped whole once every record in it has expired; lookups
 //               probe every live bucket
 //
-// A Target is safe for concurrent use (commits are serialised by a lock, as
-// in the engine). The idem::Clock and rocksdb::Env in TargetOptions are
+// targets.cc implements the targets; layout_options.h holds each layout's
+// options. A Target is safe for concurrent use (commits are serialised by a
+// lock, as in the engine). The idem::Clock and rocksdb::Env in TargetOptions are
 // borrowed and must outlive the Target.
 
-#ifndef IDEM_TOOLS_BENCH_LAYOUT_H_
-#define IDEM_TOOLS_BENCH_LAYOUT_H_
+#ifndef IDEM_BENCH_IDEM_BENCH_TARGETS_H_
+#define IDEM_BENCH_IDEM_BENCH_TARGETS_H_
 
 #include <cstdint>
 #include <memory>
@@ -37,12 +38,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "bench/idem_bench/workload.h"
 #include "idem/clock.h"
 #include "idem/options.h"
 #include "rocksdb/env.h"
-#include "tools/bench_workload.h"
 
-namespace idem::tools {
+namespace idem::bench {
 
 enum class Layout { kEngine, kLeveled, kUniversal, kFifo, kBuckets };
 
@@ -138,38 +139,6 @@ absl::StatusOr<std::unique_ptr<Target>> OpenTarget(
 // the text has no compaction stats table.
 std::optional<double> ParseSumWriteAmp(std::string_view rocksdb_stats);
 
-// The cost of one dedupe lookup, averaged over a set of lookups.
-struct LookupCost {
-  int64_t lookups = 0;
-  int64_t found = 0;
-  double filter_probes = 0;     // SST Bloom filters consulted per lookup
-  double filter_negatives = 0;  // of which answered "absent" (useful)
-  double data_blocks_read = 0;  // data blocks read from disk per lookup
-  double micros = 0;            // mean wall time per lookup
-};
+}  // namespace idem::bench
 
-struct ReadCost {
-  LookupCost miss;  // IDs never delivered
-  LookupCost hit;   // the most recently processed IDs (live records)
-  // Index and filter memory of the SST files (they are not held in the
-  // block cache): rocksdb.estimate-table-readers-mem.
-  uint64_t table_readers_bytes = 0;
-};
-
-// Reopens the closed store at `path` read-only with a fresh block cache and
-// looks up `miss_ids` then `hit_ids` one Get at a time, counting Bloom
-// filter results (Statistics tickers) and disk block reads (PerfContext).
-absl::StatusOr<ReadCost> MeasureReadCost(
-    const std::string& path, const TargetOptions& options,
-    const std::vector<std::string>& miss_ids,
-    const std::vector<std::string>& hit_ids);
-
-// A rocksdb::Env whose wall-clock time in seconds (Env::GetCurrentTime and
-// its SystemClock's) comes from an idem::Clock, so that RocksDB's own
-// time-based decisions (FIFO ttl, periodic compaction, file ages) follow a
-// simulated clock. Everything else goes to `base`. Both are borrowed.
-std::unique_ptr<rocksdb::Env> NewClockEnv(rocksdb::Env* base, Clock* clock);
-
-}  // namespace idem::tools
-
-#endif  // IDEM_TOOLS_BENCH_LAYOUT_H_
+#endif  // IDEM_BENCH_IDEM_BENCH_TARGETS_H_

@@ -1,12 +1,11 @@
-#include "tools/bench_layout.h"
+// The targets of each layout (bench/idem_bench/targets.h): the engine, and
+// RocksDB opened directly with the engine's schema.
+
+#include "bench/idem_bench/targets.h"
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <map>
-#include <sstream>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -16,32 +15,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/expiry_buckets.h"
+#include "bench/idem_bench/layout_options.h"
 #include "engine/record.h"
 #include "engine/store.h"
-#include "engine/ttl_filter.h"
 #include "idem/engine.h"
-#include "rocksdb/cache.h"
 #include "rocksdb/db.h"
-#include "rocksdb/filter_policy.h"
-#include "rocksdb/listener.h"
-#include "rocksdb/options.h"
-#include "rocksdb/statistics.h"
-#include "rocksdb/system_clock.h"
-#include "rocksdb/table.h"
 #include "rocksdb/write_batch.h"
 
-namespace idem::tools {
+namespace idem::bench {
 namespace {
-
-constexpr char kBucketPrefix[] = "idem.dedupe.b";
-// Memtable size of the offsets and default column families (as the engine).
-
-absl::Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::UnavailableError(
-      absl::StrCat(std::string(what), ": ", s.ToString()));
-}
 
 std::string_view View(const rocksdb::Slice& s) {
   return std::string_view(s.data(), s.size());
@@ -56,20 +38,6 @@ std::string StateKey(std::string_view id, int64_t state_keys) {
     h = (h << 8) | static_cast<unsigned char>(key[i]);
   }
   return absl::StrCat("state/", h % static_cast<uint64_t>(state_keys));
-}
-
-Options EngineOptions(const TargetOptions& t) {
-  Options o;
-  o.dedupe_window = t.window;
-  o.durability = t.durability;
-  o.clock = t.clock;
-  o.env = t.env;
-  o.block_cache_bytes = t.block_cache_bytes;
-  o.write_buffer_bytes = t.write_buffer_bytes;
-  o.bloom_bits_per_key = t.bloom_bits_per_key;
-  o.max_background_jobs = t.max_background_jobs;
-  o.expiry_buckets = t.expiry_buckets;
-  return o;
 }
 
 // ---- kEngine ----
@@ -165,130 +133,6 @@ class EngineTarget : public Target {
 };
 
 // ---- RocksDB layouts ----
-
-// Counts the entries of files that FIFO compaction deletes.
-class FifoDropCounter : public rocksdb::EventListener {
- public:
-  const char* Name() const override { return "idem.bench.FifoDropCounter"; }
-  void OnCompactionCompleted(rocksdb::DB* /*db*/,
-                             const rocksdb::CompactionJobInfo& info) override {
-    if (info.compaction_reason != rocksdb::CompactionReason::kFIFOTtl &&
-        info.compaction_reason != rocksdb::CompactionReason::kFIFOMaxSize) {
-      return;
-    }
-    for (const std::string& file : info.input_files) {
-      auto it = info.table_properties.find(file);
-      if (it != info.table_properties.end() && it->second != nullptr) {
-        dropped_.fetch_add(it->second->num_entries, std::memory_order_relaxed);
-      }
-    }
-  }
-  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<uint64_t> dropped_{0};
-};
-
-struct RawParts {
-  std::shared_ptr<rocksdb::Statistics> statistics;
-  std::shared_ptr<rocksdb::Cache> cache;
-  std::shared_ptr<TtlFilterFactory> filter;
-  std::shared_ptr<FifoDropCounter> fifo_drops;
-};
-
-int64_t FifoSlackSeconds(absl::Duration window) {
-  return std::max<int64_t>(1, absl::ToInt64Seconds(window) / 4);
-}
-
-// The engine's options for the same sizes (engine/store.h builds the
-// RocksDB options from them, so "leveled" is the engine's configuration).
-Options EngineOptionsFor(const TargetOptions& o) {
-  Options options;
-  options.dedupe_window = o.window;
-  options.write_buffer_bytes = o.write_buffer_bytes;
-  options.bloom_bits_per_key = o.bloom_bits_per_key;
-  options.max_background_jobs = o.max_background_jobs;
-  return options;
-}
-
-rocksdb::DBOptions RawDbOptions(const TargetOptions& o, rocksdb::Env* env,
-                                const RawParts& parts) {
-  rocksdb::DBOptions db = MakeDbOptions(EngineOptionsFor(o), env,
-                                        parts.statistics);
-  if (parts.fifo_drops != nullptr) db.listeners.push_back(parts.fifo_drops);
-  return db;
-}
-
-rocksdb::ColumnFamilyOptions RawStateOptions(const TargetOptions& o,
-                                             const RawParts& parts,
-                                             size_t write_buffer_bytes) {
-  return MakeStateOptions(EngineOptionsFor(o), parts.cache,
-                          write_buffer_bytes);
-}
-
-// The engine's dedupe options, then the layout's changes.
-rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
-                                              const RawParts& parts) {
-  rocksdb::ColumnFamilyOptions cf =
-      MakeDedupeOptions(EngineOptionsFor(o), parts.cache, parts.filter);
-  switch (o.layout) {
-    case Layout::kEngine:
-    case Layout::kLeveled:
-      break;
-    case Layout::kUniversal:
-      cf.compaction_style = rocksdb::kCompactionStyleUniversal;
-      break;
-    case Layout::kFifo:
-      cf.compaction_style = rocksdb::kCompactionStyleFIFO;
-      // Never delete files for size: that would lose live records.
-      cf.compaction_options_fifo.max_table_files_size = uint64_t{1} << 50;
-      cf.compaction_options_fifo.allow_compaction = false;
-      // A file's creation_time is the time of its oldest record; its newest
-      // is at most one slack later (the memtable is flushed at least that
-      // often), so every record in it has expired once ttl has passed.
-      cf.ttl = static_cast<uint64_t>(absl::ToInt64Seconds(o.window) +
-                                     FifoSlackSeconds(o.window) + 1);
-      cf.periodic_compaction_seconds = 0;
-      break;
-    case Layout::kBuckets:
-      // Dropped whole: no filter, no periodic rewrite.
-      cf.compaction_filter_factory = nullptr;
-      cf.periodic_compaction_seconds = 0;
-      cf.ttl = 0;
-      break;
-  }
-  return cf;
-}
-
-// The dedupe families of every layout: the engine's idem.dedupe and expiry
-// buckets (idem.dedupe.until.<end>), and the bucket layout's own buckets.
-bool IsDedupeFamily(const std::string& name) {
-  return name == kDedupeColumnFamily || name.rfind(kBucketPrefix, 0) == 0 ||
-         ParseBucketFamilyName(name).has_value();
-}
-
-rocksdb::ColumnFamilyOptions RawOptionsFor(const std::string& name,
-                                           const TargetOptions& o,
-                                           const RawParts& parts) {
-  if (IsDedupeFamily(name)) return RawDedupeOptions(o, parts);
-  if (name == kStateColumnFamily) {
-    return RawStateOptions(o, parts, o.write_buffer_bytes);
-  }
-  return RawStateOptions(o, parts, kSmallWriteBufferBytes);
-}
-
-RawParts MakeRawParts(const TargetOptions& o) {
-  RawParts parts;
-  parts.statistics = rocksdb::CreateDBStatistics();
-  parts.statistics->set_stats_level(
-      rocksdb::StatsLevel::kExceptHistogramOrTimers);
-  parts.cache = rocksdb::NewLRUCache(o.block_cache_bytes);
-  parts.filter = std::make_shared<TtlFilterFactory>(o.clock);
-  if (o.layout == Layout::kFifo) {
-    parts.fifo_drops = std::make_shared<FifoDropCounter>();
-  }
-  return parts;
-}
 
 class RawTarget : public Target {
  public:
@@ -600,88 +444,6 @@ class RawTarget : public Target {
   uint64_t dropped_whole_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// ---- the simulated-time Env ----
-
-class ClockSystemClock : public rocksdb::SystemClockWrapper {
- public:
-  ClockSystemClock(const std::shared_ptr<rocksdb::SystemClock>& base,
-                   Clock* clock)
-      : SystemClockWrapper(base), clock_(clock) {}
-  const char* Name() const override { return "idem.bench.ClockSystemClock"; }
-  rocksdb::Status GetCurrentTime(int64_t* unix_time) override {
-    *unix_time = absl::ToUnixSeconds(clock_->Now());
-    return rocksdb::Status::OK();
-  }
-
- private:
-  Clock* const clock_;
-};
-
-class ClockEnv : public rocksdb::EnvWrapper {
- public:
-  ClockEnv(rocksdb::Env* base, Clock* clock)
-      : EnvWrapper(base), clock_(clock) {
-    system_clock_ =
-        std::make_shared<ClockSystemClock>(base->GetSystemClock(), clock);
-  }
-  const char* Name() const override { return "idem.bench.ClockEnv"; }
-  rocksdb::Status GetCurrentTime(int64_t* unix_time) override {
-    *unix_time = absl::ToUnixSeconds(clock_->Now());
-    return rocksdb::Status::OK();
-  }
-
- private:
-  Clock* const clock_;
-};
-
-// ---- read cost ----
-
-// Runs Get for each ID against `families` (in order, stopping at the first
-// that holds it) and averages the cost.
-LookupCost MeasureLookups(rocksdb::DB* db,
-                          const std::vector<rocksdb::ColumnFamilyHandle*>& families,
-                          rocksdb::Statistics& stats,
-                          const std::vector<std::string>& ids) {
-  LookupCost cost;
-  const uint64_t useful0 = stats.getTickerCount(rocksdb::BLOOM_FILTER_USEFUL);
-  const uint64_t positive0 =
-      stats.getTickerCount(rocksdb::BLOOM_FILTER_FULL_POSITIVE);
-  const uint64_t blocks0 = stats.getTickerCount(rocksdb::BLOCK_CACHE_DATA_MISS);
-  double micros = 0;
-  std::string value;
-  for (const std::string& id : ids) {
-    const DedupeKey key = HashMessageId(id);
-    const auto start = std::chrono::steady_clock::now();
-    for (rocksdb::ColumnFamilyHandle* cf : families) {
-      rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf,
-                                  rocksdb::Slice(key.data(), key.size()),
-                                  &value);
-      if (s.ok()) {
-        ++cost.found;
-        break;
-      }
-    }
-    micros += std::chrono::duration<double, std::micro>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
-    ++cost.lookups;
-  }
-  if (cost.lookups == 0) return cost;
-  const double n = static_cast<double>(cost.lookups);
-  const double useful = static_cast<double>(
-      stats.getTickerCount(rocksdb::BLOOM_FILTER_USEFUL) - useful0);
-  const double positive = static_cast<double>(
-      stats.getTickerCount(rocksdb::BLOOM_FILTER_FULL_POSITIVE) - positive0);
-  cost.filter_negatives = useful / n;
-  cost.filter_probes = (useful + positive) / n;
-  cost.data_blocks_read =
-      static_cast<double>(
-          stats.getTickerCount(rocksdb::BLOCK_CACHE_DATA_MISS) - blocks0) /
-      n;
-  cost.micros = micros / n;
-  return cost;
-}
-
 }  // namespace
 
 const char* LayoutName(Layout layout) {
@@ -760,81 +522,4 @@ std::optional<double> ParseSumWriteAmp(std::string_view text) {
   return std::nullopt;
 }
 
-absl::StatusOr<ReadCost> MeasureReadCost(
-    const std::string& path, const TargetOptions& options,
-    const std::vector<std::string>& miss_ids,
-    const std::vector<std::string>& hit_ids) {
-  ReadCost cost;
-  if (options.layout == Layout::kEngine) {
-    Options engine_options = EngineOptions(options);
-    engine_options.env = nullptr;  // no time-based work in a read-only open
-    StoreParts parts = MakeStoreParts(
-        engine_options, std::make_shared<TtlFilterFactory>(options.clock));
-    absl::StatusOr<std::unique_ptr<Store>> store =
-        OpenStore(path, engine_options, parts, /*read_only=*/true);
-    if (!store.ok()) return store.status();
-    rocksdb::DB* db = (*store)->db;
-    // The families the engine probes: idem.dedupe and the expiry buckets
-    // that have not ended.
-    const std::vector<rocksdb::ColumnFamilyHandle*> families =
-        LiveDedupeFamilies(**store, TimeToMicros(options.clock->Now()));
-    cost.miss = MeasureLookups(db, families, *parts.statistics, miss_ids);
-    cost.hit = MeasureLookups(db, families, *parts.statistics, hit_ids);
-    db->GetAggregatedIntProperty(
-        rocksdb::DB::Properties::kEstimateTableReadersMem,
-        &cost.table_readers_bytes);
-    return cost;
-  }
-  RawParts parts = MakeRawParts(options);
-  parts.fifo_drops = nullptr;
-  const rocksdb::DBOptions db_options =
-      RawDbOptions(options, rocksdb::Env::Default(), parts);
-  std::vector<std::string> names;
-  rocksdb::Status s =
-      rocksdb::DB::ListColumnFamilies(db_options, path, &names);
-  if (!s.ok()) return FromRocks(s, "listing column families of " + path);
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) {
-    descriptors.emplace_back(name, RawOptionsFor(name, options, parts));
-  }
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  s = rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles,
-                                   &db);
-  if (!s.ok()) return FromRocks(s, "opening " + path + " read-only");
-  // Dedupe families, newest bucket first.
-  std::vector<std::pair<int64_t, rocksdb::ColumnFamilyHandle*>> dedupe;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!IsDedupeFamily(names[i])) continue;
-    int64_t id = 0;
-    if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
-      id = *end;
-    } else if (names[i] != kDedupeColumnFamily &&
-               !absl::SimpleAtoi(names[i].substr(std::strlen(kBucketPrefix)),
-                                 &id)) {
-      id = 0;
-    }
-    dedupe.emplace_back(id, handles[i]);
-  }
-  std::sort(dedupe.begin(), dedupe.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::vector<rocksdb::ColumnFamilyHandle*> families;
-  for (const auto& [id, handle] : dedupe) families.push_back(handle);
-  cost.miss = MeasureLookups(db, families, *parts.statistics, miss_ids);
-  cost.hit = MeasureLookups(db, families, *parts.statistics, hit_ids);
-  db->GetAggregatedIntProperty(
-      rocksdb::DB::Properties::kEstimateTableReadersMem,
-      &cost.table_readers_bytes);
-  for (rocksdb::ColumnFamilyHandle* h : handles) {
-    db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
-  }
-  db->Close().PermitUncheckedError();
-  delete db;
-  return cost;
-}
-
-std::unique_ptr<rocksdb::Env> NewClockEnv(rocksdb::Env* base, Clock* clock) {
-  return std::make_unique<ClockEnv>(base, clock);
-}
-
-}  // namespace idem::tools
+}  // namespace idem::bench

@@ -6,8 +6,8 @@
 // Workload is not thread-safe: idem-bench's runner calls it under its own
 // mutex. IdFor is a pure function of (shape, seed, index) and thread-safe.
 
-#ifndef IDEM_TOOLS_BENCH_WORKLOAD_H_
-#define IDEM_TOOLS_BENCH_WORKLOAD_H_
+#ifndef IDEM_BENCH_IDEM_BENCH_WORKLOAD_H_
+#define IDEM_BENCH_IDEM_BENCH_WORKLOAD_H_
 
 #include <cstdint>
 #include <random>
@@ -16,7 +16,7 @@
 
 #include "absl/time/time.h"
 
-namespace idem::tools {
+namespace idem::bench {
 
 enum class IdShape {
   kUuid,   // "xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx", 36 bytes
@@ -82,6 +82,6 @@ class Workload {
   std::vector<int64_t> last_processed_;
 };
 
-}  // namespace idem::tools
+}  // namespace idem::bench
 
-#endif  // IDEM_TOOLS_BENCH_WORKLOAD_H_
+#endif  // IDEM_BENCH_IDEM_BENCH_WORKLOAD_H_
