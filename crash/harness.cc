@@ -23,6 +23,7 @@
 #include "idem/crash/file_system.h"
 #include "idem/crash/harness.h"
 #include "util/json_writer.h"
+#include "util/latency_histogram.h"
 
 namespace idem::crash {
 namespace {
@@ -207,10 +208,10 @@ class Run {
       }
     }
     if (absl::Status s = RunOnce(RunKind::kFinal).status(); !s.ok()) return s;
-    if (!open_times_.empty()) {
-      std::sort(open_times_.begin(), open_times_.end());
-      report_.open_p50 = open_times_[open_times_.size() / 2];
-      report_.open_max = open_times_.back();
+    if (open_times_.count() > 0) {
+      const util::LatencySummary open = open_times_.Summary();
+      report_.open_p50 = absl::Microseconds(open.p50);
+      report_.open_max = absl::Microseconds(open.max);
     }
     for (const char* name : kInvariantNames) {
       report_.invariants.push_back(invariants_[name]);
@@ -491,7 +492,9 @@ class Run {
     input.final_check = final;
     absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
     if (!out.ok()) return out.status();
-    if (out->opened) open_times_.push_back(out->open_time);
+    if (out->opened) {
+      open_times_.Add(absl::ToDoubleMicroseconds(out->open_time));
+    }
     Record(label, *out);
 
     if (o_.progress) {
@@ -520,7 +523,7 @@ class Run {
   absl::flat_hash_set<std::string> delivered_;
   absl::flat_hash_set<std::string> acked_;
   absl::flat_hash_set<std::string> in_flight_;
-  std::vector<absl::Duration> open_times_;
+  util::LatencyHistogram open_times_;  // microseconds
   std::map<std::string, InvariantResult> invariants_;
   CrashTestReport report_;
   int runs_ = 0;     // worker runs so far, of every kind

@@ -212,7 +212,8 @@ struct CrashTestReport {
   uint64_t acknowledged = 0;          // deliveries acknowledged to the broker
   uint64_t duplicates_suppressed = 0; // kDuplicate outcomes
   uint64_t unsynced_bytes_dropped = 0;
-  // Time to Engine::Open (recovery) in the verifier, per worker run.
+  // Time to Engine::Open (recovery) in the verifier, over the worker runs:
+  // the median (nearest rank, within 1% above the exact value) and the max.
   absl::Duration open_p50;
   absl::Duration open_max;
   std::vector<InvariantResult> invariants;
