@@ -83,8 +83,9 @@ class EngineImpl : public Engine {
   // (earlier under EngineHooks::drop_buckets_at_start).
   int64_t BucketDropHorizon(int64_t now_micros) const;
 
-  // Drops the buckets that have ended. REQUIRES: store_mu_ held exclusively.
-  absl::Status DropEndedBuckets(Store& store, int64_t now_micros);
+  // Drops the buckets that have ended.
+  absl::Status DropEndedBuckets(Store& store, int64_t now_micros)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
 
   // Stored offsets by offset key (engine/record.h); a partition without one
   // is absent.
@@ -136,13 +137,31 @@ class EngineImpl : public Engine {
 
   // Holds store_mu_ shared for one read call, except from inside one of this
   // engine's handlers, whose commit already holds it (absl::Mutex is not
-  // re-entrant).
-  class ReadLock {
+  // re-entrant). To the thread-safety analysis it always holds the lock,
+  // which is true of the thread either way.
+  class ABSL_SCOPED_LOCKABLE ReadLock {
    public:
-    explicit ReadLock(EngineImpl* engine);
+    explicit ReadLock(EngineImpl* engine)
+        ABSL_SHARED_LOCK_FUNCTION(engine->store_mu_);
     ReadLock(const ReadLock&) = delete;
     ReadLock& operator=(const ReadLock&) = delete;
-    ~ReadLock();
+    ~ReadLock() ABSL_UNLOCK_FUNCTION();
+
+   private:
+    EngineImpl* const engine_;
+    const bool locked_;
+  };
+
+  // Holds commit_mu_ for one commit, except under the deliberately broken
+  // variant EngineHooks::skip_commit_lock (no mutual exclusion between
+  // commits). To the thread-safety analysis it always holds the lock.
+  class ABSL_SCOPED_LOCKABLE CommitLock {
+   public:
+    explicit CommitLock(EngineImpl* engine)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(engine->commit_mu_);
+    CommitLock(const CommitLock&) = delete;
+    CommitLock& operator=(const CommitLock&) = delete;
+    ~CommitLock() ABSL_UNLOCK_FUNCTION();
 
    private:
     EngineImpl* const engine_;
