@@ -6,13 +6,20 @@
 # it. Exits 0 only if every step succeeds.
 #
 # Arguments go to cmake's configure step and say how to find idem. Without
-# any, -DIDEM_SOURCE_DIR=<this checkout>: add_subdirectory, which builds only
-# the libraries the example links. For an installed idem:
+# any, the installed package in build/install (find_package(idem CONFIG), as a
+# user would), which CI makes with `cmake --install build --prefix
+# build/install`. Otherwise, for example:
 #   scripts/check-readme-example.sh -DCMAKE_PREFIX_PATH=<install prefix>
+#   scripts/check-readme-example.sh -DIDEM_SOURCE_DIR=<checkout>  (add_subdirectory)
 # Builds in ${BUILD_DIR:-build-readme-example}; quiet on success.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(( $# )) || set -- -DIDEM_SOURCE_DIR="$PWD"
+if (( ! $# )); then
+  [[ -d build/install ]] ||
+    { echo "check-readme-example: no idem in build/install; run scripts/build.sh," \
+           "then cmake --install build --prefix build/install" >&2; exit 1; }
+  set -- -DCMAKE_PREFIX_PATH="$PWD/build/install"
+fi
 mkdir -p "${BUILD_DIR:-build-readme-example}"
 build_dir=$(cd "${BUILD_DIR:-build-readme-example}" && pwd)
 source_file=$build_dir/readme_example.cc

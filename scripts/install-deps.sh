@@ -4,10 +4,14 @@
 # Usage: scripts/install-deps.sh [extra-package ...]
 set -euo pipefail
 
+# Everything the build uses, the optional parts included, so that
+# scripts/test.sh runs every suite: librdkafka-dev for the Kafka adapter
+# (kafka/) and its tests, libpq-dev and libhiredis-dev for bench/peers/.
 packages=(
   cmake make g++ pkgconf
   librocksdb-dev libabsl-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  librdkafka-dev libpq-dev libhiredis-dev
   "$@"
 )
 

@@ -1,0 +1,69 @@
+// A program that uses idem the way a project that depends on it does: built
+// by tests/consumers/find_package/ (an installed idem) and
+// tests/consumers/fetch_content/ (idem's sources through FetchContent). Opens
+// an engine in a new temporary directory, processes one message twice (the
+// second is a duplicate), prints idem's version and, with
+// IDEM_CONSUMER_KAFKA, starts and stops librdkafka's mock cluster through
+// idem::kafka. Exits 0 on success; removes its directory.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "idem/engine.h"
+#include "idem/version.h"
+#ifdef IDEM_CONSUMER_KAFKA
+#include "idem/kafka/mock_cluster.h"
+#endif
+
+namespace {
+
+int Fail(const std::string& what, const absl::Status& status) {
+  std::cerr << "consumer: " << what << ": " << status << "\n";
+  return 1;
+}
+
+int Run(const std::string& dir) {
+  absl::StatusOr<std::unique_ptr<idem::Engine>> engine =
+      idem::Engine::Open(dir, idem::Options());
+  if (!engine.ok()) return Fail("Open", engine.status());
+  auto handler = [](const idem::Message& m, idem::Txn& txn) {
+    txn.Put("last", m.payload);
+    return absl::OkStatus();
+  };
+  const idem::Message message = {.id = "msg-1", .payload = "hello"};
+  absl::StatusOr<idem::Result> first = (*engine)->Process(message, handler);
+  if (!first.ok()) return Fail("Process", first.status());
+  absl::StatusOr<idem::Result> again = (*engine)->Process(message, handler);
+  if (!again.ok()) return Fail("Process", again.status());
+  if (first->outcome != idem::Outcome::kProcessed ||
+      again->outcome != idem::Outcome::kDuplicate) {
+    std::cerr << "consumer: unexpected outcomes\n";
+    return 1;
+  }
+#ifdef IDEM_CONSUMER_KAFKA
+  absl::StatusOr<std::unique_ptr<idem::kafka::MockCluster>> cluster =
+      idem::kafka::MockCluster::Start();
+  if (!cluster.ok()) return Fail("MockCluster::Start", cluster.status());
+  std::cout << "consumer: idem::kafka mock cluster at "
+            << (*cluster)->bootstrap_servers() << "\n";
+#endif
+  std::cout << "consumer: idem " << IDEM_VERSION
+            << ": processed, then duplicate\n";
+  return 0;
+}
+
+}  // namespace
+
+int main() {
+  std::string dir =
+      std::filesystem::temp_directory_path() / "idem-consumer-XXXXXX";
+  if (mkdtemp(dir.data()) == nullptr) return 1;
+  const int code = Run(dir);
+  std::error_code ignored;  // best effort: the result is the exit code
+  std::filesystem::remove_all(dir, ignored);
+  return code;
+}
