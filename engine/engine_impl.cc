@@ -2,16 +2,12 @@
 
 #include <algorithm>
 #include <exception>
-#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "engine/absl_view.h"
 #include "engine/batch_txn.h"
 #include "engine/expiry_buckets.h"
-#include "engine/offset_tracker.h"
 #include "engine/status_util.h"
 #include "engine/validate.h"
 
@@ -58,16 +54,6 @@ absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
   } catch (...) {
     return absl::InternalError("handler threw a non-standard exception");
   }
-}
-
-int64_t ExpiryMicros(int64_t now_micros, absl::Duration ttl) {
-  // Round up: a positive ttl must outlive the instant of its commit.
-  const int64_t ttl_micros =
-      absl::ToInt64Microseconds(absl::Ceil(ttl, absl::Microseconds(1)));
-  if (now_micros > std::numeric_limits<int64_t>::max() - ttl_micros) {
-    return std::numeric_limits<int64_t>::max();
-  }
-  return now_micros + ttl_micros;
 }
 
 rocksdb::Slice ToSlice(std::string_view s) {
@@ -224,33 +210,26 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   // before the drop; so the engine time of any later read covers them.
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
-  if (absl::Status s = MaintainBuckets(messages, *now_micros); !s.ok()) {
+  // Each record's expiry and bucket, once for the whole commit.
+  const std::vector<RecordPlacement> placements =
+      PlaceRecords(options_, messages, *now_micros);
+  if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
     return s;
   }
   absl::ReaderMutexLock store_lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  return CommitBatch(**store, messages, handler, *now_micros);
+  return CommitBatch(**store, messages, placements, handler, *now_micros);
 }
 
-int64_t EngineImpl::RecordExpiry(const Message& message,
-                                 int64_t now_micros) const {
-  return ExpiryMicros(now_micros, message.ttl == absl::ZeroDuration()
-                                      ? options_.dedupe_window
-                                      : message.ttl);
-}
-
-absl::Status EngineImpl::MaintainBuckets(absl::Span<const Message> messages,
-                                         int64_t now_micros) {
+absl::Status EngineImpl::MaintainBuckets(
+    absl::Span<const RecordPlacement> placements, int64_t now_micros) {
   // The buckets this batch may write to (none when buckets are off; ended
   // buckets of an earlier setting are still dropped).
   std::vector<int64_t> needed;
-  if (options_.expiry_buckets > 0) {
-    for (const Message& message : messages) {
-      if (std::optional<int64_t> end = BucketEndFor(
-              options_, RecordExpiry(message, now_micros), now_micros)) {
-        needed.push_back(*end);
-      }
+  for (const RecordPlacement& placement : placements) {
+    if (placement.bucket_end.has_value()) {
+      needed.push_back(*placement.bucket_end);
     }
   }
   std::sort(needed.begin(), needed.end());
@@ -308,7 +287,8 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
 }
 
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
-    Store& store, absl::Span<const Message> messages, Handler handler,
+    Store& store, absl::Span<const Message> messages,
+    absl::Span<const RecordPlacement> placements, Handler handler,
     int64_t now_micros) {
   std::vector<DedupeKey> keys(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -317,108 +297,25 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   // Nothing else writes while the commit lock is held, so one lookup per
   // message before any handler runs stays true for the whole batch.
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
-      LookupLive(store, keys, now_micros);
+      LiveRecords(store, keys, now_micros);
   if (!stored.ok()) return stored.status();
   // The same holds for the offsets: a malformed one fails the call before
   // any handler runs.
   absl::StatusOr<StoredOffsets> stored_offsets =
-      ReadStoredOffsets(store, messages);
+      ReadStoredOffsets(store.db, store.offsets, messages);
   if (!stored_offsets.ok()) return stored_offsets.status();
 
-  BatchOverlay overlay;  // final state values written by the batch
-  // New dedupe records: family (idem.dedupe or an expiry bucket), key, value.
-  struct NewRecord {
-    rocksdb::ColumnFamilyHandle* family;
-    DedupeKey key;
-    std::string value;
-  };
-  std::vector<NewRecord> records;
-  // ID -> index of its first successful occurrence in this batch.
-  absl::flat_hash_map<DedupeKey, size_t> committed_here;
-  OffsetTracker offsets;
-  std::vector<Result> results(messages.size());
+  CommitBuilder commit(store.state, store.offsets);
+  absl::StatusOr<std::vector<Result>> results =
+      HandleMessages(store, messages, placements, keys, *stored,
+                     handler, commit);
+  if (!results.ok()) return results.status();
 
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const Message& message = messages[i];
-    Result& result = results[i];
-    if (auto it = committed_here.find(keys[i]); it != committed_here.end()) {
-      result.outcome = Outcome::kDuplicate;
-      result.result = results[it->second].result;
-      offsets.Add(message, result.outcome);
-      continue;
-    }
-    if ((*stored)[i].has_value()) {
-      result.outcome = Outcome::kDuplicate;
-      result.result = *(*stored)[i];
-      offsets.Add(message, result.outcome);
-      continue;
-    }
-
-    BatchTxn txn(&overlay, store.db, store.state);
-    absl::Status status;
-    {
-      HandlerScope scope(this);
-      status = CallHandler(handler, message, txn);
-    }
-    if (!txn.read_error().ok()) return txn.read_error();
-    // A failed message's writes are dropped with its BatchTxn.
-    if (status.ok()) status = txn.Apply(&overlay);
-    if (!status.ok()) {
-      result.outcome = Outcome::kFailed;
-      result.error = std::move(status);
-      offsets.Add(message, result.outcome);
-      continue;
-    }
-    const int64_t expiry = RecordExpiry(message, now_micros);
-    rocksdb::ColumnFamilyHandle* family = store.dedupe;
-    if (std::optional<int64_t> end =
-            BucketEndFor(options_, expiry, now_micros)) {
-      auto bucket = store.buckets.find(*end);
-      if (bucket == store.buckets.end()) {
-        return absl::InternalError("expiry bucket missing at commit");
-      }
-      family = bucket->second;
-    }
-    records.push_back(NewRecord{family, keys[i],
-                                EncodeDedupeRecord(expiry, txn.result())});
-    result.outcome = Outcome::kProcessed;
-    result.result = txn.result();
-    committed_here.emplace(keys[i], i);
-    offsets.Add(message, result.outcome);
-  }
-
-  // One WriteBatch: state, dedupe records and offsets commit together. Keys
-  // go in sorted order per column family, which makes memtable inserts
-  // much cheaper (RocksDB's skiplist reuses its position between them).
+  // One WriteBatch: state, dedupe records and offsets commit together.
   rocksdb::WriteBatch batch;
   rocksdb::WriteBatch split_records;  // only with hooks_.split_commit
-  std::vector<const BatchOverlay::value_type*> state(overlay.size());
-  std::transform(overlay.begin(), overlay.end(), state.begin(),
-                 [](const auto& entry) { return &entry; });
-  std::sort(state.begin(), state.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (const BatchOverlay::value_type* entry : state) {
-    rocksdb::Status s = entry->second.has_value()
-                            ? batch.Put(store.state, entry->first,
-                                        *entry->second)
-                            : batch.Delete(store.state, entry->first);
-    if (!s.ok()) return FromRocksStatus(s, "building the commit");
-  }
-  std::sort(records.begin(), records.end(),
-            [](const NewRecord& a, const NewRecord& b) {
-              if (a.family->GetID() != b.family->GetID()) {
-                return a.family->GetID() < b.family->GetID();
-              }
-              return a.key < b.key;
-            });
-  rocksdb::WriteBatch& record_batch =
-      hooks_.split_commit ? split_records : batch;
-  for (const NewRecord& record : records) {
-    rocksdb::Status s = record_batch.Put(
-        record.family, ToSlice(KeyView(record.key)), record.value);
-    if (!s.ok()) return FromRocksStatus(s, "building the commit");
-  }
-  if (absl::Status s = AddOffsets(store, offsets, *stored_offsets, batch);
+  if (absl::Status s = commit.Build(*stored_offsets, batch,
+                                    hooks_.split_commit ? split_records : batch);
       !s.ok()) {
     return s;
   }
@@ -427,7 +324,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
 
   // Every outcome depends on at most the commits published so far.
   const uint64_t sequence = store.db->GetLatestSequenceNumber();
-  for (Result& result : results) {
+  for (Result& result : *results) {
     switch (result.outcome) {
       case Outcome::kProcessed:
         result.sequence = sequence;
@@ -445,79 +342,71 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   return results;
 }
 
-absl::StatusOr<EngineImpl::StoredOffsets> EngineImpl::ReadStoredOffsets(
-    Store& store, absl::Span<const Message> messages) {
-  const std::vector<std::string> keys = OffsetTracker::OffsetKeys(messages);
-  StoredOffsets stored;
-  if (keys.empty()) return stored;
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-  std::vector<rocksdb::PinnableSlice> values(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  store.db->MultiGet(rocksdb::ReadOptions(), store.offsets, keys.size(),
-                     slices.data(), values.data(), statuses.data());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (statuses[i].IsNotFound()) continue;
-    if (!statuses[i].ok()) {
-      return FromRocksStatus(statuses[i], "reading a committed offset");
-    }
-    std::optional<int64_t> offset =
-        DecodeOffsetValue(std::string_view(values[i].data(), values[i].size()));
-    if (!offset.has_value()) return UndecodableOffsetError(keys[i]);
-    stored.emplace(keys[i], *offset);
-  }
-  return stored;
-}
+absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
+    Store& store, absl::Span<const Message> messages,
+    absl::Span<const RecordPlacement> placements,
+    absl::Span<const DedupeKey> keys,
+    absl::Span<const std::optional<std::string>> stored, Handler handler,
+    CommitBuilder& commit) {
+  // ID -> index of its first successful occurrence in this batch.
+  absl::flat_hash_map<DedupeKey, size_t> committed_here;
+  std::vector<Result> results(messages.size());
 
-absl::Status EngineImpl::AddOffsets(Store& store, const OffsetTracker& offsets,
-                                    const StoredOffsets& stored,
-                                    rocksdb::WriteBatch& batch) {
-  absl::Status status;
-  offsets.ForEach([&](const std::string& offset_key, int64_t offset) {
-    if (!status.ok()) return;
-    auto it = stored.find(offset_key);
-    if (it != stored.end() && it->second >= offset) {
-      return;  // offsets only move forward
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Message& message = messages[i];
+    Result& result = results[i];
+    if (auto it = committed_here.find(keys[i]); it != committed_here.end()) {
+      result.outcome = Outcome::kDuplicate;
+      result.result = results[it->second].result;
+      commit.AddOutcome(message, result.outcome);
+      continue;
     }
-    rocksdb::Status s =
-        batch.Put(store.offsets, offset_key, EncodeOffsetValue(offset));
-    if (!s.ok()) status = FromRocksStatus(s, "building the commit");
-  });
-  return status;
+    if (stored[i].has_value()) {
+      result.outcome = Outcome::kDuplicate;
+      result.result = *stored[i];
+      commit.AddOutcome(message, result.outcome);
+      continue;
+    }
+
+    BatchTxn txn(&commit.state(), store.db, store.state);
+    absl::Status status;
+    {
+      HandlerScope scope(this);
+      status = CallHandler(handler, message, txn);
+    }
+    if (!txn.read_error().ok()) return txn.read_error();
+    // A failed message's writes are dropped with its BatchTxn.
+    if (status.ok()) status = txn.Apply(&commit.state());
+    if (!status.ok()) {
+      result.outcome = Outcome::kFailed;
+      result.error = std::move(status);
+      commit.AddOutcome(message, result.outcome);
+      continue;
+    }
+    rocksdb::ColumnFamilyHandle* family = store.dedupe;
+    if (const std::optional<int64_t>& end = placements[i].bucket_end) {
+      auto bucket = store.buckets.find(*end);
+      if (bucket == store.buckets.end()) {
+        return absl::InternalError("expiry bucket missing at commit");
+      }
+      family = bucket->second;
+    }
+    commit.AddRecord(family, keys[i],
+                     EncodeDedupeRecord(placements[i].expiry_micros,
+                                        txn.result()));
+    result.outcome = Outcome::kProcessed;
+    result.result = txn.result();
+    committed_here.emplace(keys[i], i);
+    commit.AddOutcome(message, result.outcome);
+  }
+  return results;
 }
 
 absl::StatusOr<std::vector<std::optional<std::string>>>
-EngineImpl::LookupLive(Store& store, absl::Span<const DedupeKey> keys,
-                       int64_t now_micros) {
-  std::vector<rocksdb::Slice> slices;
-  slices.reserve(keys.size());
-  for (const DedupeKey& key : keys) slices.push_back(ToSlice(KeyView(key)));
-  std::vector<std::optional<std::string>> live(keys.size());
-  // At most one family holds a live record for a key (a live record makes
-  // the next delivery a duplicate); expired ones may linger in others.
-  for (rocksdb::ColumnFamilyHandle* family :
-       LiveDedupeFamilies(store, now_micros)) {
-    std::vector<rocksdb::PinnableSlice> values(keys.size());
-    std::vector<rocksdb::Status> statuses(keys.size());
-    store.db->MultiGet(rocksdb::ReadOptions(), family, keys.size(),
-                       slices.data(), values.data(), statuses.data());
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (statuses[i].IsNotFound()) continue;
-      if (!statuses[i].ok()) {
-        return FromRocksStatus(statuses[i], "reading a dedupe record");
-      }
-      std::optional<DedupeRecord> record = DecodeDedupeRecord(
-          std::string_view(values[i].data(), values[i].size()));
-      if (!record.has_value()) {
-        return absl::DataLossError(
-            absl::StrCat("undecodable dedupe record for key ",
-                         DedupeKeyToHex(KeyView(keys[i]))));
-      }
-      if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
-        live[i] = std::string(record->result);
-      }
-    }
-  }
-  return live;
+EngineImpl::LiveRecords(Store& store, absl::Span<const DedupeKey> keys,
+                        int64_t now_micros) {
+  return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
+                    now_micros);
 }
 
 absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
@@ -558,7 +447,7 @@ absl::StatusOr<bool> EngineImpl::Seen(std::string_view id) {
   if (!now_micros.ok()) return now_micros.status();
   const DedupeKey key = HashMessageId(id);
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
-      LookupLive(**store, absl::MakeConstSpan(&key, 1), *now_micros);
+      LiveRecords(**store, absl::MakeConstSpan(&key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();
 }
@@ -620,19 +509,6 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
   absl::Status s = syncer_.WaitDurable((*store)->db, sequence);
   if (!s.ok()) needs_reopen_.store(true);
   return s;
-}
-
-absl::Status UndecodableOffsetError(std::string_view offset_key) {
-  std::optional<OffsetKey> key = DecodeOffsetKey(offset_key);
-  if (!key.has_value()) {
-    return absl::DataLossError(absl::StrCat(
-        "undecodable stored offset key ", DedupeKeyToHex(offset_key),
-        " (too short to hold a source and partition)"));
-  }
-  return absl::DataLossError(
-      absl::StrCat("undecodable stored offset of source \"",
-                   absl::CHexEscape(AbslView(key->source)), "\" partition ",
-                   key->partition));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(

@@ -26,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/commit_batch.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
 #include "engine/record.h"
@@ -63,19 +64,33 @@ class EngineImpl : public Engine {
 
  private:
   // The commit path of ProcessBatch, after validation, at `now_micros` (the
-  // engine time read under the commit lock).
+  // engine time read under the commit lock), each message's record placed
+  // by `placements` (PlaceRecords, engine/commit_batch.h): reads the live
+  // records and stored offsets, runs HandleMessages, builds the WriteBatch
+  // (CommitBuilder) and writes it.
   absl::StatusOr<std::vector<Result>> CommitBatch(
-      Store& store, absl::Span<const Message> messages, Handler handler,
+      Store& store, absl::Span<const Message> messages,
+      absl::Span<const RecordPlacement> placements, Handler handler,
       int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
-  // The expiry of the record `message` would commit at `now_micros`.
-  int64_t RecordExpiry(const Message& message, int64_t now_micros) const;
+  // The duplicate check and handler of each message in order (`stored`: the
+  // live stored result per message, `keys` their IDs' hashes). A success
+  // adds its state writes and dedupe record to `commit`; every message adds
+  // its outcome. Fails only on a storage error a handler's read met, or a
+  // bucket MaintainBuckets should have created (kInternal).
+  absl::StatusOr<std::vector<Result>> HandleMessages(
+      Store& store, absl::Span<const Message> messages,
+      absl::Span<const RecordPlacement> placements,
+      absl::Span<const DedupeKey> keys,
+      absl::Span<const std::optional<std::string>> stored, Handler handler,
+      CommitBuilder& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Expiry buckets (engine/expiry_buckets.h): drops the buckets that have
-  // ended and creates those `messages` may need, taking the store lock
+  // ended and creates those `placements` need, taking the store lock
   // exclusively only when something changes.
-  absl::Status MaintainBuckets(absl::Span<const Message> messages,
+  absl::Status MaintainBuckets(absl::Span<const RecordPlacement> placements,
                                int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(store_mu_);
 
@@ -87,26 +102,9 @@ class EngineImpl : public Engine {
   absl::Status DropEndedBuckets(Store& store, int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(store_mu_);
 
-  // Stored offsets by offset key (engine/record.h); a partition without one
-  // is absent.
-  using StoredOffsets = absl::flat_hash_map<std::string, int64_t>;
-
-  // The stored offsets of the partitions `messages` carry a position in, one
-  // MultiGet for the distinct ones. kDataLoss naming the source and
-  // partition if one does not decode.
-  absl::StatusOr<StoredOffsets> ReadStoredOffsets(
-      Store& store, absl::Span<const Message> messages)
-      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
-
-  // Adds to `batch` the offsets `offsets` moves forward past `stored` (read
-  // by ReadStoredOffsets for the same messages).
-  absl::Status AddOffsets(Store& store, const class OffsetTracker& offsets,
-                          const StoredOffsets& stored,
-                          rocksdb::WriteBatch& batch)
-      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
-
-  // For each key, the stored result if a live record exists (one MultiGet).
-  absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+  // For each key, the stored result if a live record exists in a dedupe
+  // family live at `now_micros` (LookupLive, engine/commit_batch.h).
+  absl::StatusOr<std::vector<std::optional<std::string>>> LiveRecords(
       Store& store, absl::Span<const DedupeKey> keys, int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
@@ -210,11 +208,6 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> buckets_dropped_{0};
   std::atomic<uint64_t> bucket_records_dropped_{0};
 };
-
-// kDataLoss for a stored offset that does not decode, naming its source and
-// partition, or showing `offset_key` in hex if it is too short to hold them.
-// For the commit path, CommittedOffset and Dump.
-absl::Status UndecodableOffsetError(std::string_view offset_key);
 
 }  // namespace idem
 

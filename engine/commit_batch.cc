@@ -1,0 +1,164 @@
+#include "engine/commit_batch.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "engine/absl_view.h"
+#include "engine/expiry_buckets.h"
+#include "engine/status_util.h"
+
+namespace idem {
+namespace {
+
+rocksdb::Slice ToSlice(std::string_view s) {
+  return rocksdb::Slice(s.data(), s.size());
+}
+
+int64_t ExpiryMicros(int64_t now_micros, absl::Duration ttl) {
+  // Round up: a positive ttl must outlive the instant of its commit.
+  const int64_t ttl_micros =
+      absl::ToInt64Microseconds(absl::Ceil(ttl, absl::Microseconds(1)));
+  if (now_micros > std::numeric_limits<int64_t>::max() - ttl_micros) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return now_micros + ttl_micros;
+}
+
+}  // namespace
+
+int64_t RecordExpiry(const Options& options, const Message& message,
+                     int64_t now_micros) {
+  return ExpiryMicros(now_micros, message.ttl == absl::ZeroDuration()
+                                      ? options.dedupe_window
+                                      : message.ttl);
+}
+
+std::vector<RecordPlacement> PlaceRecords(const Options& options,
+                                          absl::Span<const Message> messages,
+                                          int64_t now_micros) {
+  std::vector<RecordPlacement> placements(messages.size());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    RecordPlacement& p = placements[i];
+    p.expiry_micros = RecordExpiry(options, messages[i], now_micros);
+    p.bucket_end = BucketEndFor(options, p.expiry_micros, now_micros);
+  }
+  return placements;
+}
+
+absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+    rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
+    absl::Span<const DedupeKey> keys, int64_t now_micros) {
+  std::vector<rocksdb::Slice> slices;
+  slices.reserve(keys.size());
+  for (const DedupeKey& key : keys) slices.push_back(ToSlice(KeyView(key)));
+  std::vector<std::optional<std::string>> live(keys.size());
+  // At most one family holds a live record for a key (a live record makes
+  // the next delivery a duplicate); expired ones may linger in others.
+  for (rocksdb::ColumnFamilyHandle* family : families) {
+    std::vector<rocksdb::PinnableSlice> values(keys.size());
+    std::vector<rocksdb::Status> statuses(keys.size());
+    db->MultiGet(rocksdb::ReadOptions(), family, keys.size(), slices.data(),
+                 values.data(), statuses.data());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (statuses[i].IsNotFound()) continue;
+      if (!statuses[i].ok()) {
+        return FromRocksStatus(statuses[i], "reading a dedupe record");
+      }
+      std::optional<DedupeRecord> record = DecodeDedupeRecord(
+          std::string_view(values[i].data(), values[i].size()));
+      if (!record.has_value()) {
+        return absl::DataLossError(
+            absl::StrCat("undecodable dedupe record for key ",
+                         DedupeKeyToHex(KeyView(keys[i]))));
+      }
+      if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
+        live[i] = std::string(record->result);
+      }
+    }
+  }
+  return live;
+}
+
+absl::StatusOr<StoredOffsets> ReadStoredOffsets(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* offsets,
+    absl::Span<const Message> messages) {
+  const std::vector<std::string> keys = OffsetTracker::OffsetKeys(messages);
+  StoredOffsets stored;
+  if (keys.empty()) return stored;
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  db->MultiGet(rocksdb::ReadOptions(), offsets, keys.size(), slices.data(),
+               values.data(), statuses.data());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (statuses[i].IsNotFound()) continue;
+    if (!statuses[i].ok()) {
+      return FromRocksStatus(statuses[i], "reading a committed offset");
+    }
+    std::optional<int64_t> offset =
+        DecodeOffsetValue(std::string_view(values[i].data(), values[i].size()));
+    if (!offset.has_value()) return UndecodableOffsetError(keys[i]);
+    stored.emplace(keys[i], *offset);
+  }
+  return stored;
+}
+
+absl::Status UndecodableOffsetError(std::string_view offset_key) {
+  std::optional<OffsetKey> key = DecodeOffsetKey(offset_key);
+  if (!key.has_value()) {
+    return absl::DataLossError(absl::StrCat(
+        "undecodable stored offset key ", DedupeKeyToHex(offset_key),
+        " (too short to hold a source and partition)"));
+  }
+  return absl::DataLossError(
+      absl::StrCat("undecodable stored offset of source \"",
+                   absl::CHexEscape(AbslView(key->source)), "\" partition ",
+                   key->partition));
+}
+
+absl::Status CommitBuilder::Build(const StoredOffsets& stored,
+                                  rocksdb::WriteBatch& batch,
+                                  rocksdb::WriteBatch& records) {
+  std::vector<const BatchOverlay::value_type*> state(state_.size());
+  std::transform(state_.begin(), state_.end(), state.begin(),
+                 [](const auto& entry) { return &entry; });
+  std::sort(state.begin(), state.end(),
+            [](const auto* a, const auto* b) { return a->first < b->first; });
+  for (const BatchOverlay::value_type* entry : state) {
+    rocksdb::Status s =
+        entry->second.has_value()
+            ? batch.Put(state_family_, entry->first, *entry->second)
+            : batch.Delete(state_family_, entry->first);
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
+  std::sort(records_.begin(), records_.end(),
+            [](const NewRecord& a, const NewRecord& b) {
+              if (a.family->GetID() != b.family->GetID()) {
+                return a.family->GetID() < b.family->GetID();
+              }
+              return a.key < b.key;
+            });
+  for (const NewRecord& record : records_) {
+    rocksdb::Status s = records.Put(record.family, ToSlice(KeyView(record.key)),
+                                    record.value);
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
+  absl::Status status;
+  offsets_.ForEach([&](const std::string& offset_key, int64_t offset) {
+    if (!status.ok()) return;
+    auto it = stored.find(offset_key);
+    if (it != stored.end() && it->second >= offset) {
+      return;  // offsets only move forward
+    }
+    rocksdb::Status s =
+        batch.Put(offsets_family_, offset_key, EncodeOffsetValue(offset));
+    if (!s.ok()) status = FromRocksStatus(s, "building the commit");
+  });
+  return status;
+}
+
+}  // namespace idem

@@ -1,0 +1,131 @@
+// The parts of the commit path (docs/design.md, "Commit path") that do not
+// need the engine's locks: where each message's dedupe record goes, the
+// reads before any handler runs (live records, stored offsets), and
+// CommitBuilder, which collects one commit's writes and builds its
+// WriteBatch. EngineImpl::CommitBatch calls them under the commit lock;
+// idem-bench's RocksDB layouts (bench/idem_bench/targets.cc) build their
+// commits with them too, so both measure the same code.
+//
+// Free functions are thread-safe as far as their RocksDB handles are.
+// CommitBuilder is not thread-safe; it lives for one commit. Column family
+// handles are borrowed and must outlive their use.
+
+#ifndef IDEM_ENGINE_COMMIT_BATCH_H_
+#define IDEM_ENGINE_COMMIT_BATCH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/batch_txn.h"
+#include "engine/offset_tracker.h"
+#include "engine/record.h"
+#include "idem/engine.h"
+#include "idem/options.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+
+namespace idem {
+
+// Where the dedupe record of a message would go, computed once per commit
+// at the commit's engine time.
+struct RecordPlacement {
+  // now + ceil(ttl to 1 µs), ttl being the message's or the window.
+  int64_t expiry_micros = 0;
+  // The expiry bucket (engine/expiry_buckets.h) the record goes to, or
+  // nullopt for idem.dedupe.
+  std::optional<int64_t> bucket_end;
+};
+
+// The expiry of the record `message` would commit at `now_micros`
+// (saturating at the largest int64_t).
+int64_t RecordExpiry(const Options& options, const Message& message,
+                     int64_t now_micros);
+
+// The placement of each message's record, in order.
+std::vector<RecordPlacement> PlaceRecords(const Options& options,
+                                          absl::Span<const Message> messages,
+                                          int64_t now_micros);
+
+// For each key, the stored result if a live record exists in one of
+// `families` (one MultiGet per family; at most one family holds a live
+// record for a key). kDataLoss naming the key if a record does not decode;
+// the converted RocksDB error if a read fails.
+absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+    rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
+    absl::Span<const DedupeKey> keys, int64_t now_micros);
+
+// Stored offsets by offset key (engine/record.h); a partition without one
+// is absent.
+using StoredOffsets = absl::flat_hash_map<std::string, int64_t>;
+
+// The stored offsets of the partitions `messages` carry a position in, one
+// MultiGet over the distinct ones. kDataLoss naming the source and
+// partition if one does not decode.
+absl::StatusOr<StoredOffsets> ReadStoredOffsets(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* offsets,
+    absl::Span<const Message> messages);
+
+// kDataLoss for a stored offset that does not decode, naming its source and
+// partition, or showing `offset_key` in hex if it is too short to hold them.
+// For the commit path, CommittedOffset and Dump.
+absl::Status UndecodableOffsetError(std::string_view offset_key);
+
+// One commit's writes, collected while its messages are handled: the state
+// overlay (final state values), the new dedupe records with their family,
+// and each message's outcome for the offsets. Build makes the WriteBatch.
+class CommitBuilder {
+ public:
+  CommitBuilder(rocksdb::ColumnFamilyHandle* state,
+                rocksdb::ColumnFamilyHandle* offsets)
+      : state_family_(state), offsets_family_(offsets) {}
+  CommitBuilder(const CommitBuilder&) = delete;
+  CommitBuilder& operator=(const CommitBuilder&) = delete;
+
+  // The final state values written by the commit so far (a BatchTxn reads
+  // through it and applies into it).
+  BatchOverlay& state() { return state_; }
+
+  // Records the outcome of `message` for the offsets (OffsetTracker::Add).
+  void AddOutcome(const Message& message, Outcome outcome) {
+    offsets_.Add(message, outcome);
+  }
+
+  // Adds the dedupe record `value` for `key` in `family`.
+  void AddRecord(rocksdb::ColumnFamilyHandle* family, const DedupeKey& key,
+                 std::string value) {
+    records_.push_back(NewRecord{family, key, std::move(value)});
+  }
+
+  // Builds the commit into `batch`: the state writes sorted by key, then the
+  // dedupe records sorted by family ID, then key (into `records`, which is
+  // `batch` except for a deliberately split commit), then per partition the
+  // offset, if higher than the one in `stored` (offsets never move back).
+  // Sorted inserts let RocksDB's memtable skiplist reuse its search position.
+  // Fails only if RocksDB refuses an entry (converted RocksDB error).
+  absl::Status Build(const StoredOffsets& stored, rocksdb::WriteBatch& batch,
+                     rocksdb::WriteBatch& records);
+
+ private:
+  struct NewRecord {
+    rocksdb::ColumnFamilyHandle* family;
+    DedupeKey key;
+    std::string value;
+  };
+
+  rocksdb::ColumnFamilyHandle* const state_family_;
+  rocksdb::ColumnFamilyHandle* const offsets_family_;
+  BatchOverlay state_;
+  std::vector<NewRecord> records_;
+  OffsetTracker offsets_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_COMMIT_BATCH_H_
