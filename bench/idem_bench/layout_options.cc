@@ -88,20 +88,14 @@ rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
                                      FifoSlackSeconds(o.window) + 1);
       cf.periodic_compaction_seconds = 0;
       break;
-    case Layout::kBuckets:
-      // Dropped whole: no filter, no periodic rewrite.
-      cf.compaction_filter_factory = nullptr;
-      cf.periodic_compaction_seconds = 0;
-      cf.ttl = 0;
-      break;
   }
   return cf;
 }
 
-// The dedupe families of every layout: the engine's idem.dedupe and expiry
-// buckets (idem.dedupe.until.<end>), and the bucket layout's own buckets.
+// The dedupe families of every layout: idem.dedupe, and the engine's expiry
+// buckets (idem.dedupe.until.<end>).
 bool IsDedupeFamily(const std::string& name) {
-  return name == kDedupeColumnFamily || name.rfind(kBucketPrefix, 0) == 0 ||
+  return name == kDedupeColumnFamily ||
          ParseBucketFamilyName(name).has_value();
 }
 

@@ -27,9 +27,6 @@
 
 namespace idem::bench {
 
-// kBuckets' column families are named kBucketPrefix + the bucket's number.
-inline constexpr char kBucketPrefix[] = "idem.dedupe.b";
-
 // kUnavailable naming `what` unless `s` is OK.
 absl::Status FromRocks(const rocksdb::Status& s, std::string_view what);
 

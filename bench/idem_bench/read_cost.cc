@@ -4,11 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "bench/idem_bench/layout_options.h"
 #include "engine/expiry_buckets.h"
 #include "engine/record.h"
@@ -110,24 +108,11 @@ absl::StatusOr<ReadCost> MeasureReadCost(
   s = rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles,
                                    &db);
   if (!s.ok()) return FromRocks(s, "opening " + path + " read-only");
-  // Dedupe families, newest bucket first.
-  std::vector<std::pair<int64_t, rocksdb::ColumnFamilyHandle*>> dedupe;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!IsDedupeFamily(names[i])) continue;
-    int64_t id = 0;
-    if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
-      id = *end;
-    } else if (names[i] != kDedupeColumnFamily &&
-               !absl::SimpleAtoi(names[i].substr(std::strlen(kBucketPrefix)),
-                                 &id)) {
-      id = 0;
-    }
-    dedupe.emplace_back(id, handles[i]);
-  }
-  std::sort(dedupe.begin(), dedupe.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
+  // A RocksDB layout's one dedupe family.
   std::vector<rocksdb::ColumnFamilyHandle*> families;
-  for (const auto& [id, handle] : dedupe) families.push_back(handle);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (IsDedupeFamily(names[i])) families.push_back(handles[i]);
+  }
   cost.miss = MeasureLookups(db, families, *parts.statistics, miss_ids);
   cost.hit = MeasureLookups(db, families, *parts.statistics, hit_ids);
   db->GetAggregatedIntProperty(

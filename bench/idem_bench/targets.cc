@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -16,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/idem_bench/layout_options.h"
+#include "engine/commit_batch.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "idem/engine.h"
@@ -24,10 +24,6 @@
 
 namespace idem::bench {
 namespace {
-
-std::string_view View(const rocksdb::Slice& s) {
-  return std::string_view(s.data(), s.size());
-}
 
 // The state key a message's handler writes: one of `state_keys` keys, chosen
 // by the ID's hash, so every layout writes the same keys.
@@ -139,24 +135,21 @@ class RawTarget : public Target {
   RawTarget(const TargetOptions& options, RawParts parts)
       : options_(options),
         parts_(std::move(parts)),
-        window_us_(absl::ToInt64Microseconds(options.window)),
-        bucket_us_(std::max<int64_t>(1, window_us_ / kBucketsPerWindow)),
+        record_options_(EngineOptions(options)),
         fifo_slack_us_(FifoSlackSeconds(options.window) * 1000000),
         state_value_(static_cast<size_t>(options.state_bytes), 's') {}
 
   ~RawTarget() override { Close().IgnoreError(); }
 
   absl::Status Open(const std::string& path) {
+    absl::MutexLock lock(&mu_);
     rocksdb::DBOptions db_options =
         RawDbOptions(options_, options_.env, parts_);
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
-    std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName,
-                                      kStateColumnFamily,
-                                      kOffsetsColumnFamily};
-    if (options_.layout != Layout::kBuckets) {
-      names.push_back(kDedupeColumnFamily);
-    }
+    const std::vector<std::string> names = {
+        rocksdb::kDefaultColumnFamilyName, kStateColumnFamily,
+        kOffsetsColumnFamily, kDedupeColumnFamily};
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     for (const std::string& name : names) {
       descriptors.emplace_back(name, RawOptionsFor(name, options_, parts_));
@@ -166,7 +159,7 @@ class RawTarget : public Target {
     if (!s.ok()) return FromRocks(s, "opening " + path);
     state_ = handles_[1];
     offsets_ = handles_[2];
-    if (options_.layout != Layout::kBuckets) dedupe_ = handles_[3];
+    dedupe_ = handles_[3];
     last_flush_us_ = TimeToMicros(options_.clock->Now());
     return absl::OkStatus();
   }
@@ -174,80 +167,70 @@ class RawTarget : public Target {
   absl::StatusOr<BatchOutcome> ProcessBatch(
       absl::Span<const Delivery> batch) override {
     BatchOutcome outcome;
+    rocksdb::DB* db = nullptr;  // for the sync, outside the lock
     {
       absl::MutexLock lock(&mu_);
       if (db_ == nullptr) return absl::FailedPreconditionError("closed");
       const int64_t now_us = TimeToMicros(options_.clock->Now());
       if (absl::Status s = MaintainLocked(now_us); !s.ok()) return s;
 
+      // The engine's commit path (engine/commit_batch.h): one lookup of
+      // the batch's keys and stored offsets, then CommitBuilder's sorted
+      // WriteBatch. The handler's only work is the state write.
       const size_t n = batch.size();
+      std::vector<Message> messages(n);
       std::vector<DedupeKey> keys(n);
-      for (size_t i = 0; i < n; ++i) keys[i] = HashMessageId(batch[i].id);
-      std::vector<bool> live(n, false);
-      if (absl::Status s = LookupLocked(keys, now_us, &live); !s.ok()) {
-        return s;
-      }
-
-      absl::flat_hash_set<std::string_view> in_batch;
-      std::map<std::string, std::string_view> state;
-      std::vector<std::string_view> records;
-      std::map<int32_t, int64_t> offsets;
       for (size_t i = 0; i < n; ++i) {
-        const std::string_view key = KeyView(keys[i]);
-        const bool duplicate = live[i] || in_batch.contains(key);
+        messages[i].id = batch[i].id;
+        if (batch[i].offset >= 0) {
+          messages[i].source = kBenchTopic;
+          messages[i].partition = batch[i].partition;
+          messages[i].offset = batch[i].offset;
+        }
+        keys[i] = HashMessageId(batch[i].id);
+      }
+      absl::StatusOr<std::vector<std::optional<std::string>>> live =
+          LookupLive(db_, absl::MakeConstSpan(&dedupe_, 1), keys, now_us);
+      if (!live.ok()) return live.status();
+      absl::StatusOr<StoredOffsets> stored =
+          ReadStoredOffsets(db_, offsets_, messages);
+      if (!stored.ok()) return stored.status();
+
+      CommitBuilder commit(state_, offsets_);
+      absl::flat_hash_set<DedupeKey> in_batch;
+      for (size_t i = 0; i < n; ++i) {
+        const bool duplicate =
+            (*live)[i].has_value() || in_batch.contains(keys[i]);
         if (duplicate) {
           ++outcome.duplicates;
           if (!batch[i].expect_duplicate) ++outcome.false_duplicates;
         } else {
           ++outcome.processed;
           if (batch[i].expect_duplicate) ++outcome.missed_duplicates;
-          in_batch.insert(key);
-          records.push_back(key);
+          in_batch.insert(keys[i]);
           if (options_.state_bytes > 0) {
-            state[StateKey(batch[i].id, options_.state_keys)] = state_value_;
+            commit.state()[StateKey(batch[i].id, options_.state_keys)] =
+                state_value_;
           }
+          commit.AddRecord(
+              dedupe_, keys[i],
+              EncodeDedupeRecord(
+                  RecordExpiry(record_options_, messages[i], now_us), ""));
         }
-        if (batch[i].offset >= 0) {
-          int64_t& o = offsets.try_emplace(batch[i].partition, -1).first->second;
-          o = std::max(o, batch[i].offset);
-        }
+        commit.AddOutcome(messages[i], duplicate ? Outcome::kDuplicate
+                                                 : Outcome::kProcessed);
       }
-      std::sort(records.begin(), records.end());
-
       rocksdb::WriteBatch wb;
-      for (const auto& [key, value] : state) {
-        rocksdb::Status s = wb.Put(state_, key, rocksdb::Slice(value.data(),
-                                                               value.size()));
-        if (!s.ok()) return FromRocks(s, "building the batch");
-      }
-      const int64_t expiry_us = now_us + window_us_;
-      const std::string value = EncodeDedupeRecord(expiry_us, "");
-      rocksdb::ColumnFamilyHandle* cf = dedupe_;
-      if (options_.layout == Layout::kBuckets && !records.empty()) {
-        absl::StatusOr<rocksdb::ColumnFamilyHandle*> bucket =
-            BucketLocked(expiry_us / bucket_us_);
-        if (!bucket.ok()) return bucket.status();
-        cf = *bucket;
-      }
-      for (std::string_view key : records) {
-        rocksdb::Status s = wb.Put(cf, rocksdb::Slice(key.data(), key.size()),
-                                   value);
-        if (!s.ok()) return FromRocks(s, "building the batch");
-      }
-      for (const auto& [partition, offset] : offsets) {
-        rocksdb::Status s =
-            wb.Put(offsets_, EncodeOffsetKey(kBenchTopic, partition),
-                   EncodeOffsetValue(offset));
-        if (!s.ok()) return FromRocks(s, "building the batch");
-      }
+      if (absl::Status s = commit.Build(*stored, wb, wb); !s.ok()) return s;
       rocksdb::WriteOptions write;
       write.sync = options_.durability == Durability::kSync;
       rocksdb::Status s = db_->Write(write, &wb);
       if (!s.ok()) return FromRocks(s, "committing");
       user_bytes_.fetch_add(wb.GetDataSize(), std::memory_order_relaxed);
+      db = db_;
     }
     if (options_.durability == Durability::kBuffered && options_.ack_durable) {
-      rocksdb::Status s = db_->SyncWAL();
+      rocksdb::Status s = db->SyncWAL();
       if (!s.ok()) return FromRocks(s, "syncing the WAL");
     }
     return outcome;
@@ -263,18 +246,13 @@ class RawTarget : public Target {
     c.flush_bytes = t.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);
     c.compaction_bytes = t.getTickerCount(rocksdb::COMPACT_WRITE_BYTES);
     c.expired_dropped = parts_.filter->dropped();
-    c.expired_dropped_whole = dropped_whole_;
     if (parts_.fifo_drops != nullptr) {
-      c.expired_dropped_whole += parts_.fifo_drops->dropped();
+      c.expired_dropped_whole = parts_.fifo_drops->dropped();
     }
     db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize,
                                   &c.live_sst_bytes);
-    for (rocksdb::ColumnFamilyHandle* cf : DedupeFamiliesLocked()) {
-      uint64_t keys = 0;
-      db_->GetIntProperty(cf, rocksdb::DB::Properties::kEstimateNumKeys,
-                          &keys);
-      c.estimated_records += keys;
-    }
+    db_->GetIntProperty(dedupe_, rocksdb::DB::Properties::kEstimateNumKeys,
+                        &c.estimated_records);
     return c;
   }
 
@@ -282,32 +260,9 @@ class RawTarget : public Target {
     absl::MutexLock lock(&mu_);
     if (db_ == nullptr) return std::nullopt;
     InternalFigures f;
-    const std::vector<rocksdb::ColumnFamilyHandle*> families =
-        DedupeFamiliesLocked();
-    if (!families.empty()) {
-      db_->GetProperty(families.back(), rocksdb::DB::Properties::kStats,
-                       &f.rocksdb_stats);
-    }
-    if (options_.layout != Layout::kBuckets) {
-      f.rocksdb_sum_wamp = ParseSumWriteAmp(f.rocksdb_stats);
-    } else {
-      double write_gb = 0, flushed_gb = 0;
-      for (rocksdb::ColumnFamilyHandle* cf : families) {
-        std::map<std::string, std::string> stats;
-        if (!db_->GetMapProperty(cf, rocksdb::DB::Properties::kCFStats,
-                                 &stats)) {
-          continue;
-        }
-        double w = 0, amp = 0;
-        if (absl::SimpleAtod(stats["compaction.Sum.WriteGB"], &w) &&
-            absl::SimpleAtod(stats["compaction.Sum.WriteAmp"], &amp) &&
-            amp > 0) {
-          write_gb += w;
-          flushed_gb += w / amp;
-        }
-      }
-      if (flushed_gb > 0) f.rocksdb_sum_wamp = write_gb / flushed_gb;
-    }
+    db_->GetProperty(dedupe_, rocksdb::DB::Properties::kStats,
+                     &f.rocksdb_stats);
+    f.rocksdb_sum_wamp = ParseSumWriteAmp(f.rocksdb_stats);
     db_->GetAggregatedIntProperty(
         rocksdb::DB::Properties::kCurSizeAllMemTables, &f.memtable_bytes);
     db_->GetAggregatedIntProperty(
@@ -321,8 +276,6 @@ class RawTarget : public Target {
   absl::Status Close() override {
     absl::MutexLock lock(&mu_);
     if (db_ == nullptr) return absl::OkStatus();
-    for (auto& [id, handle] : buckets_) handles_.push_back(handle);
-    buckets_.clear();
     for (rocksdb::ColumnFamilyHandle* h : handles_) {
       db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
     }
@@ -334,16 +287,7 @@ class RawTarget : public Target {
   }
 
  private:
-  std::vector<rocksdb::ColumnFamilyHandle*> DedupeFamiliesLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (options_.layout != Layout::kBuckets) return {dedupe_};
-    std::vector<rocksdb::ColumnFamilyHandle*> out;
-    for (const auto& [id, handle] : buckets_) out.push_back(handle);
-    return out;
-  }
-
-  // FIFO: flush at least once per slack. Buckets: drop every bucket whose
-  // records have all expired.
+  // FIFO: flush at least once per slack.
   absl::Status MaintainLocked(int64_t now_us)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (options_.layout == Layout::kFifo &&
@@ -355,79 +299,13 @@ class RawTarget : public Target {
       if (!s.ok()) return FromRocks(s, "flushing");
       last_flush_us_ = now_us;
     }
-    while (!buckets_.empty() &&
-           (buckets_.begin()->first + 1) * bucket_us_ <= now_us) {
-      rocksdb::ColumnFamilyHandle* handle = buckets_.begin()->second;
-      uint64_t keys = 0;
-      db_->GetIntProperty(handle, rocksdb::DB::Properties::kEstimateNumKeys,
-                          &keys);
-      rocksdb::Status s = db_->DropColumnFamily(handle);
-      if (!s.ok()) return FromRocks(s, "dropping a bucket");
-      db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
-      buckets_.erase(buckets_.begin());
-      dropped_whole_ += keys;
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<rocksdb::ColumnFamilyHandle*> BucketLocked(int64_t id)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = buckets_.find(id);
-    if (it != buckets_.end()) return it->second;
-    const std::string name = absl::StrCat(kBucketPrefix, id);
-    rocksdb::ColumnFamilyHandle* handle = nullptr;
-    rocksdb::Status s = db_->CreateColumnFamily(
-        RawDedupeOptions(options_, parts_), name, &handle);
-    if (!s.ok()) return FromRocks(s, "creating bucket " + name);
-    buckets_[id] = handle;
-    return handle;
-  }
-
-  // Sets live[i] if a non-expired record for keys[i] is stored.
-  absl::Status LookupLocked(const std::vector<DedupeKey>& keys, int64_t now_us,
-                            std::vector<bool>* live)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<size_t> pending(keys.size());
-    for (size_t i = 0; i < keys.size(); ++i) pending[i] = i;
-    std::vector<rocksdb::ColumnFamilyHandle*> families = DedupeFamiliesLocked();
-    std::reverse(families.begin(), families.end());  // newest bucket first
-    for (rocksdb::ColumnFamilyHandle* cf : families) {
-      if (pending.empty()) break;
-      const size_t n = pending.size();
-      std::vector<rocksdb::Slice> slices(n);
-      for (size_t j = 0; j < n; ++j) {
-        slices[j] = rocksdb::Slice(keys[pending[j]].data(), kDedupeKeyBytes);
-      }
-      std::vector<rocksdb::PinnableSlice> values(n);
-      std::vector<rocksdb::Status> statuses(n);
-      db_->MultiGet(rocksdb::ReadOptions(), cf, n, slices.data(),
-                    values.data(), statuses.data());
-      std::vector<size_t> still;
-      for (size_t j = 0; j < n; ++j) {
-        if (statuses[j].IsNotFound()) {
-          still.push_back(pending[j]);
-          continue;
-        }
-        if (!statuses[j].ok()) return FromRocks(statuses[j], "reading");
-        std::optional<DedupeRecord> record = DecodeDedupeRecord(View(values[j]));
-        if (!record.has_value()) {
-          return absl::DataLossError("undecodable dedupe record");
-        }
-        if (!IsExpired(*record, now_us)) {
-          (*live)[pending[j]] = true;
-        } else {
-          still.push_back(pending[j]);
-        }
-      }
-      pending = std::move(still);
-    }
     return absl::OkStatus();
   }
 
   const TargetOptions options_;
   const RawParts parts_;
-  const int64_t window_us_;
-  const int64_t bucket_us_;
+  // The engine's Options for this layout's window (record expiry).
+  const Options record_options_;
   const int64_t fifo_slack_us_;
   const std::string state_value_;
   std::atomic<uint64_t> user_bytes_{0};
@@ -438,10 +316,7 @@ class RawTarget : public Target {
   rocksdb::ColumnFamilyHandle* state_ ABSL_GUARDED_BY(mu_) = nullptr;
   rocksdb::ColumnFamilyHandle* offsets_ ABSL_GUARDED_BY(mu_) = nullptr;
   rocksdb::ColumnFamilyHandle* dedupe_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::map<int64_t, rocksdb::ColumnFamilyHandle*> buckets_
-      ABSL_GUARDED_BY(mu_);
   int64_t last_flush_us_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t dropped_whole_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
@@ -456,20 +331,18 @@ const char* LayoutName(Layout layout) {
       return "universal";
     case Layout::kFifo:
       return "fifo";
-    case Layout::kBuckets:
-      return "buckets";
   }
   return "?";
 }
 
 absl::StatusOr<Layout> ParseLayout(std::string_view name) {
   for (Layout l : {Layout::kEngine, Layout::kLeveled, Layout::kUniversal,
-                   Layout::kFifo, Layout::kBuckets}) {
+                   Layout::kFifo}) {
     if (name == LayoutName(l)) return l;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown layout '", std::string(name),
-                   "' (expected engine, leveled, universal, fifo or buckets)"));
+                   "' (expected engine, leveled, universal or fifo)"));
 }
 
 absl::StatusOr<std::unique_ptr<Target>> OpenTarget(

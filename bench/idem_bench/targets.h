@@ -1,23 +1,22 @@
 // Storage layouts that idem-bench compares on the same workload.
 //
-// kEngine drives the real idem::Engine. The other layouts open RocksDB
-// directly with the engine's schema (XXH3-128 keys and records from
-// engine/record.h, the TTL filter from engine/ttl_filter.h, the engine's
-// batch shape: one WriteBatch of sorted state writes, sorted dedupe records
-// and offsets per commit, after one MultiGet of the batch's keys) and differ
-// only in how dedupe records are laid out and expired:
+// kEngine drives the real idem::Engine (with Options::expiry_buckets from
+// TargetOptions, the engine's own time-bucket layout). The other layouts
+// open RocksDB directly with the engine's schema and commit path: the
+// engine's lookups, record placement and batch builder
+// (engine/commit_batch.h; XXH3-128 keys and records from engine/record.h,
+// the TTL filter from engine/ttl_filter.h), with a handler whose only work
+// is the state write. They differ only in how the dedupe family is
+// configured, which the engine does not offer:
 //
-//   kLeveled    the engine's options (copied from engine/store.cc): leveled
-//               compaction with dynamic level sizes, the TTL filter at flush
-//               and compaction, periodic compaction once per window
+//   kLeveled    the engine's options (engine/store.cc): leveled compaction
+//               with dynamic level sizes, the TTL filter at flush and
+//               compaction, periodic compaction once per window; unlike
+//               kEngine it reports the dedupe family's rocksdb.stats
 //   kUniversal  universal compaction, same filter and periodic compaction
 //   kFifo       FIFO compaction: whole files are deleted once their newest
 //               record has expired (ttl = window + slack; the memtable is
 //               flushed at least once per slack); the filter runs at flush
-//   kBuckets    one column family per time bucket (records grouped by
-//               expiry, bucket width window / kBucketsPerWindow), each
-//               dropped whole once every record in it has expired; lookups
-//               probe every live bucket
 //
 // targets.cc implements the targets; layout_options.h holds each layout's
 // options. A Target is safe for concurrent use (commits are serialised by a
@@ -45,13 +44,11 @@
 
 namespace idem::bench {
 
-enum class Layout { kEngine, kLeveled, kUniversal, kFifo, kBuckets };
-
-inline constexpr int kBucketsPerWindow = 4;
+enum class Layout { kEngine, kLeveled, kUniversal, kFifo };
 
 const char* LayoutName(Layout layout);
-// Parses a layout name ("engine", "leveled", "universal", "fifo",
-// "buckets"); kInvalidArgument otherwise.
+// Parses a layout name ("engine", "leveled", "universal", "fifo");
+// kInvalidArgument otherwise.
 absl::StatusOr<Layout> ParseLayout(std::string_view name);
 
 struct TargetOptions {
@@ -94,7 +91,7 @@ struct TargetCounters {
   // Records removed by the TTL compaction filter (kRemove decisions).
   uint64_t expired_dropped = 0;
   // Records removed without a rewrite: entries of files FIFO deleted, or of
-  // bucket column families dropped.
+  // the engine's expiry buckets dropped.
   uint64_t expired_dropped_whole = 0;
   uint64_t live_sst_bytes = 0;
   // RocksDB's estimate of dedupe records held (live and not yet removed).
@@ -107,9 +104,7 @@ struct TargetCounters {
 // RocksDB-internal figures that only a directly opened layout can report.
 struct InternalFigures {
   // The "Sum" row's W-Amp of the dedupe column family's compaction stats
-  // (rocksdb.stats), relative to flushed bytes, without the WAL. For
-  // kBuckets: Sum(Write) / Sum(Write / W-Amp) over live bucket families
-  // from rocksdb.cfstats (dropped buckets' stats are gone).
+  // (rocksdb.stats), relative to flushed bytes, without the WAL.
   std::optional<double> rocksdb_sum_wamp;
   std::string rocksdb_stats;  // the dedupe family's rocksdb.stats text
   uint64_t memtable_bytes = 0;       // rocksdb.cur-size-all-mem-tables

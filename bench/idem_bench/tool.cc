@@ -76,7 +76,7 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
   options.layouts.clear();
   if (args.layout == "all") {
     options.layouts = {Layout::kEngine, Layout::kLeveled, Layout::kUniversal,
-                       Layout::kFifo, Layout::kBuckets};
+                       Layout::kFifo};
   } else {
     for (absl::string_view name :
          absl::StrSplit(args.layout, ',', absl::SkipEmpty())) {
