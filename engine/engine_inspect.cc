@@ -199,11 +199,16 @@ absl::Status EngineImpl::CompactExpired() {
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(**store)) {
+    // allow_write_stall: without it, both calls first wait for a write
+    // stall to clear, which never happens while a full disk holds back
+    // RocksDB's flushes (the call then hung instead of failing).
     rocksdb::FlushOptions flush;
     flush.wait = true;
+    flush.allow_write_stall = true;
     rocksdb::Status s = (*store)->db->Flush(flush, family);
     if (!s.ok()) return FromRocksStatus(s, "flushing dedupe records");
     rocksdb::CompactRangeOptions compact;
+    compact.allow_write_stall = true;
     // Rewrite bottommost files too, so every record meets the filter.
     compact.bottommost_level_compaction =
         rocksdb::BottommostLevelCompaction::kForce;
