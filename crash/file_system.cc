@@ -6,89 +6,140 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
+#include <string_view>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 namespace idem::crash {
 namespace {
 
-// A writable file that reports its synced length to the journal.
+bool IsWal(const std::string& fname) {
+  constexpr std::string_view kSuffix = ".log";
+  return fname.size() >= kSuffix.size() &&
+         fname.compare(fname.size() - kSuffix.size(), kSuffix.size(),
+                       kSuffix) == 0;
+}
+
+bool IsTarget(const std::string& fname, FaultTarget target) {
+  return target == FaultTarget::kAllFiles || IsWal(fname);
+}
+
+std::string Normal(const std::string& fname) {
+  return std::filesystem::path(fname).lexically_normal().string();
+}
+
+// A writable file that reports its synced length to the journal and fails
+// the operations its file system tells it to.
 class JournaledWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
  public:
   JournaledWritableFile(std::unique_ptr<rocksdb::FSWritableFile> file,
                         std::string fname, uint64_t size, CrashFileSystem* fs)
       : FSWritableFileOwnerWrapper(std::move(file)),
         fname_(std::move(fname)),
-        size_(size),
-        fs_(fs) {}
+        fs_(fs),
+        sizes_(fs->TrackFile(fname_, size)) {}
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data,
                            const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->Before(FsOp::kAppend); !s.ok()) return s;
+    if (rocksdb::IOStatus s = BeforeAppend(); !s.ok()) return s;
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Append(data, options, dbg);
-    if (s.ok()) size_ += data.size();
+    if (s.ok()) fs_->NoteAppend(*sizes_, kAtEnd, data.size());
     return s;
   }
   rocksdb::IOStatus Append(const rocksdb::Slice& data,
                            const rocksdb::IOOptions& options,
                            const rocksdb::DataVerificationInfo& info,
                            rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->Before(FsOp::kAppend); !s.ok()) return s;
+    if (rocksdb::IOStatus s = BeforeAppend(); !s.ok()) return s;
     rocksdb::IOStatus s =
         FSWritableFileOwnerWrapper::Append(data, options, info, dbg);
-    if (s.ok()) size_ += data.size();
+    if (s.ok()) fs_->NoteAppend(*sizes_, kAtEnd, data.size());
     return s;
   }
   rocksdb::IOStatus PositionedAppend(const rocksdb::Slice& data,
                                      uint64_t offset,
                                      const rocksdb::IOOptions& options,
                                      rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->Before(FsOp::kAppend); !s.ok()) return s;
+    if (rocksdb::IOStatus s = BeforeAppend(); !s.ok()) return s;
     rocksdb::IOStatus s =
         FSWritableFileOwnerWrapper::PositionedAppend(data, offset, options, dbg);
-    if (s.ok()) size_ = std::max<uint64_t>(size_, offset + data.size());
+    if (s.ok()) fs_->NoteAppend(*sizes_, offset, data.size());
     return s;
   }
   rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Truncate(size, options, dbg);
-    if (s.ok()) size_ = size;
+    if (s.ok()) fs_->NoteTruncate(*sizes_, size);
     return s;
+  }
+  rocksdb::IOStatus Flush(const rocksdb::IOOptions& options,
+                          rocksdb::IODebugContext* dbg) override {
+    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false); !s.ok()) return s;
+    return FSWritableFileOwnerWrapper::Flush(options, dbg);
+  }
+  rocksdb::IOStatus RangeSync(uint64_t offset, uint64_t nbytes,
+                              const rocksdb::IOOptions& options,
+                              rocksdb::IODebugContext* dbg) override {
+    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false); !s.ok()) return s;
+    return FSWritableFileOwnerWrapper::RangeSync(offset, nbytes, options, dbg);
   }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
                          rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->Before(FsOp::kSync); !s.ok()) return s;
+    if (rocksdb::IOStatus s = BeforeSync(); !s.ok()) return s;
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Sync(options, dbg);
-    if (s.ok()) fs_->JournalSync(fname_, size_);
+    AfterSync(s.ok());
     return s;
   }
   rocksdb::IOStatus Fsync(const rocksdb::IOOptions& options,
                           rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->Before(FsOp::kSync); !s.ok()) return s;
+    if (rocksdb::IOStatus s = BeforeSync(); !s.ok()) return s;
     rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Fsync(options, dbg);
-    if (s.ok()) fs_->JournalSync(fname_, size_);
+    AfterSync(s.ok());
     return s;
   }
 
  private:
+  static constexpr uint64_t kAtEnd = UINT64_MAX;
+
+  rocksdb::IOStatus BeforeAppend() {
+    if (rocksdb::IOStatus s = fs_->Before(FsOp::kAppend); !s.ok()) return s;
+    return fs_->MaybeFail(fname_, true);
+  }
+  rocksdb::IOStatus BeforeSync() {
+    if (rocksdb::IOStatus s = fs_->Before(FsOp::kSync); !s.ok()) return s;
+    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false); !s.ok()) return s;
+    fs_->BeforeSync(fname_);
+    return rocksdb::IOStatus::OK();
+  }
+  void AfterSync(bool ok) {
+    fs_->AfterSync(fname_, ok);
+    if (ok) fs_->NoteSync(fname_, *sizes_);
+  }
+
   const std::string fname_;
-  uint64_t size_;  // bytes in the real file (written through)
   CrashFileSystem* const fs_;
+  const std::shared_ptr<CrashFileSystem::FileSizes> sizes_;
 };
 
 rocksdb::IOStatus ToIOStatus(absl::StatusCode code) {
   if (code == absl::StatusCode::kResourceExhausted) {
-    return rocksdb::IOStatus::NoSpace("injected by CrashFileSystem");
+    return rocksdb::IOStatus::NoSpace(
+        "injected by CrashFileSystem: no space left on device");
   }
-  return rocksdb::IOStatus::IOError("injected by CrashFileSystem");
+  return rocksdb::IOStatus::IOError("injected by CrashFileSystem: I/O error");
 }
 
 uint64_t FileSizeOrZero(const std::string& path) {
@@ -153,6 +204,152 @@ void CrashFileSystem::Journal(const std::string& line) {
 
 void CrashFileSystem::JournalSync(const std::string& fname, uint64_t size) {
   Journal(absl::StrCat("S\t", size, "\t", fname, "\n"));
+}
+
+void CrashFileSystem::SetFault(absl::StatusCode code, FaultTarget target) {
+  appends_left_.store(-1);
+  target_.store(target);
+  fault_.store(code);
+}
+
+void CrashFileSystem::FailAfterAppends(int n, absl::StatusCode code,
+                                       FaultTarget target) {
+  fault_.store(absl::StatusCode::kOk);
+  armed_fault_.store(code);
+  armed_target_.store(target);
+  appends_left_.store(n);
+}
+
+rocksdb::IOStatus CrashFileSystem::MaybeFail(const std::string& fname,
+                                             bool append) {
+  if (append && appends_left_.load() >= 0 &&
+      IsTarget(fname, armed_target_.load())) {
+    int left = appends_left_.load();
+    while (left >= 0 && !appends_left_.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left == 0) {
+      // This append trips the armed fault.
+      target_.store(armed_target_.load());
+      fault_.store(armed_fault_.load());
+    }
+  }
+  const absl::StatusCode fault = fault_.load();
+  if (fault == absl::StatusCode::kOk || !IsTarget(fname, target_.load())) {
+    return rocksdb::IOStatus::OK();
+  }
+  failures_.fetch_add(1);
+  return ToIOStatus(fault);
+}
+
+void CrashFileSystem::BeforeSync(const std::string& fname) {
+  if (!IsWal(fname)) return;
+  const int64_t delay_us = wal_sync_delay_us_.load();
+  if (delay_us > 0) absl::SleepFor(absl::Microseconds(delay_us));
+}
+
+void CrashFileSystem::AfterSync(const std::string& fname, bool ok) {
+  if (ok && IsWal(fname)) wal_syncs_.fetch_add(1);
+}
+
+std::shared_ptr<CrashFileSystem::FileSizes> CrashFileSystem::TrackFile(
+    const std::string& fname, uint64_t synced_size) {
+  auto sizes = std::make_shared<FileSizes>();
+  sizes->written = synced_size;
+  sizes->synced = synced_size;
+  absl::MutexLock lock(&sizes_mu_);
+  sizes_[Normal(fname)] = sizes;
+  return sizes;
+}
+
+void CrashFileSystem::NoteAppend(FileSizes& file, uint64_t offset,
+                                 uint64_t bytes) {
+  absl::MutexLock lock(&sizes_mu_);
+  if (offset == UINT64_MAX) {
+    file.written += bytes;
+  } else {
+    file.written = std::max<uint64_t>(file.written, offset + bytes);
+  }
+}
+
+void CrashFileSystem::NoteTruncate(FileSizes& file, uint64_t size) {
+  absl::MutexLock lock(&sizes_mu_);
+  file.written = size;
+  file.synced = std::min(file.synced, size);
+}
+
+void CrashFileSystem::NoteSync(const std::string& fname, FileSizes& file) {
+  uint64_t size = 0;
+  {
+    absl::MutexLock lock(&sizes_mu_);
+    file.synced = file.written;
+    size = file.synced;
+  }
+  JournalSync(fname, size);
+}
+
+absl::Status CrashFileSystem::CopyDurableImage(const std::string& from,
+                                               const std::string& to) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(to, ec)) {
+    return absl::InvalidArgumentError(to + " already exists");
+  }
+  if (!fs::create_directories(to, ec)) {
+    return absl::InternalError("cannot create " + to + ": " + ec.message());
+  }
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(from, ec)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  if (ec) {
+    return absl::InternalError("cannot list " + from + ": " + ec.message());
+  }
+  for (const fs::path& file : files) {
+    uint64_t size = fs::file_size(file, ec);
+    if (ec) continue;  // deleted meanwhile (an obsolete file)
+    if (IsWal(file.string())) {
+      absl::MutexLock lock(&sizes_mu_);
+      auto it = sizes_.find(file.lexically_normal().string());
+      if (it != sizes_.end()) size = std::min(size, it->second->synced);
+    }
+    std::ifstream in(file, std::ios::binary);
+    std::ofstream out(fs::path(to) / file.filename(), std::ios::binary);
+    std::vector<char> buffer(size);
+    if (!in.read(buffer.data(), static_cast<std::streamsize>(size)) ||
+        !out.write(buffer.data(), static_cast<std::streamsize>(size))) {
+      return absl::InternalError("cannot copy " + file.string());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CrashFileSystem::DropUnsyncedWalData(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && IsWal(entry.path().string())) {
+      files.push_back(entry.path());
+    }
+  }
+  if (ec) return absl::InternalError("cannot list " + dir + ": " + ec.message());
+  absl::MutexLock lock(&sizes_mu_);
+  for (const fs::path& file : files) {
+    auto it = sizes_.find(file.lexically_normal().string());
+    if (it == sizes_.end()) continue;
+    FileSizes& sizes = *it->second;
+    const uint64_t size = fs::file_size(file, ec);
+    if (ec) continue;
+    if (size > sizes.synced) {
+      fs::resize_file(file, sizes.synced, ec);
+      if (ec) {
+        return absl::InternalError("cannot truncate " + file.string() + ": " +
+                                   ec.message());
+      }
+    }
+    sizes.written = sizes.synced;
+  }
+  return absl::OkStatus();
 }
 
 void CrashFileSystem::JournalCreate(const std::string& fname,

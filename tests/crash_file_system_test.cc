@@ -13,6 +13,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "rocksdb/file_system.h"
 #include "util/temp_dir.h"
@@ -198,6 +201,89 @@ TEST_F(CrashFsTest, KillPointKillsTheProcessBeforeTheNthSync) {
   EXPECT_EQ(ReadFile(path), "firstsecond");  // the kill alone loses nothing
   ASSERT_TRUE(ApplyPowerLoss(journal_).ok());
   EXPECT_EQ(ReadFile(path), "first");  // the power loss drops the unsynced
+}
+
+TEST_F(CrashFsTest, SetFaultFailsOnlyWalFilesUntilCleared) {
+  auto fs = MakeFs();
+  auto wal = NewFile(*fs, dir_.Sub("000001.log"));
+  auto sst = NewFile(*fs, dir_.Sub("000002.sst"));
+  fs->SetFault(absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Append(*wal, "w").IsIOError());
+  EXPECT_TRUE(Sync(*wal).IsIOError());
+  EXPECT_TRUE(wal->Flush(rocksdb::IOOptions(), nullptr).IsIOError());
+  EXPECT_TRUE(Append(*sst, "s").ok());
+  EXPECT_TRUE(Sync(*sst).ok());
+  EXPECT_EQ(fs->failures(), 3);
+  fs->SetFault(absl::StatusCode::kOk);
+  EXPECT_TRUE(Append(*wal, "w").ok());
+  EXPECT_TRUE(Sync(*wal).ok());
+  EXPECT_EQ(ReadFile(dir_.Sub("000001.log")), "w");
+  EXPECT_EQ(fs->failures(), 3);
+}
+
+TEST_F(CrashFsTest, SetFaultOnAllFilesFailsEveryFileWithNoSpace) {
+  auto fs = MakeFs();
+  auto sst = NewFile(*fs, dir_.Sub("MANIFEST-000001"));
+  fs->SetFault(absl::StatusCode::kResourceExhausted,
+               FaultTarget::kAllFiles);
+  EXPECT_TRUE(Append(*sst, "m").IsNoSpace());
+  EXPECT_TRUE(Sync(*sst).IsNoSpace());
+  EXPECT_EQ(fs->failures(), 2);
+}
+
+TEST_F(CrashFsTest, FailAfterAppendsLetsTheFirstAppendsThroughThenFails) {
+  auto fs = MakeFs();
+  auto wal = NewFile(*fs, dir_.Sub("000001.log"));
+  auto sst = NewFile(*fs, dir_.Sub("000002.sst"));
+  fs->FailAfterAppends(2, absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Append(*sst, "not counted").ok());
+  EXPECT_TRUE(Append(*wal, "1").ok());
+  EXPECT_TRUE(Sync(*wal).ok());
+  EXPECT_TRUE(Append(*wal, "2").ok());
+  EXPECT_TRUE(Append(*wal, "3").IsIOError());
+  EXPECT_TRUE(Sync(*wal).IsIOError());  // tripped: like SetFault now
+  fs->SetFault(absl::StatusCode::kOk);
+  EXPECT_TRUE(Append(*wal, "4").ok());
+  EXPECT_EQ(ReadFile(dir_.Sub("000001.log")), "124");
+}
+
+TEST_F(CrashFsTest, CountsWalSyncsAndDelaysThemOnASlowDevice) {
+  auto fs = MakeFs();
+  auto wal = NewFile(*fs, dir_.Sub("000001.log"));
+  auto sst = NewFile(*fs, dir_.Sub("000002.sst"));
+  fs->SetWalSyncDelay(absl::Milliseconds(20));
+  ASSERT_TRUE(Append(*wal, "w").ok());
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(Sync(*wal).ok());
+  EXPECT_TRUE(wal->Fsync(rocksdb::IOOptions(), nullptr).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(40));
+  EXPECT_TRUE(Sync(*sst).ok());  // not a log: neither delayed nor counted
+  fs->SetFault(absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(Sync(*wal).ok());  // failed syncs are not counted
+  EXPECT_EQ(fs->wal_syncs(), 2);
+}
+
+TEST_F(CrashFsTest, DurableImageCutsLogsToTheirSyncedLength) {
+  const std::string db = dir_.Sub("db");
+  ASSERT_TRUE(std::filesystem::create_directory(db));
+  auto fs = MakeFs();
+  auto wal = NewFile(*fs, db + "/000001.log");
+  auto sst = NewFile(*fs, db + "/000002.sst");
+  ASSERT_TRUE(Append(*wal, "synced").ok());
+  ASSERT_TRUE(Sync(*wal).ok());
+  ASSERT_TRUE(Append(*wal, "+lost").ok());
+  ASSERT_TRUE(Append(*sst, "table").ok());  // not a log: copied whole
+
+  ASSERT_TRUE(fs->CopyDurableImage(db, dir_.Sub("image")).ok());
+  EXPECT_EQ(ReadFile(dir_.Sub("image") + "/000001.log"), "synced");
+  EXPECT_EQ(ReadFile(dir_.Sub("image") + "/000002.sst"), "table");
+  EXPECT_EQ(ReadFile(db + "/000001.log"), "synced+lost");  // untouched
+  EXPECT_EQ(fs->CopyDurableImage(db, dir_.Sub("image")).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(fs->DropUnsyncedWalData(db).ok());
+  EXPECT_EQ(ReadFile(db + "/000001.log"), "synced");
+  EXPECT_EQ(ReadFile(db + "/000002.sst"), "table");
 }
 
 TEST_F(CrashFsTest, MissingJournalPathIsAnInvalidArgument) {

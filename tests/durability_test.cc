@@ -1,5 +1,5 @@
 // Durability and failure atomicity of the engine under injected storage
-// faults (tests/testing/faulty_env.h): a commit that hits an I/O error or a
+// faults (idem::crash::CrashFileSystem): a commit that hits an I/O error or a
 // full disk returns the right status code and commits nothing; reads keep
 // working; the engine recovers once the fault clears; under kBuffered,
 // WaitDurable fails during a fault and succeeds after it; a commit is all or
@@ -27,10 +27,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
+#include "idem/crash/file_system.h"
 #include "idem/engine.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
-#include "tests/testing/faulty_env.h"
 #include "tests/testing/findings.h"
 #include "util/temp_dir.h"
 
@@ -38,8 +38,11 @@ namespace idem {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::Fault;
-using testing::FaultyFileSystem;
+using crash::CrashFileSystem;
+using crash::FaultTarget;
+
+// A fault SetFault injects: its status code (kOk: none).
+using Fault = absl::StatusCode;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 constexpr char kSource[] = "topic";
@@ -49,30 +52,26 @@ std::string Name(Durability d) {
 }
 std::string Name(Fault f) {
   switch (f) {
-    case Fault::kNone:
+    case Fault::kOk:
       return "None";
-    case Fault::kIoError:
+    case Fault::kUnavailable:
       return "IoError";
-    case Fault::kNoSpace:
+    case Fault::kResourceExhausted:
       return "NoSpace";
+    default:
+      return "?";
   }
-  return "?";
 }
 
-// The status code a commit must fail with for `fault`.
-absl::StatusCode CodeFor(Fault fault) {
-  return fault == Fault::kNoSpace ? absl::StatusCode::kResourceExhausted
-                                  : absl::StatusCode::kUnavailable;
-}
 
 using testing::Findings;
 
-// An engine on a FaultyFileSystem in a fresh directory.
+// An engine on a CrashFileSystem in a fresh directory.
 class Harness {
  public:
   explicit Harness(Durability durability, const EngineHooks& hooks = {})
-      : fs_(std::make_shared<FaultyFileSystem>(rocksdb::FileSystem::Default())),
-        env_(testing::NewFaultyEnv(fs_)),
+      : fs_(NewFileSystem(dir_.Sub("journal"))),
+        env_(rocksdb::NewCompositeEnv(fs_)),
         clock_(kStart),
         hooks_(hooks) {
     options_.durability = durability;
@@ -91,7 +90,7 @@ class Harness {
   void Close() { engine_.reset(); }
 
   // Opens, with the real engine and the default Env, what a power loss now
-  // would leave of the store (see FaultyFileSystem::CopyDurableImage).
+  // would leave of the store (see CrashFileSystem::CopyDurableImage).
   absl::StatusOr<std::unique_ptr<Engine>> OpenDurableImage() {
     const std::string image = dir_.Sub("image-" + std::to_string(images_++));
     if (absl::Status s = fs_->CopyDurableImage(path(), image); !s.ok()) {
@@ -103,13 +102,23 @@ class Harness {
   }
 
   Engine& engine() { return *engine_; }
-  FaultyFileSystem& fs() { return *fs_; }
+  CrashFileSystem& fs() { return *fs_; }
   std::string path() const { return dir_.Sub("db"); }
   const Options& options() const { return options_; }
 
  private:
+  static std::shared_ptr<CrashFileSystem> NewFileSystem(
+      const std::string& journal) {
+    crash::CrashFsOptions options;
+    options.journal_path = journal;
+    auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
+                                                std::move(options));
+    EXPECT_TRUE(fs->status().ok()) << fs->status();
+    return fs;
+  }
+
   util::TempDir dir_;
-  std::shared_ptr<FaultyFileSystem> fs_;
+  std::shared_ptr<CrashFileSystem> fs_;
   std::unique_ptr<rocksdb::Env> env_;
   ManualClock clock_;
   Options options_;
@@ -256,7 +265,7 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
   ExpectAllOrNothing(f, h.engine(), ids, "after m2's commit");
   absl::StatusOr<Result> m3 = Apply(h.engine(), ids[2], 3);
   f.Expect(!m2.ok() || !m3.ok(), "the armed fault never tripped");
-  h.fs().SetFault(Fault::kNone);
+  h.fs().SetFault(Fault::kOk);
   if (!f.Ok(h.Open(), "reopen after the fault")) return f.Result();
   ExpectAllOrNothing(f, h.engine(), ids, "after reopening");
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -353,13 +362,13 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
       !f.Ok(r3.status(), "delivering m3")) {
     return f.Result();
   }
-  h.fs().SetFault(Fault::kIoError, testing::FaultTarget::kAllFiles);
+  h.fs().SetFault(Fault::kUnavailable, FaultTarget::kAllFiles);
   for (int attempt = 0; attempt <= retries; ++attempt) {
     absl::StatusOr<Result> r4 = Apply(h.engine(), ids[3], 4);
     f.Expect(!r4.ok(), "m4 committed during the fault");
   }
   f.Ok(h.fs().DropUnsyncedWalData(h.path()), "dropping unsynced log data");
-  h.fs().SetFault(Fault::kNone);
+  h.fs().SetFault(Fault::kOk);
   absl::StatusOr<Result> r4 = Apply(h.engine(), ids[3], 4);
   if (!r4.ok()) {
     f.Expect(r4.status().code() == absl::StatusCode::kDataLoss,
@@ -408,7 +417,7 @@ TEST_P(DurabilityFaultTest, CommitDuringFaultFailsWithItsCodeAndCommitsNothing) 
   h.fs().SetFault(c.fault);
   absl::StatusOr<Result> failed = Apply(h.engine(), ids[1], 2);
   ASSERT_FALSE(failed.ok()) << "a commit succeeded during the fault";
-  EXPECT_EQ(failed.status().code(), CodeFor(c.fault)) << failed.status();
+  EXPECT_EQ(failed.status().code(), c.fault) << failed.status();
   EXPECT_GT(h.fs().failures(), 0);
   Findings f;
   ExpectCommittedPrefix(f, h.engine(), ids, 1, "after the failed commit");
@@ -427,7 +436,7 @@ TEST_P(DurabilityFaultTest, RetriesDuringFaultFailAndReadsKeepWorking) {
     SCOPED_TRACE("attempt " + std::to_string(attempt));
     absl::StatusOr<Result> failed = Apply(h.engine(), ids[1], 2);
     ASSERT_FALSE(failed.ok());
-    EXPECT_EQ(failed.status().code(), CodeFor(c.fault)) << failed.status();
+    EXPECT_EQ(failed.status().code(), c.fault) << failed.status();
     // GetState, Seen and CommittedOffset keep answering from what was
     // committed before the fault.
     Findings f;
@@ -445,7 +454,7 @@ TEST_P(DurabilityFaultTest, EngineIsUsableAgainOnceTheFaultClears) {
   h.fs().SetFault(c.fault);
   EXPECT_FALSE(Apply(h.engine(), ids[1], 2).ok());
   EXPECT_FALSE(Apply(h.engine(), ids[1], 2).ok());
-  h.fs().SetFault(Fault::kNone);
+  h.fs().SetFault(Fault::kOk);
 
   absl::StatusOr<Result> retried = Apply(h.engine(), ids[1], 2);
   ASSERT_TRUE(retried.ok()) << retried.status();
@@ -484,10 +493,10 @@ TEST_P(DurabilityFaultTest, SplitCommitIsCaughtHalfApplied) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllModes, DurabilityFaultTest,
-    ::testing::Values(FaultCase{Durability::kSync, Fault::kIoError},
-                      FaultCase{Durability::kSync, Fault::kNoSpace},
-                      FaultCase{Durability::kBuffered, Fault::kIoError},
-                      FaultCase{Durability::kBuffered, Fault::kNoSpace}),
+    ::testing::Values(FaultCase{Durability::kSync, Fault::kUnavailable},
+                      FaultCase{Durability::kSync, Fault::kResourceExhausted},
+                      FaultCase{Durability::kBuffered, Fault::kUnavailable},
+                      FaultCase{Durability::kBuffered, Fault::kResourceExhausted}),
     [](const ::testing::TestParamInfo<FaultCase>& info) {
       return Name(info.param.durability) + Name(info.param.fault);
     });
@@ -507,13 +516,13 @@ TEST_P(BufferedFaultTest, WaitDurableFailsDuringFaultAndSucceedsAfter) {
   h.fs().SetFault(fault);
   absl::Status wait = h.engine().WaitDurable(first->sequence);
   EXPECT_FALSE(wait.ok());
-  EXPECT_EQ(wait.code(), CodeFor(fault)) << wait;
+  EXPECT_EQ(wait.code(), fault) << wait;
   Findings f;
   ExpectCommittedPrefix(f, h.engine(), ids, 1, "after WaitDurable failed");
   wait = h.engine().WaitDurable(first->sequence);
   EXPECT_FALSE(wait.ok()) << "WaitDurable succeeded during the fault";
 
-  h.fs().SetFault(Fault::kNone);
+  h.fs().SetFault(Fault::kOk);
   EXPECT_TRUE(h.engine().WaitDurable(first->sequence).ok());
   ExpectCommittedPrefix(f, h.engine(), ids, 1, "after the fault cleared");
   absl::StatusOr<std::unique_ptr<Engine>> image = h.OpenDurableImage();
@@ -538,7 +547,7 @@ TEST_P(BufferedFaultTest, ReadsKeepWorkingWhileWaitDurableIsRetried) {
     SCOPED_TRACE("attempt " + std::to_string(attempt));
     absl::Status wait = h.engine().WaitDurable(first->sequence);
     EXPECT_FALSE(wait.ok());
-    EXPECT_EQ(wait.code(), CodeFor(fault)) << wait;
+    EXPECT_EQ(wait.code(), fault) << wait;
     Findings f;
     ExpectCommittedPrefix(f, h.engine(), ids, 1, "during the fault");
     EXPECT_TRUE(f.Result());
@@ -546,7 +555,7 @@ TEST_P(BufferedFaultTest, ReadsKeepWorkingWhileWaitDurableIsRetried) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, BufferedFaultTest,
-                         ::testing::Values(Fault::kIoError, Fault::kNoSpace),
+                         ::testing::Values(Fault::kUnavailable, Fault::kResourceExhausted),
                          [](const ::testing::TestParamInfo<Fault>& info) {
                            return Name(info.param);
                          });

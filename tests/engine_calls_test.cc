@@ -23,7 +23,6 @@
 #include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/faulty_env.h"
 #include "util/temp_dir.h"
 
 namespace idem {

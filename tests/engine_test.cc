@@ -18,10 +18,12 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "idem/crash/file_system.h"
 #include "idem/engine.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
+#include "rocksdb/file_system.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/faulty_env.h"
 #include "util/temp_dir.h"
 
 namespace idem {
@@ -69,21 +71,23 @@ TEST(EngineSmokeTest, ProcessesOnceAndSuppressesDuplicate) {
 
 TEST(EngineSmokeTest, CommitFailsCleanlyOnWalErrorAndRecovers) {
   util::TempDir dir;
-  auto fs = std::make_shared<testing::FaultyFileSystem>(
-      rocksdb::FileSystem::Default());
-  auto env = testing::NewFaultyEnv(fs);
+  crash::CrashFsOptions fs_options;
+  fs_options.journal_path = dir.Sub("journal");
+  auto fs = std::make_shared<crash::CrashFileSystem>(
+      rocksdb::FileSystem::Default(), fs_options);
+  auto env = rocksdb::NewCompositeEnv(fs);
   Options options;
   options.env = env.get();
   auto engine = Engine::Open(dir.Sub("db"), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
   ASSERT_TRUE((*engine)->Process({.id = "a"}, AddOne).ok());
-  fs->SetFault(testing::Fault::kNoSpace);
+  fs->SetFault(absl::StatusCode::kResourceExhausted);
   auto failed = (*engine)->Process({.id = "b"}, AddOne);
   EXPECT_FALSE(failed.ok());
   std::cerr << "failed status: " << failed.status() << "\n";
   EXPECT_EQ(*(*engine)->GetState("counter"), std::optional<std::string>("1"));
   EXPECT_FALSE(*(*engine)->Seen("b"));
-  fs->SetFault(testing::Fault::kNone);
+  fs->SetFault(absl::StatusCode::kOk);
   auto again = (*engine)->Process({.id = "b"}, AddOne);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->outcome, Outcome::kProcessed);

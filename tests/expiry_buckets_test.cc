@@ -28,12 +28,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
+#include "idem/crash/file_system.h"
 #include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/faulty_env.h"
 #include "tests/testing/findings.h"
 #include "util/temp_dir.h"
 
@@ -356,9 +356,11 @@ TEST(ExpiryBucketsTest, ReadOnlyEngineAndCheckpointSeeBucketRecords) {
 // retry creates the bucket and commits the message once.
 TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
   util::TempDir dir;
-  auto fs =
-      std::make_shared<testing::FaultyFileSystem>(rocksdb::FileSystem::Default());
-  std::unique_ptr<rocksdb::Env> env = testing::NewFaultyEnv(fs);
+  crash::CrashFsOptions fs_options;
+  fs_options.journal_path = dir.Sub("journal");
+  auto fs = std::make_shared<crash::CrashFileSystem>(
+      rocksdb::FileSystem::Default(), fs_options);
+  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
   ManualClock clock(kStart);
   Options options;
   options.clock = &clock;
@@ -372,12 +374,12 @@ TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
 
   // A window later the next message needs a new bucket.
   clock.Advance(kWindow);
-  fs->SetFault(testing::Fault::kIoError, testing::FaultTarget::kAllFiles);
+  fs->SetFault(absl::StatusCode::kUnavailable, crash::FaultTarget::kAllFiles);
   Delivered failed = Deliver(**engine, "b", "r");
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable)
       << failed.status;
   EXPECT_FALSE(failed.handler_ran);
-  fs->SetFault(testing::Fault::kNone);
+  fs->SetFault(absl::StatusCode::kOk);
   Delivered retried = Deliver(**engine, "b", "r");
   ASSERT_TRUE(retried.status.ok()) << retried.status;
   EXPECT_EQ(retried.outcome, Outcome::kProcessed);

@@ -7,6 +7,13 @@
 // kill the process at the Nth append, sync or rename (deterministic kill
 // points).
 //
+// Unit tests use it as their fault-injecting file system too: while told to
+// (SetFault, FailAfterAppends) it fails writes and syncs of the write-ahead
+// logs or of every file, it can make write-ahead log syncs slow (a slow
+// device) and counts them, and it shows in process what a power loss would
+// leave (CopyDurableImage) or drops unsynced log data in place
+// (DropUnsyncedWalData).
+//
 // Use it through idem::Options::env:
 //   auto fs = std::make_shared<idem::crash::CrashFileSystem>(
 //       rocksdb::FileSystem::Default(), crash_options);
@@ -26,18 +33,25 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rocksdb/file_system.h"
 
 namespace idem::crash {
 
 // Which file operations a fault or kill point counts.
 enum class FsOp { kAppend, kSync, kRename };
+
+// Which files SetFault and FailAfterAppends fail: the write-ahead logs
+// (*.log) or every file written through the file system.
+enum class FaultTarget { kWal, kAllFiles };
 
 struct CrashFsOptions {
   // Path of the journal: one line per file creation, sync, rename and
@@ -78,6 +92,70 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // Operations of each kind seen so far.
   uint64_t count(FsOp op) const;
 
+  // From now on Append/Flush/Sync/Fsync/RangeSync of `target` files fail
+  // with `code` (kUnavailable: an I/O error; kResourceExhausted: no space;
+  // kOk: stop failing). Also disarms FailAfterAppends. Independent of
+  // CrashFsOptions.fail_at and ClearFault.
+  void SetFault(absl::StatusCode code,
+                FaultTarget target = FaultTarget::kWal);
+
+  // Arms a delayed fault: the next `n` Appends to `target` files succeed
+  // (other operations are unaffected meanwhile); the Append after them fails
+  // with `code`, and from then on the file system behaves as after
+  // SetFault(code, target). SetFault disarms it.
+  // REQUIRES: n >= 0 and code != kOk.
+  void FailAfterAppends(int n, absl::StatusCode code,
+                        FaultTarget target = FaultTarget::kWal);
+
+  // Operations failed so far by SetFault or FailAfterAppends.
+  int failures() const { return failures_.load(); }
+
+  // Successful Sync/Fsync calls on write-ahead logs so far.
+  int wal_syncs() const { return wal_syncs_.load(); }
+
+  // From now on every Sync/Fsync of a write-ahead log first sleeps `delay`
+  // (a slow device). Zero: no delay.
+  void SetWalSyncDelay(absl::Duration delay) {
+    wal_sync_delay_us_.store(absl::ToInt64Microseconds(delay));
+  }
+
+  // Copies the regular files of directory `from` into directory `to` (which
+  // must not exist) as a power loss now would leave them: every write-ahead
+  // log (*.log) written through this file system is cut to the bytes it held
+  // when it was last synced; other files are copied whole. The store may be
+  // open on `from` if no write is in progress. Returns kInvalidArgument if
+  // `to` exists, kInternal if a file cannot be listed or copied.
+  absl::Status CopyDurableImage(const std::string& from,
+                                const std::string& to);
+
+  // Simulates the OS losing unsynced data without a crash (as Linux may
+  // after a writeback error): cuts, in place, every write-ahead log in `dir`
+  // written through this file system to the bytes it held when last synced.
+  // REQUIRES: no write to those files is in progress.
+  absl::Status DropUnsyncedWalData(const std::string& dir);
+
+  // The bytes of an open file written through this file system: all of
+  // them, and those covered by its last successful sync. Used by the file
+  // wrappers; the fields are guarded by the file system's mutex.
+  struct FileSizes {
+    uint64_t written = 0;
+    uint64_t synced = 0;
+  };
+  std::shared_ptr<FileSizes> TrackFile(const std::string& fname,
+                                       uint64_t synced_size);
+  void NoteAppend(FileSizes& file, uint64_t offset, uint64_t bytes);
+  void NoteTruncate(FileSizes& file, uint64_t size);
+  // Marks everything written to `file` as synced and journals it.
+  void NoteSync(const std::string& fname, FileSizes& file);
+
+  // The failure SetFault/FailAfterAppends chose for an operation on `fname`
+  // (`append`: an Append, which counts down FailAfterAppends), or OK.
+  rocksdb::IOStatus MaybeFail(const std::string& fname, bool append);
+  // Called around each Sync/Fsync of `fname`: the slow-device delay, and
+  // counting successful write-ahead log syncs.
+  void BeforeSync(const std::string& fname);
+  void AfterSync(const std::string& fname, bool ok);
+
   // Journals `fname` as fully synced at `size` bytes, then returns the kill
   // or fault decision for one `op` operation. Used by the file wrappers.
   rocksdb::IOStatus Before(FsOp op);
@@ -113,6 +191,22 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   int journal_fd_ = -1;
   std::atomic<uint64_t> counts_[3] = {};
   std::atomic<bool> fault_cleared_{false};
+
+  // SetFault / FailAfterAppends.
+  std::atomic<absl::StatusCode> fault_{absl::StatusCode::kOk};
+  std::atomic<FaultTarget> target_{FaultTarget::kWal};
+  std::atomic<int> failures_{0};
+  std::atomic<int> wal_syncs_{0};
+  std::atomic<int64_t> wal_sync_delay_us_{0};
+  // FailAfterAppends: appends left before the armed fault trips; -1: none.
+  std::atomic<int> appends_left_{-1};
+  std::atomic<absl::StatusCode> armed_fault_{absl::StatusCode::kOk};
+  std::atomic<FaultTarget> armed_target_{FaultTarget::kWal};
+
+  absl::Mutex sizes_mu_;
+  // Normalised file name -> its sizes (the fields are guarded by sizes_mu_).
+  std::map<std::string, std::shared_ptr<FileSizes>> sizes_
+      ABSL_GUARDED_BY(sizes_mu_);
 };
 
 // What ApplyPowerLoss did.
