@@ -61,7 +61,7 @@ void RunTogether(int n, const std::function<void(int)>& body) {
   for (std::thread& t : threads) t.join();
 }
 
-using testing::Findings;
+using test::Findings;
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenTestEngine(
     const util::TempDir& dir, const EngineHooks& hooks = {}) {

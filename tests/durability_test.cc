@@ -64,7 +64,7 @@ std::string Name(Fault f) {
 }
 
 
-using testing::Findings;
+using test::Findings;
 
 // An engine on a CrashFileSystem in a fresh directory.
 class Harness {

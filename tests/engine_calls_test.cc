@@ -30,13 +30,13 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::AddOne;
-using testing::CreateRocksDb;
-using testing::HexOfIdHash;
-using testing::kStart;
-using testing::Names;
-using testing::Outcomes;
-using testing::SnapshotTree;
+using test::AddOne;
+using test::CreateRocksDb;
+using test::HexOfIdHash;
+using test::kStart;
+using test::Names;
+using test::Outcomes;
+using test::SnapshotTree;
 
 namespace fs = std::filesystem;
 
@@ -45,7 +45,7 @@ namespace fs = std::filesystem;
 // Re-entrancy.
 // ============================================================================
 
-TEST(EngineTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
+TEST(EngineCallsTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int inner_calls = 0;
@@ -79,7 +79,7 @@ TEST(EngineTest, ProcessFromInsideAHandlerFailsWithFailedPrecondition) {
   EXPECT_EQ(next->outcome, Outcome::kProcessed);
 }
 
-TEST(EngineTest, HandlerMayProcessOnADifferentEngine) {
+TEST(EngineCallsTest, HandlerMayProcessOnADifferentEngine) {
   util::TempDir dir;
   ASSERT_OPEN(first, dir.Sub("first"), Options());
   ASSERT_OPEN(second, dir.Sub("second"), Options());
@@ -98,7 +98,7 @@ TEST(EngineTest, HandlerMayProcessOnADifferentEngine) {
 // Forget.
 // ============================================================================
 
-TEST(EngineTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
+TEST(EngineCallsTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
@@ -117,14 +117,14 @@ TEST(EngineTest, ForgetMakesNextDeliveryRunTheHandlerAgain) {
   EXPECT_EQ(b->outcome, Outcome::kDuplicate);
 }
 
-TEST(EngineTest, ForgetOfUnknownIdSucceeds) {
+TEST(EngineCallsTest, ForgetOfUnknownIdSucceeds) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   EXPECT_TRUE(engine->Forget("never-seen").ok());
   EXPECT_FALSE(*engine->Seen("never-seen"));
 }
 
-TEST(EngineTest, ForgetPersistsAcrossReopen) {
+TEST(EngineCallsTest, ForgetPersistsAcrossReopen) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
@@ -140,7 +140,7 @@ TEST(EngineTest, ForgetPersistsAcrossReopen) {
 // Checkpoint.
 // ============================================================================
 
-TEST(EngineTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
+TEST(EngineCallsTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::vector<Message> batch = {
@@ -169,7 +169,7 @@ TEST(EngineTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("3"));
 }
 
-TEST(EngineTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
+TEST(EngineCallsTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
@@ -192,7 +192,7 @@ TEST(EngineTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
 // Dump.
 // ============================================================================
 
-TEST(EngineTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
+TEST(EngineCallsTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -258,7 +258,7 @@ TEST(EngineTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
   EXPECT_EQ(entries[5].offset, 42);
 }
 
-TEST(EngineTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
+TEST(EngineCallsTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
@@ -276,7 +276,7 @@ TEST(EngineTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
   EXPECT_EQ(visits, 2);
 }
 
-TEST(EngineTest, DumpOfEmptyStoreVisitsNothing) {
+TEST(EngineCallsTest, DumpOfEmptyStoreVisitsNothing) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int visits = 0;
@@ -293,7 +293,7 @@ TEST(EngineTest, DumpOfEmptyStoreVisitsNothing) {
 // Stats.
 // ============================================================================
 
-TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
+TEST(EngineCallsTest, StatsCountOutcomesAndWrittenBytes) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto initial = engine->GetStats();
@@ -330,7 +330,7 @@ TEST(EngineTest, StatsCountOutcomesAndWrittenBytes) {
           static_cast<double>(stats->user_bytes));
 }
 
-TEST(EngineTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
+TEST(EngineCallsTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   std::vector<std::string> ids;
@@ -364,7 +364,7 @@ TEST(EngineTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
 // Expiry and per-message ttl.
 // ============================================================================
 
-TEST(EngineTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
+TEST(EngineCallsTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -385,7 +385,7 @@ TEST(EngineTest, RecordExpiresExactlyAtTheEndOfTheWindow) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
 }
 
-TEST(EngineTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
+TEST(EngineCallsTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -403,7 +403,7 @@ TEST(EngineTest, PerMessageTtlShorterThanWindowExpiresEarlier) {
   EXPECT_EQ(r->outcome, Outcome::kProcessed);
 }
 
-TEST(EngineTest, PerMessageTtlLongerThanWindowOutlivesIt) {
+TEST(EngineCallsTest, PerMessageTtlLongerThanWindowOutlivesIt) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -423,7 +423,7 @@ TEST(EngineTest, PerMessageTtlLongerThanWindowOutlivesIt) {
   EXPECT_FALSE(*engine->Seen("long"));
 }
 
-TEST(EngineTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
+TEST(EngineCallsTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -439,7 +439,7 @@ TEST(EngineTest, ReprocessedIdAfterExpiryGetsAFreshWindow) {
   EXPECT_TRUE(*engine->Seen("a"));
 }
 
-TEST(EngineTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
+TEST(EngineCallsTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
   util::TempDir dir;
   ManualClock clock(kStart);
   const std::string path = dir.Sub("db");
@@ -458,7 +458,7 @@ TEST(EngineTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
   EXPECT_FALSE(*engine->Seen("a"));
 }
 
-TEST(EngineTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
+TEST(EngineCallsTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
   // A positive ttl must remember the ID at least at the instant it was
   // committed; truncating the ttl to whole microseconds must not make the
   // record expire on arrival.
@@ -477,7 +477,7 @@ TEST(EngineTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("1"));
 }
 
-TEST(EngineTest, CompactExpiredDropsOnlyExpiredRecords) {
+TEST(EngineCallsTest, CompactExpiredDropsOnlyExpiredRecords) {
   util::TempDir dir;
   ManualClock clock(kStart);
   Options options;
@@ -512,7 +512,7 @@ TEST(EngineTest, CompactExpiredDropsOnlyExpiredRecords) {
 // Durability.
 // ============================================================================
 
-TEST(EngineTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
+TEST(EngineCallsTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
   util::TempDir dir;
   Options options;
   options.durability = Durability::kBuffered;
@@ -548,7 +548,7 @@ TEST(EngineTest, BufferedOutcomesCarrySequencesThatWaitDurableAccepts) {
             absl::StatusCode::kInvalidArgument);
 }
 
-TEST(EngineTest, BufferedCommitsSurviveCloseAndReopen) {
+TEST(EngineCallsTest, BufferedCommitsSurviveCloseAndReopen) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   Options options;
@@ -564,7 +564,7 @@ TEST(EngineTest, BufferedCommitsSurviveCloseAndReopen) {
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(3));
 }
 
-TEST(EngineTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
+TEST(EngineCallsTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto r = engine->Process({.id = "a"}, AddOne);

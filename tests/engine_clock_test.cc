@@ -39,10 +39,10 @@
 namespace idem {
 namespace {
 
-using testing::AddOne;
-using testing::Deliver;
-using testing::Delivered;
-using testing::Findings;
+using test::AddOne;
+using test::Deliver;
+using test::Delivered;
+using test::Findings;
 using ::testing::HasSubstr;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
@@ -327,13 +327,13 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
     EXPECT_EQ(engine_->GetStats().value().expired_dropped, 0u) << what;
     clock_.Set(kStart + kWindow);
     EXPECT_TRUE(engine_->Seen("live").value()) << what;
-    EXPECT_TRUE(StoredRecords().contains(testing::HexOfIdHash("live"))) << what;
+    EXPECT_TRUE(StoredRecords().contains(test::HexOfIdHash("live"))) << what;
   }
   // With a good clock the expired record goes, the live one stays.
   ASSERT_TRUE(engine_->CompactExpired().ok());
   const std::map<std::string, DumpEntry> records = StoredRecords();
   EXPECT_EQ(records.size(), 1u);
-  EXPECT_TRUE(records.contains(testing::HexOfIdHash("live")));
+  EXPECT_TRUE(records.contains(test::HexOfIdHash("live")));
 }
 
 // Moves the clock forward and back through several windows: each step

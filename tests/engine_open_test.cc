@@ -29,13 +29,13 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::AddOne;
-using testing::CreateRocksDb;
-using testing::HexOfIdHash;
-using testing::kStart;
-using testing::Names;
-using testing::Outcomes;
-using testing::SnapshotTree;
+using test::AddOne;
+using test::CreateRocksDb;
+using test::HexOfIdHash;
+using test::kStart;
+using test::Names;
+using test::Outcomes;
+using test::SnapshotTree;
 
 namespace fs = std::filesystem;
 
@@ -44,7 +44,7 @@ namespace fs = std::filesystem;
 // Guarantee 7: persistence and format.
 // ============================================================================
 
-TEST(EngineTest, ReopenSeesStateRecordsAndOffsets) {
+TEST(EngineOpenTest, ReopenSeesStateRecordsAndOffsets) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
@@ -77,7 +77,7 @@ TEST(EngineTest, ReopenSeesStateRecordsAndOffsets) {
   EXPECT_EQ(stats->duplicates, 1u);
 }
 
-TEST(EngineTest, OpenCreatesStoreInAnEmptyDirectory) {
+TEST(EngineOpenTest, OpenCreatesStoreInAnEmptyDirectory) {
   util::TempDir dir;
   const std::string path = dir.Sub("empty");
   fs::create_directory(path);
@@ -85,7 +85,7 @@ TEST(EngineTest, OpenCreatesStoreInAnEmptyDirectory) {
   EXPECT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
 }
 
-TEST(EngineTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
+TEST(EngineOpenTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
   util::TempDir dir;
   Options options;
   options.create_if_missing = false;
@@ -96,7 +96,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOnMissingPathIsNotFound) {
   EXPECT_FALSE(fs::exists(path));
 }
 
-TEST(EngineTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
+TEST(EngineOpenTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
   util::TempDir dir;
   Options options;
   options.create_if_missing = false;
@@ -108,7 +108,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOnEmptyDirectoryIsNotFound) {
   EXPECT_TRUE(fs::is_empty(path));
 }
 
-TEST(EngineTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
+TEST(EngineOpenTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
@@ -121,7 +121,7 @@ TEST(EngineTest, OpenWithoutCreateIfMissingOpensAnExistingStore) {
   EXPECT_TRUE(*engine->Seen("a"));
 }
 
-TEST(EngineTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
+TEST(EngineOpenTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("foreign");
   fs::create_directories(path + "/sub");
@@ -138,7 +138,7 @@ TEST(EngineTest, OpenRejectsForeignDirectoryAndLeavesItUnchanged) {
   EXPECT_TRUE(after == before);
 }
 
-TEST(EngineTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
+TEST(EngineOpenTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("rocks");
   ASSERT_NO_FATAL_FAILURE(
@@ -152,7 +152,7 @@ TEST(EngineTest, OpenRejectsPlainRocksDbDatabaseAndLeavesItUnchanged) {
   EXPECT_TRUE(after == before);
 }
 
-TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
+TEST(EngineOpenTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("file");
   { std::ofstream(path) << "not a database"; }
@@ -164,7 +164,7 @@ TEST(EngineTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
   EXPECT_TRUE(SnapshotTree(path) == before);
 }
 
-TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
+TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
   // This build reads formats 1 and 2 (expiry buckets).
@@ -180,7 +180,7 @@ TEST(EngineTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   EXPECT_TRUE(after == before);
 }
 
-TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
+TEST(EngineOpenTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OPEN(engine, path, Options());
@@ -195,7 +195,7 @@ TEST(EngineTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
 }
 
-TEST(EngineTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
+TEST(EngineOpenTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
@@ -241,7 +241,7 @@ TEST(EngineTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
   EXPECT_FALSE(fs::exists(dir.Sub("cp")));
 }
 
-TEST(EngineTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
+TEST(EngineOpenTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   ASSERT_OPEN(writer, path, Options());
@@ -257,7 +257,7 @@ TEST(EngineTest, ReadOnlyOpenWorksWhileAnotherEngineHoldsTheStore) {
   EXPECT_TRUE(*writer->Seen("b"));
 }
 
-TEST(EngineTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
+TEST(EngineOpenTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
   util::TempDir dir;
   Options options;
   options.read_only = true;
@@ -272,7 +272,7 @@ TEST(EngineTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
 // Bad input.
 // ============================================================================
 
-TEST(EngineTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
+TEST(EngineOpenTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   for (absl::Duration window : {absl::ZeroDuration(), -absl::Seconds(1),
@@ -286,7 +286,7 @@ TEST(EngineTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) 
   }
 }
 
-TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
+TEST(EngineOpenTest, OpenRejectsOutOfRangePerformanceOptions) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   Options bloom;
@@ -310,7 +310,7 @@ TEST(EngineTest, OpenRejectsOutOfRangePerformanceOptions) {
   }
 }
 
-TEST(EngineTest, ProcessRejectsBadMessagesAndRunsNothing) {
+TEST(EngineOpenTest, ProcessRejectsBadMessagesAndRunsNothing) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
@@ -342,7 +342,7 @@ TEST(EngineTest, ProcessRejectsBadMessagesAndRunsNothing) {
   EXPECT_EQ(stats->processed + stats->duplicates + stats->failed, 0u);
 }
 
-TEST(EngineTest, ProcessAcceptsIdOfExactlyTheLimit) {
+TEST(EngineOpenTest, ProcessAcceptsIdOfExactlyTheLimit) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string id(kMaxIdBytes, 'x');
@@ -352,7 +352,7 @@ TEST(EngineTest, ProcessAcceptsIdOfExactlyTheLimit) {
   EXPECT_TRUE(*engine->Seen(id));
 }
 
-TEST(EngineTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
+TEST(EngineOpenTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
@@ -375,7 +375,7 @@ TEST(EngineTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::nullopt);
 }
 
-TEST(EngineTest, SeenAndForgetRejectBadIds) {
+TEST(EngineOpenTest, SeenAndForgetRejectBadIds) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string long_id(kMaxIdBytes + 1, 'x');

@@ -31,13 +31,13 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::AddOne;
-using testing::CreateRocksDb;
-using testing::HexOfIdHash;
-using testing::kStart;
-using testing::Names;
-using testing::Outcomes;
-using testing::SnapshotTree;
+using test::AddOne;
+using test::CreateRocksDb;
+using test::HexOfIdHash;
+using test::kStart;
+using test::Names;
+using test::Outcomes;
+using test::SnapshotTree;
 
 namespace fs = std::filesystem;
 

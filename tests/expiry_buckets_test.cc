@@ -43,7 +43,7 @@ namespace {
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::Findings;
+using test::Findings;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 const absl::Duration kWindow = absl::Hours(1);
@@ -97,8 +97,8 @@ class Harness {
   std::unique_ptr<Engine> engine_;
 };
 
-using testing::Deliver;
-using testing::Delivered;
+using test::Deliver;
+using test::Delivered;
 
 // Every 5 minutes for three windows, delivers a new ID and redelivers every
 // earlier one. A model of the right answer (an ID is a duplicate while its

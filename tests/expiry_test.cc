@@ -51,7 +51,7 @@ const absl::Duration kTick = absl::Microseconds(1);
 
 std::string Fmt(absl::Duration d) { return absl::FormatDuration(d); }
 
-using testing::Findings;
+using test::Findings;
 
 // Builds the hooks for an engine whose clock is `clock`.
 using HooksMaker = std::function<EngineHooks(Clock* clock)>;
@@ -90,8 +90,8 @@ class Harness {
   std::unique_ptr<Engine> engine_;
 };
 
-using testing::Deliver;
-using testing::Delivered;
+using test::Deliver;
+using test::Delivered;
 
 std::string KeyHex(const std::string& id) {
   return DedupeKeyToHex(KeyView(HashMessageId(id)));

@@ -26,7 +26,7 @@ namespace idem {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::AddOne;
+using test::AddOne;
 
 absl::Duration RetryTime() {
   const char* seconds = std::getenv("IDEM_FULL_DISK_SECONDS");

@@ -27,8 +27,8 @@
 namespace idem::bench {
 namespace {
 
-using ::idem::testing::JsonValue;
-using ::idem::testing::ParseJson;
+using ::idem::test::JsonValue;
+using ::idem::test::ParseJson;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;

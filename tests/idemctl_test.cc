@@ -22,8 +22,8 @@
 namespace idem::cli {
 namespace {
 
-using ::idem::testing::JsonValue;
-using ::idem::testing::ParseJson;
+using ::idem::test::JsonValue;
+using ::idem::test::ParseJson;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-using testing::kStart;
+using test::kStart;
 
 class RecordingLogger : public Logger {
  public:

@@ -15,8 +15,8 @@
 namespace idem::util {
 namespace {
 
-using testing::JsonValue;
-using testing::ParseJson;
+using test::JsonValue;
+using test::ParseJson;
 
 TEST(JsonQuoteBytesTest, EscapesEveryByteOutsidePrintableAscii) {
   EXPECT_EQ(JsonQuoteBytes("plain text"), "\"plain text\"");

@@ -1,6 +1,6 @@
 // A consumer process for tests/kafka_consumer_test.cc to SIGKILL: consumes
 // <topic> as group <group> from <brokers> into the store at <store> with
-// testing::ApplyRecord (slowed down, so a kill lands inside a batch) until
+// test::ApplyRecord (slowed down, so a kill lands inside a batch) until
 // it is killed.
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   absl::Status status = (*consumer)->Run(
       [](const idem::kafka::Record& record, idem::Txn& txn) {
         absl::SleepFor(absl::Milliseconds(2));
-        return idem::testing::ApplyRecord(record, txn);
+        return idem::test::ApplyRecord(record, txn);
       });
   std::fprintf(stderr, "%s\n", status.ToString().c_str());
   return 1;

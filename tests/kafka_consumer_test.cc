@@ -34,17 +34,17 @@ extern char** environ;
 namespace idem::kafka {
 namespace {
 
-using ::idem::testing::AppliedCounts;
-using ::idem::testing::ApplyRecord;
-using ::idem::testing::EffectErrors;
-using ::idem::testing::KafkaTestBed;
-using ::idem::testing::MakeStream;
-using ::idem::testing::Merge;
-using ::idem::testing::PollUntil;
-using ::idem::testing::ProducedStream;
-using ::idem::testing::StartKafka;
+using ::idem::test::AppliedCounts;
+using ::idem::test::ApplyRecord;
+using ::idem::test::EffectErrors;
+using ::idem::test::KafkaTestBed;
+using ::idem::test::MakeStream;
+using ::idem::test::Merge;
+using ::idem::test::PollUntil;
+using ::idem::test::ProducedStream;
+using ::idem::test::StartKafka;
 using ::idem::util::TempDir;
-using ::idem::testing::TestConsumerOptions;
+using ::idem::test::TestConsumerOptions;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -185,7 +185,7 @@ RestartOutcome RestartAfterTheWindow(KafkaTestBed& bed, TempDir& dir,
   RestartOutcome out;
   const ProducedStream stream = MakeStream(bed.topic, kPartitions, 150, 0, 2);
   EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
-  ManualClock clock(idem::testing::kStart);
+  ManualClock clock(idem::test::kStart);
   Options engine_options;
   engine_options.clock = &clock;
   engine_options.dedupe_window = absl::Hours(1);

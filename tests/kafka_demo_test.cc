@@ -12,7 +12,7 @@
 namespace idem::cli {
 namespace {
 
-using ::idem::testing::ParseJson;
+using ::idem::test::ParseJson;
 using ::testing::HasSubstr;
 
 KafkaDemoOptions Small(const util::TempDir& dir) {

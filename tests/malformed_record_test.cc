@@ -30,10 +30,10 @@
 namespace idem {
 namespace {
 
-using testing::AddOne;
+using test::AddOne;
 using ::testing::HasSubstr;
-using testing::kStart;
-using testing::SnapshotTree;
+using test::kStart;
+using test::SnapshotTree;
 
 // ---- The store as plain RocksDB sees it ----------------------------------
 
@@ -213,7 +213,7 @@ TEST_P(MalformedDedupeRecordTest, CallsThatReadItAreDataLossAndChangeNothing) {
     int visited = 0;
     absl::Status dumped = DumpAll(*engine, &visited);
     EXPECT_EQ(dumped.code(), absl::StatusCode::kDataLoss) << dumped;
-    EXPECT_THAT(dumped.message(), HasSubstr(testing::HexOfIdHash("victim")));
+    EXPECT_THAT(dumped.message(), HasSubstr(test::HexOfIdHash("victim")));
     // GetStats reads counters and RocksDB properties, no record.
     EXPECT_TRUE(engine->GetStats().ok());
     ASSERT_NO_FATAL_FAILURE(ExpectCommittedDataReadable(*engine));

@@ -35,9 +35,9 @@ using crash::CrashFsOptions;
 using crash::FsOp;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using testing::AddOne;
-using testing::Names;
-using testing::SnapshotTree;
+using test::AddOne;
+using test::Names;
+using test::SnapshotTree;
 
 // Commits one message "m-<n>" and checks it was processed.
 void ProcessOne(Engine& engine, int n) {

@@ -19,8 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-using testing::AddOne;
-using testing::SnapshotTree;
+using test::AddOne;
+using test::SnapshotTree;
 
 constexpr int kCommits = 500;
 constexpr int kPerCommit = 10;

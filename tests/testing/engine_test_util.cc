@@ -11,7 +11,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 namespace fs = std::filesystem;
 
@@ -114,4 +114,4 @@ std::string HexOfIdHash(std::string_view id) {
   return hex;
 }
 
-}  // namespace idem::testing
+}  // namespace idem::test

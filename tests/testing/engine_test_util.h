@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 // Opens an engine or fails the test; `var` is a std::unique_ptr<Engine>.
 #define ASSERT_OPEN(var, path, options)                          \
@@ -66,6 +66,6 @@ void CreateRocksDb(const std::string& path,
 // 32 lowercase hex digits of XXH3-128(id), high half first.
 std::string HexOfIdHash(std::string_view id);
 
-}  // namespace idem::testing
+}  // namespace idem::test
 
 #endif  // IDEM_TESTS_TESTING_ENGINE_TEST_UTIL_H_

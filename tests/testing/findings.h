@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 class Findings {
  public:
@@ -47,6 +47,6 @@ class Findings {
   int count_ = 0;
 };
 
-}  // namespace idem::testing
+}  // namespace idem::test
 
 #endif  // IDEM_TESTS_TESTING_FINDINGS_H_

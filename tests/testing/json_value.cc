@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
-namespace idem::testing {
+namespace idem::test {
 namespace {
 
 class Parser {
@@ -256,4 +256,4 @@ absl::StatusOr<JsonValue> ParseJson(std::string_view text) {
   return Parser(text).ParseDocument();
 }
 
-}  // namespace idem::testing
+}  // namespace idem::test

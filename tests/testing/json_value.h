@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -33,6 +33,6 @@ struct JsonValue {
 // is allowed). kInvalidArgument, with the byte offset, for anything else.
 absl::StatusOr<JsonValue> ParseJson(std::string_view text);
 
-}  // namespace idem::testing
+}  // namespace idem::test
 
 #endif  // IDEM_TESTS_TESTING_JSON_VALUE_H_

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "idem/partition_state.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 void StartKafka(const std::string& topic, int partitions, KafkaTestBed& bed) {
   auto cluster = kafka::MockCluster::Start(1);
@@ -139,4 +139,4 @@ kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
   return options;
 }
 
-}  // namespace idem::testing
+}  // namespace idem::test

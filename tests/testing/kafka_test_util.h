@@ -20,7 +20,7 @@
 #include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
 
-namespace idem::testing {
+namespace idem::test {
 
 // A mock cluster with one topic and a producer for it; fails the test (and
 // leaves `cluster` null) if setting up fails.
@@ -69,6 +69,6 @@ absl::Status PollUntil(kafka::Consumer& consumer, kafka::Handler handler,
 kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
                                            const std::string& group);
 
-}  // namespace idem::testing
+}  // namespace idem::test
 
 #endif  // IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
