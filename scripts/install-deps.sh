@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   cmake make g++ pkgconf
   librocksdb-dev libabsl-dev libxxhash-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   librdkafka-dev libpq-dev libhiredis-dev
   "$@"
 )
