@@ -20,15 +20,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
+#include "nlohmann/json.hpp"
 #include "rocksdb/env.h"
-#include "tests/testing/json_value.h"
 #include "util/temp_dir.h"
 
 namespace idem::bench {
 namespace {
 
-using ::idem::test::JsonValue;
-using ::idem::test::ParseJson;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
@@ -229,14 +227,16 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
   args.options.state_bytes = 16;
   const ToolRun run = RunTool(args);
   ASSERT_EQ(run.rc, cli::kExitOk) << run.err;
-  absl::StatusOr<JsonValue> json = ParseJson(run.out);
-  ASSERT_TRUE(json.ok()) << json.status() << "\n" << run.out;
-  ASSERT_NE(json->Find("config"), nullptr);
-  EXPECT_EQ(json->Find("config")->Find("id_shape")->string, "kafka");
-  const JsonValue* layouts = json->Find("layouts");
-  ASSERT_NE(layouts, nullptr);
-  ASSERT_THAT(layouts->array, SizeIs(1));
-  const JsonValue& l = layouts->array[0];
+  const nlohmann::json json =
+      nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(json.is_object()) << run.out;
+  ASSERT_TRUE(json.contains("config"));
+  EXPECT_EQ(json["config"].value("id_shape", ""), "kafka");
+  ASSERT_TRUE(json.contains("layouts"));
+  const nlohmann::json& layouts = json["layouts"];
+  ASSERT_TRUE(layouts.is_array());
+  ASSERT_EQ(layouts.size(), 1u);
+  const nlohmann::json& l = layouts[0];
   for (const char* field :
        {"layout", "messages_per_second", "batch_latency", "message_latency",
         "write_amplification", "steady_state_write_amplification",
@@ -245,26 +245,26 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
         "space_amplification", "disk_bytes", "memory_per_live_id_bytes",
         "index_filter_bytes_per_live_id", "lookup", "dedupe_errors",
         "notes"}) {
-    EXPECT_NE(l.Find(field), nullptr) << field;
+    ASSERT_TRUE(l.contains(field)) << field;
   }
-  EXPECT_EQ(l.Find("layout")->string, "engine");
+  EXPECT_EQ(l["layout"], "engine");
   // Whether this short run's flushes finish before the report is timing
   // (under ASan they did not); SimulatedRunPastTheWindowDropsExpiredRecords
   // checks that records are dropped. Here: a count, present.
-  EXPECT_GE(l.Find("expired_dropped")->number, 0);
-  EXPECT_EQ(l.Find("dedupe_errors")->number, 0);
-  EXPECT_GT(l.Find("batch_latency")->Find("p99_us")->number, 0);
+  EXPECT_GE(l["expired_dropped"].get<double>(), 0);
+  EXPECT_EQ(l["dedupe_errors"].get<double>(), 0);
+  EXPECT_GT(l["batch_latency"]["p99_us"].get<double>(), 0);
   // The engine's own RocksDB figures, through idem::Stats: the Sum W-Amp
   // exists once a dedupe flush has finished (timing again: else null),
   // memory always.
-  if (l.Find("rocksdb_sum_w_amp")->type == JsonValue::Type::kNumber) {
-    EXPECT_GE(l.Find("rocksdb_sum_w_amp")->number, 1.0);
+  if (l["rocksdb_sum_w_amp"].is_number()) {
+    EXPECT_GE(l["rocksdb_sum_w_amp"].get<double>(), 1.0);
   } else {
-    EXPECT_EQ(l.Find("rocksdb_sum_w_amp")->type, JsonValue::Type::kNull);
+    EXPECT_TRUE(l["rocksdb_sum_w_amp"].is_null());
   }
-  ASSERT_NE(l.Find("memtable_bytes"), nullptr);
-  EXPECT_EQ(l.Find("memtable_bytes")->type, JsonValue::Type::kNumber);
-  EXPECT_GT(l.Find("lookup")->Find("miss")->Find("filter_probes")->number, 0);
+  ASSERT_TRUE(l.contains("memtable_bytes"));
+  EXPECT_TRUE(l["memtable_bytes"].is_number());
+  EXPECT_GT(l["lookup"]["miss"]["filter_probes"].get<double>(), 0);
 }
 
 TEST(IdemBenchTest, CsvHasOneRowPerSample) {
