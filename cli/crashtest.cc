@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "idem/crash/harness.h"
 #include "util/temp_dir.h"
@@ -31,10 +32,10 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
 std::string ReproduceCommand(const CrashtestArgs& a) {
   return absl::StrFormat(
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
-      "--seed=%d --threads=%d --messages=%d --partitions=%d --max_batch=%d "
+      "--seed=%d --threads=%d --messages=%d --partitions=%d --batch=%d "
       "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d",
       a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads,
-      a.messages, a.partitions, a.max_batch, a.recovery_crash_rate,
+      a.messages, a.partitions, a.batch, a.recovery_crash_rate,
       a.self_test, a.expiry_buckets);
 }
 
@@ -133,12 +134,17 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   options.threads = args.threads;
   options.messages = args.messages;
   options.partitions = args.partitions;
-  options.max_batch = args.max_batch;
+  options.max_batch = args.batch;
   options.expiry_buckets = args.expiry_buckets;
   options.recovery_crash_rate = args.recovery_crash_rate;
-  // The option names are the flag names.
+  // The option names are the flag names, but for max_batch (--batch).
   if (absl::Status s = crash::ValidateCrashTestOptions(options); !s.ok()) {
-    err << "idem-crashtest: --" << s.message() << "\n";
+    absl::string_view message = s.message();
+    if (absl::ConsumePrefix(&message, "max_batch")) {
+      err << "idem-crashtest: --batch" << message << "\n";
+    } else {
+      err << "idem-crashtest: --" << message << "\n";
+    }
     return 2;
   }
   options.progress = [&err](const crash::CycleProgress& p) {

@@ -21,15 +21,16 @@ struct CrashtestArgs {
   std::string durability = "sync";  // sync | buffered
   uint64_t seed = 1;
   int threads = 2;                  // in [1, 256]
-  // Scratch directory; empty: a new temporary directory, removed afterwards
-  // unless `keep` is set or a violation was found.
+  // Working directory (--dir): holds each epoch's store and the workers'
+  // logs; empty: a new temporary directory, removed afterwards unless `keep`
+  // is set or a violation was found.
   std::string dir;
   bool keep = false;
   bool json = false;
   // Per epoch; 0: min(20000, 500 per cycle); at most 2000000.
   size_t messages = 0;
   int partitions = 4;                // in [1, 1024]
-  int max_batch = 32;                // in [1, 10000]
+  int batch = 32;                    // largest batch, in [1, 10000]
   int expiry_buckets = 0;            // in [0, 64]
   double recovery_crash_rate = 0.2;  // in [0, 1]
   std::string self_test = "none";   // none | ack_before_durable | split_commit

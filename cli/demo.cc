@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
@@ -247,13 +247,20 @@ absl::StatusOr<DemoReport> RunDemo(const DemoOptions& options) {
   report.injected_duplicates = report.delivered - report.unique_messages;
   report.reordered = stream.reordered;
 
-  absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_demo_");
-  if (!dir.ok()) return dir.status();
+  std::optional<util::TempDir> temp;  // when no store is given
+  report.store = options.store;
+  if (report.store.empty()) {
+    absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_demo_");
+    if (!dir.ok()) return dir.status();
+    if (options.keep) dir->Keep();
+    report.store = dir->Sub("store");
+    temp.emplace(*std::move(dir));
+  }
   Options engine_options;
   engine_options.durability = Durability::kBuffered;
-  // Declared after `dir`, so the engine closes before the directory goes.
+  // Declared after `temp`, so the engine closes before the directory goes.
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(dir->Sub("store"), engine_options);
+      Engine::Open(report.store, engine_options);
   if (!engine.ok()) return engine.status();
 
   const auto start = std::chrono::steady_clock::now();
@@ -352,6 +359,9 @@ int RunDemoTool(const DemoOptions& options, bool json, std::ostream& out,
     return kExitFailure;
   }
   PrintDemoReport(*report, json, out);
+  if (!options.store.empty() || options.keep) {
+    err << "idem-demo: the store is kept at " << report->store << "\n";
+  }
   return report->passed() ? kExitOk : kExitFailure;
 }
 

@@ -6,15 +6,18 @@
 // independently from the unique messages.
 //
 // RunDemo is the whole demo minus flag parsing (tools/demo_main.cc), so tests
-// drive it directly. It creates its store in a fresh directory under $TMPDIR
-// (or /tmp) and removes that directory before returning, whatever the
-// outcome. Thread-compatible: concurrent runs are independent.
+// drive it directly. Without DemoOptions::store it creates its store in a
+// fresh directory under $TMPDIR (or /tmp) and removes that directory before
+// returning, whatever the outcome, unless DemoOptions::keep. A store given in
+// DemoOptions::store is created if missing and never removed. Thread-
+// compatible: concurrent runs with distinct stores are independent.
 
 #ifndef IDEM_CLI_DEMO_H_
 #define IDEM_CLI_DEMO_H_
 
 #include <cstdint>
 #include <ostream>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "idem/stats.h"
@@ -33,9 +36,16 @@ struct DemoOptions {
   uint64_t seed = 1;
   // Ledger accounts the amounts are spread over. Must be >= 1.
   int accounts = 100;
+  // Directory of the store; it should be new (a store already holding a
+  // demo's messages fails the checks). Empty: a temporary directory.
+  std::string store;
+  // Keep the temporary directory (ignored with `store`, which is kept).
+  bool keep = false;
 };
 
 struct DemoReport {
+  // Where the store was (a temporary directory is gone unless kept).
+  std::string store;
   // The stream.
   int64_t delivered = 0;            // messages handed to the engine
   int64_t unique_messages = 0;      // distinct IDs among them

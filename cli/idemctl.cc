@@ -23,7 +23,7 @@ namespace {
 using util::JsonQuoteBytes;
 using util::JsonWriter;
 
-constexpr char kHint[] = "Run 'idemctl --help' for usage.";
+constexpr char kHint[] = "Run 'idem-ctl --help' for usage.";
 
 // One subcommand: its name, how many arguments it takes and its runner.
 struct Command {
@@ -34,12 +34,12 @@ struct Command {
 };
 
 int Fail(std::ostream& err, std::string_view what, const absl::Status& s) {
-  err << "idemctl: " << what << ": " << s.ToString() << "\n";
-  return kExitFailure;
+  err << "idem-ctl: " << what << ": " << s.ToString() << "\n";
+  return kExitStoreFailure;
 }
 
 int UsageError(std::ostream& err, std::string_view message) {
-  err << "idemctl: " << message << "\n" << kHint << "\n";
+  err << "idem-ctl: " << message << "\n" << kHint << "\n";
   return kExitUsage;
 }
 
@@ -99,10 +99,10 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
       "live SST bytes            %d\n"
       "memory                    memtables %d, block cache %d, SST readers "
       "%d bytes\n"
-      "counters since this idemctl opened the store:\n"
+      "counters since this idem-ctl opened the store:\n"
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
-      args.db, s.estimated_live_records, s.expiry_buckets,
+      args.store, s.estimated_live_records, s.expiry_buckets,
       s.expiry_buckets_dropped, s.live_sst_bytes, s.memtable_bytes,
       s.block_cache_bytes, s.table_reader_bytes, s.processed, s.duplicates,
       s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes, s.flush_bytes,
@@ -121,7 +121,7 @@ int RunSeen(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   } else {
     out << (*seen ? "seen" : "not seen") << "\n";
   }
-  return kExitOk;
+  return *seen ? kExitOk : kExitNotSeen;
 }
 
 int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
@@ -223,37 +223,23 @@ constexpr Command kCommands[] = {
 
 std::string IdemctlUsage() {
   return "Inspects and maintains an idem store. stats, seen and dump open it "
-         "read-only\n(they work while a consumer holds it, seeing its commits as "
-         "of that moment);\nforget, compact and checkpoint need it not to be "
-         "open elsewhere.\n"
+         "read-only\n(they work while a consumer holds it, seeing its commits "
+         "as of that moment);\nforget, compact and checkpoint need it not to "
+         "be open elsewhere. The store is\nnever created. dump writes every "
+         "dedupe record, state entry and offset as JSON\nlines; bytes are "
+         "JSON strings with one code point per byte (non-printable\nbytes as "
+         "\\u00XX; decode as Latin-1).\n"
          "\n"
-         "Usage: idemctl --db=PATH [--json] SUBCOMMAND [ARG]\n"
+         "Usage: idem-ctl --store=PATH [--json] SUBCOMMAND [ARG]\n"
+         "  stats | seen ID | forget ID | compact | checkpoint DIR | dump\n"
          "\n"
-         "Subcommands:\n"
-         "  stats           store size figures and counters\n"
-         "  seen ID         whether a live dedupe record exists for ID\n"
-         "  forget ID       remove ID's dedupe record so its next delivery "
-         "runs again\n"
-         "  compact         flush and compact, dropping expired dedupe "
-         "records\n"
-         "  checkpoint DIR  write a consistent copy of the store to DIR (must "
-         "not exist)\n"
-         "  dump            every dedupe record, state entry and offset as "
-         "JSON lines;\n"
-         "                  bytes are JSON strings with one code point per "
-         "byte\n"
-         "                  (non-printable bytes as \\u00XX; decode as "
-         "Latin-1)\n"
-         "\n"
-         "The store is never created. Exit codes: 0 success, 1 failure, "
-         "2 usage error\n"
-         "(Abseil's flag parser exits with 1 after --help and on an unknown "
-         "or\n"
-         "malformed flag).";
+         "Exit codes: 0 success (seen: the ID was seen), 1 seen: the ID was "
+         "not seen,\n2 bad command line (flag, subcommand or argument), "
+         "3 failure (store missing,\nI/O error, ...).";
 }
 
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
-  if (args.db.empty()) return UsageError(err, "--db=PATH is required");
+  if (args.store.empty()) return UsageError(err, "--store=PATH is required");
   if (args.command.empty()) return UsageError(err, "no subcommand given");
   const Command* command = nullptr;
   for (const Command& c : kCommands) {
@@ -289,11 +275,11 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
   options.read_only = command->run == RunStats || command->run == RunSeen ||
                       command->run == RunDump;
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(args.db, options);
+      Engine::Open(args.store, options);
   if (!engine.ok()) {
-    std::string what = absl::StrCat("cannot open store at '", args.db, "'");
+    std::string what = absl::StrCat("cannot open store at '", args.store, "'");
     if (absl::IsNotFound(engine.status())) {
-      absl::StrAppend(&what, " (idemctl never creates a store)");
+      absl::StrAppend(&what, " (idem-ctl never creates a store)");
     }
     return Fail(err, what, engine.status());
   }

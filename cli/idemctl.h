@@ -1,12 +1,12 @@
-// idemctl inspects and maintains an idem store from the command line:
+// idem-ctl inspects and maintains an idem store from the command line:
 //
-//   idemctl --db=PATH [--json] stats | seen ID | forget ID | compact
+//   idem-ctl --store=PATH [--json] stats | seen ID | forget ID | compact
 //                              | checkpoint DIR | dump
 //
 // RunIdemctl is the whole tool minus flag parsing (tools/idemctl_main.cc), so
 // tests drive it directly. It opens the store with create_if_missing = false
 // and Durability::kSync, runs one subcommand, writes results to `out` and
-// errors (one line each, prefixed "idemctl: ") to `err`, and returns an exit
+// errors (one line each, prefixed "idem-ctl: ") to `err`, and returns an exit
 // code. The store is opened by a full Engine, so it must not be open in any
 // other process at the time (Engine::Open fails with kFailedPrecondition).
 //
@@ -34,20 +34,22 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/tool_usage.h"
+
 namespace idem::cli {
 
-// Exit codes shared by the tools.
-inline constexpr int kExitOk = 0;
+// idem-ctl's exit codes: kExitOk (0) on success; kExitUsage (2, cli/
+// tool_usage.h) when the command line was wrong (missing --store, unknown
+// subcommand, wrong number of arguments, an ID out of range; flag syntax
+// errors are reported by ParseToolFlags before RunIdemctl runs); and
+// `seen ID` exits kExitNotSeen (1) when the ID was not seen:
+inline constexpr int kExitNotSeen = 1;
 // The command was understood but failed (store missing, I/O error, ...).
-inline constexpr int kExitFailure = 1;
-// The command line was wrong (missing --db, unknown subcommand, wrong number
-// of arguments, an ID out of range). Flag syntax errors (unknown flag, bad
-// value) are reported by Abseil's parser before RunIdemctl runs.
-inline constexpr int kExitUsage = 2;
+inline constexpr int kExitStoreFailure = 3;
 
 struct IdemctlArgs {
-  // --db: path of an existing store. Required.
-  std::string db;
+  // --store: path of an existing store. Required.
+  std::string store;
   // --json: machine-readable output (one JSON object) for every subcommand;
   // `dump` writes JSON lines either way.
   bool json = false;
@@ -55,11 +57,11 @@ struct IdemctlArgs {
   std::vector<std::string> command;
 };
 
-// The subcommand summary, for absl::SetProgramUsageMessage and error hints.
+// The description --help prints before the flags and subcommands.
 std::string IdemctlUsage();
 
-// Runs the subcommand in `args`. Returns kExitOk, kExitUsage (nothing opened)
-// or kExitFailure (message on `err`).
+// Runs the subcommand in `args`. Returns kExitOk, kExitNotSeen (seen only),
+// kExitUsage (nothing opened) or kExitStoreFailure (message on `err`).
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err);
 
 

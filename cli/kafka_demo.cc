@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
@@ -177,7 +177,7 @@ class Demo {
     options.brokers = brokers_;
     options.group_id = group;
     options.topics = {topic};
-    options.max_batch = options_.max_batch;
+    options.max_batch = options_.batch;
     options.max_attempts = kMaxAttempts;
     options.retry_backoff = absl::Milliseconds(10);
     options.kafka_config = {{"log_level", "3"}};
@@ -360,7 +360,7 @@ absl::Status ValidateKafkaDemoOptions(const KafkaDemoOptions& options) {
   if (options.duplicate_every < 0) {
     return invalid("--duplicate_every must be >= 0");
   }
-  if (options.max_batch < 1) return invalid("--max_batch must be >= 1");
+  if (options.batch < 1) return invalid("--batch must be >= 1");
   if (options.idle_timeout <= absl::ZeroDuration()) {
     return invalid("--idle_timeout must be positive");
   }

@@ -43,7 +43,7 @@ struct KafkaDemoOptions {
   // Every n-th record re-publishes an earlier ID (0: none). Must be >= 0.
   int duplicate_every = 10;
   // Most records per ProcessBatch call. Must be >= 1.
-  int max_batch = 500;
+  int batch = 500;
   // The engine's store; empty: a temporary directory, removed afterwards.
   std::string store;
   // How long a consumer may see nothing before the demo gives up.

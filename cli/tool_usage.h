@@ -1,25 +1,55 @@
-// Shared start-up of the command-line tools' mains: makes --help list the
-// flags defined in the tool's main file (Abseil matches flag files against
-// the binary's name by default, which differs from the file name here) and
-// sets the usage message. Call once, first thing in main(); not thread-safe.
+// The command-line tools' one way of reading flags (CLI11): every tool's
+// main() builds its app with MakeToolApp, declares its flags on it (durations
+// with AddDurationFlag), and calls ParseToolFlags, which gives all of them the
+// same vocabulary and exit codes:
+//   --help, -h   usage on stdout, exit 0
+//   --version    IDEM_VERSION on stdout, exit 0
+//   a bad flag (unknown, malformed, out of range, missing value, unexpected
+//   positional argument): one message naming it on stderr, exit 2.
+// Thread-compatible: one app per thread.
 
 #ifndef IDEM_CLI_TOOL_USAGE_H_
 #define IDEM_CLI_TOOL_USAGE_H_
 
-#include "absl/strings/string_view.h"
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/time.h"
 
 namespace idem::cli {
 
-// `main_file`: the suffix of the main's path, e.g. "crashtest_main.cc".
-void InitToolUsage(absl::string_view main_file, absl::string_view usage);
+// Exit codes shared by the tools.
+inline constexpr int kExitOk = 0;
+// The tool ran but failed (a check, the store or I/O). idem-ctl differs: see
+// cli/idemctl.h.
+inline constexpr int kExitFailure = 1;
+// The command line was wrong: a bad flag, or a value out of range.
+inline constexpr int kExitUsage = 2;
 
-// Parses the command line into the flags (absl::ParseCommandLine, which
-// exits 0 on --help). Returns false (the caller exits with 2) after a message
-// on stderr naming the flag for an unknown flag or a value the flag's type
-// cannot hold (e.g. "--threads=1e3"; range checks are the tool's), and for
-// a positional argument ("<tool>: unexpected argument ..."): the tools take
-// none.
-bool ParseToolFlags(int argc, char* argv[], absl::string_view tool);
+// The version --version prints ("MAJOR.MINOR.PATCH").
+const char* ToolVersion();
+
+// An app named `tool` (e.g. "idem-bench") whose --help prints `description`
+// then the flags, with --help/-h and --version.
+std::unique_ptr<CLI::App> MakeToolApp(const std::string& tool,
+                                      const std::string& description);
+
+// Adds --`name` taking an Abseil duration ("30s", "5m", "1h30m", "0"; parsed
+// with absl::ParseDuration) into *value, whose current value is the default.
+// A value that is not a duration is a bad flag.
+CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name,
+                             absl::Duration* value, const std::string& help);
+
+// Parses argv into the app's flags. Returns std::nullopt when the tool should
+// run, or the exit code to return now: kExitOk after --help or --version
+// (printed on `out`), kExitUsage after a message on `err` naming the bad
+// flag ("<tool>: ...", then "Run '<tool> --help' for usage.").
+std::optional<int> ParseToolFlags(CLI::App& app, int argc,
+                                  const char* const* argv, std::ostream& out,
+                                  std::ostream& err);
 
 }  // namespace idem::cli
 

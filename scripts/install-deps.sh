@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   cmake make g++ pkgconf
   librocksdb-dev libabsl-dev libxxhash-dev
+  libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   librdkafka-dev libpq-dev libhiredis-dev
   "$@"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
@@ -119,6 +119,28 @@ TEST(DemoTest, RemovesItsTemporaryDirectory) {
   absl::StatusOr<DemoReport> r = RunDemo(Small());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(std::filesystem::is_empty(tmpdir.path()));
+}
+
+TEST(DemoTest, KeepKeepsTheTemporaryStore) {
+  ScopedTmpdir tmpdir;
+  DemoOptions options = Small();
+  options.keep = true;
+  absl::StatusOr<DemoReport> r = RunDemo(options);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->passed());
+  EXPECT_EQ(r->store.rfind(tmpdir.path(), 0), 0u) << r->store;
+  EXPECT_TRUE(std::filesystem::is_directory(r->store));
+}
+
+TEST(DemoTest, StoreFlagPutsTheStoreThereAndKeepsIt) {
+  util::TempDir dir;
+  DemoOptions options = Small();
+  options.store = dir.Sub("demo-store");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDemoTool(options, /*json=*/false, out, err), kExitOk)
+      << err.str();
+  EXPECT_TRUE(std::filesystem::is_directory(options.store));
+  EXPECT_THAT(err.str(), ::testing::HasSubstr(options.store));
 }
 
 TEST(DemoTest, RejectsOptionsOutOfRange) {

@@ -82,7 +82,7 @@ class IdemctlTest : public ::testing::Test {
   Output Run(std::vector<std::string> command, bool json = false,
              std::optional<std::string> db_path = std::nullopt) {
     IdemctlArgs args;
-    args.db = db_path.has_value() ? *db_path : db();
+    args.store = db_path.has_value() ? *db_path : db();
     args.json = json;
     args.command = std::move(command);
     std::ostringstream out, err;
@@ -131,6 +131,16 @@ TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
   }
   // Counters run from when idemctl opened the store: it processed nothing.
   EXPECT_EQ(v.Find("processed")->number, 0);
+}
+
+// `seen` answers in its exit code too: 0 seen, 1 not seen, 3 a failure.
+TEST_F(IdemctlTest, SeenExitsZeroIfSeenAndOneIfNot) {
+  EXPECT_EQ(Run({"seen", "order-1"}).code, kExitOk);
+  EXPECT_EQ(Run({"seen", "never-delivered"}).code, kExitNotSeen);
+  EXPECT_EQ(Run({"seen", "stale"}).code, kExitNotSeen);
+  EXPECT_EQ(Run({"seen", "never-delivered"}, /*json=*/true).code, kExitNotSeen);
+  EXPECT_EQ(kExitNotSeen, 1);
+  EXPECT_EQ(kExitStoreFailure, 3);
 }
 
 TEST_F(IdemctlTest, SeenReportsLiveRecordsOnly) {
@@ -202,7 +212,7 @@ TEST_F(IdemctlTest, CheckpointWritesACopyTheEngineOpens) {
 
 TEST_F(IdemctlTest, CheckpointIntoAnExistingDirectoryFails) {
   Output r = Run({"checkpoint", dir_.path()}, /*json=*/true);
-  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("already exists"));
   EXPECT_THAT(r.out, IsEmpty());
 }
@@ -263,7 +273,7 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
 TEST_F(IdemctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
   const std::string missing = dir_.Sub("missing");
   Output r = Run({"stats"}, /*json=*/false, missing);
-  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("cannot open store"));
   EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
   EXPECT_THAT(r.out, IsEmpty());
@@ -274,7 +284,7 @@ TEST_F(IdemctlTest, ChangingAStoreOpenInAnotherEngineIsAnError) {
   auto engine = Engine::Open(db(), Options{});
   ASSERT_TRUE(engine.ok()) << engine.status();
   Output r = Run({"compact"});
-  EXPECT_EQ(r.code, kExitFailure);
+  EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("cannot open store"));
   // Inspecting it works (read-only).
   EXPECT_EQ(Run({"stats"}).code, 0);
@@ -282,7 +292,7 @@ TEST_F(IdemctlTest, ChangingAStoreOpenInAnotherEngineIsAnError) {
 
 struct UsageCase {
   std::string name;
-  std::string db;
+  std::string store;
   std::vector<std::string> command;
   std::string message;
 };
@@ -293,7 +303,7 @@ TEST_P(IdemctlUsageTest, ExitsWithUsageCodeAndTouchesNothing) {
   util::TempDir dir;
   const UsageCase& c = GetParam();
   IdemctlArgs args;
-  args.db = c.db.empty() ? "" : dir.Sub(c.db);
+  args.store = c.store.empty() ? "" : dir.Sub(c.store);
   args.command = c.command;
   std::ostringstream out, err;
   EXPECT_EQ(RunIdemctl(args, out, err), kExitUsage);
@@ -306,7 +316,7 @@ TEST_P(IdemctlUsageTest, ExitsWithUsageCodeAndTouchesNothing) {
 INSTANTIATE_TEST_SUITE_P(
     BadCommandLines, IdemctlUsageTest,
     ::testing::Values(
-        UsageCase{"MissingDb", "", {"stats"}, "--db=PATH is required"},
+        UsageCase{"MissingDb", "", {"stats"}, "--store=PATH is required"},
         UsageCase{"NoSubcommand", "db", {}, "no subcommand"},
         UsageCase{"UnknownSubcommand",
                   "db",
@@ -362,13 +372,13 @@ TEST(IdemctlReadOnlyTest, InspectsAStoreThatAnEngineHoldsOpen) {
                   .ok());
   std::ostringstream out, err;
   IdemctlArgs args;
-  args.db = db;
+  args.store = db;
   args.command = {"seen", "held"};
   EXPECT_EQ(RunIdemctl(args, out, err), 0) << err.str();
   EXPECT_NE(out.str().find("seen"), std::string::npos) << out.str();
   std::ostringstream out2, err2;
   args.command = {"forget", "held"};
-  EXPECT_EQ(RunIdemctl(args, out2, err2), 1);
+  EXPECT_EQ(RunIdemctl(args, out2, err2), kExitStoreFailure);
   EXPECT_TRUE(*(*engine)->Seen("held"));
 }
 

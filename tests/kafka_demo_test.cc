@@ -3,7 +3,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/json_value.h"
@@ -19,7 +19,7 @@ KafkaDemoOptions Small(const util::TempDir& dir) {
   KafkaDemoOptions options;
   options.messages = 1000;
   options.duplicate_every = 5;
-  options.max_batch = 100;
+  options.batch = 100;
   options.store = dir.Sub("store");
   return options;
 }

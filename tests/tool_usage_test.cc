@@ -1,86 +1,127 @@
-// ParseToolFlags (cli/tool_usage.h): a flag value its type cannot hold or
-// an unknown flag is reported naming the flag and returns false (the tools
-// exit with 2), where absl::ParseCommandLine alone would exit with 1.
+// ParseToolFlags (cli/tool_usage.h), the tools' one flag parser: --help, -h
+// and --version exit 0; a bad flag (unknown, malformed, out of the type's
+// range, missing value, unexpected argument) exits 2 with a message naming
+// it; durations read Abseil's syntax.
 
 #include "cli/tool_usage.h"
 
 #include <cstdint>
-#include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-
-ABSL_FLAG(int, tu_threads, 2, "Test flag.");
-ABSL_FLAG(uint64_t, tu_messages, 0, "Test flag.");
-ABSL_FLAG(bool, tu_json, false, "Test flag.");
 
 namespace idem::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Flags {
+  int threads = 2;
+  uint64_t messages = 0;
+  bool json = false;
+  bool progress = true;
+  absl::Duration window = absl::Hours(1);
+};
 
 struct Parsed {
-  bool ok = false;
+  std::optional<int> code;
+  std::string out;
   std::string err;
+  Flags flags;
 };
 
 Parsed Parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "tool_usage_test");
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  std::ostringstream err;
-  std::streambuf* old = std::cerr.rdbuf(err.rdbuf());
+  args.insert(args.begin(), "tool");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
   Parsed p;
-  p.ok = ParseToolFlags(static_cast<int>(argv.size()), argv.data(), "tool");
-  std::cerr.rdbuf(old);
+  std::unique_ptr<CLI::App> app = MakeToolApp("tool", "A test tool.");
+  app->add_option("--threads", p.flags.threads, "Threads.");
+  app->add_option("--messages", p.flags.messages, "Messages.");
+  app->add_flag("--json", p.flags.json, "JSON.");
+  app->add_flag("--progress,!--noprogress", p.flags.progress, "Progress.");
+  AddDurationFlag(*app, "window", &p.flags.window, "Window.");
+  std::ostringstream out, err;
+  p.code = ParseToolFlags(*app, static_cast<int>(argv.size()), argv.data(), out,
+                          err);
+  p.out = out.str();
   p.err = err.str();
   return p;
 }
 
-// Regression: "--messages=1e11" made the tools exit with 1 (Abseil's code),
-// not the tools' 2 for bad flags.
-TEST(ToolUsageTest, ValueTheFlagCannotHoldIsRefusedNamingTheFlag) {
-  for (const std::vector<std::string>& args :
-       std::vector<std::vector<std::string>>{
-           {"--tu_messages=1e11"},
-           {"--tu_messages=-1"},
-           {"--tu_threads=100000000000"},
-           {"--tu_threads", "1e3"},
-           {"--tu_json=maybe"},
-       }) {
-    const Parsed p = Parse(args);
-    EXPECT_FALSE(p.ok) << args[0];
-    const std::string name = args[0].substr(0, args[0].find('='));
-    EXPECT_THAT(p.err, HasSubstr("tool: " + name + ": ")) << p.err;
-    EXPECT_THAT(p.err, HasSubstr("tool --help"));
+TEST(ToolUsageTest, HelpAndShortHelpPrintUsageAndExitZero) {
+  for (const char* flag : {"--help", "-h"}) {
+    const Parsed p = Parse({flag});
+    EXPECT_EQ(p.code, std::optional<int>(kExitOk)) << flag;
+    EXPECT_THAT(p.out, HasSubstr("A test tool.")) << flag;
+    EXPECT_THAT(p.out, HasSubstr("--threads")) << flag;
+    EXPECT_THAT(p.out, HasSubstr("--window DURATION=1h")) << flag;
+    EXPECT_EQ(p.err, "");
   }
 }
 
-TEST(ToolUsageTest, UnknownFlagAndMissingValueAreRefused) {
-  Parsed p = Parse({"--tu_thread=3"});
-  EXPECT_FALSE(p.ok);
-  EXPECT_THAT(p.err, HasSubstr("tool: unknown flag --tu_thread"));
-  p = Parse({"--notu_threads"});  // --no only for bool flags
-  EXPECT_FALSE(p.ok);
-  EXPECT_THAT(p.err, HasSubstr("unknown flag --notu_threads"));
-  p = Parse({"--tu_threads"});
-  EXPECT_FALSE(p.ok);
-  EXPECT_THAT(p.err, HasSubstr("tool: --tu_threads needs a value"));
+TEST(ToolUsageTest, VersionPrintsTheVersionAndExitsZero) {
+  const Parsed p = Parse({"--version"});
+  EXPECT_EQ(p.code, std::optional<int>(kExitOk));
+  EXPECT_EQ(p.out, std::string(ToolVersion()) + "\n");
+  EXPECT_THAT(ToolVersion(),
+              ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
 }
 
-TEST(ToolUsageTest, GoodFlagsAreParsedAndPositionalArgumentsRefused) {
-  Parsed p = Parse({"--tu_threads", "7", "--tu_messages=5", "--notu_json"});
-  EXPECT_TRUE(p.ok) << p.err;
-  EXPECT_EQ(absl::GetFlag(FLAGS_tu_threads), 7);
-  EXPECT_EQ(absl::GetFlag(FLAGS_tu_messages), 5u);
-  EXPECT_FALSE(absl::GetFlag(FLAGS_tu_json));
-  p = Parse({"--tu_json", "extra"});
-  EXPECT_FALSE(p.ok);
-  EXPECT_THAT(p.err, HasSubstr("tool: unexpected argument 'extra'"));
+// Regression: "--messages=1e11" made the tools exit with 1 (Abseil's code),
+// not the tools' 2 for bad flags.
+TEST(ToolUsageTest, BadFlagExitsTwoNamingTheFlag) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"--messages=1.5"},
+           {"--messages=-1"},
+           {"--threads=100000000000"},
+           {"--threads", "1e3"},
+           {"--window=5x"},
+           {"--window=1h30"},
+           {"--threads"},
+           {"--no_such_flag"},
+           {"--nothreads"},
+       }) {
+    const Parsed p = Parse(args);
+    EXPECT_EQ(p.code, std::optional<int>(kExitUsage)) << args[0];
+    const std::string name = args[0].substr(0, args[0].find('='));
+    EXPECT_THAT(p.err, StartsWith("tool: ")) << p.err;
+    EXPECT_THAT(p.err, HasSubstr(name)) << p.err;
+    EXPECT_THAT(p.err, HasSubstr("Run 'tool --help' for usage.")) << p.err;
+  }
+}
+
+TEST(ToolUsageTest, UnexpectedArgumentExitsTwo) {
+  const Parsed p = Parse({"--json", "extra"});
+  EXPECT_EQ(p.code, std::optional<int>(kExitUsage));
+  EXPECT_THAT(p.err, HasSubstr("extra"));
+}
+
+TEST(ToolUsageTest, GoodFlagsAreParsed) {
+  const Parsed p = Parse({"--threads", "7", "--messages=5", "--json",
+                          "--noprogress", "--window=1h30m"});
+  EXPECT_EQ(p.code, std::nullopt) << p.err;
+  EXPECT_EQ(p.flags.threads, 7);
+  EXPECT_EQ(p.flags.messages, 5u);
+  EXPECT_TRUE(p.flags.json);
+  EXPECT_FALSE(p.flags.progress);
+  EXPECT_EQ(p.flags.window, absl::Minutes(90));
+}
+
+TEST(ToolUsageTest, DefaultsStayWithoutFlags) {
+  const Parsed p = Parse({});
+  EXPECT_EQ(p.code, std::nullopt) << p.err;
+  EXPECT_EQ(p.flags.threads, 2);
+  EXPECT_TRUE(p.flags.progress);
+  EXPECT_EQ(p.flags.window, absl::Hours(1));
 }
 
 }  // namespace

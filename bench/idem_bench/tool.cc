@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/idem_bench/idem_bench.h"
 #include "bench/idem_bench/names.h"
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "util/temp_dir.h"
 
 namespace idem::bench {
