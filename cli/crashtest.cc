@@ -13,19 +13,28 @@ namespace idem::cli {
 namespace {
 
 bool ParseMode(const std::string& s, crash::CrashMode* mode) {
-  if (s == "kill") *mode = crash::CrashMode::kKill;
-  else if (s == "powerloss") *mode = crash::CrashMode::kPowerLoss;
-  else if (s == "killpoint") *mode = crash::CrashMode::kKillPoint;
-  else if (s == "mixed") *mode = crash::CrashMode::kMixed;
-  else return false;
+  if (s == "kill")
+    *mode = crash::CrashMode::kKill;
+  else if (s == "powerloss")
+    *mode = crash::CrashMode::kPowerLoss;
+  else if (s == "killpoint")
+    *mode = crash::CrashMode::kKillPoint;
+  else if (s == "mixed")
+    *mode = crash::CrashMode::kMixed;
+  else
+    return false;
   return true;
 }
 
 bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
-  if (s == "none") *self_test = crash::SelfTest::kNone;
-  else if (s == "ack_before_durable") *self_test = crash::SelfTest::kAckBeforeDurable;
-  else if (s == "split_commit") *self_test = crash::SelfTest::kSplitCommit;
-  else return false;
+  if (s == "none")
+    *self_test = crash::SelfTest::kNone;
+  else if (s == "ack_before_durable")
+    *self_test = crash::SelfTest::kAckBeforeDurable;
+  else if (s == "split_commit")
+    *self_test = crash::SelfTest::kSplitCommit;
+  else
+    return false;
   return true;
 }
 
@@ -34,9 +43,9 @@ std::string ReproduceCommand(const CrashtestArgs& a) {
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
       "--seed=%d --threads=%d --messages=%d --partitions=%d --batch=%d "
       "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d",
-      a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads,
-      a.messages, a.partitions, a.batch, a.recovery_crash_rate,
-      a.self_test, a.expiry_buckets);
+      a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads, a.messages,
+      a.partitions, a.batch, a.recovery_crash_rate, a.self_test,
+      a.expiry_buckets);
 }
 
 void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
@@ -46,10 +55,11 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
       "seed=%d\n",
       a.workload, a.mode, a.durability, a.threads, r.seed);
   out << absl::StrFormat(
-      "cycles:     %d crash cycles in %d epoch(s): kill %d, power loss %d (torn "
+      "cycles:     %d crash cycles in %d epoch(s): kill %d, power loss %d "
+      "(torn "
       "%d), kill point %d; recovery crashed %d\n",
-      r.cycles, r.epochs, r.kills, r.power_losses, r.torn_writes,
-      r.kill_points, r.recovery_crashes);
+      r.cycles, r.epochs, r.kills, r.power_losses, r.torn_writes, r.kill_points,
+      r.recovery_crashes);
   out << absl::StrFormat(
       "no crash:   %d run(s) stopped before their crash came (not cycles)\n",
       r.cycles_without_crash);
@@ -81,8 +91,8 @@ std::string ProgressLine(const crash::CycleProgress& p) {
   using Kind = crash::CycleProgress::Kind;
   switch (p.kind) {
     case Kind::kCrashCycle:
-      return absl::StrFormat("[cycle %d/%d] %s: %s", p.cycle, p.cycles,
-                             p.crash, p.summary);
+      return absl::StrFormat("[cycle %d/%d] %s: %s", p.cycle, p.cycles, p.crash,
+                             p.summary);
     case Kind::kNoCrash:
       return absl::StrFormat(
           "[no crash] the worker stopped before the crash of cycle %d: %s",
@@ -104,7 +114,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   crash::CrashTestOptions options;
   if (!ParseMode(args.mode, &options.mode)) {
     err << "idem-crashtest: --mode must be kill, powerloss, killpoint or "
-           "mixed, got '" << args.mode << "'\n";
+           "mixed, got '"
+        << args.mode << "'\n";
     return 2;
   }
   if (args.durability == "sync") {
@@ -118,7 +129,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   }
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable or "
-           "split_commit, got '" << args.self_test << "'\n";
+           "split_commit, got '"
+        << args.self_test << "'\n";
     return 2;
   }
   absl::StatusOr<std::unique_ptr<crash::Workload>> workload =
@@ -155,7 +167,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   std::optional<util::TempDir> temporary;
   options.dir = args.dir;
   if (options.dir.empty()) {
-    absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem-crashtest-");
+    absl::StatusOr<util::TempDir> dir =
+        util::TempDir::Create("idem-crashtest-");
     if (!dir.ok()) {
       err << "idem-crashtest: cannot create a temporary directory\n";
       return 2;

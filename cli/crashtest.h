@@ -20,7 +20,7 @@ struct CrashtestArgs {
   std::string mode = "kill";        // kill | powerloss | killpoint | mixed
   std::string durability = "sync";  // sync | buffered
   uint64_t seed = 1;
-  int threads = 2;                  // in [1, 256]
+  int threads = 2;  // in [1, 256]
   // Working directory (--dir): holds each epoch's store and the workers'
   // logs; empty: a new temporary directory, removed afterwards unless `keep`
   // is set or a violation was found.
@@ -33,7 +33,7 @@ struct CrashtestArgs {
   int batch = 32;                    // largest batch, in [1, 10000]
   int expiry_buckets = 0;            // in [0, 64]
   double recovery_crash_rate = 0.2;  // in [0, 1]
-  std::string self_test = "none";   // none | ack_before_durable | split_commit
+  std::string self_test = "none";    // none | ack_before_durable | split_commit
 };
 
 // Progress goes to `err`: one line per crash cycle ("[cycle i/N] kill: ..."),

@@ -64,7 +64,6 @@ std::string IdemctlUsage();
 // kExitUsage (nothing opened) or kExitStoreFailure (message on `err`).
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err);
 
-
 }  // namespace idem::cli
 
 #endif  // IDEM_CLI_IDEMCTL_H_

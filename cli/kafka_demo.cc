@@ -97,8 +97,8 @@ absl::Status ApplyPayment(const kafka::Record& record, Txn& txn) {
     return absl::OkStatus();
   };
   PartitionTxn partition(txn, record.topic, record.partition);
-  if (absl::Status s = add(partition, "balance/" + value.substr(0, colon),
-                           amount);
+  if (absl::Status s =
+          add(partition, "balance/" + value.substr(0, colon), amount);
       !s.ok()) {
     return s;
   }
@@ -127,8 +127,7 @@ class Demo {
         !s.ok()) {
       return s;
     }
-    if (absl::Status s =
-            RunPhase("phase 2", second, **engine, report_.second);
+    if (absl::Status s = RunPhase("phase 2", second, **engine, report_.second);
         !s.ok()) {
       return s;
     }
@@ -138,16 +137,15 @@ class Demo {
 
  private:
   absl::Status SetUp() {
-    report_.topic = options_.topic.empty()
-                        ? absl::StrCat("idem-demo-", absl::ToUnixSeconds(
-                                                         absl::Now()))
-                        : options_.topic;
+    report_.topic =
+        options_.topic.empty()
+            ? absl::StrCat("idem-demo-", absl::ToUnixSeconds(absl::Now()))
+            : options_.topic;
     if (options_.brokers.empty()) {
       auto cluster = kafka::MockCluster::Start(1);
       if (!cluster.ok()) return cluster.status();
       cluster_ = *std::move(cluster);
-      for (const std::string& topic :
-           {report_.topic, report_.topic + ".dlq"}) {
+      for (const std::string& topic : {report_.topic, report_.topic + ".dlq"}) {
         if (absl::Status s = cluster_->CreateTopic(topic, options_.partitions);
             !s.ok()) {
           return s;
@@ -166,8 +164,7 @@ class Demo {
     auto dir = util::TempDir::Create("idem_kafka_demo_");
     if (!dir.ok()) return dir.status();
     temp_dir_ = *std::move(dir);
-    store_ = options_.store.empty() ? temp_dir_->Sub("store")
-                                    : options_.store;
+    store_ = options_.store.empty() ? temp_dir_->Sub("store") : options_.store;
     return absl::OkStatus();
   }
 
@@ -230,9 +227,10 @@ class Demo {
         if (!start.has_value()) start = now;
       }
       if (now - last_record > options_.idle_timeout) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            name, ": no record for ", absl::FormatDuration(options_.idle_timeout),
-            " after ", (*consumer)->stats().records, " of ", phase.produced));
+        return absl::DeadlineExceededError(
+            absl::StrCat(name, ": no record for ",
+                         absl::FormatDuration(options_.idle_timeout), " after ",
+                         (*consumer)->stats().records, " of ", phase.produced));
       }
       if (now - last_progress > absl::Seconds(2)) {
         last_progress = now;
@@ -284,9 +282,10 @@ class Demo {
         ++report_.applied_wrongly;
       }
     }
-    report_.applied_wrongly += static_cast<int64_t>(std::count_if(
-        applied.begin(), applied.end(),
-        [&](const auto& entry) { return !stream.amounts.contains(entry.first); }));
+    report_.applied_wrongly += static_cast<int64_t>(
+        std::count_if(applied.begin(), applied.end(), [&](const auto& entry) {
+          return !stream.amounts.contains(entry.first);
+        }));
 
     progress_ << "reading the dead-letter topic " << report_.topic << ".dlq\n";
     auto dlq_engine = Engine::Open(temp_dir_->path() + "/dlq", Options());
@@ -303,12 +302,12 @@ class Demo {
       if (!batch.ok()) return batch.status();
       report_.dead_letter_records += batch->records;
     }
-    report_.passed = report_.applied_wrongly == 0 &&
-                     report_.applied_once == report_.unique_payments &&
-                     report_.actual_total == report_.expected_total &&
-                     report_.dead_letter_records == 1 &&
-                     report_.first.dead_lettered + report_.second.dead_lettered ==
-                         1;
+    report_.passed =
+        report_.applied_wrongly == 0 &&
+        report_.applied_once == report_.unique_payments &&
+        report_.actual_total == report_.expected_total &&
+        report_.dead_letter_records == 1 &&
+        report_.first.dead_lettered + report_.second.dead_lettered == 1;
     return absl::OkStatus();
   }
 

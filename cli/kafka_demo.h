@@ -62,7 +62,7 @@ struct KafkaDemoPhase {
   // "partition: start" lines of the assignment, e.g. "0: engine offset 41,
   // resuming at 42".
   std::vector<std::string> starts;
-  double seconds = 0;         // from the first record polled to the last
+  double seconds = 0;  // from the first record polled to the last
   // ConsumerStats::engine_time and kafka_time of the phase's consumer, over
   // its whole life (joining the group included).
   double engine_seconds = 0;
@@ -77,10 +77,10 @@ struct KafkaDemoReport {
   KafkaDemoPhase first;
   KafkaDemoPhase second;
   // Checks.
-  int64_t applied_once = 0;       // payments applied exactly once
-  int64_t applied_wrongly = 0;    // payments applied 0 or >= 2 times
-  int64_t expected_total = 0;     // sum of the payments' amounts
-  int64_t actual_total = 0;       // sum of the partitions' balances
+  int64_t applied_once = 0;         // payments applied exactly once
+  int64_t applied_wrongly = 0;      // payments applied 0 or >= 2 times
+  int64_t expected_total = 0;       // sum of the payments' amounts
+  int64_t actual_total = 0;         // sum of the partitions' balances
   int64_t dead_letter_records = 0;  // records read back from <topic>.dlq
   bool passed = false;
 };

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,7 +55,8 @@ class JournaledWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
                            const rocksdb::IOOptions& options,
                            rocksdb::IODebugContext* dbg) override {
     if (rocksdb::IOStatus s = BeforeAppend(); !s.ok()) return s;
-    rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Append(data, options, dbg);
+    rocksdb::IOStatus s =
+        FSWritableFileOwnerWrapper::Append(data, options, dbg);
     if (s.ok()) fs_->NoteAppend(*sizes_, kAtEnd, data.size());
     return s;
   }
@@ -74,14 +75,15 @@ class JournaledWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
                                      const rocksdb::IOOptions& options,
                                      rocksdb::IODebugContext* dbg) override {
     if (rocksdb::IOStatus s = BeforeAppend(); !s.ok()) return s;
-    rocksdb::IOStatus s =
-        FSWritableFileOwnerWrapper::PositionedAppend(data, offset, options, dbg);
+    rocksdb::IOStatus s = FSWritableFileOwnerWrapper::PositionedAppend(
+        data, offset, options, dbg);
     if (s.ok()) fs_->NoteAppend(*sizes_, offset, data.size());
     return s;
   }
   rocksdb::IOStatus Truncate(uint64_t size, const rocksdb::IOOptions& options,
                              rocksdb::IODebugContext* dbg) override {
-    rocksdb::IOStatus s = FSWritableFileOwnerWrapper::Truncate(size, options, dbg);
+    rocksdb::IOStatus s =
+        FSWritableFileOwnerWrapper::Truncate(size, options, dbg);
     if (s.ok()) fs_->NoteTruncate(*sizes_, size);
     return s;
   }
@@ -154,7 +156,8 @@ CrashFileSystem::CrashFileSystem(std::shared_ptr<rocksdb::FileSystem> base,
                                  CrashFsOptions options)
     : FileSystemWrapper(std::move(base)), options_(std::move(options)) {
   if (options_.journal_path.empty()) {
-    status_ = absl::InvalidArgumentError("CrashFsOptions.journal_path is empty");
+    status_ =
+        absl::InvalidArgumentError("CrashFsOptions.journal_path is empty");
     return;
   }
   journal_fd_ = ::open(options_.journal_path.c_str(),
@@ -332,7 +335,8 @@ absl::Status CrashFileSystem::DropUnsyncedWalData(const std::string& dir) {
       files.push_back(entry.path());
     }
   }
-  if (ec) return absl::InternalError("cannot list " + dir + ": " + ec.message());
+  if (ec)
+    return absl::InternalError("cannot list " + dir + ": " + ec.message());
   absl::MutexLock lock(&sizes_mu_);
   for (const fs::path& file : files) {
     auto it = sizes_.find(file.lexically_normal().string());
@@ -364,8 +368,8 @@ rocksdb::IOStatus CrashFileSystem::NewWritableFile(
   JournalCreate(fname, 0);
   rocksdb::IOStatus s = target()->NewWritableFile(fname, options, result, dbg);
   if (s.ok()) {
-    *result = std::make_unique<JournaledWritableFile>(std::move(*result),
-                                                      fname, 0, this);
+    *result = std::make_unique<JournaledWritableFile>(std::move(*result), fname,
+                                                      0, this);
   }
   return s;
 }
@@ -380,8 +384,8 @@ rocksdb::IOStatus CrashFileSystem::ReopenWritableFile(
   rocksdb::IOStatus s =
       target()->ReopenWritableFile(fname, options, result, dbg);
   if (s.ok()) {
-    *result = std::make_unique<JournaledWritableFile>(std::move(*result),
-                                                      fname, size, this);
+    *result = std::make_unique<JournaledWritableFile>(std::move(*result), fname,
+                                                      size, this);
   }
   return s;
 }
@@ -396,8 +400,8 @@ rocksdb::IOStatus CrashFileSystem::ReuseWritableFile(
   rocksdb::IOStatus s =
       target()->ReuseWritableFile(fname, old_fname, options, result, dbg);
   if (s.ok()) {
-    *result = std::make_unique<JournaledWritableFile>(std::move(*result),
-                                                      fname, 0, this);
+    *result = std::make_unique<JournaledWritableFile>(std::move(*result), fname,
+                                                      0, this);
   }
   return s;
 }

@@ -1,6 +1,8 @@
 // RunCrashTest: the cycle loop of the crash-recovery harness (fork a worker,
 // crash it, simulate power loss, crash the recovery, verify).
 
+#include "idem/crash/harness.h"
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,7 +23,6 @@
 #include "crash/verifier.h"
 #include "crash/worker.h"
 #include "idem/crash/file_system.h"
-#include "idem/crash/harness.h"
 #include "util/json_writer.h"
 #include "util/latency_histogram.h"
 
@@ -95,7 +96,9 @@ absl::Status CheckSingleThreaded() {
   if (!ec && threads > 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "RunCrashTest must be called from a single-threaded process (this one "
-        "has ", threads, " threads): it forks workers, and forking a process "
+        "has ",
+        threads,
+        " threads): it forks workers, and forking a process "
         "with RocksDB or other threads is unsafe"));
   }
   return absl::OkStatus();
@@ -116,9 +119,10 @@ absl::Status PrepareDir(const std::string& dir) {
     empty = false;
   }
   if (!empty && !ours) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir, " is not empty and was not made by the crash harness; "
-             "use an empty or new directory"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(dir,
+                     " is not empty and was not made by the crash harness; "
+                     "use an empty or new directory"));
   }
   for (auto it = fs::directory_iterator(dir, ec);
        !ec && it != fs::directory_iterator(); it.increment(ec)) {
@@ -222,7 +226,8 @@ class Run {
  private:
   // Builds the next epoch's stream and removes the previous epoch's store.
   absl::Status StartEpoch() {
-    const uint64_t seed = o_.seed + 1000003 * static_cast<uint64_t>(report_.epochs);
+    const uint64_t seed =
+        o_.seed + 1000003 * static_cast<uint64_t>(report_.epochs);
     std::error_code ec;
     fs::remove_all(store_, ec);
     if (!ec) fs::remove_all(store_ + ".idem-creating", ec);
@@ -256,10 +261,14 @@ class Run {
 
   CycleCrash PickCrash() {
     switch (o_.mode) {
-      case CrashMode::kKill: return CycleCrash::kKill;
-      case CrashMode::kPowerLoss: return CycleCrash::kPowerLoss;
-      case CrashMode::kKillPoint: return CycleCrash::kKillPoint;
-      case CrashMode::kMixed: break;
+      case CrashMode::kKill:
+        return CycleCrash::kKill;
+      case CrashMode::kPowerLoss:
+        return CycleCrash::kPowerLoss;
+      case CrashMode::kKillPoint:
+        return CycleCrash::kKillPoint;
+      case CrashMode::kMixed:
+        break;
     }
     return static_cast<CycleCrash>(rng_() % 3);
   }
@@ -364,12 +373,14 @@ class Run {
 
     int ready[2];
     if (::pipe(ready) != 0) {
-      return absl::UnavailableError(absl::StrCat("pipe: ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("pipe: ", std::strerror(errno)));
     }
     config.ready_fd = ready[1];
     const pid_t pid = ::fork();
     if (pid < 0) {
-      return absl::UnavailableError(absl::StrCat("fork: ", std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("fork: ", std::strerror(errno)));
     }
     if (pid == 0) {
       ::close(ready[0]);
@@ -399,9 +410,15 @@ class Run {
     const bool torn = crash == CycleCrash::kPowerLoss && (rng_() % 2 == 1);
     if (crashed) {
       switch (crash) {
-        case CycleCrash::kKill: ++report_.kills; break;
-        case CycleCrash::kPowerLoss: ++report_.power_losses; break;
-        case CycleCrash::kKillPoint: ++report_.kill_points; break;
+        case CycleCrash::kKill:
+          ++report_.kills;
+          break;
+        case CycleCrash::kPowerLoss:
+          ++report_.power_losses;
+          break;
+        case CycleCrash::kKillPoint:
+          ++report_.kill_points;
+          break;
       }
       if (torn) ++report_.torn_writes;
     } else if (!final) {
@@ -410,8 +427,9 @@ class Run {
     if (absl::Status s = AfterCrash(power_loss, torn); !s.ok()) return s;
 
     CycleProgress progress;
-    progress.kind = kind == RunKind::kFinal      ? CycleProgress::Kind::kFinalRun
-                    : kind == RunKind::kEpochEnd ? CycleProgress::Kind::kEpochEnd
+    progress.kind = kind == RunKind::kFinal ? CycleProgress::Kind::kFinalRun
+                    : kind == RunKind::kEpochEnd
+                        ? CycleProgress::Kind::kEpochEnd
                     : crashed ? CycleProgress::Kind::kCrashCycle
                               : CycleProgress::Kind::kNoCrash;
     progress.cycle = report_.cycles + (kind == RunKind::kCrash ? 1 : 0);
@@ -450,12 +468,10 @@ class Run {
       InvariantResult& r = invariants_["worker_errors"];
       if (r.passed) {
         r.passed = false;
-        r.first_counterexample =
-            absl::StrCat(label, ": the worker died unexpectedly (",
-                         WIFSIGNALED(status) ? "signal " : "exit ",
-                         WIFSIGNALED(status) ? WTERMSIG(status)
-                                             : WEXITSTATUS(status),
-                         ")");
+        r.first_counterexample = absl::StrCat(
+            label, ": the worker died unexpectedly (",
+            WIFSIGNALED(status) ? "signal " : "exit ",
+            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), ")");
       }
     }
 
@@ -548,9 +564,8 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
     return OutOfRange("threads", 1, kMaxThreads, o.threads);
   }
   if (o.messages > kMaxMessages) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("messages must be in [0, ", kMaxMessages, "], got ",
-                     o.messages));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "messages must be in [0, ", kMaxMessages, "], got ", o.messages));
   }
   if (o.partitions < 1 || o.partitions > kMaxPartitions) {
     return OutOfRange("partitions", 1, kMaxPartitions, o.partitions);
@@ -559,8 +574,7 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
     return OutOfRange("max_batch", 1, kMaxBatch, o.max_batch);
   }
   if (o.expiry_buckets < 0 || o.expiry_buckets > kMaxExpiryBuckets) {
-    return OutOfRange("expiry_buckets", 0, kMaxExpiryBuckets,
-                      o.expiry_buckets);
+    return OutOfRange("expiry_buckets", 0, kMaxExpiryBuckets, o.expiry_buckets);
   }
   const std::pair<const char*, double> rates[] = {
       {"producer_duplicate_rate", o.producer_duplicate_rate},
@@ -574,10 +588,9 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
   }
   if (o.max_kill_delay < absl::ZeroDuration() ||
       o.max_kill_delay > kMaxKillDelay) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_kill_delay must be in [0, ",
-                     absl::FormatDuration(kMaxKillDelay), "], got ",
-                     absl::FormatDuration(o.max_kill_delay)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_kill_delay must be in [0, ", absl::FormatDuration(kMaxKillDelay),
+        "], got ", absl::FormatDuration(o.max_kill_delay)));
   }
   return absl::OkStatus();
 }
@@ -600,10 +613,10 @@ std::string CrashTestReportToJson(const CrashTestReport& r) {
       "\"acknowledged\":%d,\"duplicates_suppressed\":%d},"
       "\"unsynced_bytes_dropped\":%d,"
       "\"open_ms\":{\"p50\":%.3f,\"max\":%.3f},\"invariants\":[",
-      r.seed, r.passed() ? "true" : "false", r.cycles, r.epochs, r.kills, r.power_losses,
-      r.torn_writes, r.kill_points, r.recovery_crashes, r.cycles_without_crash,
-      r.unique_messages, r.stream_entries, r.deliveries, r.acknowledged,
-      r.duplicates_suppressed, r.unsynced_bytes_dropped,
+      r.seed, r.passed() ? "true" : "false", r.cycles, r.epochs, r.kills,
+      r.power_losses, r.torn_writes, r.kill_points, r.recovery_crashes,
+      r.cycles_without_crash, r.unique_messages, r.stream_entries, r.deliveries,
+      r.acknowledged, r.duplicates_suppressed, r.unsynced_bytes_dropped,
       absl::ToDoubleMilliseconds(r.open_p50),
       absl::ToDoubleMilliseconds(r.open_max));
   for (size_t i = 0; i < r.invariants.size(); ++i) {

@@ -42,8 +42,8 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
   const Stream& stream = *in.stream;
   std::vector<bool> present(stream.messages.size(), false);
   std::vector<StreamMessage> applied;
-  for (const char* name : {"no_lost_ack", "no_phantom", "atomicity",
-                           "bounded_in_flight"}) {
+  for (const char* name :
+       {"no_lost_ack", "no_phantom", "atomicity", "bounded_in_flight"}) {
     check.Evaluated(name);
   }
   for (size_t i = 0; i < stream.messages.size(); ++i) {
@@ -51,10 +51,11 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
     absl::StatusOr<bool> seen = engine.Seen(m.id);
     absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
     if (!seen.ok() || !effect.ok()) {
-      check.Violation("atomicity",
-                      absl::StrCat("reading ", m.id, ": ",
-                                   (!seen.ok() ? seen.status() : effect.status())
-                                       .ToString()));
+      check.Violation(
+          "atomicity",
+          absl::StrCat(
+              "reading ", m.id, ": ",
+              (!seen.ok() ? seen.status() : effect.status()).ToString()));
       continue;
     }
     present[i] = *seen;
@@ -65,8 +66,9 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
                       absl::StrCat(m.id, " was acknowledged but is absent"));
     }
     if (*seen && !in.delivered->contains(m.id)) {
-      check.Violation("no_phantom",
-                      absl::StrCat(m.id, " is present but was never delivered"));
+      check.Violation(
+          "no_phantom",
+          absl::StrCat(m.id, " is present but was never delivered"));
     }
     if (*seen != *effect) {
       check.Violation(
@@ -76,8 +78,9 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
     }
     if (*seen && !acked && !in.in_flight->contains(m.id)) {
       check.Violation("bounded_in_flight",
-                      absl::StrCat(m.id, " is present but was never in flight"
-                                         " unacknowledged"));
+                      absl::StrCat(m.id,
+                                   " is present but was never in flight"
+                                   " unacknowledged"));
     }
   }
 
@@ -96,15 +99,15 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
     }
     if (!committed->has_value()) continue;
     const auto& entries = stream.partitions[p];
-    const int64_t last =
-        std::min<int64_t>(**committed, static_cast<int64_t>(entries.size()) - 1);
+    const int64_t last = std::min<int64_t>(
+        **committed, static_cast<int64_t>(entries.size()) - 1);
     for (int64_t o = 0; o <= last; ++o) {
       if (!present[entries[o]]) {
         check.Violation(
             "offsets_not_ahead",
             absl::StrCat("partition ", p, " committed offset ", **committed,
-                         " but ", stream.messages[entries[o]].id,
-                         " at offset ", o, " is absent"));
+                         " but ", stream.messages[entries[o]].id, " at offset ",
+                         o, " is absent"));
         break;
       }
     }
@@ -115,8 +118,9 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
   for (const CycleEvents::Commit& c : *in.commits) {
     if (!c.processed.empty()) commits.push_back(&c);
   }
-  std::sort(commits.begin(), commits.end(),
-            [](const auto* a, const auto* b) { return a->sequence < b->sequence; });
+  std::sort(commits.begin(), commits.end(), [](const auto* a, const auto* b) {
+    return a->sequence < b->sequence;
+  });
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < stream.messages.size(); ++i) {
     index[stream.messages[i].id] = i;
@@ -130,17 +134,19 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
       }
     }
     if (found != 0 && found != c->processed.size()) {
-      check.Violation("commit_prefix",
-                      absl::StrCat("commit ", c->sequence, " survived in part: ",
-                                   found, " of ", c->processed.size(), " IDs"));
+      check.Violation(
+          "commit_prefix",
+          absl::StrCat("commit ", c->sequence, " survived in part: ", found,
+                       " of ", c->processed.size(), " IDs"));
     }
     if (found == 0 && first_missing == nullptr) first_missing = c;
     if (found != 0 && first_missing != nullptr) {
       check.Violation(
           "commit_prefix",
-          absl::StrCat("commit ", c->sequence, " survived but the earlier commit ",
-                       first_missing->sequence, " (", first_missing->processed[0],
-                       ", ...) was lost"));
+          absl::StrCat("commit ", c->sequence,
+                       " survived but the earlier commit ",
+                       first_missing->sequence, " (",
+                       first_missing->processed[0], ", ...) was lost"));
     }
   }
 
@@ -216,7 +222,8 @@ absl::StatusOr<VerifyOutput> VerifyStoreInChild(const std::string& store_path,
     ::close(fds[0]);
     VerifyOutput out = VerifyStore(store_path, input);
     std::string text =
-        out.opened ? absl::StrCat("T\t", absl::ToInt64Microseconds(out.open_time), "\n")
+        out.opened ? absl::StrCat(
+                         "T\t", absl::ToInt64Microseconds(out.open_time), "\n")
                    : std::string();
     for (const std::string& name : out.evaluated) {
       absl::StrAppend(&text, "E\t", name, "\n");

@@ -17,19 +17,19 @@ namespace idem::crash {
 
 // Invariant names, in report order.
 inline constexpr const char* kInvariantNames[] = {
-    "recovery_opens",        // Open never fails after a crash
-    "no_lost_ack",           // every acknowledged ID is present
-    "no_phantom",            // every present ID was delivered
-    "atomicity",             // an ID is present exactly when its effect is
-    "exactly_once_effect",   // state = effects of the present IDs, once each
-    "offsets_not_ahead",     // every entry at or below a committed offset is
-                             // present
-    "bounded_in_flight",     // present but unacknowledged IDs were in flight
-    "commit_prefix",         // the surviving commits of a cycle are a prefix
-                             // of its commit order
-    "worker_errors",         // no worker saw a storage or handler error
-    "final_complete",        // after the final crash-free run, every unique ID
-                             // is present
+    "recovery_opens",       // Open never fails after a crash
+    "no_lost_ack",          // every acknowledged ID is present
+    "no_phantom",           // every present ID was delivered
+    "atomicity",            // an ID is present exactly when its effect is
+    "exactly_once_effect",  // state = effects of the present IDs, once each
+    "offsets_not_ahead",    // every entry at or below a committed offset is
+                            // present
+    "bounded_in_flight",    // present but unacknowledged IDs were in flight
+    "commit_prefix",        // the surviving commits of a cycle are a prefix
+                            // of its commit order
+    "worker_errors",        // no worker saw a storage or handler error
+    "final_complete",       // after the final crash-free run, every unique ID
+                            // is present
 };
 
 struct VerifyInput {

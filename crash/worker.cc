@@ -142,8 +142,8 @@ class Worker {
                const std::vector<Message>& batch,
                const std::vector<std::string>& ids) {
     log_.Invoke(ids);
-    absl::StatusOr<std::vector<Result>> results = engine_.ProcessBatch(
-        batch, [this](const Message& m, Txn& txn) {
+    absl::StatusOr<std::vector<Result>> results =
+        engine_.ProcessBatch(batch, [this](const Message& m, Txn& txn) {
           return workload_.Handle(m, txn);
         });
     if (!results.ok()) return Fail(results.status().ToString());
@@ -153,8 +153,8 @@ class Worker {
     for (size_t i = 0; i < results->size(); ++i) {
       const Result& r = (*results)[i];
       if (r.outcome == Outcome::kFailed) {
-        return Fail(absl::StrCat("message ", ids[i],
-                                 " failed: ", r.error.ToString()));
+        return Fail(
+            absl::StrCat("message ", ids[i], " failed: ", r.error.ToString()));
       }
       if (r.outcome == Outcome::kProcessed) processed.push_back(ids[i]);
       if (r.outcome == Outcome::kDuplicate) ++duplicates;
@@ -189,9 +189,9 @@ class Worker {
 void RunWorker(const WorkerConfig& config, const Stream& stream,
                const Workload& workload) {
   EventLogWriter log(config.log_path);
-  absl::StatusOr<OpenedStore> opened = OpenThroughCrashFs(
-      config.store_path, config.crash_fs, config.durability,
-      config.expiry_buckets, config.self_test);
+  absl::StatusOr<OpenedStore> opened =
+      OpenThroughCrashFs(config.store_path, config.crash_fs, config.durability,
+                         config.expiry_buckets, config.self_test);
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);

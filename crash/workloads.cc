@@ -134,7 +134,9 @@ constexpr int kProducts = 16;
 constexpr int64_t kInitialStock = 1'000'000'000;
 
 std::string StockKey(int64_t p) { return absl::StrCat("stock/", p); }
-std::string ReservationKey(int64_t o) { return absl::StrCat("reservation/", o); }
+std::string ReservationKey(int64_t o) {
+  return absl::StrCat("reservation/", o);
+}
 std::string MarkerKey(std::string_view id) {
   return absl::StrCat("msg/", std::string(id));
 }
@@ -174,8 +176,7 @@ class InventoryWorkload : public Workload {
       txn.SetResult("already-reserved");
       return absl::OkStatus();
     }
-    absl::StatusOr<int64_t> stock =
-        ReadInt(txn, StockKey(f[1]), kInitialStock);
+    absl::StatusOr<int64_t> stock = ReadInt(txn, StockKey(f[1]), kInitialStock);
     if (!stock.ok()) return stock.status();
     if (*stock < f[2]) return absl::FailedPreconditionError("out of stock");
     txn.Put(StockKey(f[1]), absl::StrCat(*stock - f[2]));
@@ -232,9 +233,9 @@ class InventoryWorkload : public Workload {
         }
       }
       if (reserved != 1) {
-        return absl::DataLossError(absl::StrCat(
-            "order ", order, " is reserved by ", **holder,
-            ", which is not one of its applied messages"));
+        return absl::DataLossError(
+            absl::StrCat("order ", order, " is reserved by ", **holder,
+                         ", which is not one of its applied messages"));
       }
     }
     for (int64_t p = 0; p < kProducts; ++p) {
@@ -242,9 +243,9 @@ class InventoryWorkload : public Workload {
           ReadInt(engine, StockKey(p), kInitialStock);
       if (!stock.ok()) return stock.status();
       if (*stock != kInitialStock - reserved_per_product[p]) {
-        return absl::DataLossError(absl::StrCat(
-            "product ", p, " stock is ", *stock, ", expected ",
-            kInitialStock - reserved_per_product[p]));
+        return absl::DataLossError(
+            absl::StrCat("product ", p, " stock is ", *stock, ", expected ",
+                         kInitialStock - reserved_per_product[p]));
       }
     }
     return absl::OkStatus();

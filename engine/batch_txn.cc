@@ -18,8 +18,7 @@ BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
                    rocksdb::ColumnFamilyHandle* state)
     : overlay_(overlay), db_(db), state_(state) {}
 
-absl::StatusOr<std::optional<std::string>> BatchTxn::Get(
-    std::string_view key) {
+absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
   const std::string k(key);
   if (auto it = writes_.find(k); it != writes_.end()) return it->second;
   if (auto it = overlay_->find(k); it != overlay_->end()) return it->second;
@@ -48,7 +47,8 @@ void BatchTxn::SetResult(std::string_view result) { result_ = result; }
 absl::Status BatchTxn::Apply(BatchOverlay* overlay) {
   constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
   for (const auto& [key, value] : writes_) {
-    if (key.size() > kMaxBytes || (value.has_value() && value->size() > kMaxBytes)) {
+    if (key.size() > kMaxBytes ||
+        (value.has_value() && value->size() > kMaxBytes)) {
       return absl::InvalidArgumentError(
           "a state key or value is larger than 4 GiB");
     }

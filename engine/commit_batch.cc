@@ -143,8 +143,8 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
               return a.key < b.key;
             });
   for (const NewRecord& record : records_) {
-    rocksdb::Status s = records.Put(record.family, ToSlice(KeyView(record.key)),
-                                    record.value);
+    rocksdb::Status s =
+        records.Put(record.family, ToSlice(KeyView(record.key)), record.value);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
   absl::Status status;

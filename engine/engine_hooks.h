@@ -37,7 +37,8 @@ struct EngineHooks {
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };
 
-// Engine::Open with hooks; Engine::Open is OpenEngineWithHooks(path, options, {}).
+// Engine::Open with hooks; Engine::Open is OpenEngineWithHooks(path, options,
+// {}).
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
     const std::string& path, const Options& options, const EngineHooks& hooks);
 

@@ -140,8 +140,9 @@ bool EngineImpl::InsideOwnHandler() const {
 
 // Conditional locking hides from the analysis; the annotations on the
 // declarations state what holds for the calling thread.
-EngineImpl::ReadLock::ReadLock(EngineImpl* engine) ABSL_NO_THREAD_SAFETY_ANALYSIS
-    : engine_(engine), locked_(!engine->InsideOwnHandler()) {
+EngineImpl::ReadLock::ReadLock(EngineImpl* engine)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : engine_(engine),
+                                     locked_(!engine->InsideOwnHandler()) {
   if (locked_) engine_->store_mu_.ReaderLock();
 }
 
@@ -150,8 +151,8 @@ EngineImpl::ReadLock::~ReadLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
 }
 
 EngineImpl::CommitLock::CommitLock(EngineImpl* engine)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS
-    : engine_(engine), locked_(!engine->hooks_.skip_commit_lock) {
+    ABSL_NO_THREAD_SAFETY_ANALYSIS : engine_(engine),
+                                     locked_(!engine->hooks_.skip_commit_lock) {
   if (locked_) engine_->commit_mu_.Lock();
 }
 
@@ -171,8 +172,9 @@ absl::Status EngineImpl::RejectInsideHandler(const char* call) const {
 absl::Status EngineImpl::RejectIfReadOnly(const char* call) const {
   if (!options_.read_only) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat(call, " needs a writable engine; this one was opened with "
-                         "Options::read_only"));
+      absl::StrCat(call,
+                   " needs a writable engine; this one was opened with "
+                   "Options::read_only"));
 }
 
 absl::Status EngineImpl::PrepareOutsideCommit(const char* call) {
@@ -306,16 +308,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   if (!stored_offsets.ok()) return stored_offsets.status();
 
   CommitBuilder commit(store.state, store.offsets);
-  absl::StatusOr<std::vector<Result>> results =
-      HandleMessages(store, messages, placements, keys, *stored,
-                     handler, commit);
+  absl::StatusOr<std::vector<Result>> results = HandleMessages(
+      store, messages, placements, keys, *stored, handler, commit);
   if (!results.ok()) return results.status();
 
   // One WriteBatch: state, dedupe records and offsets commit together.
   rocksdb::WriteBatch batch;
   rocksdb::WriteBatch split_records;  // only with hooks_.split_commit
-  if (absl::Status s = commit.Build(*stored_offsets, batch,
-                                    hooks_.split_commit ? split_records : batch);
+  if (absl::Status s = commit.Build(
+          *stored_offsets, batch, hooks_.split_commit ? split_records : batch);
       !s.ok()) {
     return s;
   }
@@ -391,9 +392,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       }
       family = bucket->second;
     }
-    commit.AddRecord(family, keys[i],
-                     EncodeDedupeRecord(placements[i].expiry_micros,
-                                        txn.result()));
+    commit.AddRecord(
+        family, keys[i],
+        EncodeDedupeRecord(placements[i].expiry_micros, txn.result()));
     result.outcome = Outcome::kProcessed;
     result.result = txn.result();
     committed_here.emplace(keys[i], i);
@@ -402,9 +403,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   return results;
 }
 
-absl::StatusOr<std::vector<std::optional<std::string>>>
-EngineImpl::LiveRecords(Store& store, absl::Span<const DedupeKey> keys,
-                        int64_t now_micros) {
+absl::StatusOr<std::vector<std::optional<std::string>>> EngineImpl::LiveRecords(
+    Store& store, absl::Span<const DedupeKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
 }
@@ -497,9 +497,8 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
   if (!store.ok()) return store.status();
   const uint64_t latest = (*store)->db->GetLatestSequenceNumber();
   if (sequence > latest) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence ", sequence, " was never issued (latest is ",
-                     latest, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", sequence, " was never issued (latest is ", latest, ")"));
   }
   // Under kSync every commit was synced before its outcome was returned; a
   // read-only engine has nothing to make durable.
@@ -523,10 +522,9 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenStore(path, options, parts, options.read_only);
   if (!store.ok()) return store.status();
-  return std::unique_ptr<Engine>(
-      new EngineImpl(path, options, std::move(time), hooks,
-                     std::move(ttl_filter),
-                     std::move(parts), std::move(*store)));
+  return std::unique_ptr<Engine>(new EngineImpl(
+      path, options, std::move(time), hooks, std::move(ttl_filter),
+      std::move(parts), std::move(*store)));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,

@@ -83,7 +83,8 @@ absl::Status ScanColumnFamily(
 // their flushes wrote, from each family's written bytes and W-Amp. 0 when
 // RocksDB reports nothing (before the first flush).
 double DedupeCompactionWriteAmp(
-    rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& families) {
+    rocksdb::DB* db,
+    const std::vector<rocksdb::ColumnFamilyHandle*>& families) {
   double written = 0;
   double flushed = 0;
   double only_write_amp = 0;
@@ -164,8 +165,9 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   // leaves its field at 0.
   db->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables,
                                &stats.memtable_bytes);
-  db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem,
-                               &stats.table_reader_bytes);
+  db->GetAggregatedIntProperty(
+      rocksdb::DB::Properties::kEstimateTableReadersMem,
+      &stats.table_reader_bytes);
   db->GetIntProperty(rocksdb::DB::Properties::kBlockCacheUsage,
                      &stats.block_cache_bytes);
   stats.dedupe_compaction_write_amplification =

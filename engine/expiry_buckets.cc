@@ -9,14 +9,13 @@
 
 namespace idem {
 int64_t BucketWidthMicros(const Options& options) {
-  return std::max<int64_t>(
-      1, absl::ToInt64Microseconds(options.dedupe_window /
-                                   options.expiry_buckets));
+  return std::max<int64_t>(1,
+                           absl::ToInt64Microseconds(options.dedupe_window /
+                                                     options.expiry_buckets));
 }
 
 std::optional<int64_t> BucketEndFor(const Options& options,
-                                    int64_t expiry_micros,
-                                    int64_t now_micros) {
+                                    int64_t expiry_micros, int64_t now_micros) {
   if (options.expiry_buckets <= 0) return std::nullopt;
   const int64_t width = BucketWidthMicros(options);
   const int64_t window = absl::ToInt64Microseconds(options.dedupe_window);

@@ -68,8 +68,7 @@ std::vector<rocksdb::ColumnFamilyHandle*> LiveDedupeFamilies(
     const Store& store, int64_t now_micros);
 
 // Every dedupe family: idem.dedupe, then every bucket, oldest first.
-std::vector<rocksdb::ColumnFamilyHandle*> AllDedupeFamilies(
-    const Store& store);
+std::vector<rocksdb::ColumnFamilyHandle*> AllDedupeFamilies(const Store& store);
 
 }  // namespace idem
 

@@ -17,8 +17,8 @@ void OffsetTracker::Add(const Message& message, Outcome outcome) {
   Partition& p =
       partitions_[EncodeOffsetKey(message.source, message.partition)];
   if (outcome == Outcome::kFailed) {
-    p.lowest_failed = std::min(p.lowest_failed.value_or(message.offset),
-                               message.offset);
+    p.lowest_failed =
+        std::min(p.lowest_failed.value_or(message.offset), message.offset);
   } else {
     p.succeeded.push_back(message.offset);
   }

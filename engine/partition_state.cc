@@ -17,8 +17,8 @@ constexpr std::string_view kPrefix = "partition/";
 }  // namespace
 
 std::string PartitionStatePrefix(std::string_view source, int32_t partition) {
-  return absl::StrCat(AbslView(kPrefix), source.size(), ":", AbslView(source), "/",
-                      partition, "/");
+  return absl::StrCat(AbslView(kPrefix), source.size(), ":", AbslView(source),
+                      "/", partition, "/");
 }
 
 std::optional<PartitionStateKey> ParsePartitionStateKey(
@@ -87,8 +87,8 @@ absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
         entry.key.starts_with(prefix)) {
       snapshot.entries.emplace_back(entry.key.substr(prefix.size()),
                                     entry.value);
-    } else if (entry.kind == DumpEntry::Kind::kOffset &&
-               entry.key == source && entry.partition == partition) {
+    } else if (entry.kind == DumpEntry::Kind::kOffset && entry.key == source &&
+               entry.partition == partition) {
       snapshot.offset = entry.offset;
     }
     return absl::OkStatus();

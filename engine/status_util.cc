@@ -41,9 +41,10 @@ absl::StatusCode CodeFor(const rocksdb::Status& status) {
 absl::Status FromRocksStatus(const rocksdb::Status& status,
                              std::string_view context) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(CodeFor(status),
-                      absl::StrCat(absl::string_view(context.data(), context.size()),
-                                   ": ", status.ToString()));
+  return absl::Status(
+      CodeFor(status),
+      absl::StrCat(absl::string_view(context.data(), context.size()), ": ",
+                   status.ToString()));
 }
 
 }  // namespace idem

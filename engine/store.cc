@@ -19,7 +19,6 @@
 namespace idem {
 namespace {
 
-
 // Reads the format version of an existing database from its column family
 // names (reads the MANIFEST only; writes nothing).
 absl::Status CheckExistingFormat(const rocksdb::DBOptions& db_options,
@@ -101,9 +100,11 @@ absl::Status BuildEmptyStore(const std::string& staging, const Options& options,
 // not, after damage further in. So the logs are first replayed read-only in
 // kTolerateCorruptedTailRecords mode, which reports any bad record except a
 // truncated one at the end.
-absl::Status CheckWriteAheadLogs(const std::string& dir, const std::string& shown,
-                                 const Options& options, const StoreParts& parts,
-                                 rocksdb::Env* env, rocksdb::DBOptions db_options,
+absl::Status CheckWriteAheadLogs(const std::string& dir,
+                                 const std::string& shown,
+                                 const Options& options,
+                                 const StoreParts& parts, rocksdb::Env* env,
+                                 rocksdb::DBOptions db_options,
                                  const std::vector<std::string>& names) {
   db_options.wal_recovery_mode =
       rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
@@ -112,9 +113,10 @@ absl::Status CheckWriteAheadLogs(const std::string& dir, const std::string& show
                    /*read_only=*/true);
   if (absl::IsDataLoss(replayed.status())) {
     return absl::DataLossError(absl::StrCat(
-        shown, " has a damaged write-ahead log: valid records follow the "
-               "damage, so recovering would silently drop committed writes; "
-               "refusing to open it (",
+        shown,
+        " has a damaged write-ahead log: valid records follow the "
+        "damage, so recovering would silently drop committed writes; "
+        "refusing to open it (",
         replayed.status().message(), ")"));
   }
   return replayed.status();
@@ -162,9 +164,10 @@ absl::StatusOr<int> FormatVersionFromFamilies(
     version = std::max(version, v);
   }
   if (version == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        AbslView(path), " is a RocksDB database but not an idem store (no "
-                        "format marker); refusing to open it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(AbslView(path),
+                     " is a RocksDB database but not an idem store (no "
+                     "format marker); refusing to open it"));
   }
   if (version > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -174,9 +177,9 @@ absl::StatusOr<int> FormatVersionFromFamilies(
   for (const char* required :
        {kDedupeColumnFamily, kStateColumnFamily, kOffsetsColumnFamily}) {
     if (std::find(names.begin(), names.end(), required) == names.end()) {
-      return absl::DataLossError(absl::StrCat(
-          AbslView(path), " is an idem store missing column family ",
-          required));
+      return absl::DataLossError(
+          absl::StrCat(AbslView(path),
+                       " is an idem store missing column family ", required));
     }
   }
   return version;
@@ -282,14 +285,14 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
   // Nothing is written to the store directory before it passed every check.
   db_options.info_log = MakeInfoLog(options.logger, "", options.clock);
 
-  absl::StatusOr<DirectoryState> state =
-      InspectStoreDirectory(env, path, path);
+  absl::StatusOr<DirectoryState> state = InspectStoreDirectory(env, path, path);
   if (!state.ok()) return state.status();
   switch (state->kind) {
     case DirectoryKind::kOther:
       return absl::FailedPreconditionError(absl::StrCat(
-          path, " is not an idem store (a file, or a non-empty directory "
-                "without a database); refusing to open it"));
+          path,
+          " is not an idem store (a file, or a non-empty directory "
+          "without a database); refusing to open it"));
     case DirectoryKind::kMissing:
     case DirectoryKind::kEmpty:
     case DirectoryKind::kInterruptedCreation: {
@@ -298,12 +301,14 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                "writable Open with create_if_missing finishes)"
                              : "";
       if (read_only) {
-        return absl::NotFoundError(absl::StrCat(
-            "no idem store at ", path, what, "; a read-only open creates none"));
+        return absl::NotFoundError(
+            absl::StrCat("no idem store at ", path, what,
+                         "; a read-only open creates none"));
       }
       if (!options.create_if_missing) {
-        return absl::NotFoundError(absl::StrCat(
-            "no idem store at ", path, what, " and create_if_missing is false"));
+        return absl::NotFoundError(
+            absl::StrCat("no idem store at ", path, what,
+                         " and create_if_missing is false"));
       }
       if (absl::Status s = EnsureStoreDirectory(env, path); !s.ok()) return s;
       const std::string dir = CanonicalStorePath(path);

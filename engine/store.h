@@ -9,7 +9,8 @@
 //   idem.dedupe         dedupe key -> record (see engine/record.h), TTL filter
 //   idem.dedupe.until.<E>  (format 2) an expiry bucket: dedupe records that
 //                       all expire before E (microseconds since the epoch),
-//                       dropped whole once E has passed (engine/expiry_buckets.h)
+//                       dropped whole once E has passed
+//                       (engine/expiry_buckets.h)
 //   idem.state          the handlers' state keys and values, as given
 //   idem.offsets        offset key -> offset (see engine/record.h)
 //   idem.format.<N>     empty; its name records the store's format version N

@@ -111,8 +111,9 @@ absl::Status MoveStagedStore(rocksdb::Env* env, const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<DirectoryState> InspectStoreDirectory(
-    rocksdb::Env* env, const std::string& dir, const std::string& shown) {
+absl::StatusOr<DirectoryState> InspectStoreDirectory(rocksdb::Env* env,
+                                                     const std::string& dir,
+                                                     const std::string& shown) {
   DirectoryState state;
   rocksdb::Status exists = env->FileExists(dir);
   if (exists.IsNotFound()) return state;  // kMissing
@@ -140,7 +141,8 @@ absl::StatusOr<DirectoryState> InspectStoreDirectory(
   if (has_current) {
     std::string current;
     s = rocksdb::ReadFileToString(env, Join(dir, "CURRENT"), &current);
-    if (!s.ok()) return FromRocksStatus(s, "reading the CURRENT file of " + shown);
+    if (!s.ok())
+      return FromRocksStatus(s, "reading the CURRENT file of " + shown);
     while (!current.empty() && current.back() == '\n') current.pop_back();
     if (current.empty() || current.find('/') != std::string::npos ||
         !env->FileExists(Join(dir, current)).ok()) {
@@ -198,9 +200,9 @@ absl::Status EnsureStoreDirectory(rocksdb::Env* env, const std::string& path) {
   if (parent.empty()) parent = ".";
   rocksdb::Status s = env->FileExists(parent);
   if (s.IsNotFound()) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot create the store directory ", path, ": its parent ", parent,
-        " does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot create the store directory ", path,
+                     ": its parent ", parent, " does not exist"));
   }
   s = env->CreateDirIfMissing(path);
   if (!s.ok()) {
@@ -224,9 +226,9 @@ absl::Status CreateStoreInDirectory(
   if (!s.ok()) {
     absl::Status status = FromRocksStatus(s, "locking " + lock_path);
     if (absl::IsFailedPrecondition(status)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "another engine is creating the store at ", shown,
-          "; open it once that has finished"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("another engine is creating the store at ", shown,
+                       "; open it once that has finished"));
     }
     return status;
   }
@@ -250,8 +252,9 @@ absl::Status CreateStoreInDirectory(
           absl::StrCat("the store directory ", shown, " disappeared"));
     case DirectoryKind::kOther:
       return absl::FailedPreconditionError(absl::StrCat(
-          shown, " is not empty and not an idem store; refusing to create "
-                 "one in it"));
+          shown,
+          " is not empty and not an idem store; refusing to create "
+          "one in it"));
     case DirectoryKind::kInterruptedCreation:
       if (env->FileExists(Join(staging, kCreatedMarkName)).ok()) {
         // Complete but not yet moved into place: finish the move.

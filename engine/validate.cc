@@ -28,9 +28,8 @@ absl::Status ValidateOptions(const Options& options) {
         kMaxBackgroundJobs, "], got ", options.max_background_jobs));
   }
   if (options.expiry_buckets < 0 || options.expiry_buckets > 64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expiry_buckets must be in [0, 64], got ",
-                     options.expiry_buckets));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expiry_buckets must be in [0, 64], got ", options.expiry_buckets));
   }
   if (options.expiry_buckets > 0 &&
       options.dedupe_window / options.expiry_buckets < absl::Seconds(1)) {
@@ -40,10 +39,10 @@ absl::Status ValidateOptions(const Options& options) {
   }
   if (options.write_buffer_bytes < kMinWriteBufferBytes ||
       options.write_buffer_bytes > kMaxWriteBufferBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "write_buffer_bytes must be in [64 KiB, 4 GiB] (",
-        kMinWriteBufferBytes, " to ", kMaxWriteBufferBytes, " bytes), got ",
-        options.write_buffer_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("write_buffer_bytes must be in [64 KiB, 4 GiB] (",
+                     kMinWriteBufferBytes, " to ", kMaxWriteBufferBytes,
+                     " bytes), got ", options.write_buffer_bytes));
   }
   if (options.block_cache_bytes > kMaxBlockCacheBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -65,9 +64,8 @@ absl::Status ValidateId(std::string_view id) {
 absl::Status ValidateSource(std::string_view source, int32_t partition) {
   if (source.empty()) return absl::InvalidArgumentError("source is empty");
   if (source.size() > kMaxSourceBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("source is ", source.size(), " bytes; the limit is ",
-                     kMaxSourceBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "source is ", source.size(), " bytes; the limit is ", kMaxSourceBytes));
   }
   if (partition < 0) {
     return absl::InvalidArgumentError(

@@ -22,8 +22,8 @@ absl::Status WalSyncer::WaitDurable(rocksdb::DB* db, uint64_t sequence) {
   {
     absl::MutexLock lock(&mu_);
     // Wait out a running sync: it may cover `sequence`.
-    auto covered_or_idle = [this, sequence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                               mu_) {
+    auto covered_or_idle = [this,
+                            sequence]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return sequence <= durable_sequence() || !sync_running_;
     };
     mu_.Await(absl::Condition(&covered_or_idle));

@@ -174,14 +174,16 @@ class BatchRun {
     const std::string position =
         PositionId(record.topic, record.partition, record.offset);
     if (!dead_letter_) {
-      return absl::AbortedError(absl::StrCat(
-          "record ", position, " was given up on and no dead-letter path is "
-          "configured (set ConsumerOptions::dead_letter or "
-          "dead_letter_topic): ", error.ToString()));
+      return absl::AbortedError(
+          absl::StrCat("record ", position,
+                       " was given up on and no dead-letter path is "
+                       "configured (set ConsumerOptions::dead_letter or "
+                       "dead_letter_topic): ",
+                       error.ToString()));
     }
-    if (absl::Status s = CallUserCode(
-            "the dead-letter function",
-            [&] { return dead_letter_(record, error); });
+    if (absl::Status s =
+            CallUserCode("the dead-letter function",
+                         [&] { return dead_letter_(record, error); });
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("dead-lettering record ",
                                                  position, ": ", s.message()));

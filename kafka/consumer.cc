@@ -4,6 +4,8 @@
 // (rd_kafka_poll_set_consumer), so a revocation can only arrive while a batch
 // is being collected, never while one is being processed.
 
+#include "idem/kafka/consumer.h"
+
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -20,7 +22,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
-#include "idem/kafka/consumer.h"
 #include "idem/kafka/producer.h"
 #include "kafka/batch_processor.h"
 #include "kafka/consumer_hooks.h"
@@ -42,7 +43,8 @@ bool NonNegativeFinite(absl::Duration d) {
 
 absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions: ", AbslView(what)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConsumerOptions: ", AbslView(what)));
   };
   if (options.brokers.empty()) return invalid("brokers must not be empty");
   if (options.group_id.empty()) return invalid("group_id must not be empty");
@@ -67,9 +69,9 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   for (const auto& [name, value] : options.kafka_config) {
     for (const char* owned : kOwnedProperties) {
       if (name == owned) {
-        return invalid(absl::StrCat(
-            "kafka_config must not set ", name,
-            ": the consumer sets it (see ConsumerOptions)"));
+        return invalid(
+            absl::StrCat("kafka_config must not set ", name,
+                         ": the consumer sets it (see ConsumerOptions)"));
       }
     }
   }
@@ -77,8 +79,8 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
 }
 
 int ToMillis(absl::Duration d) {
-  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d),
-                                            1 << 30));
+  return static_cast<int>(
+      std::min<int64_t>(absl::ToInt64Milliseconds(d), 1 << 30));
 }
 
 class ConsumerImpl final : public Consumer {
@@ -115,7 +117,8 @@ class ConsumerImpl final : public Consumer {
     rd_kafka_conf_set_rebalance_cb(conf.get(), &ConsumerImpl::OnRebalance);
     rd_kafka_conf_set_offset_commit_cb(conf.get(), &ConsumerImpl::OnCommit);
     rd_kafka_conf_set_error_cb(conf.get(), &ConsumerImpl::OnError);
-    absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
+    absl::StatusOr<HandlePtr> rk =
+        NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
     if (!rk.ok()) return rk.status();
     rk_ = *std::move(rk);
     rd_kafka_poll_set_consumer(rk_.get());
@@ -314,12 +317,11 @@ class ConsumerImpl final : public Consumer {
       }
     }
     absl::Status status =
-        Cooperative()
-            ? FromKafkaErrorObject(
-                  rd_kafka_incremental_assign(rk_.get(), partitions),
-                  "assigning partitions")
-            : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
-                             "assigning partitions");
+        Cooperative() ? FromKafkaErrorObject(
+                            rd_kafka_incremental_assign(rk_.get(), partitions),
+                            "assigning partitions")
+                      : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
+                                       "assigning partitions");
     if (!status.ok() && callback_error_.ok()) callback_error_ = status;
   }
 
@@ -343,8 +345,8 @@ class ConsumerImpl final : public Consumer {
       CommitEngineOffsets(partitions);
     }
     for (int i = 0; i < partitions->cnt; ++i) {
-      assignment_.erase({partitions->elems[i].topic,
-                         partitions->elems[i].partition});
+      assignment_.erase(
+          {partitions->elems[i].topic, partitions->elems[i].partition});
     }
     Unassign(partitions);
   }
@@ -364,8 +366,8 @@ class ConsumerImpl final : public Consumer {
   }
 
   bool Cooperative() const {
-    return std::strcmp(rd_kafka_rebalance_protocol(rk_.get()),
-                       "COOPERATIVE") == 0;
+    return std::strcmp(rd_kafka_rebalance_protocol(rk_.get()), "COOPERATIVE") ==
+           0;
   }
 
   // Commits, for each of `partitions`, the engine's offset + 1 to Kafka and

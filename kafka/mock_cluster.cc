@@ -1,6 +1,8 @@
 // MockCluster: librdkafka's mock cluster, owned through a dedicated producer
 // handle that exists only to host it.
 
+#include "idem/kafka/mock_cluster.h"
+
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
@@ -9,7 +11,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "idem/kafka/mock_cluster.h"
 #include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {
@@ -56,20 +57,22 @@ class MockClusterImpl final : public MockCluster {
 
 absl::StatusOr<std::unique_ptr<MockCluster>> MockCluster::Start(int brokers) {
   if (brokers < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MockCluster::Start: brokers must be >= 1, got ", brokers));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MockCluster::Start: brokers must be >= 1, got ", brokers));
   }
   ConfPtr conf(rd_kafka_conf_new());
   // The host handle never connects anywhere; keep it quiet.
   if (absl::Status s = SetConfig(conf.get(), {{"log_level", "3"}}); !s.ok()) {
     return s;
   }
-  absl::StatusOr<HandlePtr> host = NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
+  absl::StatusOr<HandlePtr> host =
+      NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
   if (!host.ok()) return host.status();
   rd_kafka_mock_cluster_t* cluster =
       rd_kafka_mock_cluster_new(host->get(), brokers);
   if (cluster == nullptr) {
-    return absl::UnavailableError("MockCluster::Start: could not start brokers");
+    return absl::UnavailableError(
+        "MockCluster::Start: could not start brokers");
   }
   return std::make_unique<MockClusterImpl>(*std::move(host), cluster);
 }

@@ -1,6 +1,8 @@
 // Producer: produces with rd_kafka_producev and counts delivery reports per
 // Produce call until every record of the call is acknowledged or failed.
 
+#include "idem/kafka/producer.h"
+
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
@@ -11,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/absl_view.h"
-#include "idem/kafka/producer.h"
 #include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {
@@ -47,8 +48,7 @@ class ProducerImpl final : public Producer {
     PendingDeliveries pending;
     absl::Status enqueue_error;
     for (const OutgoingRecord& record : records) {
-      rd_kafka_headers_t* headers =
-          rd_kafka_headers_new(record.headers.size());
+      rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
       for (const auto& [name, value] : record.headers) {
         rd_kafka_header_add(headers, name.data(), name.size(), value.data(),
                             value.size());
@@ -73,8 +73,8 @@ class ProducerImpl final : public Producer {
         // Not enqueued: the headers and the report are ours to drop.
         rd_kafka_headers_destroy(headers);
         pending.remaining.fetch_sub(1, std::memory_order_acq_rel);
-        enqueue_error = FromKafkaError(
-            err, absl::StrCat("producing to ", record.topic));
+        enqueue_error =
+            FromKafkaError(err, absl::StrCat("producing to ", record.topic));
         break;
       }
     }

@@ -59,7 +59,8 @@ absl::Status FromKafkaErrorObject(rd_kafka_error_t* error,
   absl::Status status = FromKafkaError(rd_kafka_error_code(error), context);
   if (rd_kafka_error_is_fatal(error)) {
     status = absl::AbortedError(absl::StrCat(
-        AbslView(context), ": fatal Kafka client error: ", rd_kafka_error_string(error)));
+        AbslView(context),
+        ": fatal Kafka client error: ", rd_kafka_error_string(error)));
   }
   rd_kafka_error_destroy(error);
   return status;

@@ -60,7 +60,8 @@ std::string PositionId(std::string_view topic, int32_t partition,
 
 std::string DeadLetterId(std::string_view topic, int32_t partition,
                          int64_t offset) {
-  return absl::StrCat("idem.dead-letter/", PositionId(topic, partition, offset));
+  return absl::StrCat("idem.dead-letter/",
+                      PositionId(topic, partition, offset));
 }
 
 absl::StatusOr<std::string> DeriveId(const Record& record,
@@ -72,10 +73,10 @@ absl::StatusOr<std::string> DeriveId(const Record& record,
     absl::StatusOr<std::string> derived = CallUserCode(
         "id_function", [&] { return options.id_function(record); });
     if (!derived.ok()) {
-      return absl::Status(derived.status().code(),
-                          absl::StrCat("id_function failed for record ",
-                                       position, ": ",
-                                       derived.status().message()));
+      return absl::Status(
+          derived.status().code(),
+          absl::StrCat("id_function failed for record ", position, ": ",
+                       derived.status().message()));
     }
     id = *std::move(derived);
   } else if (std::optional<std::string_view> header =

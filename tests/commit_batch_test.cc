@@ -126,8 +126,7 @@ TEST(PlaceRecordsTest, RoundsTheTtlUpAndPlacesInTheBucketOfTheExpiry) {
   options.expiry_buckets = 4;  // width 10 s
   const int64_t now = 1'000'000'000;
   const std::vector<Message> messages = {
-      Message{.id = "a"},
-      Message{.id = "b", .ttl = absl::Nanoseconds(1500)},
+      Message{.id = "a"}, Message{.id = "b", .ttl = absl::Nanoseconds(1500)},
       Message{.id = "c", .ttl = absl::Hours(1)}};
   const std::vector<RecordPlacement> p = PlaceRecords(options, messages, now);
   ASSERT_EQ(p.size(), 3u);

@@ -117,8 +117,8 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
                                               absl::UnknownError("not run"));
   const std::string effect = "effect/" + id;
   RunTogether(kThreads, [&](int i) {
-    results[i] = engine.Process(
-        Message{.id = id}, [&, i](const Message&, Txn& txn) {
+    results[i] =
+        engine.Process(Message{.id = id}, [&, i](const Message&, Txn& txn) {
           runs.fetch_add(1);
           txn.SetResult("result-of-thread-" + std::to_string(i));
           return Increment(txn, effect, pause);
@@ -135,13 +135,13 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
     }
     if (r->outcome == Outcome::kDuplicate) ++duplicates;
   }
-  f.Expect(runs.load() == 1, id + ": " + std::to_string(runs.load()) +
-                                 " handlers ran, want 1");
+  f.Expect(runs.load() == 1,
+           id + ": " + std::to_string(runs.load()) + " handlers ran, want 1");
   f.Expect(processed == 1, id + ": " + std::to_string(processed) +
                                " deliveries were kProcessed, want 1");
-  f.Expect(duplicates == kThreads - 1,
-           id + ": " + std::to_string(duplicates) + " were kDuplicate, want " +
-               std::to_string(kThreads - 1));
+  f.Expect(duplicates == kThreads - 1, id + ": " + std::to_string(duplicates) +
+                                           " were kDuplicate, want " +
+                                           std::to_string(kThreads - 1));
   for (const absl::StatusOr<Result>& r : results) {
     if (r.ok() && r->outcome == Outcome::kDuplicate) {
       f.Expect(r->result == first_result,
@@ -172,7 +172,8 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
         Message{.id = id}, [&, i](const Message&, Txn& txn) -> absl::Status {
           const int attempt = runs.fetch_add(1);
           if (absl::Status s = Increment(txn, effect, pause); !s.ok()) return s;
-          if (attempt == 0) return absl::UnavailableError("first attempt fails");
+          if (attempt == 0)
+            return absl::UnavailableError("first attempt fails");
           txn.SetResult("result-of-thread-" + std::to_string(i));
           return absl::OkStatus();
         });
@@ -201,7 +202,8 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
   f.Expect(runs.load() == 2, id + ": " + std::to_string(runs.load()) +
                                  " handlers ran, want 2 (the failed one and "
                                  "one retry)");
-  f.Expect(failed == 1, id + ": " + std::to_string(failed) + " kFailed, want 1");
+  f.Expect(failed == 1,
+           id + ": " + std::to_string(failed) + " kFailed, want 1");
   f.Expect(processed == 1,
            id + ": " + std::to_string(processed) + " kProcessed, want 1");
   f.Expect(duplicates == kThreads - 2, id + ": " + std::to_string(duplicates) +
@@ -288,8 +290,8 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
     all_ids.push_back(prefix + "/" + std::to_string(i));
   }
   std::mutex mu;
-  std::map<std::string, int> runs;              // guarded by mu
-  std::map<std::string, std::string> run_result;  // guarded by mu
+  std::map<std::string, int> runs;                              // guarded by mu
+  std::map<std::string, std::string> run_result;                // guarded by mu
   std::vector<std::pair<std::string, std::string>> duplicates;  // by mu
   RunTogether(kThreads, [&](int t) {
     auto handler = [&, t](const Message& m, Txn& txn) -> absl::Status {
@@ -329,9 +331,9 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
                                 " times, want 1");
   }
   for (const auto& [id, result] : duplicates) {
-    f.Expect(run_result[id] == result, "a duplicate of " + id +
-                                           " returned '" + result +
-                                           "', want '" + run_result[id] + "'");
+    f.Expect(run_result[id] == result, "a duplicate of " + id + " returned '" +
+                                           result + "', want '" +
+                                           run_result[id] + "'");
   }
   absl::StatusOr<int64_t> end = CommittedCounter(engine, counter);
   if (f.Ok(end.status(), "GetState")) {
@@ -406,7 +408,8 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
                                          std::to_string(*after));
         }
       }
-      if (const uint64_t seq = last_sequence.load(); seq > 0 && round % 8 == 0) {
+      if (const uint64_t seq = last_sequence.load();
+          seq > 0 && round % 8 == 0) {
         f.Ok(engine.WaitDurable(seq), "reader WaitDurable");
       }
       reads.fetch_add(1);

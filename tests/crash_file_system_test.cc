@@ -2,8 +2,6 @@
 // simulated power loss cuts every file back to them (or tears the tail), and
 // faults and kill points fire at the chosen operation.
 
-#include "idem/crash/file_system.h"
-
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "idem/crash/file_system.h"
 #include "rocksdb/file_system.h"
 #include "util/temp_dir.h"
 
@@ -185,7 +184,8 @@ TEST_F(CrashFsTest, KillPointKillsTheProcessBeforeTheNthSync) {
     options.kill_op = FsOp::kSync;
     CrashFileSystem fs(rocksdb::FileSystem::Default(), options);
     std::unique_ptr<rocksdb::FSWritableFile> file;
-    if (!fs.NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr).ok()) {
+    if (!fs.NewWritableFile(path, rocksdb::FileOptions(), &file, nullptr)
+             .ok()) {
       _exit(10);
     }
     (void)file->Append("first", rocksdb::IOOptions(), nullptr);
@@ -224,8 +224,7 @@ TEST_F(CrashFsTest, SetFaultFailsOnlyWalFilesUntilCleared) {
 TEST_F(CrashFsTest, SetFaultOnAllFilesFailsEveryFileWithNoSpace) {
   auto fs = MakeFs();
   auto sst = NewFile(*fs, dir_.Sub("MANIFEST-000001"));
-  fs->SetFault(absl::StatusCode::kResourceExhausted,
-               FaultTarget::kAllFiles);
+  fs->SetFault(absl::StatusCode::kResourceExhausted, FaultTarget::kAllFiles);
   EXPECT_TRUE(Append(*sst, "m").IsNoSpace());
   EXPECT_TRUE(Sync(*sst).IsNoSpace());
   EXPECT_EQ(fs->failures(), 2);

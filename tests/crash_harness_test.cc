@@ -2,8 +2,6 @@
 // mid-stream and every invariant must hold; deliberately broken engines must
 // be reported. Labelled "crash" (ctest -L crash).
 
-#include "idem/crash/harness.h"
-
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "idem/crash/harness.h"
 #include "util/temp_dir.h"
 
 namespace idem::crash {
@@ -33,7 +32,8 @@ const InvariantResult& Invariant(const CrashTestReport& report,
 std::string Failures(const CrashTestReport& report) {
   std::string out;
   for (const InvariantResult& r : report.invariants) {
-    if (!r.passed) absl::StrAppend(&out, r.name, ": ", r.first_counterexample, "\n");
+    if (!r.passed)
+      absl::StrAppend(&out, r.name, ": ", r.first_counterexample, "\n");
   }
   return out;
 }
@@ -209,7 +209,8 @@ class CounterWorkload : public Workload {
  public:
   explicit CounterWorkload(bool wrong_verifier) : wrong_(wrong_verifier) {}
   std::string name() const override { return "counter"; }
-  std::vector<StreamMessage> Generate(uint64_t seed, size_t count) const override {
+  std::vector<StreamMessage> Generate(uint64_t seed,
+                                      size_t count) const override {
     std::vector<StreamMessage> m(count);
     for (size_t i = 0; i < count; ++i) {
       m[i].id = absl::StrCat("c-", seed, "-", i);
@@ -242,7 +243,8 @@ class CounterWorkload : public Workload {
     if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
       return absl::DataLossError("count");
     }
-    const int64_t want = static_cast<int64_t>(applied.size()) + (wrong_ ? 1 : 0);
+    const int64_t want =
+        static_cast<int64_t>(applied.size()) + (wrong_ ? 1 : 0);
     if (n != want) {
       return absl::DataLossError(absl::StrCat("count ", n, " != ", want));
     }

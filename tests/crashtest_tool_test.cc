@@ -2,14 +2,13 @@
 // refused before anything runs, and --cycles=N runs N crash cycles and one
 // final run, as its progress and report say.
 
-#include "cli/crashtest.h"
-
 #include <stdlib.h>
 
 #include <filesystem>
 #include <sstream>
 #include <string>
 
+#include "cli/crashtest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "util/temp_dir.h"
@@ -125,8 +124,8 @@ TEST(CrashtestToolTest, CyclesCountCrashesAndTheFinalRunIsReportedOnce) {
   // Every run that ended without a crash is on its own line and in the
   // report.
   const int no_crash = Count(r.err, "[no crash] ");
-  EXPECT_THAT(r.out, HasSubstr("no crash:   " + std::to_string(no_crash) +
-                               " run(s)"));
+  EXPECT_THAT(r.out,
+              HasSubstr("no crash:   " + std::to_string(no_crash) + " run(s)"));
 }
 
 }  // namespace

@@ -5,22 +5,24 @@
 
 #include <type_traits>
 
+#include "gtest/gtest.h"
 #include "idem/crash_fs.h"
 #include "idem/crash_fs.h"  // twice: the forwarding headers have no guard
 #include "idem/crash_harness.h"
 #include "idem/kafka_consumer.h"
 #include "idem/kafka_mock_cluster.h"
 #include "idem/kafka_producer.h"
-
-#include "gtest/gtest.h"
 #include "util/temp_dir.h"
 
 namespace {
 
-static_assert(std::is_same_v<idem::CrashFileSystem, idem::crash::CrashFileSystem>);
-static_assert(std::is_same_v<idem::CrashFsOptions, idem::crash::CrashFsOptions>);
+static_assert(
+    std::is_same_v<idem::CrashFileSystem, idem::crash::CrashFileSystem>);
+static_assert(
+    std::is_same_v<idem::CrashFsOptions, idem::crash::CrashFsOptions>);
 static_assert(std::is_same_v<idem::FsOp, idem::crash::FsOp>);
-static_assert(std::is_same_v<idem::PowerLossReport, idem::crash::PowerLossReport>);
+static_assert(
+    std::is_same_v<idem::PowerLossReport, idem::crash::PowerLossReport>);
 static_assert(std::is_class_v<idem::crash::Workload>);
 static_assert(std::is_class_v<idem::kafka::Consumer>);
 static_assert(std::is_class_v<idem::kafka::Producer>);

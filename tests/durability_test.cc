@@ -37,9 +37,9 @@
 namespace idem {
 namespace {
 
-using ::testing::HasSubstr;
 using crash::CrashFileSystem;
 using crash::FaultTarget;
+using ::testing::HasSubstr;
 
 // A fault SetFault injects: its status code (kOk: none).
 using Fault = absl::StatusCode;
@@ -62,7 +62,6 @@ std::string Name(Fault f) {
       return "?";
   }
 }
-
 
 using test::Findings;
 
@@ -187,8 +186,8 @@ void ExpectCommittedPrefix(Findings& f, Engine& engine,
     absl::StatusOr<Observed> o = Observe(engine, ids[i]);
     if (!f.Ok(o.status(), "reading " + ids[i] + " " + when)) continue;
     const bool want = i < committed;
-    f.Expect(o->seen == want, ids[i] + (want ? " is not" : " is") + " Seen " +
-                                  when);
+    f.Expect(o->seen == want,
+             ids[i] + (want ? " is not" : " is") + " Seen " + when);
     f.Expect(o->effect == want, ids[i] + "'s effect is " +
                                     (o->effect ? "present " : "missing ") +
                                     when);
@@ -196,8 +195,8 @@ void ExpectCommittedPrefix(Findings& f, Engine& engine,
   absl::StatusOr<int64_t> counter = Counter(engine);
   if (f.Ok(counter.status(), "reading the counter " + when)) {
     f.Expect(*counter == static_cast<int64_t>(committed),
-             "counter is " + std::to_string(*counter) + " " + when +
-                 ", want " + std::to_string(committed));
+             "counter is " + std::to_string(*counter) + " " + when + ", want " +
+                 std::to_string(committed));
   }
   absl::StatusOr<std::optional<int64_t>> offset =
       engine.CommittedOffset(kSource, 0);
@@ -207,10 +206,9 @@ void ExpectCommittedPrefix(Findings& f, Engine& engine,
                        : offset->has_value() &&
                              **offset == static_cast<int64_t>(committed);
     f.Expect(as_expected, "committed offset is " +
-                                  (offset->has_value()
-                                       ? std::to_string(**offset)
-                                       : std::string("none")) +
-                                  " " + when);
+                              (offset->has_value() ? std::to_string(**offset)
+                                                   : std::string("none")) +
+                              " " + when);
   }
 }
 
@@ -239,9 +237,9 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
   }
   absl::StatusOr<int64_t> counter = Counter(engine);
   if (f.Ok(counter.status(), "reading the counter " + when)) {
-    f.Expect(*counter == committed,
-             "counter is " + std::to_string(*counter) + " but " +
-                 std::to_string(committed) + " messages are recorded " + when);
+    f.Expect(*counter == committed, "counter is " + std::to_string(*counter) +
+                                        " but " + std::to_string(committed) +
+                                        " messages are recorded " + when);
   }
 }
 
@@ -291,7 +289,9 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
   {
     std::vector<Message> batch;
     for (size_t i = 20; i < ids.size(); ++i) {
-      batch.push_back(Message{.id = ids[i], .source = kSource, .partition = 0,
+      batch.push_back(Message{.id = ids[i],
+                              .source = kSource,
+                              .partition = 0,
                               .offset = static_cast<int64_t>(i + 1)});
     }
     absl::StatusOr<std::vector<Result>> rs = h.engine().ProcessBatch(
@@ -381,8 +381,9 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
     absl::StatusOr<Observed> o = Observe(h.engine(), ids[i]);
     if (!f.Ok(o.status(), "reading " + ids[i])) continue;
     f.Expect(o->seen && o->effect,
-             ids[i] + " was committed but is silently lost: the engine "
-                      "carried on after recovery without reporting kDataLoss");
+             ids[i] +
+                 " was committed but is silently lost: the engine "
+                 "carried on after recovery without reporting kDataLoss");
   }
   absl::Status wait = h.engine().WaitDurable(r3->sequence);
   absl::StatusOr<Observed> m3 = Observe(h.engine(), ids[2]);
@@ -405,7 +406,8 @@ struct FaultCase {
 
 class DurabilityFaultTest : public ::testing::TestWithParam<FaultCase> {};
 
-TEST_P(DurabilityFaultTest, CommitDuringFaultFailsWithItsCodeAndCommitsNothing) {
+TEST_P(DurabilityFaultTest,
+       CommitDuringFaultFailsWithItsCodeAndCommitsNothing) {
   const FaultCase& c = GetParam();
   Harness h(c.durability);
   ASSERT_TRUE(h.Open().ok());
@@ -486,7 +488,8 @@ TEST_P(DurabilityFaultTest, SplitCommitIsCaughtHalfApplied) {
   EngineHooks hooks;
   hooks.split_commit = true;
   Harness h(c.durability, hooks);
-  ::testing::AssertionResult result = CheckAtomicWhenSecondWriteFails(h, c.fault);
+  ::testing::AssertionResult result =
+      CheckAtomicWhenSecondWriteFails(h, c.fault);
   EXPECT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("m2 half committed"));
 }
@@ -496,7 +499,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(FaultCase{Durability::kSync, Fault::kUnavailable},
                       FaultCase{Durability::kSync, Fault::kResourceExhausted},
                       FaultCase{Durability::kBuffered, Fault::kUnavailable},
-                      FaultCase{Durability::kBuffered, Fault::kResourceExhausted}),
+                      FaultCase{Durability::kBuffered,
+                                Fault::kResourceExhausted}),
     [](const ::testing::TestParamInfo<FaultCase>& info) {
       return Name(info.param.durability) + Name(info.param.fault);
     });
@@ -555,12 +559,14 @@ TEST_P(BufferedFaultTest, ReadsKeepWorkingWhileWaitDurableIsRetried) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, BufferedFaultTest,
-                         ::testing::Values(Fault::kUnavailable, Fault::kResourceExhausted),
+                         ::testing::Values(Fault::kUnavailable,
+                                           Fault::kResourceExhausted),
                          [](const ::testing::TestParamInfo<Fault>& info) {
                            return Name(info.param);
                          });
 
-// ---- Power loss --------------------------------------------------------------
+// ---- Power loss
+// --------------------------------------------------------------
 
 TEST(DurabilityTest, BufferedCommitsSurviveClosingTheEngine) {
   Harness h(Durability::kBuffered);
@@ -600,7 +606,8 @@ TEST(DurabilityBrokenVariantTest, SkippedSyncOnCloseLosesBufferedCommits) {
   Harness h(Durability::kBuffered, hooks);
   ::testing::AssertionResult result = CheckCloseMakesCommitsDurable(h);
   EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("after a power loss following the close"));
+  EXPECT_THAT(result.message(),
+              HasSubstr("after a power loss following the close"));
 }
 
 TEST(DurabilityBrokenVariantTest, WaitDurableWithoutSyncLosesAcknowledged) {
@@ -612,7 +619,8 @@ TEST(DurabilityBrokenVariantTest, WaitDurableWithoutSyncLosesAcknowledged) {
   EXPECT_THAT(result.message(), HasSubstr("following WaitDurable"));
 }
 
-// ---- Group commit ------------------------------------------------------------
+// ---- Group commit
+// ------------------------------------------------------------
 
 // Eight threads each commit messages one at a time and wait for each to be
 // durable, on a device whose syncs take 2 ms. Every acknowledged message must
@@ -634,8 +642,8 @@ TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
       for (int i = 0; i < kPerThread; ++i) {
         const std::string id = absl::StrCat("t", t, "-m", i);
         absl::StatusOr<Result> r = Apply(h.engine(), id, t * kPerThread + i);
-        absl::Status s = r.ok() ? h.engine().WaitDurable(r->sequence)
-                                : r.status();
+        absl::Status s =
+            r.ok() ? h.engine().WaitDurable(r->sequence) : r.status();
         if (!s.ok()) {
           errors[t] = s;
           return;
@@ -650,9 +658,8 @@ TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
 
   constexpr int kCommits = kThreads * kPerThread;
   RecordProperty("wal_syncs", syncs);  // in --gtest_output=json
-  EXPECT_LE(syncs, kCommits / 3)
-      << syncs << " syncs for " << kCommits << " commits from " << kThreads
-      << " threads";
+  EXPECT_LE(syncs, kCommits / 3) << syncs << " syncs for " << kCommits
+                                 << " commits from " << kThreads << " threads";
   absl::StatusOr<std::unique_ptr<Engine>> image = h.OpenDurableImage();
   ASSERT_TRUE(image.ok()) << image.status();
   Findings f;

@@ -28,8 +28,6 @@
 namespace idem {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using test::AddOne;
 using test::CreateRocksDb;
 using test::HexOfIdHash;
@@ -37,9 +35,10 @@ using test::kStart;
 using test::Names;
 using test::Outcomes;
 using test::SnapshotTree;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
-
 
 // ============================================================================
 // Re-entrancy.
@@ -143,9 +142,8 @@ TEST(EngineCallsTest, ForgetPersistsAcrossReopen) {
 TEST(EngineCallsTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
-  const std::vector<Message> batch = {
-      {.id = "a", .source = "t", .offset = 1},
-      {.id = "b", .source = "t", .offset = 2}};
+  const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
+                                      {.id = "b", .source = "t", .offset = 2}};
   ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
   const std::string copy = dir.Sub("copy");
   ASSERT_TRUE(engine->Checkpoint(copy).ok());
@@ -169,7 +167,8 @@ TEST(EngineCallsTest, CheckpointIsAnOpenableCopyOfTheStoreAtThatMoment) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("3"));
 }
 
-TEST(EngineCallsTest, CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
+TEST(EngineCallsTest,
+     CheckpointIntoExistingPathIsInvalidArgumentAndTouchesNothing) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
@@ -204,11 +203,17 @@ TEST(EngineCallsTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
     txn.SetResult(absl::StrCat("res-", std::string(m.id)));
     return absl::OkStatus();
   };
-  const std::vector<Message> batch = {
-      {.id = "long", .payload = "v1", .source = "t", .partition = 3,
-       .offset = 42},
-      {.id = "short", .payload = "v2", .source = "s", .partition = 0,
-       .offset = 7, .ttl = absl::Minutes(10)}};
+  const std::vector<Message> batch = {{.id = "long",
+                                       .payload = "v1",
+                                       .source = "t",
+                                       .partition = 3,
+                                       .offset = 42},
+                                      {.id = "short",
+                                       .payload = "v2",
+                                       .source = "s",
+                                       .partition = 0,
+                                       .offset = 7,
+                                       .ttl = absl::Minutes(10)}};
   ASSERT_TRUE(engine->ProcessBatch(batch, handler).ok());
   clock.Advance(absl::Minutes(30));
 
@@ -261,9 +266,8 @@ TEST(EngineCallsTest, DumpVisitsDedupeThenStateThenOffsetEntries) {
 TEST(EngineCallsTest, DumpStopsAtAndReturnsTheVisitorsFirstError) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
-  const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
-                                      {.id = "b"},
-                                      {.id = "c"}};
+  const std::vector<Message> batch = {
+      {.id = "a", .source = "t", .offset = 1}, {.id = "b"}, {.id = "c"}};
   ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
   int visits = 0;
   absl::Status s = engine->Dump([&](const DumpEntry&) -> absl::Status {
@@ -323,11 +327,10 @@ TEST(EngineCallsTest, StatsCountOutcomesAndWrittenBytes) {
   EXPECT_GT(stats->user_bytes, 0u);
   EXPECT_GT(stats->wal_bytes, 0u);
   EXPECT_GT(stats->write_amplification, 0);
-  EXPECT_DOUBLE_EQ(
-      stats->write_amplification,
-      static_cast<double>(stats->wal_bytes + stats->flush_bytes +
-                          stats->compaction_bytes) /
-          static_cast<double>(stats->user_bytes));
+  EXPECT_DOUBLE_EQ(stats->write_amplification,
+                   static_cast<double>(stats->wal_bytes + stats->flush_bytes +
+                                       stats->compaction_bytes) /
+                       static_cast<double>(stats->user_bytes));
 }
 
 TEST(EngineCallsTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
@@ -458,7 +461,8 @@ TEST(EngineCallsTest, WindowChangeOnReopenDoesNotChangeExistingRecords) {
   EXPECT_FALSE(*engine->Seen("a"));
 }
 
-TEST(EngineCallsTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
+TEST(EngineCallsTest,
+     SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant) {
   // A positive ttl must remember the ID at least at the instant it was
   // committed; truncating the ttl to whole microseconds must not make the
   // record expire on arrival.
@@ -468,8 +472,7 @@ TEST(EngineCallsTest, SubMicrosecondTtlStillSuppressesRedeliveryAtTheSameInstant
   options.clock = &clock;
   ASSERT_OPEN(engine, dir.Sub("db"), options);
   ASSERT_TRUE(
-      engine->Process({.id = "a", .ttl = absl::Nanoseconds(500)}, AddOne)
-          .ok());
+      engine->Process({.id = "a", .ttl = absl::Nanoseconds(500)}, AddOne).ok());
   EXPECT_TRUE(*engine->Seen("a"));
   auto again = engine->Process({.id = "a"}, AddOne);
   ASSERT_TRUE(again.ok());
@@ -484,10 +487,9 @@ TEST(EngineCallsTest, CompactExpiredDropsOnlyExpiredRecords) {
   options.clock = &clock;
   options.dedupe_window = absl::Hours(1);
   ASSERT_OPEN(engine, dir.Sub("db"), options);
-  const std::vector<Message> batch = {
-      {.id = "a", .ttl = absl::Minutes(1)},
-      {.id = "b", .ttl = absl::Minutes(1)},
-      {.id = "keep"}};
+  const std::vector<Message> batch = {{.id = "a", .ttl = absl::Minutes(1)},
+                                      {.id = "b", .ttl = absl::Minutes(1)},
+                                      {.id = "keep"}};
   ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
   clock.Advance(absl::Minutes(5));
   ASSERT_TRUE(engine->CompactExpired().ok());
@@ -594,14 +596,13 @@ TEST(EngineReentrancyTest, CallsThatWaitForTheCommitFailInsideAHandler) {
   auto result = e.Process({.id = "m"}, handler);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->outcome, Outcome::kProcessed);
-  EXPECT_THAT(codes, ::testing::ElementsAre(
-                         absl::StatusCode::kFailedPrecondition,
-                         absl::StatusCode::kFailedPrecondition,
-                         absl::StatusCode::kFailedPrecondition,
-                         absl::StatusCode::kFailedPrecondition,
-                         absl::StatusCode::kOk));
+  EXPECT_THAT(codes,
+              ::testing::ElementsAre(absl::StatusCode::kFailedPrecondition,
+                                     absl::StatusCode::kFailedPrecondition,
+                                     absl::StatusCode::kFailedPrecondition,
+                                     absl::StatusCode::kFailedPrecondition,
+                                     absl::StatusCode::kOk));
 }
-
 
 // Runs a handler of engines[0] that runs one of engines[1] inside it, and so
 // on; the innermost handler calls `innermost`. Each handler also counts its
@@ -641,14 +642,13 @@ std::map<std::string, absl::StatusCode> CallEveryMethod(
   codes["GetState"] = state.status().code();
   if (state.ok()) *counter = *state;
   absl::StatusOr<bool> seen = engine.Seen("setup");
-  codes["Seen"] = seen.ok() && !*seen ? absl::StatusCode::kInternal
-                                      : seen.status().code();
+  codes["Seen"] =
+      seen.ok() && !*seen ? absl::StatusCode::kInternal : seen.status().code();
   absl::StatusOr<std::optional<int64_t>> offset =
       engine.CommittedOffset("t", 0);
-  codes["CommittedOffset"] =
-      offset.ok() && *offset != std::optional<int64_t>(7)
-          ? absl::StatusCode::kInternal
-          : offset.status().code();
+  codes["CommittedOffset"] = offset.ok() && *offset != std::optional<int64_t>(7)
+                                 ? absl::StatusCode::kInternal
+                                 : offset.status().code();
   codes["GetStats"] = engine.GetStats().status().code();
   codes["Dump"] =
       engine.Dump([](const DumpEntry&) { return absl::OkStatus(); }).code();
@@ -660,11 +660,16 @@ std::map<std::string, absl::StatusCode> CallEveryMethod(
 std::map<std::string, absl::StatusCode> ExpectedFromInsideAHandler() {
   constexpr absl::StatusCode kRejected = absl::StatusCode::kFailedPrecondition;
   constexpr absl::StatusCode kOk = absl::StatusCode::kOk;
-  return {{"Process", kRejected},     {"ProcessBatch", kRejected},
-          {"Forget", kRejected},      {"WaitDurable", kRejected},
-          {"CompactExpired", kRejected}, {"Checkpoint", kRejected},
-          {"GetState", kOk},          {"Seen", kOk},
-          {"CommittedOffset", kOk},   {"GetStats", kOk},
+  return {{"Process", kRejected},
+          {"ProcessBatch", kRejected},
+          {"Forget", kRejected},
+          {"WaitDurable", kRejected},
+          {"CompactExpired", kRejected},
+          {"Checkpoint", kRejected},
+          {"GetState", kOk},
+          {"Seen", kOk},
+          {"CommittedOffset", kOk},
+          {"GetStats", kOk},
           {"Dump", kOk}};
 }
 
@@ -701,15 +706,15 @@ void CheckCallsBackIntoTheOutermostEngine(int depth) {
   EXPECT_FALSE(*first.Seen("inner"));
   EXPECT_FALSE(*first.Seen("inner2"));
   for (int i = 1; i < depth; ++i) {
-    EXPECT_EQ(*engines[i]->GetState("counter"),
-              std::optional<std::string>("1"))
+    EXPECT_EQ(*engines[i]->GetState("counter"), std::optional<std::string>("1"))
         << "engine " << i;
     EXPECT_TRUE(*engines[i]->Seen("nested")) << "engine " << i;
   }
   EXPECT_FALSE(std::filesystem::exists(dir.Sub("checkpoint")));
 }
 
-TEST(EngineReentrancyTest, HandlerOfANestedEngineCallingBackIsRejectedOrServed) {
+TEST(EngineReentrancyTest,
+     HandlerOfANestedEngineCallingBackIsRejectedOrServed) {
   CheckCallsBackIntoTheOutermostEngine(2);  // A -> B -> A
 }
 
@@ -720,7 +725,6 @@ TEST(EngineReentrancyTest, ThreeEnginesDeepCallingBackIsRejectedOrServed) {
 TEST(EngineReentrancyTest, EveryCallFromADirectHandlerIsRejectedOrServed) {
   CheckCallsBackIntoTheOutermostEngine(1);  // A -> A
 }
-
 
 }  // namespace
 }  // namespace idem

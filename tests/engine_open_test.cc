@@ -27,8 +27,6 @@
 namespace idem {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using test::AddOne;
 using test::CreateRocksDb;
 using test::HexOfIdHash;
@@ -36,9 +34,10 @@ using test::kStart;
 using test::Names;
 using test::Outcomes;
 using test::SnapshotTree;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
-
 
 // ============================================================================
 // Guarantee 7: persistence and format.
@@ -168,9 +167,9 @@ TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
   // This build reads formats 1 and 2 (expiry buckets).
-  ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
-      path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe", "idem.state",
-             "idem.offsets", "idem.format.3"}));
+  ASSERT_NO_FATAL_FAILURE(
+      CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe",
+                           "idem.state", "idem.offsets", "idem.format.3"}));
   const auto before = SnapshotTree(path);
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
@@ -195,14 +194,14 @@ TEST(EngineOpenTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
 }
 
-TEST(EngineOpenTest, ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
+TEST(EngineOpenTest,
+     ReadOnlyOpenReadsCommittedDataRejectsWritesAndChangesNothing) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   {
     ASSERT_OPEN(engine, path, Options());
-    ASSERT_TRUE(engine
-                    ->Process({.id = "a", .source = "t", .offset = 3}, AddOne)
-                    .ok());
+    ASSERT_TRUE(
+        engine->Process({.id = "a", .source = "t", .offset = 3}, AddOne).ok());
   }
   const auto before = SnapshotTree(path);
   {
@@ -272,11 +271,12 @@ TEST(EngineOpenTest, ReadOnlyOpenOfAMissingStoreIsNotFoundAndCreatesNothing) {
 // Bad input.
 // ============================================================================
 
-TEST(EngineOpenTest, OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
+TEST(EngineOpenTest,
+     OpenRejectsNonPositiveOrInfiniteDedupeWindowAndCreatesNothing) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
-  for (absl::Duration window : {absl::ZeroDuration(), -absl::Seconds(1),
-                                absl::InfiniteDuration()}) {
+  for (absl::Duration window :
+       {absl::ZeroDuration(), -absl::Seconds(1), absl::InfiniteDuration()}) {
     Options options;
     options.dedupe_window = window;
     auto engine = Engine::Open(path, options);
@@ -352,7 +352,8 @@ TEST(EngineOpenTest, ProcessAcceptsIdOfExactlyTheLimit) {
   EXPECT_TRUE(*engine->Seen(id));
 }
 
-TEST(EngineOpenTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
+TEST(EngineOpenTest,
+     BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   int calls = 0;
@@ -360,11 +361,10 @@ TEST(EngineOpenTest, BatchWithOneInvalidMessageIsRejectedWholeAndRunsNoHandler) 
     ++calls;
     return AddOne(m, txn);
   };
-  const std::vector<Message> batch = {
-      {.id = "a", .source = "t", .offset = 1},
-      {.id = "b", .source = "t", .offset = 2},
-      {.id = "", .source = "t", .offset = 3},
-      {.id = "c", .source = "t", .offset = 4}};
+  const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 1},
+                                      {.id = "b", .source = "t", .offset = 2},
+                                      {.id = "", .source = "t", .offset = 3},
+                                      {.id = "c", .source = "t", .offset = 4}};
   auto results = engine->ProcessBatch(batch, handler);
   EXPECT_EQ(results.status().code(), absl::StatusCode::kInvalidArgument)
       << results.status();
@@ -384,8 +384,7 @@ TEST(EngineOpenTest, SeenAndForgetRejectBadIds) {
   EXPECT_EQ(engine->Seen(long_id).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(engine->Forget("").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(engine->Forget(long_id).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(engine->Forget(long_id).code(), absl::StatusCode::kInvalidArgument);
 }
 }  // namespace
 }  // namespace idem

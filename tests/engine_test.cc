@@ -1,6 +1,8 @@
 // Engine behaviour through the public API: exactly-once effect per ID
 // (guarantee 1), atomicity of a message's commit (2) and offsets (4).
 
+#include "idem/engine.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -19,7 +21,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/crash/file_system.h"
-#include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/file_system.h"
@@ -29,8 +30,6 @@
 namespace idem {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using test::AddOne;
 using test::CreateRocksDb;
 using test::HexOfIdHash;
@@ -38,6 +37,8 @@ using test::kStart;
 using test::Names;
 using test::Outcomes;
 using test::SnapshotTree;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 namespace fs = std::filesystem;
 
@@ -159,8 +160,9 @@ TEST(EngineTest, IdsAreComparedAsExactBytes) {
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   const std::string with_nul("id\0", 3);
   ASSERT_TRUE(engine->Process({.id = "id"}, AddOne).ok());
-  for (std::string_view id : {std::string_view(with_nul), std::string_view("ID"),
-                              std::string_view("id ")}) {
+  for (std::string_view id :
+       {std::string_view(with_nul), std::string_view("ID"),
+        std::string_view("id ")}) {
     auto r = engine->Process({.id = id}, AddOne);
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->outcome, Outcome::kProcessed);
@@ -181,10 +183,10 @@ TEST(EngineTest, WithinBatchFirstOccurrenceWinsAndLaterOnesAreDuplicates) {
   auto results = engine->ProcessBatch(batch, handler);
   ASSERT_TRUE(results.ok()) << results.status();
   ASSERT_EQ(results->size(), 5u);
-  EXPECT_THAT(Outcomes(*results),
-              ElementsAre(Outcome::kProcessed, Outcome::kProcessed,
-                          Outcome::kDuplicate, Outcome::kDuplicate,
-                          Outcome::kDuplicate));
+  EXPECT_THAT(
+      Outcomes(*results),
+      ElementsAre(Outcome::kProcessed, Outcome::kProcessed, Outcome::kDuplicate,
+                  Outcome::kDuplicate, Outcome::kDuplicate));
   EXPECT_EQ((*results)[2].result, "done:a");
   EXPECT_EQ((*results)[3].result, "done:a");
   EXPECT_EQ((*results)[4].result, "done:b");
@@ -209,9 +211,9 @@ TEST(EngineTest, BatchRunsIdAgainAfterItsFirstOccurrenceFailed) {
       {.id = "a", .payload = "3", .source = "t", .offset = 3}};
   auto results = engine->ProcessBatch(batch, flaky);
   ASSERT_TRUE(results.ok()) << results.status();
-  EXPECT_THAT(Outcomes(*results),
-              ElementsAre(Outcome::kFailed, Outcome::kProcessed,
-                          Outcome::kDuplicate));
+  EXPECT_THAT(
+      Outcomes(*results),
+      ElementsAre(Outcome::kFailed, Outcome::kProcessed, Outcome::kDuplicate));
   EXPECT_EQ((*results)[1].result, "ok@2:2");
   EXPECT_EQ((*results)[2].result, "ok@2:2");
   EXPECT_EQ(attempts, 2);
@@ -268,7 +270,8 @@ TEST(EngineTest, HandlerErrorCommitsNothingAndIsReportedAsFailed) {
   EXPECT_EQ(*engine->CommittedOffset("t", 2), std::optional<int64_t>(10));
 }
 
-TEST(EngineTest, HandlerThrowingStdExceptionFailsWithInternalAndCommitsNothing) {
+TEST(EngineTest,
+     HandlerThrowingStdExceptionFailsWithInternalAndCommitsNothing) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   auto throwing = [](const Message&, Txn& txn) -> absl::Status {
@@ -317,10 +320,10 @@ TEST(EngineTest, FailedMessageLeavesRestOfBatchUnaffected) {
                                       {.id = "e"}};
   auto results = engine->ProcessBatch(batch, handler);
   ASSERT_TRUE(results.ok()) << results.status();
-  EXPECT_THAT(Outcomes(*results),
-              ElementsAre(Outcome::kProcessed, Outcome::kFailed,
-                          Outcome::kProcessed, Outcome::kFailed,
-                          Outcome::kProcessed));
+  EXPECT_THAT(
+      Outcomes(*results),
+      ElementsAre(Outcome::kProcessed, Outcome::kFailed, Outcome::kProcessed,
+                  Outcome::kFailed, Outcome::kProcessed));
   EXPECT_EQ((*results)[1].error, absl::InvalidArgumentError("bad payload"));
   EXPECT_EQ((*results)[3].error.code(), absl::StatusCode::kInternal);
   EXPECT_EQ((*results)[1].sequence, 0u);
@@ -382,9 +385,9 @@ TEST(EngineTest, FailedMessageWritesAreInvisibleToLaterMessagesInTheBatch) {
                                       {.id = "c", .payload = "read"}};
   auto results = engine->ProcessBatch(batch, handler);
   ASSERT_TRUE(results.ok()) << results.status();
-  EXPECT_THAT(Outcomes(*results),
-              ElementsAre(Outcome::kProcessed, Outcome::kFailed,
-                          Outcome::kProcessed));
+  EXPECT_THAT(
+      Outcomes(*results),
+      ElementsAre(Outcome::kProcessed, Outcome::kFailed, Outcome::kProcessed));
   EXPECT_EQ((*results)[2].result, "x=1 y=<absent>");
   EXPECT_EQ(*engine->GetState("x"), std::optional<std::string>("1"));
   EXPECT_EQ(*engine->GetState("y"), std::nullopt);
@@ -449,10 +452,9 @@ TEST(EngineTest, CommittedOffsetIsHighestProcessedOrDuplicateOffset) {
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::nullopt);
-  const std::vector<Message> batch = {
-      {.id = "a", .source = "t", .offset = 3},
-      {.id = "b", .source = "t", .offset = 5},
-      {.id = "c", .source = "t", .offset = 4}};
+  const std::vector<Message> batch = {{.id = "a", .source = "t", .offset = 3},
+                                      {.id = "b", .source = "t", .offset = 5},
+                                      {.id = "c", .source = "t", .offset = 4}};
   ASSERT_TRUE(engine->ProcessBatch(batch, AddOne).ok());
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(5));
   // A duplicate delivered at a higher offset moves the offset too.
@@ -536,7 +538,10 @@ TEST(EngineTest, FailureHoldsBackOnlyItsOwnPartitionAndSource) {
     return AddOne(m, txn);
   };
   const std::vector<Message> batch = {
-      {.id = "a", .payload = "fail", .source = "t", .partition = 0,
+      {.id = "a",
+       .payload = "fail",
+       .source = "t",
+       .partition = 0,
        .offset = 1},
       {.id = "b", .source = "t", .partition = 0, .offset = 2},
       {.id = "c", .source = "t", .partition = 1, .offset = 2},

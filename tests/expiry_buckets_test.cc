@@ -40,10 +40,10 @@
 namespace idem {
 namespace {
 
+using test::Findings;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using test::Findings;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 const absl::Duration kWindow = absl::Hours(1);
@@ -52,7 +52,8 @@ constexpr int kBuckets = 4;  // 15-minute buckets
 // An engine in a fresh directory on a ManualClock.
 class Harness {
  public:
-  explicit Harness(const EngineHooks& hooks = {}) : clock_(kStart), hooks_(hooks) {}
+  explicit Harness(const EngineHooks& hooks = {})
+      : clock_(kStart), hooks_(hooks) {}
 
   absl::Status Open(int buckets = kBuckets, bool read_only = false) {
     engine_.reset();
@@ -77,8 +78,8 @@ class Harness {
   // The store's column family names, as its MANIFEST lists them.
   std::vector<std::string> Families() const {
     std::vector<std::string> names;
-    rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(),
-                                                        path(), &names);
+    rocksdb::Status s =
+        rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path(), &names);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return names;
   }
@@ -144,8 +145,8 @@ using test::Delivered;
   if (f.Ok(stats.status(), "reading stats")) {
     f.Expect(stats->expiry_buckets_dropped > 0, "no bucket was ever dropped");
   }
-  f.Expect(most_buckets >= 2, absl::StrCat("only ", most_buckets,
-                                           " bucket(s) at any time"));
+  f.Expect(most_buckets >= 2,
+           absl::StrCat("only ", most_buckets, " bucket(s) at any time"));
   f.Expect(most_buckets <= kBuckets + 2,
            absl::StrCat(most_buckets, " buckets held at once"));
   return f.Result();
@@ -233,8 +234,7 @@ TEST(ExpiryBucketsTest, TtlBeyondTheNewestBucketStaysInTheFilteredFamily) {
   // record is still a duplicate, the short one long gone.
   h.clock().Advance(2 * kWindow);
   EXPECT_EQ(Deliver(h.engine(), "long", "again").outcome, Outcome::kDuplicate);
-  EXPECT_EQ(Deliver(h.engine(), "short", "again").outcome,
-            Outcome::kProcessed);
+  EXPECT_EQ(Deliver(h.engine(), "short", "again").outcome, Outcome::kProcessed);
   absl::StatusOr<Stats> stats = h.engine().GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->expiry_buckets_dropped, 1u);
@@ -258,16 +258,13 @@ TEST(ExpiryBucketsTest, ForgetRemovesARecordHeldInABucket) {
 TEST(ExpiryBucketsTest, ChangingTheBucketCountBetweenOpensKeepsLiveRecords) {
   Harness h;
   ASSERT_TRUE(h.Open(kBuckets).ok());
-  ASSERT_EQ(Deliver(h.engine(), "in-bucket", "1").outcome,
-            Outcome::kProcessed);
+  ASSERT_EQ(Deliver(h.engine(), "in-bucket", "1").outcome, Outcome::kProcessed);
   ASSERT_TRUE(h.Open(/*buckets=*/0).ok());
-  EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome,
-            Outcome::kDuplicate);
+  EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome, Outcome::kDuplicate);
   ASSERT_EQ(Deliver(h.engine(), "filtered", "2").outcome, Outcome::kProcessed);
   h.clock().Advance(absl::Minutes(20));
   ASSERT_TRUE(h.Open(/*buckets=*/7).ok());
-  EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome,
-            Outcome::kDuplicate);
+  EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome, Outcome::kDuplicate);
   EXPECT_EQ(Deliver(h.engine(), "filtered", "x").outcome, Outcome::kDuplicate);
   ASSERT_EQ(Deliver(h.engine(), "seven", "3").outcome, Outcome::kProcessed);
   // Past every expiry: all three run again, and a commit drops the ended

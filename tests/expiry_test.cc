@@ -114,8 +114,8 @@ void ExpectLive(Findings& f, Engine& engine, const std::string& id,
                 const std::string& want, const std::string& when) {
   absl::StatusOr<bool> seen = engine.Seen(id);
   if (!f.Ok(seen.status(), "Seen(" + id + ") " + when)) return;
-  f.Expect(*seen, "Seen(" + id + ") is false " + when +
-                      ", but its record is live");
+  f.Expect(*seen,
+           "Seen(" + id + ") is false " + when + ", but its record is live");
   Delivered d = Deliver(engine, id, "redelivery-must-not-run");
   if (!f.Ok(d.status, "redelivering " + id + " " + when)) return;
   f.Expect(d.outcome == Outcome::kDuplicate && !d.handler_ran,
@@ -151,7 +151,8 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
   Engine& e = h.engine();
   Delivered first = Deliver(e, "x", "r1");
   f.Ok(first.status, "first delivery");
-  f.Expect(first.outcome == Outcome::kProcessed, "first delivery not kProcessed");
+  f.Expect(first.outcome == Outcome::kProcessed,
+           "first delivery not kProcessed");
   h.clock().Advance(kWindow - kTick);
   ExpectLive(f, e, "x", "r1", "just before expiry");
   h.clock().Advance(kTick);
@@ -356,7 +357,8 @@ std::string Describe(const ReAddCase& c) {
     f.Ok(last.status, "delivering x after the new expiry");
     f.Expect(last.handler_ran && last.result == "newest",
              "a delivery after the new expiry did not run the handler "
-             "(returned '" + last.result + "')");
+             "(returned '" +
+                 last.result + "')");
   }
   return f.Result();
 }

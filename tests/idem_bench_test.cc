@@ -91,10 +91,12 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
        [](BenchToolArgs& a) { a.options.duplicate_reach = 0; }},
       {"--batch", [](BenchToolArgs& a) { a.options.batch = 0; }},
       {"--threads", [](BenchToolArgs& a) { a.options.threads = 0; }},
-      {"--window", [](BenchToolArgs& a) { a.options.window = absl::Seconds(0); }},
+      {"--window",
+       [](BenchToolArgs& a) { a.options.window = absl::Seconds(0); }},
       {"--sim_messages_per_second",
        [](BenchToolArgs& a) { a.options.sim_messages_per_second = -1; }},
-      {"--write_buffer_mib", [](BenchToolArgs& a) { a.write_buffer_mib = 0.01; }},
+      {"--write_buffer_mib",
+       [](BenchToolArgs& a) { a.write_buffer_mib = 0.01; }},
       {"--state_bytes", [](BenchToolArgs& a) { a.options.state_bytes = -1; }},
       {"--messages or --duration",
        [](BenchToolArgs& a) {
@@ -104,7 +106,8 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
       // Upper bounds, so that no flag can ask for unbounded memory or time.
       {"--messages must be in [0, 10000000000], got 100000000000",
        [](BenchToolArgs& a) { a.options.messages = 100000000000; }},
-      {"--duration", [](BenchToolArgs& a) { a.options.duration = absl::Hours(200); }},
+      {"--duration",
+       [](BenchToolArgs& a) { a.options.duration = absl::Hours(200); }},
       {"--threads must be in [1, 64], got 100000",
        [](BenchToolArgs& a) { a.options.threads = 100000; }},
       {"--batch", [](BenchToolArgs& a) { a.options.batch = 100001; }},
@@ -124,7 +127,8 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
       {"--lookups", [](BenchToolArgs& a) { a.options.lookups = -1; }},
       {"--expiry_buckets",
        [](BenchToolArgs& a) { a.options.expiry_buckets = 65; }},
-      {"--write_buffer_mib", [](BenchToolArgs& a) { a.write_buffer_mib = 5000; }},
+      {"--write_buffer_mib",
+       [](BenchToolArgs& a) { a.write_buffer_mib = 5000; }},
   };
   for (const Case& c : cases) {
     BenchToolArgs args = TinyArgs(dir.path());
@@ -243,8 +247,7 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
         "write_amplification_per_window", "rocksdb_sum_w_amp",
         "expired_dropped", "expired_dropped_whole", "live_records",
         "space_amplification", "disk_bytes", "memory_per_live_id_bytes",
-        "index_filter_bytes_per_live_id", "lookup", "dedupe_errors",
-        "notes"}) {
+        "index_filter_bytes_per_live_id", "lookup", "dedupe_errors", "notes"}) {
     ASSERT_TRUE(l.contains(field)) << field;
   }
   EXPECT_EQ(l["layout"], "engine");
@@ -296,16 +299,17 @@ TEST(IdemBenchTest, UnwritableOutputPathsExitWithUsageCodeBeforeRunning) {
     void (*mutate)(BenchToolArgs&, const std::string& dir);
   };
   const Case cases[] = {
-      {"--csv", [](BenchToolArgs& a, const std::string& d) {
+      {"--csv",
+       [](BenchToolArgs& a, const std::string& d) {
          a.csv = d + "/missing/series.csv";
        }},
       {"--csv", [](BenchToolArgs& a, const std::string& d) { a.csv = d; }},
-      {"--plot", [](BenchToolArgs& a, const std::string& d) {
+      {"--plot",
+       [](BenchToolArgs& a, const std::string& d) {
          a.plot = d + "/missing/plot.png";
        }},
-      {"--dir", [](BenchToolArgs& a, const std::string& d) {
-         a.options.dir = d + "/missing";
-       }},
+      {"--dir", [](BenchToolArgs& a,
+                   const std::string& d) { a.options.dir = d + "/missing"; }},
   };
   for (const Case& c : cases) {
     BenchToolArgs args = TinyArgs(dir.Sub("stores"));
@@ -399,9 +403,8 @@ TEST(BenchLayoutTest, CountsAnswersThatDifferFromTheExpectedOnes) {
     ASSERT_TRUE(target.ok()) << target.status();
     // "a" is new but claimed to be a duplicate; the second "b" is a real
     // duplicate (same batch) but claimed to be new.
-    std::vector<Delivery> batch = {{.id = "a", .expect_duplicate = true},
-                                   {.id = "b"},
-                                   {.id = "b"}};
+    std::vector<Delivery> batch = {
+        {.id = "a", .expect_duplicate = true}, {.id = "b"}, {.id = "b"}};
     absl::StatusOr<BatchOutcome> first = (*target)->ProcessBatch(batch);
     ASSERT_TRUE(first.ok()) << first.status();
     EXPECT_EQ(first->processed, 2);

@@ -118,13 +118,26 @@ TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
   Output r = Run({"stats"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   JsonValue v = ParseObjectLine(r.out);
-  for (const char* field :
-       {"processed", "duplicates", "failed", "expired_dropped", "user_bytes",
-        "wal_bytes", "flush_bytes", "compaction_bytes", "write_amplification",
-        "live_sst_bytes", "estimated_live_records", "expiry_buckets",
-        "expiry_buckets_dropped", "dedupe_compaction_write_amplification",
-        "memtable_bytes", "block_cache_bytes", "table_reader_bytes",
-        "bloom_filter_useful", "bloom_filter_positive", "data_blocks_read"}) {
+  for (const char* field : {"processed",
+                            "duplicates",
+                            "failed",
+                            "expired_dropped",
+                            "user_bytes",
+                            "wal_bytes",
+                            "flush_bytes",
+                            "compaction_bytes",
+                            "write_amplification",
+                            "live_sst_bytes",
+                            "estimated_live_records",
+                            "expiry_buckets",
+                            "expiry_buckets_dropped",
+                            "dedupe_compaction_write_amplification",
+                            "memtable_bytes",
+                            "block_cache_bytes",
+                            "table_reader_bytes",
+                            "bloom_filter_useful",
+                            "bloom_filter_positive",
+                            "data_blocks_read"}) {
     const JsonValue* f = v.Find(field);
     ASSERT_NE(f, nullptr) << field << " missing in " << r.out;
     EXPECT_EQ(f->type, JsonValue::Type::kNumber) << field;

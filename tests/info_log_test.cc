@@ -25,10 +25,10 @@ namespace idem {
 namespace {
 
 namespace fs = std::filesystem;
+using test::kStart;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-using test::kStart;
 
 class RecordingLogger : public Logger {
  public:

@@ -29,12 +29,18 @@ absl::Status ReserveInventory(const idem::Message& m, idem::Txn& txn) {
   // Business-key constraint: one reservation per order, whatever message ID.
   absl::StatusOr<std::optional<std::string>> existing = txn.Get(order);
   if (!existing.ok()) return existing.status();
-  if (existing->has_value()) { txn.SetResult("already-reserved"); return absl::OkStatus(); }
+  if (existing->has_value()) {
+    txn.SetResult("already-reserved");
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<std::optional<std::string>> s = txn.Get(stock);
   if (!s.ok()) return s.status();
-  if (s->has_value() && !absl::SimpleAtoi(**s, &available)) return absl::DataLossError("stock");
-  if (available < qty) return absl::FailedPreconditionError("out of stock");  // kFailed: nothing written
+  if (s->has_value() && !absl::SimpleAtoi(**s, &available))
+    return absl::DataLossError("stock");
+  if (available < qty)
+    return absl::FailedPreconditionError(
+        "out of stock");  // kFailed: nothing written
 
   txn.Put(stock, absl::StrCat(available - qty));
   txn.Put(order, f[2]);
@@ -53,13 +59,30 @@ TEST(InventoryExampleTest, ReservesOncePerOrderAndSuppressesRetries) {
   options.durability = Durability::kBuffered;
   auto engine = Engine::Open(dir.Sub("db"), options);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_TRUE((*engine)->Process({.id = "stock-1", .payload = "8"}, SetStock).ok());
+  ASSERT_TRUE(
+      (*engine)->Process({.id = "stock-1", .payload = "8"}, SetStock).ok());
 
   std::vector<Message> batch = {
-      {.id = "msg-abc-123", .payload = "Y X 5", .source = "orders", .partition = 0, .offset = 41},
-      {.id = "msg-abc-123", .payload = "Y X 5", .source = "orders", .partition = 0, .offset = 42},
-      {.id = "msg-def-456", .payload = "Y X 5", .source = "orders", .partition = 0, .offset = 43},
-      {.id = "msg-ghi-789", .payload = "Z X 5", .source = "orders", .partition = 0, .offset = 44},
+      {.id = "msg-abc-123",
+       .payload = "Y X 5",
+       .source = "orders",
+       .partition = 0,
+       .offset = 41},
+      {.id = "msg-abc-123",
+       .payload = "Y X 5",
+       .source = "orders",
+       .partition = 0,
+       .offset = 42},
+      {.id = "msg-def-456",
+       .payload = "Y X 5",
+       .source = "orders",
+       .partition = 0,
+       .offset = 43},
+      {.id = "msg-ghi-789",
+       .payload = "Z X 5",
+       .source = "orders",
+       .partition = 0,
+       .offset = 44},
   };
   auto results = (*engine)->ProcessBatch(batch, ReserveInventory);
   ASSERT_TRUE(results.ok()) << results.status();
@@ -67,18 +90,20 @@ TEST(InventoryExampleTest, ReservesOncePerOrderAndSuppressesRetries) {
 
   EXPECT_EQ((*results)[0].outcome, Outcome::kProcessed);
   EXPECT_EQ((*results)[0].result, "reserved");
-  EXPECT_EQ((*results)[1].outcome, Outcome::kDuplicate);   // producer retry
+  EXPECT_EQ((*results)[1].outcome, Outcome::kDuplicate);  // producer retry
   EXPECT_EQ((*results)[1].result, "reserved");
-  EXPECT_EQ((*results)[2].outcome, Outcome::kProcessed);   // new ID, same order
+  EXPECT_EQ((*results)[2].outcome, Outcome::kProcessed);  // new ID, same order
   EXPECT_EQ((*results)[2].result, "already-reserved");
-  EXPECT_EQ((*results)[3].outcome, Outcome::kFailed);      // 3 left, 5 wanted
+  EXPECT_EQ((*results)[3].outcome, Outcome::kFailed);  // 3 left, 5 wanted
   EXPECT_EQ((*results)[3].error.code(), absl::StatusCode::kFailedPrecondition);
 
   EXPECT_EQ(*(*engine)->GetState("stock/X"), std::optional<std::string>("3"));
-  EXPECT_EQ(*(*engine)->GetState("reservation/Y"), std::optional<std::string>("5"));
+  EXPECT_EQ(*(*engine)->GetState("reservation/Y"),
+            std::optional<std::string>("5"));
   EXPECT_EQ(*(*engine)->GetState("reservation/Z"), std::nullopt);
   // The failed order stays deliverable: its offset is not committed.
-  EXPECT_EQ(*(*engine)->CommittedOffset("orders", 0), std::optional<int64_t>(43));
+  EXPECT_EQ(*(*engine)->CommittedOffset("orders", 0),
+            std::optional<int64_t>(43));
   EXPECT_FALSE(*(*engine)->Seen("msg-ghi-789"));
 }
 

@@ -42,8 +42,7 @@ TEST(JsonQuoteBytesTest, RoundTripsEveryByteThroughAJsonParser) {
 }
 
 TEST(JsonQuoteTest, EscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\nd\te\x01"),
-            "\"a\\\"b\\\\c\\nd\\te\\u0001\"");
+  EXPECT_EQ(JsonQuote("a\"b\\c\nd\te\x01"), "\"a\\\"b\\\\c\\nd\\te\\u0001\"");
   // Text keeps its UTF-8 bytes as they are.
   EXPECT_EQ(JsonQuote("na\xc3\xafve"), "\"na\xc3\xafve\"");
 }

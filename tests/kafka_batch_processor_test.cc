@@ -1,8 +1,6 @@
 // ProcessRecords without Kafka: retries, per-partition order behind a failed
 // record, dead-lettering and offsets, on hand-made Records.
 
-#include "kafka/batch_processor.h"
-
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -12,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
+#include "kafka/batch_processor.h"
 #include "tests/testing/engine_test_util.h"
 #include "util/temp_dir.h"
 

@@ -35,8 +35,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
   }
-  absl::Status status = (*consumer)->Run(
-      [](const idem::kafka::Record& record, idem::Txn& txn) {
+  absl::Status status =
+      (*consumer)->Run([](const idem::kafka::Record& record, idem::Txn& txn) {
         absl::SleepFor(absl::Milliseconds(2));
         return idem::test::ApplyRecord(record, txn);
       });

@@ -4,8 +4,6 @@
 // subtle, a deliberately broken consumer (kafka/consumer_hooks.h)
 // shows that the check catches its violation.
 
-#include "idem/kafka/consumer.h"
-
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -23,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
+#include "idem/kafka/consumer.h"
 #include "idem/partition_state.h"
 #include "kafka/consumer_hooks.h"
 #include "tests/testing/engine_test_util.h"
@@ -43,8 +42,8 @@ using ::idem::test::Merge;
 using ::idem::test::PollUntil;
 using ::idem::test::ProducedStream;
 using ::idem::test::StartKafka;
-using ::idem::util::TempDir;
 using ::idem::test::TestConsumerOptions;
+using ::idem::util::TempDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -133,7 +132,8 @@ TEST_F(KafkaConsumerTest, ProducerDuplicatesAreAppliedOnce) {
   const ProducedStream stream = Produce(300, /*duplicate_every=*/7);
   ASSERT_GT(stream.duplicates, 0);
   ASSERT_OPEN(engine, dir_.Sub("store"), Options());
-  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  auto consumer =
+      Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
     return (*consumer)->stats().records == 300;
@@ -199,8 +199,8 @@ RestartOutcome RestartAfterTheWindow(KafkaTestBed& bed, TempDir& dir,
   {
     ConsumerHooks dies_before_committing;
     dies_before_committing.skip_revoke_commit = true;
-    auto first = CreateConsumerWithHooks(engine->get(), options,
-                                         dies_before_committing);
+    auto first =
+        CreateConsumerWithHooks(engine->get(), options, dies_before_committing);
     EXPECT_TRUE(first.ok()) << first.status();
     if (!first.ok()) return out;
     EXPECT_TRUE(PollUntil(**first, ApplyRecord, [&] {
@@ -267,14 +267,14 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
   for (int round = 1; round <= 2; ++round) {
     const int64_t before = committed();
     const std::string brokers = bed_.cluster->bootstrap_servers();
-    std::vector<std::string> args = {IDEM_KAFKA_CHILD, brokers, bed_.topic,
-                                     "g", store};
+    std::vector<std::string> args = {IDEM_KAFKA_CHILD, brokers, bed_.topic, "g",
+                                     store};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     pid_t pid;
-    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr,
-                          argv.data(), environ),
+    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
+                          environ),
               0);
     // Kill once the child has committed a few batches beyond `before`.
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -290,7 +290,8 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
   }
 
   ASSERT_OPEN(engine, store, Options());
-  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  auto consumer =
+      Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
     return EngineReached(*engine, bed_.topic, 600 / kPartitions - 1);
@@ -319,8 +320,8 @@ std::vector<std::string> RebalanceMidStream(KafkaTestBed& bed, TempDir& dir,
                                             const RebalanceRun& run) {
   // MakeStream's producer duplicates land on any partition; dedupe is per
   // engine, so only a single engine gets them (docs/scale-out.md).
-  const ProducedStream stream = MakeStream(
-      bed.topic, kPartitions, 600, run.separate_engines ? 0 : 5, 4);
+  const ProducedStream stream =
+      MakeStream(bed.topic, kPartitions, 600, run.separate_engines ? 0 : 5, 4);
   const std::vector<OutgoingRecord> second_half =
       ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
@@ -387,10 +388,10 @@ TEST_F(KafkaConsumerTest, WithoutKafkaCommitsAMovedPartitionIsReapplied) {
 // the rebalance does, the engine sees every offset, even without Kafka
 // commits.
 TEST_F(KafkaConsumerTest, ConsumersSharingAnEngineApplyEveryMessageOnce) {
-  EXPECT_THAT(RebalanceMidStream(
-                  bed_, dir_,
-                  {.separate_engines = false, .commit_to_kafka = false}),
-              IsEmpty());
+  EXPECT_THAT(
+      RebalanceMidStream(bed_, dir_,
+                         {.separate_engines = false, .commit_to_kafka = false}),
+      IsEmpty());
 }
 
 TEST_F(KafkaConsumerTest, CooperativeRebalanceOnOneEngineAppliesOnce) {
@@ -443,7 +444,8 @@ RevocationOutcome RevokeWithRecordsInFlight(KafkaTestBed& bed, TempDir& dir,
   EXPECT_TRUE(report.ok()) << report.status();
   if (report.ok()) out.report = *report;
   const std::map<std::string, int> applied = AppliedCounts(**engine_a);
-  for (const OutgoingRecord& r : last_30) out.applied_by_a += applied.count(r.key);
+  for (const OutgoingRecord& r : last_30)
+    out.applied_by_a += applied.count(r.key);
   return out;
 }
 
@@ -513,8 +515,8 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
               }).ok());
   std::vector<int> wrong;
   for (int p = 0; p < kPartitions; ++p) {
-    auto total = (*engine_b)->GetState(
-        PartitionStatePrefix(bed.topic, p) + "total");
+    auto total =
+        (*engine_b)->GetState(PartitionStatePrefix(bed.topic, p) + "total");
     EXPECT_TRUE(total.ok());
     if (!total.ok() || !total->has_value() ||
         std::stoll(**total) != expected[p]) {
@@ -620,11 +622,13 @@ TEST_F(KafkaConsumerTest, PoisonRecordGoesToTheDeadLetterTopic) {
       },
       [&] { return !seen.empty(); });
   ASSERT_TRUE(s.ok()) << s;
-  EXPECT_THAT(seen, ::testing::ElementsAre(absl::StrCat(
-                        poison_id, " poison orders/1/3 INTERNAL: cannot parse")));
+  EXPECT_THAT(seen,
+              ::testing::ElementsAre(absl::StrCat(
+                  poison_id, " poison orders/1/3 INTERNAL: cannot parse")));
 }
 
-TEST_F(KafkaConsumerTest, WithoutADeadLetterPathAPoisonRecordStopsItsPartition) {
+TEST_F(KafkaConsumerTest,
+       WithoutADeadLetterPathAPoisonRecordStopsItsPartition) {
   std::set<std::string> good;
   ProducePoison(bed_, &good);
   ASSERT_OPEN(engine, dir_.Sub("store"), Options());
@@ -695,7 +699,8 @@ TEST_F(KafkaConsumerTest, CreateRejectsBadOptionsNamingThem) {
 
 TEST_F(KafkaConsumerTest, ClosedConsumerRefusesToPoll) {
   ASSERT_OPEN(engine, dir_.Sub("store"), Options());
-  auto consumer = Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
+  auto consumer =
+      Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
   ASSERT_TRUE(consumer.ok());
   EXPECT_TRUE((*consumer)->Close().ok());
   EXPECT_TRUE((*consumer)->Close().ok());  // idempotent

@@ -1,12 +1,11 @@
 // Producer and MockCluster: argument checks and delivery errors.
 
-#include "idem/kafka/producer.h"
-
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/kafka/mock_cluster.h"
+#include "idem/kafka/producer.h"
 
 namespace idem::kafka {
 namespace {

@@ -17,8 +17,8 @@ namespace {
 // The exact nearest-rank percentile: the ceil(q * n)-th smallest value.
 double ExactPercentile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
-  const size_t rank = static_cast<size_t>(
-      std::ceil(q * static_cast<double>(values.size())));
+  const size_t rank =
+      static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
   return values[std::max<size_t>(rank, 1) - 1];
 }
 

@@ -31,9 +31,9 @@ namespace idem {
 namespace {
 
 using test::AddOne;
-using ::testing::HasSubstr;
 using test::kStart;
 using test::SnapshotTree;
+using ::testing::HasSubstr;
 
 // ---- The store as plain RocksDB sees it ----------------------------------
 

@@ -106,9 +106,8 @@ TEST(OffsetTrackerTest, FailureOnlyHoldsBackItsOwnPartition) {
   tracker.Add(At("t", 0, 2), Outcome::kProcessed);
   tracker.Add(At("t", 1, 2), Outcome::kProcessed);
   tracker.Add(At("u", 0, 8), Outcome::kProcessed);
-  EXPECT_THAT(Recorded(tracker),
-              ElementsAre(Pair(EncodeOffsetKey("t", 1), 2),
-                          Pair(EncodeOffsetKey("u", 0), 8)));
+  EXPECT_THAT(Recorded(tracker), ElementsAre(Pair(EncodeOffsetKey("t", 1), 2),
+                                             Pair(EncodeOffsetKey("u", 0), 8)));
 }
 
 TEST(OffsetTrackerTest, PartitionsAndSourcesAreIndependent) {
@@ -129,9 +128,8 @@ TEST(OffsetTrackerTest, SourcesDifferingOnlyAfterNulAreDistinct) {
   const std::string b = "s\0b"s;
   tracker.Add(At(a, 0, 1), Outcome::kProcessed);
   tracker.Add(At(b, 0, 2), Outcome::kProcessed);
-  EXPECT_THAT(Recorded(tracker),
-              ElementsAre(Pair(EncodeOffsetKey(a, 0), 1),
-                          Pair(EncodeOffsetKey(b, 0), 2)));
+  EXPECT_THAT(Recorded(tracker), ElementsAre(Pair(EncodeOffsetKey(a, 0), 1),
+                                             Pair(EncodeOffsetKey(b, 0), 2)));
 }
 
 TEST(OffsetTrackerTest, IgnoresMessagesWithoutAPosition) {
@@ -163,7 +161,8 @@ TEST(OffsetTrackerTest, RepeatedOffsetIsRecordedOnce) {
   OffsetTracker tracker;
   tracker.Add(At("t", 2, 11), Outcome::kProcessed);
   tracker.Add(At("t", 2, 11), Outcome::kDuplicate);
-  EXPECT_THAT(Recorded(tracker), ElementsAre(Pair(EncodeOffsetKey("t", 2), 11)));
+  EXPECT_THAT(Recorded(tracker),
+              ElementsAre(Pair(EncodeOffsetKey("t", 2), 11)));
 }
 
 // The commit reads these stored offsets before any handler runs, so every

@@ -19,10 +19,10 @@ TEST(PartitionStateTest, PrefixesAreUnambiguous) {
   const std::string b = PartitionStatePrefix("a", 1);
   EXPECT_FALSE(a.starts_with(b));
   EXPECT_FALSE(b.starts_with(a));
-  EXPECT_FALSE(PartitionStatePrefix("t", 1).starts_with(
-      PartitionStatePrefix("t", 12)));
-  EXPECT_FALSE(PartitionStatePrefix("t", 12).starts_with(
-      PartitionStatePrefix("t", 1)));
+  EXPECT_FALSE(
+      PartitionStatePrefix("t", 1).starts_with(PartitionStatePrefix("t", 12)));
+  EXPECT_FALSE(
+      PartitionStatePrefix("t", 12).starts_with(PartitionStatePrefix("t", 1)));
 }
 
 TEST(PartitionStateTest, ParseInvertsThePrefix) {
@@ -36,9 +36,9 @@ TEST(PartitionStateTest, ParseInvertsThePrefix) {
 }
 
 TEST(PartitionStateTest, ParseRejectsOtherKeys) {
-  for (const char* key : {"total", "partition/", "partition/x:t/1/k",
-                          "partition/9:t/1/k", "partition/1:t/-1/k",
-                          "partition/1:t/1", "partition/1:tX1/k"}) {
+  for (const char* key :
+       {"total", "partition/", "partition/x:t/1/k", "partition/9:t/1/k",
+        "partition/1:t/-1/k", "partition/1:t/1", "partition/1:tX1/k"}) {
     EXPECT_FALSE(ParsePartitionStateKey(key).has_value()) << key;
   }
 }
@@ -48,10 +48,10 @@ TEST(PartitionStateTest, ParseRejectsOtherKeys) {
 // accepted, so a key that no PartitionTxn wrote parsed as partition-scoped.
 TEST(PartitionStateTest, ParseRejectsNumbersSpeltDifferently) {
   ASSERT_TRUE(ParsePartitionStateKey("partition/1:t/0/k").has_value());
-  for (const char* key : {"partition/01:t/0/k", "partition/+1:t/0/k",
-                          "partition/ 1:t/0/k", "partition/1:t/00/k",
-                          "partition/1:t/+0/k", "partition/1:t/0 /k",
-                          "partition/1:t/-0/k"}) {
+  for (const char* key :
+       {"partition/01:t/0/k", "partition/+1:t/0/k", "partition/ 1:t/0/k",
+        "partition/1:t/00/k", "partition/1:t/+0/k", "partition/1:t/0 /k",
+        "partition/1:t/-0/k"}) {
     EXPECT_FALSE(ParsePartitionStateKey(key).has_value()) << key;
   }
 }
@@ -110,8 +110,7 @@ void Commit(Engine& engine, const std::string& id, const std::string& source,
 
 std::optional<std::string> State(Engine& engine, const std::string& source,
                                  int32_t partition, const std::string& key) {
-  auto value =
-      engine.GetState(PartitionStatePrefix(source, partition) + key);
+  auto value = engine.GetState(PartitionStatePrefix(source, partition) + key);
   EXPECT_TRUE(value.ok()) << value.status();
   return value.ok() ? *value : std::nullopt;
 }

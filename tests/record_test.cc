@@ -173,8 +173,8 @@ TEST(RecordTest, OffsetKeyRoundTripsSourceContainingNulBytes) {
 }
 
 TEST(RecordTest, OffsetKeyRoundTripsPartitionZeroAndInt32Max) {
-  for (int32_t partition : {0, 1, 255, 256, 65536,
-                            std::numeric_limits<int32_t>::max()}) {
+  for (int32_t partition :
+       {0, 1, 255, 256, 65536, std::numeric_limits<int32_t>::max()}) {
     const std::string key = EncodeOffsetKey("t", partition);
     const std::optional<OffsetKey> decoded = DecodeOffsetKey(key);
     ASSERT_TRUE(decoded.has_value()) << partition;

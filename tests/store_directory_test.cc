@@ -33,11 +33,11 @@ namespace fs = std::filesystem;
 using crash::CrashFileSystem;
 using crash::CrashFsOptions;
 using crash::FsOp;
-using ::testing::HasSubstr;
-using ::testing::Not;
 using test::AddOne;
 using test::Names;
 using test::SnapshotTree;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Commits one message "m-<n>" and checks it was processed.
 void ProcessOne(Engine& engine, int n) {
@@ -97,11 +97,11 @@ TEST(StoreDirectoryTest, EverySpellingOfAnOpenStoreIsRefusedLikeTheSamePath) {
   ASSERT_OPEN(engine, path, Options());
   ProcessOne(*engine, 1);
   fs::create_directory_symlink(path, dir.Sub("link"));
-  const std::string relative =
-      fs::relative(path, fs::current_path()).string();
+  const std::string relative = fs::relative(path, fs::current_path()).string();
   for (const std::string& spelling :
-       {path, path + "/", path + "/.", dir.path() + "//db", dir.path() + "/./db",
-        dir.Sub("link"), dir.Sub("link/"), relative, "./" + relative}) {
+       {path, path + "/", path + "/.", dir.path() + "//db",
+        dir.path() + "/./db", dir.Sub("link"), dir.Sub("link/"), relative,
+        "./" + relative}) {
     SCOPED_TRACE(spelling);
     auto second = Engine::Open(spelling, Options());
     EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
@@ -200,7 +200,8 @@ TEST(StoreDirectoryTest, MissingParentIsNotFoundNamingTheCallersPath) {
   EXPECT_FALSE(fs::exists(dir.Sub("no")));
 }
 
-TEST(StoreDirectoryTest, ReadOnlyOpenOfAMissingStoreDoesNotBlameCreateIfMissing) {
+TEST(StoreDirectoryTest,
+     ReadOnlyOpenOfAMissingStoreDoesNotBlameCreateIfMissing) {
   util::TempDir dir;
   Options options;
   options.read_only = true;
@@ -244,7 +245,8 @@ TEST(StoreDirectoryTest, UnmarkedStagingBesideOtherFilesIsNamedInTheError) {
   EXPECT_EQ(Names(SnapshotTree(path)), Names(before));
 }
 
-TEST(StoreDirectoryTest, WithoutCreateIfMissingAnInterruptedCreationIsNotFound) {
+TEST(StoreDirectoryTest,
+     WithoutCreateIfMissingAnInterruptedCreationIsNotFound) {
   util::TempDir dir;
   const std::string path = dir.Sub("db");
   fs::create_directories(path + "/" + kStagingDirName);
@@ -259,11 +261,12 @@ TEST(StoreDirectoryTest, WithoutCreateIfMissingAnInterruptedCreationIsNotFound) 
 // A creation failing at each file operation in turn (through CrashFileSystem's
 // fault injection), then a clean Open: every prefix of the creation protocol
 // ends in a working, empty store.
-TEST(StoreDirectoryTest, CreationFailingAtAnyStepLeavesADirectoryThatOpensLater) {
+TEST(StoreDirectoryTest,
+     CreationFailingAtAnyStepLeavesADirectoryThatOpensLater) {
   for (FsOp op : {FsOp::kAppend, FsOp::kSync, FsOp::kRename}) {
     for (uint64_t at = 1; at <= 12; ++at) {
-      SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op)
-                                        << " at " << at);
+      SCOPED_TRACE(::testing::Message()
+                   << "op " << static_cast<int>(op) << " at " << at);
       util::TempDir dir;
       const std::string path = dir.Sub("db");
       fs::create_directory(path);

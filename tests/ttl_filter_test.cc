@@ -58,9 +58,9 @@ Decision Decide(const rocksdb::CompactionFilter& filter, std::string_view value,
                 ValueType type = ValueType::kValue) {
   std::string new_value;
   std::string skip_until;
-  return filter.FilterV2(/*level=*/1, rocksdb::Slice(kKey),
-                         type, rocksdb::Slice(value.data(), value.size()),
-                         &new_value, &skip_until);
+  return filter.FilterV2(/*level=*/1, rocksdb::Slice(kKey), type,
+                         rocksdb::Slice(value.data(), value.size()), &new_value,
+                         &skip_until);
 }
 
 rocksdb::CompactionFilter::Context MakeContext(
@@ -79,9 +79,9 @@ rocksdb::CompactionFilter::Context MakeContext(
 // A filter created at `now_micros` keeps records expiring after it.
 ::testing::AssertionResult CheckKeepsLiveRecords(
     const rocksdb::CompactionFilter& filter, int64_t now_micros) {
-  for (int64_t ahead : {int64_t{1}, int64_t{1'000'000},
-                        int64_t{7} * 24 * 3600 * 1'000'000,
-                        std::numeric_limits<int64_t>::max() - now_micros}) {
+  for (int64_t ahead :
+       {int64_t{1}, int64_t{1'000'000}, int64_t{7} * 24 * 3600 * 1'000'000,
+        std::numeric_limits<int64_t>::max() - now_micros}) {
     const Decision d =
         Decide(filter, EncodeDedupeRecord(now_micros + ahead, "result"));
     if (d != Decision::kKeep) {
@@ -98,15 +98,14 @@ rocksdb::CompactionFilter::Context MakeContext(
 // hidden), never kRemoveAndSkipUntil, and leaves skip_until untouched.
 ::testing::AssertionResult CheckRemovesExpiredWithPlainRemove(
     const rocksdb::CompactionFilter& filter, int64_t now_micros) {
-  for (int64_t behind : {int64_t{0}, int64_t{1}, int64_t{3'600'000'000},
-                         now_micros}) {
+  for (int64_t behind :
+       {int64_t{0}, int64_t{1}, int64_t{3'600'000'000}, now_micros}) {
     std::string new_value;
     std::string skip_until;
-    const std::string value =
-        EncodeDedupeRecord(now_micros - behind, "result");
-    const Decision d = filter.FilterV2(1, rocksdb::Slice(kKey),
-                                       ValueType::kValue, value, &new_value,
-                                       &skip_until);
+    const std::string value = EncodeDedupeRecord(now_micros - behind, "result");
+    const Decision d =
+        filter.FilterV2(1, rocksdb::Slice(kKey), ValueType::kValue, value,
+                        &new_value, &skip_until);
     if (d != Decision::kRemove) {
       return ::testing::AssertionFailure()
              << "a record that expired " << behind << "us before the "
@@ -198,7 +197,8 @@ class OffByOneFilter : public rocksdb::CompactionFilter {
                     const rocksdb::Slice& value, std::string*,
                     std::string*) const override {
     if (type != ValueType::kValue) return Decision::kKeep;
-    auto record = DecodeDedupeRecord(std::string_view(value.data(), value.size()));
+    auto record =
+        DecodeDedupeRecord(std::string_view(value.data(), value.size()));
     if (!record.has_value() || record->expiry_micros >= now_micros_) {
       return Decision::kKeep;
     }
@@ -219,7 +219,8 @@ class SkipUntilFilter : public rocksdb::CompactionFilter {
                     const rocksdb::Slice& value, std::string*,
                     std::string* skip_until) const override {
     if (type != ValueType::kValue) return Decision::kKeep;
-    auto record = DecodeDedupeRecord(std::string_view(value.data(), value.size()));
+    auto record =
+        DecodeDedupeRecord(std::string_view(value.data(), value.size()));
     if (!record.has_value() || !IsExpired(*record, now_micros_)) {
       return Decision::kKeep;
     }
@@ -239,7 +240,8 @@ class DropsUnknownFilter : public rocksdb::CompactionFilter {
   Decision FilterV2(int, const rocksdb::Slice&, ValueType,
                     const rocksdb::Slice& value, std::string*,
                     std::string*) const override {
-    auto record = DecodeDedupeRecord(std::string_view(value.data(), value.size()));
+    auto record =
+        DecodeDedupeRecord(std::string_view(value.data(), value.size()));
     if (!record.has_value() || IsExpired(*record, now_micros_)) {
       return Decision::kRemove;
     }
@@ -259,7 +261,8 @@ class ClockPerDecisionFilter : public rocksdb::CompactionFilter {
                     const rocksdb::Slice& value, std::string*,
                     std::string*) const override {
     if (type != ValueType::kValue) return Decision::kKeep;
-    auto record = DecodeDedupeRecord(std::string_view(value.data(), value.size()));
+    auto record =
+        DecodeDedupeRecord(std::string_view(value.data(), value.size()));
     if (!record.has_value() ||
         !IsExpired(*record, TimeToMicros(clock_->Now()))) {
       return Decision::kKeep;
@@ -379,7 +382,8 @@ TEST(TtlFilterFactoryTest, ClockThatThrowsMakesTheFilterKeepEverything) {
 
 // Regression: absl::InfiniteFuture() made every record look expired, and the
 // filter removed live ones.
-TEST(TtlFilterFactoryTest, ClockReturningANonFiniteTimeMakesTheFilterKeepEverything) {
+TEST(TtlFilterFactoryTest,
+     ClockReturningANonFiniteTimeMakesTheFilterKeepEverything) {
   for (absl::Time t : {absl::InfiniteFuture(), absl::InfinitePast()}) {
     FixedClock clock(t);
     TtlFilterFactory factory(&clock);
@@ -484,7 +488,8 @@ TEST(TtlFilterBrokenVariantTest, OffByOneLiveRuleFailsTheKeepLiveCheck) {
   // expiring just after its creation) breaks the keep-live check.
   std::atomic<uint64_t> dropped{0};
   TtlFilter ahead(kStartMicros + 1, &dropped);
-  ::testing::AssertionResult result = CheckKeepsLiveRecords(ahead, kStartMicros);
+  ::testing::AssertionResult result =
+      CheckKeepsLiveRecords(ahead, kStartMicros);
   EXPECT_FALSE(result);
   EXPECT_THAT(result.message(), HasSubstr("expiring 1us after"));
 }

@@ -15,9 +15,8 @@ using ::testing::HasSubstr;
 
 MATCHER_P(IsInvalidArgumentMentioning, field, "") {
   return arg.code() == absl::StatusCode::kInvalidArgument &&
-         ::testing::ExplainMatchResult(HasSubstr(field),
-                                       std::string(arg.message()),
-                                       result_listener);
+         ::testing::ExplainMatchResult(
+             HasSubstr(field), std::string(arg.message()), result_listener);
 }
 
 // ---- Options ----
@@ -232,13 +231,15 @@ TEST(ValidateTest, RejectsNegativePartitionWhenAPositionIsRecorded) {
 
 TEST(ValidateTest, IgnoresPartitionWhenNoPositionIsRecorded) {
   // No offset: the position is not recorded, so the partition is unused.
-  EXPECT_TRUE(ValidateMessage(Message{
-                  .id = "m", .source = "t", .partition = -1, .offset = -1})
-                  .ok());
+  EXPECT_TRUE(
+      ValidateMessage(
+          Message{.id = "m", .source = "t", .partition = -1, .offset = -1})
+          .ok());
   // No source: likewise.
-  EXPECT_TRUE(ValidateMessage(Message{
-                  .id = "m", .source = "", .partition = -1, .offset = 3})
-                  .ok());
+  EXPECT_TRUE(
+      ValidateMessage(
+          Message{.id = "m", .source = "", .partition = -1, .offset = 3})
+          .ok());
 }
 
 TEST(ValidateTest, AcceptsMessageWithPosition) {

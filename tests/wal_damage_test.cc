@@ -18,9 +18,9 @@ namespace idem {
 namespace {
 
 namespace fs = std::filesystem;
-using ::testing::HasSubstr;
 using test::AddOne;
 using test::SnapshotTree;
+using ::testing::HasSubstr;
 
 constexpr int kCommits = 500;
 constexpr int kPerCommit = 10;
@@ -49,8 +49,8 @@ std::string WalOf(const std::string& path) {
   std::string wal;
   for (const auto& entry : fs::directory_iterator(path)) {
     if (entry.path().extension() == ".log" && entry.file_size() > 0) {
-      EXPECT_TRUE(wal.empty()) << "more than one WAL: " << wal << ", "
-                               << entry.path();
+      EXPECT_TRUE(wal.empty())
+          << "more than one WAL: " << wal << ", " << entry.path();
       wal = entry.path().string();
     }
   }

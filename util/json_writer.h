@@ -36,9 +36,9 @@ class JsonWriter {
   void BeginArray() { Open('['); }
   void EndArray() { Close(']'); }
   void Key(std::string_view key);
-  void String(std::string_view text);       // JsonQuote
-  void Bytes(std::string_view bytes);       // JsonQuoteBytes
-  void Number(double v);                    // %.6g; null if not finite
+  void String(std::string_view text);  // JsonQuote
+  void Bytes(std::string_view bytes);  // JsonQuoteBytes
+  void Number(double v);               // %.6g; null if not finite
   void Int(int64_t v);
   void Uint(uint64_t v);
   void Bool(bool v);

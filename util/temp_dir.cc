@@ -25,8 +25,9 @@ absl::StatusOr<TempDir> TempDir::Create(std::string_view prefix,
       (parent.empty() ? DefaultTempParent() : std::string(parent)) + "/" +
       std::string(prefix) + "XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot create a directory from ", pattern, ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a directory from ", pattern, ": ",
+                     std::strerror(errno)));
   }
   return TempDir(std::move(pattern));
 }
@@ -42,8 +43,7 @@ TempDir::TempDir() {
 }
 
 TempDir::TempDir(TempDir&& other) noexcept
-    : path_(std::exchange(other.path_, std::string())),
-      keep_(other.keep_) {}
+    : path_(std::exchange(other.path_, std::string())), keep_(other.keep_) {}
 
 TempDir& TempDir::operator=(TempDir&& other) noexcept {
   if (this != &other) {

@@ -26,8 +26,7 @@ class ClockSystemClock : public rocksdb::SystemClockWrapper {
 
 class ClockEnv : public rocksdb::EnvWrapper {
  public:
-  ClockEnv(rocksdb::Env* base, Clock* clock)
-      : EnvWrapper(base), clock_(clock) {
+  ClockEnv(rocksdb::Env* base, Clock* clock) : EnvWrapper(base), clock_(clock) {
     system_clock_ =
         std::make_shared<ClockSystemClock>(base->GetSystemClock(), clock);
   }

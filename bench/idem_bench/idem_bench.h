@@ -64,7 +64,7 @@ struct BenchOptions {
   Durability durability = Durability::kSync;
   // kBuffered only: make each batch durable before counting it done.
   bool ack_durable = true;
-  int threads = 1;  // delivering threads, in [1, 64]
+  int threads = 1;                         // delivering threads, in [1, 64]
   absl::Duration window = absl::Hours(1);  // the dedupe window, 1 s..365 d
   // In [0.01, 10^9]: simulated clock advancing this many messages per
   // simulated second. 0: the real clock.
@@ -97,10 +97,10 @@ absl::Status ValidateBenchOptions(const BenchOptions& options);
 struct Sample {
   double clock_seconds = 0;  // clock time since the start (simulated or real)
   double wall_seconds = 0;
-  int64_t messages = 0;       // deliveries handed out
-  uint64_t disk_bytes = 0;    // all files under the store directory
+  int64_t messages = 0;     // deliveries handed out
+  uint64_t disk_bytes = 0;  // all files under the store directory
   uint64_t live_sst_bytes = 0;
-  int64_t live_records = 0;   // exact: processed less than a window ago
+  int64_t live_records = 0;        // exact: processed less than a window ago
   uint64_t estimated_records = 0;  // RocksDB's estimate (includes expired)
   uint64_t user_bytes = 0;
   uint64_t written_bytes = 0;  // WAL + flush + compaction
@@ -136,10 +136,9 @@ struct LayoutReport {
   double clock_seconds = 0;
   double windows_covered = 0;
   // Writes.
-  uint64_t user_bytes = 0, wal_bytes = 0, flush_bytes = 0,
-           compaction_bytes = 0;
+  uint64_t user_bytes = 0, wal_bytes = 0, flush_bytes = 0, compaction_bytes = 0;
   double cumulative_wa = 0;
-  std::optional<double> steady_wa;  // over the last steady_windows windows
+  std::optional<double> steady_wa;    // over the last steady_windows windows
   std::vector<double> wa_per_window;  // each whole window, in order
   std::optional<double> rocksdb_sum_wamp;
   // Expiry.
@@ -196,9 +195,9 @@ absl::Status WriteBenchPlot(const BenchReport& report, const std::string& path);
 
 // The command line as the tool receives it, before parsing the names.
 struct BenchToolArgs {
-  BenchOptions options;  // numeric fields; the fields below override
-  std::string layout = "engine";  // comma-separated names, or "all"
-  std::string id_shape = "uuid";  // uuid | kafka
+  BenchOptions options;             // numeric fields; the fields below override
+  std::string layout = "engine";    // comma-separated names, or "all"
+  std::string id_shape = "uuid";    // uuid | kafka
   std::string durability = "sync";  // sync | buffered
   double write_buffer_mib = 64;
   bool json = false;

@@ -26,8 +26,7 @@ Options EngineOptionsFor(const TargetOptions& o) {
 rocksdb::ColumnFamilyOptions RawStateOptions(const TargetOptions& o,
                                              const RawParts& parts,
                                              size_t write_buffer_bytes) {
-  return MakeStateOptions(EngineOptionsFor(o), parts.cache,
-                          write_buffer_bytes);
+  return MakeStateOptions(EngineOptionsFor(o), parts.cache, write_buffer_bytes);
 }
 
 }  // namespace
@@ -58,8 +57,8 @@ int64_t FifoSlackSeconds(absl::Duration window) {
 
 rocksdb::DBOptions RawDbOptions(const TargetOptions& o, rocksdb::Env* env,
                                 const RawParts& parts) {
-  rocksdb::DBOptions db = MakeDbOptions(EngineOptionsFor(o), env,
-                                        parts.statistics);
+  rocksdb::DBOptions db =
+      MakeDbOptions(EngineOptionsFor(o), env, parts.statistics);
   if (parts.fifo_drops != nullptr) db.listeners.push_back(parts.fifo_drops);
   return db;
 }
@@ -95,8 +94,7 @@ rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
 // The dedupe families of every layout: idem.dedupe, and the engine's expiry
 // buckets (idem.dedupe.until.<end>).
 bool IsDedupeFamily(const std::string& name) {
-  return name == kDedupeColumnFamily ||
-         ParseBucketFamilyName(name).has_value();
+  return name == kDedupeColumnFamily || ParseBucketFamilyName(name).has_value();
 }
 
 rocksdb::ColumnFamilyOptions RawOptionsFor(const std::string& name,

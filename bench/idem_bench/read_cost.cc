@@ -20,10 +20,9 @@ namespace {
 
 // Runs Get for each ID against `families` (in order, stopping at the first
 // that holds it) and averages the cost.
-LookupCost MeasureLookups(rocksdb::DB* db,
-                          const std::vector<rocksdb::ColumnFamilyHandle*>& families,
-                          rocksdb::Statistics& stats,
-                          const std::vector<std::string>& ids) {
+LookupCost MeasureLookups(
+    rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& families,
+    rocksdb::Statistics& stats, const std::vector<std::string>& ids) {
   LookupCost cost;
   const uint64_t useful0 = stats.getTickerCount(rocksdb::BLOOM_FILTER_USEFUL);
   const uint64_t positive0 =
@@ -35,9 +34,9 @@ LookupCost MeasureLookups(rocksdb::DB* db,
     const DedupeKey key = HashMessageId(id);
     const auto start = std::chrono::steady_clock::now();
     for (rocksdb::ColumnFamilyHandle* cf : families) {
-      rocksdb::Status s = db->Get(rocksdb::ReadOptions(), cf,
-                                  rocksdb::Slice(key.data(), key.size()),
-                                  &value);
+      rocksdb::Status s =
+          db->Get(rocksdb::ReadOptions(), cf,
+                  rocksdb::Slice(key.data(), key.size()), &value);
       if (s.ok()) {
         ++cost.found;
         break;
@@ -57,8 +56,8 @@ LookupCost MeasureLookups(rocksdb::DB* db,
   cost.filter_negatives = useful / n;
   cost.filter_probes = (useful + positive) / n;
   cost.data_blocks_read =
-      static_cast<double>(
-          stats.getTickerCount(rocksdb::BLOCK_CACHE_DATA_MISS) - blocks0) /
+      static_cast<double>(stats.getTickerCount(rocksdb::BLOCK_CACHE_DATA_MISS) -
+                          blocks0) /
       n;
   cost.micros = micros / n;
   return cost;
@@ -96,8 +95,7 @@ absl::StatusOr<ReadCost> MeasureReadCost(
   const rocksdb::DBOptions db_options =
       RawDbOptions(options, rocksdb::Env::Default(), parts);
   std::vector<std::string> names;
-  rocksdb::Status s =
-      rocksdb::DB::ListColumnFamilies(db_options, path, &names);
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(db_options, path, &names);
   if (!s.ok()) return FromRocks(s, "listing column families of " + path);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : names) {

@@ -232,17 +232,14 @@ void PrintText(const BenchReport& report, std::ostream& out) {
       "reaching %d ids back, batch %d, %s%s, %d thread(s), window %s, %s, "
       "memtable %s%s\n",
       report.date,
-      absl::StrCat(o.messages > 0 ? absl::StrCat(o.messages, " messages")
-                                  : std::string(),
-                   o.messages > 0 && o.duration > absl::ZeroDuration()
-                       ? " or "
-                       : "",
-                   o.duration > absl::ZeroDuration()
-                       ? absl::StrCat(absl::FormatDuration(o.duration),
-                                      " wall time")
-                       : std::string()),
-      ShapeName(o.id_shape),
-      o.duplicate_rate * 100, o.duplicate_reach, o.batch,
+      absl::StrCat(
+          o.messages > 0 ? absl::StrCat(o.messages, " messages")
+                         : std::string(),
+          o.messages > 0 && o.duration > absl::ZeroDuration() ? " or " : "",
+          o.duration > absl::ZeroDuration()
+              ? absl::StrCat(absl::FormatDuration(o.duration), " wall time")
+              : std::string()),
+      ShapeName(o.id_shape), o.duplicate_rate * 100, o.duplicate_reach, o.batch,
       DurabilityName(o.durability),
       o.durability == Durability::kBuffered
           ? (o.ack_durable ? " (sync per batch)" : " (never synced)")
@@ -281,10 +278,9 @@ void PrintText(const BenchReport& report, std::ostream& out) {
         "W-Amp %s\n"
         "                per window: %s\n",
         absl::FormatDuration(absl::Seconds(std::round(r.clock_seconds))),
-        r.windows_covered, r.cumulative_wa,
-        Bytes(r.wal_bytes), Bytes(r.flush_bytes), Bytes(r.compaction_bytes),
-        Bytes(r.user_bytes), o.steady_windows, Fixed(r.steady_wa, 2),
-        Fixed(r.rocksdb_sum_wamp, 1),
+        r.windows_covered, r.cumulative_wa, Bytes(r.wal_bytes),
+        Bytes(r.flush_bytes), Bytes(r.compaction_bytes), Bytes(r.user_bytes),
+        o.steady_windows, Fixed(r.steady_wa, 2), Fixed(r.rocksdb_sum_wamp, 1),
         absl::StrJoin(r.wa_per_window, " ", [](std::string* s, double w) {
           absl::StrAppend(s, absl::StrFormat("%.2f", w));
         }));
@@ -299,9 +295,8 @@ void PrintText(const BenchReport& report, std::ostream& out) {
         r.estimated_records, Bytes(r.logical_live_bytes),
         Bytes(r.live_sst_bytes), Bytes(r.disk_bytes), r.space_amp,
         o.steady_windows, Fixed(r.steady_space_amp, 2),
-        r.steady_disk_bytes_mean.has_value()
-            ? Bytes(*r.steady_disk_bytes_mean)
-            : "n/a",
+        r.steady_disk_bytes_mean.has_value() ? Bytes(*r.steady_disk_bytes_mean)
+                                             : "n/a",
         r.steady_disk_bytes_max.has_value()
             ? Bytes(static_cast<double>(*r.steady_disk_bytes_max))
             : "n/a");
@@ -328,7 +323,8 @@ void PrintText(const BenchReport& report, std::ostream& out) {
       line("live id", r.read_cost->hit);
     }
     for (const std::string& n : r.notes) out << "  note          " << n << "\n";
-    if (!r.store_path.empty()) out << "  store         " << r.store_path << "\n";
+    if (!r.store_path.empty())
+      out << "  store         " << r.store_path << "\n";
   }
   if (report.layouts.size() > 1) {
     out << "\n| layout | msg/s | batch p99 us | WA cumulative | WA steady | "
@@ -341,8 +337,7 @@ void PrintText(const BenchReport& report, std::ostream& out) {
           "| %s | %.0f | %.0f | %.2f | %s | %s | %s | %s | %.2f | %s | %d "
           "|\n",
           LayoutName(r.layout), r.messages_per_second, r.batch_latency.p99,
-          r.cumulative_wa, Fixed(r.steady_wa, 2),
-          Fixed(r.rocksdb_sum_wamp, 1),
+          r.cumulative_wa, Fixed(r.steady_wa, 2), Fixed(r.rocksdb_sum_wamp, 1),
           r.steady_space_amp.has_value() ? Fixed(r.steady_space_amp, 2)
                                          : Fixed(r.space_amp, 2),
           r.steady_disk_bytes_mean.has_value()
@@ -362,8 +357,7 @@ void PrintText(const BenchReport& report, std::ostream& out) {
 
 }  // namespace
 
-void PrintBenchReport(const BenchReport& report, bool json,
-                      std::ostream& out) {
+void PrintBenchReport(const BenchReport& report, bool json, std::ostream& out) {
   if (json) {
     PrintJson(report, out);
   } else {

@@ -47,8 +47,7 @@ constexpr double kMaxSimRate = 1e9;
 constexpr int kMaxSteadyWindows = 1000;
 
 double Ratio(uint64_t num, uint64_t den) {
-  return den == 0 ? 0.0
-                  : static_cast<double>(num) / static_cast<double>(den);
+  return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
 }
 
 // The first sample at or after clock time `t` (samples are in clock order);
@@ -228,9 +227,9 @@ class LayoutRun {
     if (options_.messages > 0) {
       n = std::min<int64_t>(n, options_.messages - handed_out_);
     }
-    if (n <= 0 || (options_.duration > absl::ZeroDuration() &&
-                   WallSecondsLocked() >=
-                       absl::ToDoubleSeconds(options_.duration))) {
+    if (n <= 0 ||
+        (options_.duration > absl::ZeroDuration() &&
+         WallSecondsLocked() >= absl::ToDoubleSeconds(options_.duration))) {
       stop_ = true;
       return false;
     }
@@ -292,7 +291,8 @@ class LayoutRun {
     }
     samples_.push_back(s);
     if (next_sample_ <= now) {  // the next multiple of sample_every after now
-      next_sample_ += sample_every_ * ((now - next_sample_) / sample_every_ + 1);
+      next_sample_ +=
+          sample_every_ * ((now - next_sample_) / sample_every_ + 1);
     }
   }
 
@@ -329,7 +329,8 @@ class LayoutRun {
   const int64_t window_us_;
   // Per worker: batch latencies and per-message latencies. Each worker
   // touches only its own entry until the workers are joined.
-  std::vector<std::pair<util::LatencyHistogram, util::LatencyHistogram>> latencies_;
+  std::vector<std::pair<util::LatencyHistogram, util::LatencyHistogram>>
+      latencies_;
 
   absl::Mutex mu_;
   Workload workload_ ABSL_GUARDED_BY(mu_);
@@ -364,7 +365,8 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   }
 
   const bool simulated = options.sim_messages_per_second > 0;
-  const absl::Time start = absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
+  const absl::Time start =
+      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
   ManualClock manual(start);
   Clock* clock = simulated ? static_cast<Clock*>(&manual) : SystemClock();
   std::unique_ptr<rocksdb::Env> env =
@@ -384,9 +386,8 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
 
   absl::StatusOr<std::unique_ptr<Target>> target = OpenTarget(path, t);
   if (!target.ok()) return target.status();
-  LayoutRun run(options, clock, simulated ? &manual : nullptr,
-                clock->Now(), target->get(), path,
-                std::string(LayoutName(layout)), progress);
+  LayoutRun run(options, clock, simulated ? &manual : nullptr, clock->Now(),
+                target->get(), path, std::string(LayoutName(layout)), progress);
   if (absl::Status s = run.Run(); !s.ok()) return s;
   run.Report(report);
 
@@ -423,8 +424,8 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   if (options.lookups > 0) {
     std::vector<std::string> misses, hits;
     for (int64_t i = 0; i < options.lookups; ++i) {
-      misses.push_back(IdFor(options.id_shape, options.seed,
-                             report.unique_ids + i));
+      misses.push_back(
+          IdFor(options.id_shape, options.seed, report.unique_ids + i));
     }
     // Live IDs: drawn uniformly from the distinct IDs of the last window.
     const int64_t live = std::min(report.live_records, report.unique_ids);
@@ -481,8 +482,9 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
                "], got ", absl::FormatDuration(o.duration));
   }
   if (o.messages == 0 && o.duration == absl::ZeroDuration()) {
-    return bad("set --messages or --duration (both are 0: the run would "
-               "never end)");
+    return bad(
+        "set --messages or --duration (both are 0: the run would "
+        "never end)");
   }
   if (o.state_bytes < 0 || o.state_bytes > (1 << 20)) {
     return bad("--state_bytes must be in [0, 1048576], got ", o.state_bytes);
@@ -520,8 +522,8 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
                absl::FormatDuration(o.sample_every));
   }
   if (o.steady_windows < 1 || o.steady_windows > kMaxSteadyWindows) {
-    return bad("--steady_windows must be in [1, ", kMaxSteadyWindows,
-               "], got ", o.steady_windows);
+    return bad("--steady_windows must be in [1, ", kMaxSteadyWindows, "], got ",
+               o.steady_windows);
   }
   if (o.lookups < 0 || o.lookups > 10000000) {
     return bad("--lookups must be in [0, 10000000], got ", o.lookups);

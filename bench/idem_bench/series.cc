@@ -43,8 +43,7 @@ std::string ShellQuote(const std::string& s) {
 
 }  // namespace
 
-absl::Status WriteBenchCsv(const BenchReport& report,
-                           const std::string& path) {
+absl::Status WriteBenchCsv(const BenchReport& report, const std::string& path) {
   std::ofstream f(path);
   if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", path));
   f << "layout,clock_seconds,wall_seconds,messages,disk_bytes,live_sst_bytes,"
@@ -58,8 +57,7 @@ absl::Status WriteBenchCsv(const BenchReport& report,
           LayoutName(r.layout), s.clock_seconds, s.wall_seconds, s.messages,
           s.disk_bytes, s.live_sst_bytes, s.live_records, s.estimated_records,
           s.user_bytes, s.written_bytes, s.logical_bytes, s.cumulative_wa,
-          s.window_wa.has_value() ? absl::StrFormat("%.4f", *s.window_wa)
-                                  : "",
+          s.window_wa.has_value() ? absl::StrFormat("%.4f", *s.window_wa) : "",
           s.expired_dropped, s.expired_dropped_whole);
     }
   }
@@ -98,9 +96,9 @@ absl::Status WriteBenchPlot(const BenchReport& report,
     }
     f.close();
     const std::string name(LayoutName(r.layout));
-    disk_plots.push_back(absl::StrFormat(
-        "%s using 1:2 with lines lw 2 lc rgb '%s' title '%s'",
-        GnuplotQuote(data), kColors[color % 6], name));
+    disk_plots.push_back(
+        absl::StrFormat("%s using 1:2 with lines lw 2 lc rgb '%s' title '%s'",
+                        GnuplotQuote(data), kColors[color % 6], name));
     wa_plots.push_back(absl::StrFormat(
         "%s using 1:3 with lines lw 2 lc rgb '%s' title '%s cumulative'",
         GnuplotQuote(data), kColors[color % 6], name));
@@ -111,28 +109,28 @@ absl::Status WriteBenchPlot(const BenchReport& report,
   }
   const BenchOptions& o = report.options;
   const std::string script = absl::StrCat(
-      "set terminal png size 1100,800 font 'DejaVuSans,9'\n",
-      "set output ", GnuplotQuote(path), "\n",
-      "set multiplot layout 2,1 title ",
+      "set terminal png size 1100,800 font 'DejaVuSans,9'\n", "set output ",
+      GnuplotQuote(path), "\n", "set multiplot layout 2,1 title ",
       GnuplotQuote(absl::StrFormat(
           "idem-bench %s: window %s, %g msg/s %s, batch %d, %s", report.date,
           absl::FormatDuration(o.window), o.sim_messages_per_second,
-          o.sim_messages_per_second > 0 ? "simulated" : "(real clock)",
-          o.batch, DurabilityName(o.durability))),
-      "\n", "set grid\nset key outside right top\nset lmargin at screen 0.07\n"
+          o.sim_messages_per_second > 0 ? "simulated" : "(real clock)", o.batch,
+          DurabilityName(o.durability))),
+      "\n",
+      "set grid\nset key outside right top\nset lmargin at screen 0.07\n"
       "set rmargin at screen 0.78\n",
-      "set xlabel 'time (dedupe windows)'\n",
-      "set ylabel 'disk (MiB)'\n", "plot ", absl::StrJoin(disk_plots, ", "),
-      "\n", "set ylabel 'write amplification'\nset yrange [0:*]\n",
-      "plot ", absl::StrJoin(wa_plots, ", "), "\n", "unset multiplot\n");
+      "set xlabel 'time (dedupe windows)'\n", "set ylabel 'disk (MiB)'\n",
+      "plot ", absl::StrJoin(disk_plots, ", "), "\n",
+      "set ylabel 'write amplification'\nset yrange [0:*]\n", "plot ",
+      absl::StrJoin(wa_plots, ", "), "\n", "unset multiplot\n");
   const std::string script_path = dir + "/plot.gp";
   {
     std::ofstream f(script_path);
     f << script;
     if (!f) return absl::UnavailableError("cannot write the gnuplot script");
   }
-  const int rc = std::system(absl::StrCat("gnuplot ", ShellQuote(script_path))
-                                 .c_str());
+  const int rc =
+      std::system(absl::StrCat("gnuplot ", ShellQuote(script_path)).c_str());
   if (rc != 0) {
     return absl::InternalError(
         absl::StrCat("gnuplot failed (exit status ", rc, ")"));

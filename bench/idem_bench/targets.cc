@@ -81,8 +81,8 @@ class EngineTarget : public Target {
       if (!duplicate && batch[i].expect_duplicate) ++outcome.missed_duplicates;
       sequence = std::max(sequence, r.sequence);
     }
-    if (options_.durability == Durability::kBuffered &&
-        options_.ack_durable && sequence > 0) {
+    if (options_.durability == Durability::kBuffered && options_.ack_durable &&
+        sequence > 0) {
       if (absl::Status s = engine_->WaitDurable(sequence); !s.ok()) return s;
     }
     return outcome;
@@ -154,8 +154,8 @@ class RawTarget : public Target {
     for (const std::string& name : names) {
       descriptors.emplace_back(name, RawOptionsFor(name, options_, parts_));
     }
-    rocksdb::Status s = rocksdb::DB::Open(db_options, path, descriptors,
-                                          &handles_, &db_);
+    rocksdb::Status s =
+        rocksdb::DB::Open(db_options, path, descriptors, &handles_, &db_);
     if (!s.ok()) return FromRocks(s, "opening " + path);
     state_ = handles_[1];
     offsets_ = handles_[2];
@@ -217,8 +217,8 @@ class RawTarget : public Target {
               EncodeDedupeRecord(
                   RecordExpiry(record_options_, messages[i], now_us), ""));
         }
-        commit.AddOutcome(messages[i], duplicate ? Outcome::kDuplicate
-                                                 : Outcome::kProcessed);
+        commit.AddOutcome(
+            messages[i], duplicate ? Outcome::kDuplicate : Outcome::kProcessed);
       }
       rocksdb::WriteBatch wb;
       if (absl::Status s = commit.Build(*stored, wb, wb); !s.ok()) return s;
@@ -263,8 +263,8 @@ class RawTarget : public Target {
     db_->GetProperty(dedupe_, rocksdb::DB::Properties::kStats,
                      &f.rocksdb_stats);
     f.rocksdb_sum_wamp = ParseSumWriteAmp(f.rocksdb_stats);
-    db_->GetAggregatedIntProperty(
-        rocksdb::DB::Properties::kCurSizeAllMemTables, &f.memtable_bytes);
+    db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kCurSizeAllMemTables,
+                                  &f.memtable_bytes);
     db_->GetAggregatedIntProperty(
         rocksdb::DB::Properties::kEstimateTableReadersMem,
         &f.table_readers_bytes);
@@ -336,8 +336,8 @@ const char* LayoutName(Layout layout) {
 }
 
 absl::StatusOr<Layout> ParseLayout(std::string_view name) {
-  for (Layout l : {Layout::kEngine, Layout::kLeveled, Layout::kUniversal,
-                   Layout::kFifo}) {
+  for (Layout l :
+       {Layout::kEngine, Layout::kLeveled, Layout::kUniversal, Layout::kFifo}) {
     if (name == LayoutName(l)) return l;
   }
   return absl::InvalidArgumentError(
@@ -384,7 +384,8 @@ std::optional<double> ParseSumWriteAmp(std::string_view text) {
     }
     if (tokens[0] == "Sum" && wamp_column >= 0) {
       const size_t index = static_cast<size_t>(
-          wamp_column + (size_column >= 0 && size_column < wamp_column ? 1 : 0));
+          wamp_column +
+          (size_column >= 0 && size_column < wamp_column ? 1 : 0));
       double value = 0;
       if (index < tokens.size() && absl::SimpleAtod(tokens[index], &value)) {
         return value;

@@ -20,8 +20,8 @@
 //
 // targets.cc implements the targets; layout_options.h holds each layout's
 // options. A Target is safe for concurrent use (commits are serialised by a
-// lock, as in the engine). The idem::Clock and rocksdb::Env in TargetOptions are
-// borrowed and must outlive the Target.
+// lock, as in the engine). The idem::Clock and rocksdb::Env in TargetOptions
+// are borrowed and must outlive the Target.
 
 #ifndef IDEM_BENCH_IDEM_BENCH_TARGETS_H_
 #define IDEM_BENCH_IDEM_BENCH_TARGETS_H_
@@ -106,7 +106,7 @@ struct InternalFigures {
   // The "Sum" row's W-Amp of the dedupe column family's compaction stats
   // (rocksdb.stats), relative to flushed bytes, without the WAL.
   std::optional<double> rocksdb_sum_wamp;
-  std::string rocksdb_stats;  // the dedupe family's rocksdb.stats text
+  std::string rocksdb_stats;         // the dedupe family's rocksdb.stats text
   uint64_t memtable_bytes = 0;       // rocksdb.cur-size-all-mem-tables
   uint64_t table_readers_bytes = 0;  // rocksdb.estimate-table-readers-mem
   uint64_t block_cache_usage = 0;    // rocksdb.block-cache-usage

@@ -35,8 +35,8 @@ std::string ParentDir(const BenchOptions& options) {
 absl::Status CheckOutputFile(absl::string_view flag, const std::string& path) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-                        0644);
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         flag, ": cannot write ", path, ": ", std::strerror(errno)));
@@ -57,8 +57,9 @@ absl::Status CheckStoreParent(const BenchOptions& options) {
         absl::StrCat(flag, ": ", parent, " is not a directory"));
   }
   if (::access(parent.c_str(), W_OK | X_OK) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": cannot create stores in ", parent, ": ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot create stores in ", parent, ": ",
+                     std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -103,13 +104,12 @@ int RunBenchTool(const BenchToolArgs& args, std::ostream& out,
     options.durability = Durability::kBuffered;
   } else {
     return usage(absl::InvalidArgumentError(absl::StrCat(
-        "--durability must be sync or buffered, got '", args.durability,
-        "'")));
+        "--durability must be sync or buffered, got '", args.durability, "'")));
   }
   if (!(args.write_buffer_mib > 0) || args.write_buffer_mib > 4096) {
-    return usage(absl::InvalidArgumentError(absl::StrCat(
-        "--write_buffer_mib must be in [0.0625, 4096], got ",
-        args.write_buffer_mib)));
+    return usage(absl::InvalidArgumentError(
+        absl::StrCat("--write_buffer_mib must be in [0.0625, 4096], got ",
+                     args.write_buffer_mib)));
   }
   options.write_buffer_bytes =
       static_cast<size_t>(args.write_buffer_mib * kMiB);

@@ -22,13 +22,13 @@ std::string IdFor(IdShape shape, uint64_t seed, int64_t index) {
     return absl::StrCat(kBenchTopic, "-", index % kBenchPartitions, "-",
                         index / kBenchPartitions);
   }
-  const uint64_t a = SplitMix64(seed * 0x100000001b3ULL ^
-                                static_cast<uint64_t>(index));
+  const uint64_t a =
+      SplitMix64(seed * 0x100000001b3ULL ^ static_cast<uint64_t>(index));
   const uint64_t b = SplitMix64(a);
   // A version-4, variant-1 UUID made of the two words.
-  return absl::StrFormat(
-      "%08x-%04x-4%03x-%04x-%012x", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
-      0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
+  return absl::StrFormat("%08x-%04x-4%03x-%04x-%012x", a >> 32,
+                         (a >> 16) & 0xffff, a & 0xfff,
+                         0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
 }
 
 Workload::Workload(const WorkloadOptions& options)

@@ -151,8 +151,8 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
   limits.accounts = args.accounts;
 
   std::vector<PeerConfig> configs =
-      MakeConfigs(scratch, args.pg, *redis_durable, *redis_memory,
-                  args.batch, args.clients);
+      MakeConfigs(scratch, args.pg, *redis_durable, *redis_memory, args.batch,
+                  args.clients);
   size_t total = 0;
   for (const PeerConfig& c : configs) total += wanted(c.peer) ? 1 : 0;
   if (wanted("ceiling")) total += 1;  // the fsync loop

@@ -43,9 +43,9 @@ struct Stats {
 
   // RocksDB's own figure for the dedupe column family: the "Sum" row's W-Amp
   // of its compaction stats, (flush + compaction bytes) / flush bytes since
-  // Open (with expiry buckets, over all dedupe families together). It leaves out the WAL, so it reads about one less than
-  // write_amplification would for that family alone. 0 before the first
-  // flush.
+  // Open (with expiry buckets, over all dedupe families together). It leaves
+  // out the WAL, so it reads about one less than write_amplification would for
+  // that family alone. 0 before the first flush.
   double dedupe_compaction_write_amplification = 0;
 
   // Memory now: memtables of all column families (active and unflushed),

@@ -36,12 +36,12 @@ std::vector<Outcome> Outcomes(const std::vector<Result>& results) {
 Delivered Deliver(Engine& engine, const std::string& id,
                   const std::string& result, absl::Duration ttl) {
   Delivered delivered;
-  absl::StatusOr<Result> r = engine.Process(
-      Message{.id = id, .ttl = ttl}, [&](const Message&, Txn& txn) {
-        delivered.handler_ran = true;
-        txn.SetResult(result);
-        return absl::OkStatus();
-      });
+  absl::StatusOr<Result> r = engine.Process(Message{.id = id, .ttl = ttl},
+                                            [&](const Message&, Txn& txn) {
+                                              delivered.handler_ran = true;
+                                              txn.SetResult(result);
+                                              return absl::OkStatus();
+                                            });
   if (!r.ok()) {
     delivered.status = r.status();
     return delivered;

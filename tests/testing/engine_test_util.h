@@ -19,9 +19,9 @@
 namespace idem::test {
 
 // Opens an engine or fails the test; `var` is a std::unique_ptr<Engine>.
-#define ASSERT_OPEN(var, path, options)                          \
-  auto var##_or = ::idem::Engine::Open((path), (options));       \
-  ASSERT_TRUE(var##_or.ok()) << var##_or.status();               \
+#define ASSERT_OPEN(var, path, options)                    \
+  auto var##_or = ::idem::Engine::Open((path), (options)); \
+  ASSERT_TRUE(var##_or.ok()) << var##_or.status();         \
   std::unique_ptr<::idem::Engine> var = std::move(*var##_or)
 
 // A fixed start time for ManualClocks.

@@ -51,12 +51,14 @@ absl::Status ApplyRecord(const kafka::Record& record, Txn& txn);
 std::map<std::string, int> AppliedCounts(Engine& engine);
 
 // Sums per ID over several engines' AppliedCounts.
-std::map<std::string, int> Merge(const std::vector<std::map<std::string, int>>&);
+std::map<std::string, int> Merge(
+    const std::vector<std::map<std::string, int>>&);
 
 // IDs of `expected` not applied exactly once in `applied`, and IDs applied
 // that were not expected, as "<id>: <count>" lines; empty if none.
-std::vector<std::string> EffectErrors(const std::set<std::string>& expected,
-                                      const std::map<std::string, int>& applied);
+std::vector<std::string> EffectErrors(
+    const std::set<std::string>& expected,
+    const std::map<std::string, int>& applied);
 
 // Calls consumer.PollBatch(handler) until `done()` or `timeout`; returns
 // PollBatch's first error, or kDeadlineExceeded.

@@ -37,9 +37,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rocksdb/file_system.h"
@@ -96,8 +96,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // with `code` (kUnavailable: an I/O error; kResourceExhausted: no space;
   // kOk: stop failing). Also disarms FailAfterAppends. Independent of
   // CrashFsOptions.fail_at and ClearFault.
-  void SetFault(absl::StatusCode code,
-                FaultTarget target = FaultTarget::kWal);
+  void SetFault(absl::StatusCode code, FaultTarget target = FaultTarget::kWal);
 
   // Arms a delayed fault: the next `n` Appends to `target` files succeed
   // (other operations are unaffected meanwhile); the Append after them fails
@@ -125,8 +124,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   // when it was last synced; other files are copied whole. The store may be
   // open on `from` if no write is in progress. Returns kInvalidArgument if
   // `to` exists, kInternal if a file cannot be listed or copied.
-  absl::Status CopyDurableImage(const std::string& from,
-                                const std::string& to);
+  absl::Status CopyDurableImage(const std::string& from, const std::string& to);
 
   // Simulates the OS losing unsynced data without a crash (as Linux may
   // after a writeback error): cuts, in place, every write-ahead log in `dir`
@@ -211,9 +209,9 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
 
 // What ApplyPowerLoss did.
 struct PowerLossReport {
-  uint64_t files_cut = 0;       // files shortened
-  uint64_t bytes_dropped = 0;   // unsynced bytes removed
-  uint64_t bytes_torn_kept = 0; // unsynced bytes kept by torn writes
+  uint64_t files_cut = 0;        // files shortened
+  uint64_t bytes_dropped = 0;    // unsynced bytes removed
+  uint64_t bytes_torn_kept = 0;  // unsynced bytes kept by torn writes
 };
 
 // Simulates a power loss after the process that wrote `journal_path` died:

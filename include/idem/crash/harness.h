@@ -62,8 +62,8 @@ class Workload {
   // Checks that the recovered state equals the effects of exactly the
   // `applied` messages (those whose dedupe record is present), each once.
   // Returns a non-OK status naming the first difference.
-  virtual absl::Status Verify(Engine& engine,
-                              absl::Span<const StreamMessage> applied) const = 0;
+  virtual absl::Status Verify(
+      Engine& engine, absl::Span<const StreamMessage> applied) const = 0;
 };
 
 // The built-in workloads: "ledger" (each message adds an amount to one of
@@ -179,7 +179,7 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
 struct InvariantResult {
   std::string name;
   bool passed = true;
-  uint64_t checks = 0;                // how many times it was evaluated
+  uint64_t checks = 0;               // how many times it was evaluated
   std::string first_counterexample;  // empty while passed
 };
 
@@ -206,11 +206,11 @@ struct CrashTestReport {
   // ends the crash cycles.)
   int cycles_without_crash = 0;
   // Messages.
-  uint64_t unique_messages = 0;       // over all epochs
-  uint64_t stream_entries = 0;        // incl. producer duplicates
-  uint64_t deliveries = 0;            // messages passed to the engine
-  uint64_t acknowledged = 0;          // deliveries acknowledged to the broker
-  uint64_t duplicates_suppressed = 0; // kDuplicate outcomes
+  uint64_t unique_messages = 0;        // over all epochs
+  uint64_t stream_entries = 0;         // incl. producer duplicates
+  uint64_t deliveries = 0;             // messages passed to the engine
+  uint64_t acknowledged = 0;           // deliveries acknowledged to the broker
+  uint64_t duplicates_suppressed = 0;  // kDuplicate outcomes
   uint64_t unsynced_bytes_dropped = 0;
   // Time to Engine::Open (recovery) in the verifier, over the worker runs:
   // the median (nearest rank, within 1% above the exact value) and the max.

@@ -166,12 +166,12 @@ struct ConsumerOptions {
 
 // What one PollBatch call did.
 struct BatchReport {
-  int64_t records = 0;       // records polled and handled
-  int64_t processed = 0;     // handler ran and committed
-  int64_t duplicates = 0;    // suppressed: the ID was seen
-  int64_t dead_lettered = 0; // given up on and passed to the dead-letter path
-  int64_t retries = 0;       // extra attempts of failed records
-  bool rebalanced = false;   // an assignment or revocation happened
+  int64_t records = 0;        // records polled and handled
+  int64_t processed = 0;      // handler ran and committed
+  int64_t duplicates = 0;     // suppressed: the ID was seen
+  int64_t dead_lettered = 0;  // given up on and passed to the dead-letter path
+  int64_t retries = 0;        // extra attempts of failed records
+  bool rebalanced = false;    // an assignment or revocation happened
 };
 
 // Totals since Create.
