@@ -16,14 +16,16 @@
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
-#include "tests/testing/json_value.h"
+#include "nlohmann/json.hpp"
+#include "tests/testing/json_bytes.h"
 #include "util/temp_dir.h"
 
 namespace idem::cli {
 namespace {
 
-using ::idem::test::JsonValue;
-using ::idem::test::ParseJson;
+using json = nlohmann::json;
+
+using ::idem::test::Latin1Bytes;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -38,6 +40,14 @@ absl::Status Record(const Message& m, Txn& txn) {
   if (m.id == "order-1") txn.Put(kBinaryKey, kBinaryValue);
   txn.SetResult(absl::StrCat("ok:", std::string(m.id)));
   return absl::OkStatus();
+}
+
+// The bytes of the string member `key` of `v`, written in JsonQuoteBytes's
+// one-code-point-per-byte convention; "" if it is missing or not a string.
+std::string BytesAt(const json& v, const char* key) {
+  const auto it = v.find(key);
+  if (it == v.end() || !it->is_string()) return "";
+  return Latin1Bytes(it->get<std::string>());
 }
 
 struct Output {
@@ -94,13 +104,13 @@ class IdemctlTest : public ::testing::Test {
   }
 
   // Parses `out` as exactly one JSON object on one line.
-  static JsonValue ParseObjectLine(const std::string& out) {
+  static json ParseObjectLine(const std::string& out) {
     EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-    absl::StatusOr<JsonValue> v = ParseJson(out);
-    EXPECT_TRUE(v.ok()) << v.status() << " in " << out;
-    if (!v.ok()) return JsonValue();
-    EXPECT_EQ(v->type, JsonValue::Type::kObject) << out;
-    return *v;
+    json v = json::parse(out, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    EXPECT_FALSE(v.is_discarded()) << "not JSON: " << out;
+    if (v.is_discarded()) return json();
+    EXPECT_TRUE(v.is_object()) << out;
+    return v;
   }
 
   util::TempDir dir_;
@@ -117,7 +127,7 @@ TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
 TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
   Output r = Run({"stats"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  JsonValue v = ParseObjectLine(r.out);
+  const json v = ParseObjectLine(r.out);
   for (const char* field : {"processed",
                             "duplicates",
                             "failed",
@@ -138,12 +148,11 @@ TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
                             "bloom_filter_useful",
                             "bloom_filter_positive",
                             "data_blocks_read"}) {
-    const JsonValue* f = v.Find(field);
-    ASSERT_NE(f, nullptr) << field << " missing in " << r.out;
-    EXPECT_EQ(f->type, JsonValue::Type::kNumber) << field;
+    ASSERT_TRUE(v.contains(field)) << field << " missing in " << r.out;
+    EXPECT_TRUE(v.at(field).is_number()) << field;
   }
   // Counters run from when idemctl opened the store: it processed nothing.
-  EXPECT_EQ(v.Find("processed")->number, 0);
+  EXPECT_EQ(v.at("processed"), 0);
 }
 
 // `seen` answers in its exit code too: 0 seen, 1 not seen, 3 a failure.
@@ -163,19 +172,19 @@ TEST_F(IdemctlTest, SeenReportsLiveRecordsOnly) {
   EXPECT_EQ(Run({"seen", "stale"}).out, "not seen\n");
   Output r = Run({"seen", "order-1"}, /*json=*/true);
   EXPECT_EQ(r.code, kExitOk) << r.err;
-  JsonValue v = ParseObjectLine(r.out);
-  ASSERT_NE(v.Find("id"), nullptr);
-  EXPECT_EQ(v.Find("id")->string, "order-1");
-  ASSERT_NE(v.Find("seen"), nullptr);
-  EXPECT_TRUE(v.Find("seen")->boolean);
+  const json v = ParseObjectLine(r.out);
+  ASSERT_TRUE(v.contains("id"));
+  EXPECT_EQ(BytesAt(v, "id"), "order-1");
+  ASSERT_TRUE(v.contains("seen"));
+  EXPECT_EQ(v.at("seen"), true);
 }
 
 TEST_F(IdemctlTest, ForgetLetsTheNextDeliveryRunAgain) {
   Output r = Run({"forget", "order-1"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  JsonValue v = ParseObjectLine(r.out);
-  ASSERT_NE(v.Find("was_seen"), nullptr);
-  EXPECT_TRUE(v.Find("was_seen")->boolean);
+  const json v = ParseObjectLine(r.out);
+  ASSERT_TRUE(v.contains("was_seen"));
+  EXPECT_EQ(v.at("was_seen"), true);
   EXPECT_EQ(Run({"seen", "order-1"}).out, "not seen\n");
 
   auto engine = Engine::Open(db(), Options{});
@@ -197,10 +206,10 @@ TEST_F(IdemctlTest, ForgetOfAnUnknownIdSucceeds) {
 TEST_F(IdemctlTest, CompactDropsExpiredRecords) {
   Output r = Run({"compact"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
-  JsonValue v = ParseObjectLine(r.out);
-  ASSERT_NE(v.Find("expired_dropped"), nullptr) << r.out;
-  EXPECT_EQ(v.Find("expired_dropped")->number, 1);
-  ASSERT_NE(v.Find("live_sst_bytes_after"), nullptr) << r.out;
+  const json v = ParseObjectLine(r.out);
+  ASSERT_TRUE(v.contains("expired_dropped")) << r.out;
+  EXPECT_EQ(v.at("expired_dropped"), 1);
+  ASSERT_TRUE(v.contains("live_sst_bytes_after")) << r.out;
 
   Output dump = Run({"dump"});
   ASSERT_EQ(dump.code, kExitOk) << dump.err;
@@ -243,34 +252,35 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
   const std::vector<std::string> lines =
       absl::StrSplit(r.out, '\n', absl::SkipEmpty());
   for (const std::string& line : lines) {
-    absl::StatusOr<JsonValue> v = ParseJson(line);
-    ASSERT_TRUE(v.ok()) << v.status() << " in " << line;
-    const JsonValue* kind = v->Find("kind");
-    ASSERT_NE(kind, nullptr) << line;
-    if (kind->string == "dedupe") {
+    const json v =
+        json::parse(line, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    ASSERT_TRUE(v.is_object()) << "not a JSON object: " << line;
+    ASSERT_TRUE(v.contains("kind")) << line;
+    const std::string kind = BytesAt(v, "kind");
+    if (kind == "dedupe") {
       ++dedupe;
-      ASSERT_NE(v->Find("key"), nullptr) << line;
-      EXPECT_EQ(v->Find("key")->string.size(), 32u) << line;
-      ASSERT_NE(v->Find("expires_at"), nullptr) << line;
-      ASSERT_NE(v->Find("expires_at_unix_micros"), nullptr) << line;
-      ASSERT_NE(v->Find("expired"), nullptr) << line;
-      if (v->Find("expired")->boolean) ++expired;
-      ASSERT_NE(v->Find("result"), nullptr) << line;
-      if (v->Find("result")->string == "ok:order-1") saw_result = true;
-    } else if (kind->string == "state") {
+      ASSERT_TRUE(v.contains("key")) << line;
+      EXPECT_EQ(BytesAt(v, "key").size(), 32u) << line;
+      ASSERT_TRUE(v.contains("expires_at")) << line;
+      ASSERT_TRUE(v.contains("expires_at_unix_micros")) << line;
+      ASSERT_TRUE(v.contains("expired")) << line;
+      if (v.at("expired") == true) ++expired;
+      ASSERT_TRUE(v.contains("result")) << line;
+      if (BytesAt(v, "result") == "ok:order-1") saw_result = true;
+    } else if (kind == "state") {
       ++state;
-      ASSERT_NE(v->Find("key"), nullptr) << line;
-      ASSERT_NE(v->Find("value"), nullptr) << line;
-      if (v->Find("key")->string == kBinaryKey) {
+      ASSERT_TRUE(v.contains("key")) << line;
+      ASSERT_TRUE(v.contains("value")) << line;
+      if (BytesAt(v, "key") == kBinaryKey) {
         saw_binary = true;
-        EXPECT_EQ(v->Find("value")->string, kBinaryValue);
+        EXPECT_EQ(BytesAt(v, "value"), kBinaryValue);
       }
-    } else if (kind->string == "offset") {
+    } else if (kind == "offset") {
       ++offset;
-      ASSERT_NE(v->Find("source"), nullptr) << line;
-      EXPECT_EQ(v->Find("source")->string, "orders");
-      EXPECT_EQ(v->Find("partition")->number, 3);
-      EXPECT_EQ(v->Find("offset")->number, 42);
+      ASSERT_TRUE(v.contains("source")) << line;
+      EXPECT_EQ(BytesAt(v, "source"), "orders");
+      EXPECT_EQ(v.value("partition", json()), 3) << line;
+      EXPECT_EQ(v.value("offset", json()), 42) << line;
     } else {
       ADD_FAILURE() << "unknown kind in " << line;
     }
