@@ -29,7 +29,7 @@
 namespace idem::crash {
 namespace {
 
-using util::JsonQuote;
+using util::JsonWriter;
 
 namespace fs = std::filesystem;
 
@@ -605,32 +605,50 @@ absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
 }
 
 std::string CrashTestReportToJson(const CrashTestReport& r) {
-  std::string out = absl::StrFormat(
-      "{\"seed\":%d,\"passed\":%s,\"cycles\":%d,\"epochs\":%d,"
-      "\"crashes\":{\"kill\":%d,\"power_loss\":%d,\"torn_write\":%d,"
-      "\"kill_point\":%d,\"recovery\":%d,\"none\":%d},"
-      "\"messages\":{\"unique\":%d,\"stream_entries\":%d,\"delivered\":%d,"
-      "\"acknowledged\":%d,\"duplicates_suppressed\":%d},"
-      "\"unsynced_bytes_dropped\":%d,"
-      "\"open_ms\":{\"p50\":%.3f,\"max\":%.3f},\"invariants\":[",
-      r.seed, r.passed() ? "true" : "false", r.cycles, r.epochs, r.kills,
-      r.power_losses, r.torn_writes, r.kill_points, r.recovery_crashes,
-      r.cycles_without_crash, r.unique_messages, r.stream_entries, r.deliveries,
-      r.acknowledged, r.duplicates_suppressed, r.unsynced_bytes_dropped,
-      absl::ToDoubleMilliseconds(r.open_p50),
-      absl::ToDoubleMilliseconds(r.open_max));
-  for (size_t i = 0; i < r.invariants.size(); ++i) {
-    const InvariantResult& inv = r.invariants[i];
-    absl::StrAppendFormat(
-        &out, "%s{\"name\":%s,\"passed\":%s,\"checks\":%d%s}",
-        i == 0 ? "" : ",", JsonQuote(inv.name), inv.passed ? "true" : "false",
-        inv.checks,
-        inv.passed ? ""
-                   : absl::StrCat(",\"counterexample\":",
-                                  JsonQuote(inv.first_counterexample)));
+  JsonWriter j;
+  j.BeginObject();
+  j.Field("seed", r.seed);
+  j.Field("passed", r.passed());
+  j.Field("cycles", r.cycles);
+  j.Field("epochs", r.epochs);
+  j.Key("crashes");
+  j.BeginObject();
+  j.Field("kill", r.kills);
+  j.Field("power_loss", r.power_losses);
+  j.Field("torn_write", r.torn_writes);
+  j.Field("kill_point", r.kill_points);
+  j.Field("recovery", r.recovery_crashes);
+  j.Field("none", r.cycles_without_crash);
+  j.EndObject();
+  j.Key("messages");
+  j.BeginObject();
+  j.Field("unique", r.unique_messages);
+  j.Field("stream_entries", r.stream_entries);
+  j.Field("delivered", r.deliveries);
+  j.Field("acknowledged", r.acknowledged);
+  j.Field("duplicates_suppressed", r.duplicates_suppressed);
+  j.EndObject();
+  j.Field("unsynced_bytes_dropped", r.unsynced_bytes_dropped);
+  j.Key("open_ms");
+  j.BeginObject();
+  j.Field("p50", absl::ToDoubleMilliseconds(r.open_p50));
+  j.Field("max", absl::ToDoubleMilliseconds(r.open_max));
+  j.EndObject();
+  j.Key("invariants");
+  j.BeginArray();
+  for (const InvariantResult& inv : r.invariants) {
+    j.BeginObject();
+    j.Field("name", inv.name);
+    j.Field("passed", inv.passed);
+    j.Field("checks", inv.checks);
+    if (!inv.passed) {
+      j.Field("counterexample", inv.first_counterexample);
+    }
+    j.EndObject();
   }
-  out += "]}";
-  return out;
+  j.EndArray();
+  j.EndObject();
+  return j.str();
 }
 
 }  // namespace idem::crash

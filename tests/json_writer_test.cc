@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -26,7 +28,7 @@ json Parse(const std::string& text) {
 TEST(JsonQuoteBytesTest, EscapesEveryByteOutsidePrintableAscii) {
   EXPECT_EQ(JsonQuoteBytes("plain text"), "\"plain text\"");
   EXPECT_EQ(JsonQuoteBytes(std::string("q\"b\\\n\x00\x7f\xff", 8)),
-            "\"q\\\"b\\\\\\u000a\\u0000\\u007f\\u00ff\"");
+            "\"q\\\"b\\\\\\n\\u0000\\u007f\\u00ff\"");
 }
 
 TEST(JsonQuoteBytesTest, RoundTripsEveryByteThroughAJsonParser) {
@@ -45,6 +47,10 @@ TEST(JsonQuoteTest, EscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(JsonQuote("a\"b\\c\nd\te\x01"), "\"a\\\"b\\\\c\\nd\\te\\u0001\"");
   // Text keeps its UTF-8 bytes as they are.
   EXPECT_EQ(JsonQuote("na\xc3\xafve"), "\"na\xc3\xafve\"");
+}
+
+TEST(JsonQuoteTest, ReplacesInvalidUtf8) {
+  EXPECT_EQ(JsonQuote("a\xff"), "\"a\xef\xbf\xbd\"");
 }
 
 TEST(JsonQuoteTest, RoundTripsControlCharactersThroughAJsonParser) {
@@ -107,6 +113,58 @@ TEST(JsonWriterTest, TopLevelArrayOfScalars) {
   j.Null();
   j.EndArray();
   EXPECT_EQ(j.str(), "[\"a\",1,null]");
+}
+
+TEST(JsonWriterTest, NumbersHaveSixSignificantDigits) {
+  JsonWriter j;
+  j.BeginArray();
+  j.Number(1.0 / 3);
+  j.Number(1234567.0);
+  j.Number(0.25);
+  j.EndArray();
+  const json parsed = Parse(j.str());
+  ASSERT_TRUE(parsed.is_array()) << j.str();
+  EXPECT_EQ(parsed[0].get<double>(), 0.333333);
+  EXPECT_EQ(parsed[1].get<double>(), 1234570.0);
+  EXPECT_EQ(parsed[2].get<double>(), 0.25);
+}
+
+TEST(JsonWriterTest, OutputIsAscii) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("na\xc3\xafve");
+  j.String("caf\xc3\xa9");
+  j.EndObject();
+  EXPECT_EQ(j.str(), "{\"na\\u00efve\":\"caf\\u00e9\"}");
+  const json parsed = Parse(j.str());
+  ASSERT_TRUE(parsed.is_object()) << j.str();
+  EXPECT_EQ(parsed.value("na\xc3\xafve", ""), "caf\xc3\xa9");
+}
+
+TEST(JsonWriterTest, ValueWritesEachTypeAsItsCall) {
+  JsonWriter j;
+  j.BeginArray();
+  j.Value(std::optional<double>());
+  j.Value(std::optional<double>(1.5));
+  j.Value(-2);
+  j.Value(uint64_t{7});
+  j.Value(std::optional<uint64_t>(std::numeric_limits<uint64_t>::max()));
+  j.Value(true);
+  j.Value("text");
+  j.Value(std::string("string"));
+  j.EndArray();
+  EXPECT_EQ(j.str(),
+            "[null,1.5,-2,7,18446744073709551615,true,\"text\",\"string\"]");
+}
+
+TEST(JsonWriterTest, FieldIsKeyThenValue) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Field("a", 1);
+  j.Field("b", std::optional<int>());
+  j.Field("c", std::string_view("x"));
+  j.EndObject();
+  EXPECT_EQ(j.str(), "{\"a\":1,\"b\":null,\"c\":\"x\"}");
 }
 
 }  // namespace

@@ -1,119 +1,87 @@
 #include "util/json_writer.h"
 
 #include <cmath>
+#include <utility>
 
-#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 
 namespace idem::util {
+namespace {
 
-std::string JsonQuote(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out.push_back('"');
-  for (char c : text) {
+using Json = nlohmann::ordered_json;
+
+// Compact JSON text of `v`. `ascii`: every non-ASCII character escaped as
+// \uXXXX. Invalid UTF-8 becomes U+FFFD rather than an exception.
+std::string Dump(const Json& v, bool ascii) {
+  return v.dump(/*indent=*/-1, /*indent_char=*/' ', ascii,
+                Json::error_handler_t::replace);
+}
+
+// `bytes` as a string of code points U+0000..U+00FF, one per byte, in UTF-8
+// (what nlohmann::json holds strings in).
+std::string Latin1ToUtf8(std::string_view bytes) {
+  std::string utf8;
+  utf8.reserve(bytes.size());
+  for (char c : bytes) {
     const auto b = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (b < 0x20 || b == 0x7f) {
-      absl::StrAppendFormat(&out, "\\u%04x", b);
+    if (b < 0x80) {
+      utf8.push_back(c);
     } else {
-      out.push_back(c);
+      utf8.push_back(static_cast<char>(0xc0 | (b >> 6)));
+      utf8.push_back(static_cast<char>(0x80 | (b & 0x3f)));
     }
   }
-  out.push_back('"');
-  return out;
+  return utf8;
+}
+
+}  // namespace
+
+std::string JsonQuote(std::string_view text) {
+  return Dump(Json(std::string(text)), /*ascii=*/false);
 }
 
 std::string JsonQuoteBytes(std::string_view bytes) {
-  std::string out;
-  out.reserve(bytes.size() + 2);
-  out.push_back('"');
-  for (char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (b >= 0x20 && b <= 0x7e) {
-      out.push_back(c);
-    } else {
-      absl::StrAppendFormat(&out, "\\u%04x", b);
-    }
+  return Dump(Json(Latin1ToUtf8(bytes)), /*ascii=*/true);
+}
+
+JsonWriter::Json& JsonWriter::Add(Json v) {
+  if (open_.empty()) return root_ = std::move(v);
+  Json& parent = *open_.back();
+  if (parent.is_array()) {
+    parent.push_back(std::move(v));
+    return parent.back();
   }
-  out.push_back('"');
-  return out;
+  return parent[key_] = std::move(v);
 }
 
-void JsonWriter::Open(char c) {
-  Separate();
-  out_.push_back(c);
-  first_in_container_.push_back(true);
-}
+void JsonWriter::BeginObject() { open_.push_back(&Add(Json::object())); }
 
-void JsonWriter::Close(char c) {
-  out_.push_back(c);
-  if (!first_in_container_.empty()) first_in_container_.pop_back();
-}
+void JsonWriter::BeginArray() { open_.push_back(&Add(Json::array())); }
 
-void JsonWriter::Separate() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (first_in_container_.empty()) return;
-  if (!first_in_container_.back()) out_.push_back(',');
-  first_in_container_.back() = false;
-}
+void JsonWriter::String(std::string_view text) { Add(std::string(text)); }
 
-void JsonWriter::Key(std::string_view key) {
-  Separate();
-  out_ += JsonQuote(key);
-  out_.push_back(':');
-  after_key_ = true;
-}
-
-void JsonWriter::String(std::string_view text) {
-  Separate();
-  out_ += JsonQuote(text);
-}
-
-void JsonWriter::Bytes(std::string_view bytes) {
-  Separate();
-  out_ += JsonQuoteBytes(bytes);
-}
+void JsonWriter::Bytes(std::string_view bytes) { Add(Latin1ToUtf8(bytes)); }
 
 void JsonWriter::Number(double v) {
-  Separate();
-  if (std::isfinite(v)) {
-    absl::StrAppendFormat(&out_, "%.6g", v);
-  } else {
-    out_ += "null";
+  if (!std::isfinite(v)) {
+    Add(nullptr);
+    return;
   }
+  // Rounded to the 6 significant digits the reports have always had.
+  double rounded = v;
+  if (!absl::SimpleAtod(absl::StrFormat("%.6g", v), &rounded)) rounded = v;
+  Add(rounded);
 }
 
-void JsonWriter::Int(int64_t v) {
-  Separate();
-  absl::StrAppend(&out_, v);
-}
+void JsonWriter::Int(int64_t v) { Add(v); }
 
-void JsonWriter::Uint(uint64_t v) {
-  Separate();
-  absl::StrAppend(&out_, v);
-}
+void JsonWriter::Uint(uint64_t v) { Add(v); }
 
-void JsonWriter::Bool(bool v) {
-  Separate();
-  out_ += v ? "true" : "false";
-}
+void JsonWriter::Bool(bool v) { Add(v); }
 
-void JsonWriter::Null() {
-  Separate();
-  out_ += "null";
-}
+void JsonWriter::Null() { Add(nullptr); }
+
+std::string JsonWriter::str() const { return Dump(root_, /*ascii=*/true); }
 
 }  // namespace idem::util

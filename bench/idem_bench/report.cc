@@ -7,7 +7,6 @@
 #include <ostream>
 #include <string>
 #include <string_view>
-#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,18 +20,6 @@ namespace idem::bench {
 namespace {
 
 using util::JsonWriter;
-
-// Writes an optional figure: null when absent.
-template <typename T>
-void WriteOptional(JsonWriter& j, const std::optional<T>& v) {
-  if (!v.has_value()) {
-    j.Null();
-  } else if constexpr (std::is_floating_point_v<T>) {
-    j.Number(*v);
-  } else {
-    j.Int(static_cast<int64_t>(*v));
-  }
-}
 
 void JsonLatency(JsonWriter& j, std::string_view key,
                  const util::LatencySummary& l) {
@@ -129,7 +116,7 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("duplicates");
     j.Int(r.duplicates);
     j.Key("dedupe_errors");
-    WriteOptional(j, r.dedupe_errors);
+    j.Value(r.dedupe_errors);
     j.Key("wall_seconds");
     j.Number(r.wall_seconds);
     j.Key("messages_per_second");
@@ -151,13 +138,13 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("write_amplification");
     j.Number(r.cumulative_wa);
     j.Key("steady_state_write_amplification");
-    WriteOptional(j, r.steady_wa);
+    j.Value(r.steady_wa);
     j.Key("write_amplification_per_window");
     j.BeginArray();
     for (double w : r.wa_per_window) j.Number(w);
     j.EndArray();
     j.Key("rocksdb_sum_w_amp");
-    WriteOptional(j, r.rocksdb_sum_wamp);
+    j.Value(r.rocksdb_sum_wamp);
     j.Key("expired_dropped");
     j.Int(static_cast<int64_t>(r.expired_dropped));
     j.Key("expired_dropped_whole");
@@ -175,21 +162,21 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     j.Key("space_amplification");
     j.Number(r.space_amp);
     j.Key("steady_state_space_amplification");
-    WriteOptional(j, r.steady_space_amp);
+    j.Value(r.steady_space_amp);
     j.Key("steady_state_disk_bytes_mean");
-    WriteOptional(j, r.steady_disk_bytes_mean);
+    j.Value(r.steady_disk_bytes_mean);
     j.Key("steady_state_disk_bytes_max");
-    WriteOptional(j, r.steady_disk_bytes_max);
+    j.Value(r.steady_disk_bytes_max);
     j.Key("memtable_bytes");
-    WriteOptional(j, r.memtable_bytes);
+    j.Value(r.memtable_bytes);
     j.Key("block_cache_usage");
-    WriteOptional(j, r.block_cache_usage);
+    j.Value(r.block_cache_usage);
     j.Key("table_readers_bytes");
     j.Int(static_cast<int64_t>(r.table_readers_bytes));
     j.Key("index_filter_bytes_per_live_id");
     j.Number(r.index_filter_bytes_per_live_id);
     j.Key("memory_per_live_id_bytes");
-    WriteOptional(j, r.memory_per_live_id);
+    j.Value(r.memory_per_live_id);
     j.Key("lookup");
     if (r.read_cost.has_value()) {
       j.BeginObject();

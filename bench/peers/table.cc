@@ -2,26 +2,10 @@
 
 #include "bench/peers/table.h"
 
-#include <optional>
-#include <sstream>
-
 #include "absl/strings/str_format.h"
 #include "util/json_writer.h"
 
 namespace idem::peers {
-namespace {
-
-using util::JsonQuote;
-
-template <typename T>
-std::string JsonOptional(const std::optional<T>& v) {
-  if (!v.has_value()) return "null";
-  std::ostringstream out;
-  out << *v;
-  return out.str();
-}
-
-}  // namespace
 
 std::string FormatThousands(double value) {
   std::string digits = absl::StrFormat("%.0f", value);
@@ -53,41 +37,50 @@ std::string FormatBytes(uint64_t bytes) {
 
 void PrintJson(const ReportHeader& h, const std::vector<ResultRow>& rows,
                std::ostream& out) {
-  out << "{\"date\": " << JsonQuote(h.date)
-      << ", \"machine\": " << JsonQuote(h.machine)
-      << ", \"messages\": " << h.messages
-      << ", \"slow_messages\": " << h.slow_messages
-      << ", \"duplicate_rate\": " << h.duplicate_rate
-      << ", \"seed\": " << h.seed << ", \"accounts\": " << h.accounts
-      << ", \"stream_duplicates\": " << h.stream_duplicates
-      << ", \"rounds\": " << h.rounds << ", \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const ResultRow& r = rows[i];
-    out << (i == 0 ? "\n  " : ",\n  ")
-        << "{\"peer\": " << JsonQuote(r.config.peer)
-        << ", \"config\": " << JsonQuote(r.config.name)
-        << ", \"durability\": " << JsonQuote(r.config.durability)
-        << ", \"batch\": " << r.config.batch
-        << ", \"clients\": " << r.config.clients
-        << ", \"messages\": " << r.messages << ", \"new\": " << r.news
-        << ", \"expected_new\": " << r.expected_news
-        << ", \"seconds\": " << r.seconds
-        << ", \"messages_per_second\": " << r.rate
-        << ", \"messages_per_second_min\": " << r.rate_min
-        << ", \"messages_per_second_max\": " << r.rate_max
-        << ", \"rounds\": " << r.rounds
-        << ", \"latency_unit\": " << JsonQuote(r.latency_unit)
-        << ", \"p50_us\": " << r.p50_us << ", \"p99_us\": " << r.p99_us
-        << ", \"user_bytes\": " << r.user_bytes
-        << ", \"written_bytes\": " << JsonOptional(r.written_bytes)
-        << ", \"write_amplification\": " << JsonOptional(r.write_amp)
-        << ", \"disk_bytes\": " << JsonOptional(r.disk_bytes)
-        << ", \"rate_vs_idem\": " << JsonOptional(r.rate_ratio)
-        << ", \"disk_vs_idem\": " << JsonOptional(r.disk_ratio)
-        << ", \"check\": " << JsonQuote(r.check)
-        << ", \"note\": " << JsonQuote(r.note) << "}";
+  util::JsonWriter j;
+  j.BeginObject();
+  j.Field("date", h.date);
+  j.Field("machine", h.machine);
+  j.Field("messages", h.messages);
+  j.Field("slow_messages", h.slow_messages);
+  j.Field("duplicate_rate", h.duplicate_rate);
+  j.Field("seed", h.seed);
+  j.Field("accounts", h.accounts);
+  j.Field("stream_duplicates", h.stream_duplicates);
+  j.Field("rounds", h.rounds);
+  j.Key("rows");
+  j.BeginArray();
+  for (const ResultRow& r : rows) {
+    j.BeginObject();
+    j.Field("peer", r.config.peer);
+    j.Field("config", r.config.name);
+    j.Field("durability", r.config.durability);
+    j.Field("batch", r.config.batch);
+    j.Field("clients", r.config.clients);
+    j.Field("messages", r.messages);
+    j.Field("new", r.news);
+    j.Field("expected_new", r.expected_news);
+    j.Field("seconds", r.seconds);
+    j.Field("messages_per_second", r.rate);
+    j.Field("messages_per_second_min", r.rate_min);
+    j.Field("messages_per_second_max", r.rate_max);
+    j.Field("rounds", r.rounds);
+    j.Field("latency_unit", r.latency_unit);
+    j.Field("p50_us", r.p50_us);
+    j.Field("p99_us", r.p99_us);
+    j.Field("user_bytes", r.user_bytes);
+    j.Field("written_bytes", r.written_bytes);
+    j.Field("write_amplification", r.write_amp);
+    j.Field("disk_bytes", r.disk_bytes);
+    j.Field("rate_vs_idem", r.rate_ratio);
+    j.Field("disk_vs_idem", r.disk_ratio);
+    j.Field("check", r.check);
+    j.Field("note", r.note);
+    j.EndObject();
   }
-  out << "\n]}\n";
+  j.EndArray();
+  j.EndObject();
+  out << j.str() << "\n";
 }
 
 void PrintTable(const ReportHeader& h, const std::vector<ResultRow>& rows,
