@@ -9,7 +9,8 @@
 //
 // Each guarantee is a check function run by two tests: against the real
 // engine (must pass) and against a deliberately broken engine from
-// engine/engine_hooks.h (the same check must report failure).
+// engine/engine_hooks.h (the same check must report failure; a
+// DurabilityBrokenVariantTest, or SplitCommitIsCaughtHalfApplied).
 
 #include <cstdint>
 #include <memory>
@@ -29,22 +30,20 @@
 #include "idem/clock.h"
 #include "idem/crash/file_system.h"
 #include "idem/engine.h"
-#include "rocksdb/env.h"
-#include "rocksdb/file_system.h"
+#include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
-#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
-using crash::CrashFileSystem;
 using crash::FaultTarget;
+using test::EngineHarness;
+using test::Findings;
 using ::testing::HasSubstr;
 
 // A fault SetFault injects: its status code (kOk: none).
 using Fault = absl::StatusCode;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 constexpr char kSource[] = "topic";
 
 std::string Name(Durability d) {
@@ -63,68 +62,15 @@ std::string Name(Fault f) {
   }
 }
 
-using test::Findings;
+// Every harness here is on a CrashFileSystem.
+constexpr EngineHarness::Storage kCrashFs =
+    EngineHarness::Storage::kCrashFileSystem;
 
-// An engine on a CrashFileSystem in a fresh directory.
-class Harness {
- public:
-  explicit Harness(Durability durability, const EngineHooks& hooks = {})
-      : fs_(NewFileSystem(dir_.Sub("journal"))),
-        env_(rocksdb::NewCompositeEnv(fs_)),
-        clock_(kStart),
-        hooks_(hooks) {
-    options_.durability = durability;
-    options_.clock = &clock_;
-    options_.env = env_.get();
-  }
-
-  absl::Status Open() {
-    engine_.reset();
-    absl::StatusOr<std::unique_ptr<Engine>> engine =
-        OpenEngineWithHooks(path(), options_, hooks_);
-    if (!engine.ok()) return engine.status();
-    engine_ = std::move(*engine);
-    return absl::OkStatus();
-  }
-  void Close() { engine_.reset(); }
-
-  // Opens, with the real engine and the default Env, what a power loss now
-  // would leave of the store (see CrashFileSystem::CopyDurableImage).
-  absl::StatusOr<std::unique_ptr<Engine>> OpenDurableImage() {
-    const std::string image = dir_.Sub("image-" + std::to_string(images_++));
-    if (absl::Status s = fs_->CopyDurableImage(path(), image); !s.ok()) {
-      return s;
-    }
-    Options options;
-    options.clock = &clock_;
-    return Engine::Open(image, options);
-  }
-
-  Engine& engine() { return *engine_; }
-  CrashFileSystem& fs() { return *fs_; }
-  std::string path() const { return dir_.Sub("db"); }
-  const Options& options() const { return options_; }
-
- private:
-  static std::shared_ptr<CrashFileSystem> NewFileSystem(
-      const std::string& journal) {
-    crash::CrashFsOptions options;
-    options.journal_path = journal;
-    auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
-                                                std::move(options));
-    EXPECT_TRUE(fs->status().ok()) << fs->status();
-    return fs;
-  }
-
-  util::TempDir dir_;
-  std::shared_ptr<CrashFileSystem> fs_;
-  std::unique_ptr<rocksdb::Env> env_;
-  ManualClock clock_;
-  Options options_;
-  EngineHooks hooks_;
-  std::unique_ptr<Engine> engine_;
-  int images_ = 0;
-};
+Options WithDurability(Durability durability) {
+  Options options;
+  options.durability = durability;
+  return options;
+}
 
 std::string EffectKey(const std::string& id) { return "effect/" + id; }
 
@@ -249,7 +195,7 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
 // all or nothing right after m2's commit and after the fault clears and the
 // store is reopened; finally every message is redelivered and each effect
 // must be applied exactly once.
-::testing::AssertionResult CheckAtomicWhenSecondWriteFails(Harness& h,
+::testing::AssertionResult CheckAtomicWhenSecondWriteFails(EngineHarness& h,
                                                            Fault fault) {
   Findings f;
   const std::vector<std::string> ids = Ids(3);
@@ -278,7 +224,7 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
 // Commits messages under kBuffered without WaitDurable (singly and in a
 // batch), destroys the engine, and expects every one of them both on reopen
 // and in what a power loss right after the close would leave.
-::testing::AssertionResult CheckCloseMakesCommitsDurable(Harness& h) {
+::testing::AssertionResult CheckCloseMakesCommitsDurable(EngineHarness& h) {
   Findings f;
   const std::vector<std::string> ids = Ids(30);
   if (!f.Ok(h.Open(), "open")) return f.Result();
@@ -322,7 +268,7 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
 
 // Under kBuffered, what WaitDurable acknowledged survives a power loss taken
 // right after it, while the engine is still open.
-::testing::AssertionResult CheckWaitDurableMeansDurable(Harness& h) {
+::testing::AssertionResult CheckWaitDurableMeansDurable(EngineHarness& h) {
   Findings f;
   const std::vector<std::string> ids = Ids(10);
   if (!f.Ok(h.Open(), "open")) return f.Result();
@@ -348,7 +294,7 @@ void ExpectAllOrNothing(Findings& f, Engine& engine,
 // not carry on as if m2 and m3 were stored (engine_impl.h: "commits the OS
 // lost in between would show as a lower recovered sequence, in which case the
 // engine stops with kDataLoss"): it reports kDataLoss, or they are there.
-::testing::AssertionResult CheckLostCommitsAreNeverSilent(Harness& h,
+::testing::AssertionResult CheckLostCommitsAreNeverSilent(EngineHarness& h,
                                                           int retries) {
   Findings f;
   const std::vector<std::string> ids = Ids(4);
@@ -409,7 +355,7 @@ class DurabilityFaultTest : public ::testing::TestWithParam<FaultCase> {};
 TEST_P(DurabilityFaultTest,
        CommitDuringFaultFailsWithItsCodeAndCommitsNothing) {
   const FaultCase& c = GetParam();
-  Harness h(c.durability);
+  EngineHarness h(WithDurability(c.durability), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(2);
   absl::StatusOr<Result> first = Apply(h.engine(), ids[0], 1);
@@ -428,7 +374,7 @@ TEST_P(DurabilityFaultTest,
 
 TEST_P(DurabilityFaultTest, RetriesDuringFaultFailAndReadsKeepWorking) {
   const FaultCase& c = GetParam();
-  Harness h(c.durability);
+  EngineHarness h(WithDurability(c.durability), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(2);
   ASSERT_TRUE(Apply(h.engine(), ids[0], 1).ok());
@@ -449,7 +395,7 @@ TEST_P(DurabilityFaultTest, RetriesDuringFaultFailAndReadsKeepWorking) {
 
 TEST_P(DurabilityFaultTest, EngineIsUsableAgainOnceTheFaultClears) {
   const FaultCase& c = GetParam();
-  Harness h(c.durability);
+  EngineHarness h(WithDurability(c.durability), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(3);
   ASSERT_TRUE(Apply(h.engine(), ids[0], 1).ok());
@@ -479,7 +425,7 @@ TEST_P(DurabilityFaultTest, EngineIsUsableAgainOnceTheFaultClears) {
 
 TEST_P(DurabilityFaultTest, CommitsAreAllOrNothingWhenTheSecondWriteFails) {
   const FaultCase& c = GetParam();
-  Harness h(c.durability);
+  EngineHarness h(WithDurability(c.durability), kCrashFs);
   EXPECT_TRUE(CheckAtomicWhenSecondWriteFails(h, c.fault));
 }
 
@@ -487,7 +433,7 @@ TEST_P(DurabilityFaultTest, SplitCommitIsCaughtHalfApplied) {
   const FaultCase& c = GetParam();
   EngineHooks hooks;
   hooks.split_commit = true;
-  Harness h(c.durability, hooks);
+  EngineHarness h(WithDurability(c.durability), kCrashFs, hooks);
   ::testing::AssertionResult result =
       CheckAtomicWhenSecondWriteFails(h, c.fault);
   EXPECT_FALSE(result);
@@ -511,7 +457,7 @@ class BufferedFaultTest : public ::testing::TestWithParam<Fault> {};
 
 TEST_P(BufferedFaultTest, WaitDurableFailsDuringFaultAndSucceedsAfter) {
   const Fault fault = GetParam();
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(2);
   absl::StatusOr<Result> first = Apply(h.engine(), ids[0], 1);
@@ -541,7 +487,7 @@ TEST_P(BufferedFaultTest, WaitDurableFailsDuringFaultAndSucceedsAfter) {
 
 TEST_P(BufferedFaultTest, ReadsKeepWorkingWhileWaitDurableIsRetried) {
   const Fault fault = GetParam();
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(2);
   absl::StatusOr<Result> first = Apply(h.engine(), ids[0], 1);
@@ -565,21 +511,24 @@ INSTANTIATE_TEST_SUITE_P(Faults, BufferedFaultTest,
                            return Name(info.param);
                          });
 
-// ---- Power loss
-// --------------------------------------------------------------
+// ---- Power loss ------------------------------------------------------------
 
-TEST(DurabilityTest, BufferedCommitsSurviveClosingTheEngine) {
-  Harness h(Durability::kBuffered);
+class DurabilityCloseTest : public ::testing::TestWithParam<Durability> {};
+
+TEST_P(DurabilityCloseTest, CommitsSurviveClosingTheEngine) {
+  EngineHarness h(WithDurability(GetParam()), kCrashFs);
   EXPECT_TRUE(CheckCloseMakesCommitsDurable(h));
 }
 
-TEST(DurabilityTest, SyncCommitsSurviveClosingTheEngine) {
-  Harness h(Durability::kSync);
-  EXPECT_TRUE(CheckCloseMakesCommitsDurable(h));
-}
+INSTANTIATE_TEST_SUITE_P(Modes, DurabilityCloseTest,
+                         ::testing::Values(Durability::kBuffered,
+                                           Durability::kSync),
+                         [](const ::testing::TestParamInfo<Durability>& info) {
+                           return Name(info.param);
+                         });
 
 TEST(DurabilityTest, WaitDurableAcknowledgesOnlyDurableCommits) {
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   EXPECT_TRUE(CheckWaitDurableMeansDurable(h));
 }
 
@@ -587,7 +536,7 @@ TEST(DurabilityTest, PowerLossImageLosesUnsyncedBufferedCommits) {
   // The power-loss simulation itself: without WaitDurable or a close, an
   // image taken now lacks the buffered commits (so the checks above are not
   // vacuous).
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   const std::vector<std::string> ids = Ids(3);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -600,27 +549,36 @@ TEST(DurabilityTest, PowerLossImageLosesUnsyncedBufferedCommits) {
   EXPECT_TRUE(f.Result());
 }
 
-TEST(DurabilityBrokenVariantTest, SkippedSyncOnCloseLosesBufferedCommits) {
+// The same checks catch an engine that never syncs its write-ahead log.
+EngineHooks SkipWalSync(Clock*) {
   EngineHooks hooks;
   hooks.skip_wal_sync = true;
-  Harness h(Durability::kBuffered, hooks);
-  ::testing::AssertionResult result = CheckCloseMakesCommitsDurable(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(),
-              HasSubstr("after a power loss following the close"));
+  return hooks;
 }
 
-TEST(DurabilityBrokenVariantTest, WaitDurableWithoutSyncLosesAcknowledged) {
-  EngineHooks hooks;
-  hooks.skip_wal_sync = true;
-  Harness h(Durability::kBuffered, hooks);
-  ::testing::AssertionResult result = CheckWaitDurableMeansDurable(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("following WaitDurable"));
+class DurabilityBrokenVariantTest
+    : public ::testing::TestWithParam<test::BrokenVariant> {};
+
+TEST_P(DurabilityBrokenVariantTest, CheckCatchesIt) {
+  test::ExpectCaught(GetParam(), WithDurability(Durability::kBuffered),
+                     kCrashFs);
 }
 
-// ---- Group commit
-// ------------------------------------------------------------
+INSTANTIATE_TEST_SUITE_P(
+    SkippedSync, DurabilityBrokenVariantTest,
+    ::testing::Values(
+        test::BrokenVariant{
+            .name = "SkippedSyncOnCloseLosesBufferedCommits",
+            .hooks = SkipWalSync,
+            .check = CheckCloseMakesCommitsDurable,
+            .failure = "after a power loss following the close"},
+        test::BrokenVariant{.name = "WaitDurableWithoutSyncLosesAcknowledged",
+                            .hooks = SkipWalSync,
+                            .check = CheckWaitDurableMeansDurable,
+                            .failure = "following WaitDurable"}),
+    test::BrokenVariantName);
+
+// ---- Group commit ----------------------------------------------------------
 
 // Eight threads each commit messages one at a time and wait for each to be
 // durable, on a device whose syncs take 2 ms. Every acknowledged message must
@@ -630,7 +588,7 @@ TEST(DurabilityBrokenVariantTest, WaitDurableWithoutSyncLosesAcknowledged) {
 TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 25;
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   ASSERT_TRUE(h.Open().ok());
   h.fs().SetWalSyncDelay(absl::Milliseconds(2));
   const int syncs_before = h.fs().wal_syncs();
@@ -681,7 +639,7 @@ TEST(DurabilityTest, WaitDurableFromManyThreadsSharesSyncs) {
 // ---- Commits lost by the OS while the store was down -----------------------
 
 TEST(DurabilityTest, LostUnsyncedCommitsAreReportedAsDataLoss) {
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   EXPECT_TRUE(CheckLostCommitsAreNeverSilent(h, /*retries=*/0));
 }
 
@@ -689,7 +647,7 @@ TEST(DurabilityTest, LostUnsyncedCommitsAreReportedAsDataLoss) {
 // the store pointer is null, so the next recovery takes "issued" as 0 and no
 // longer notices that commits it acknowledged are gone.
 TEST(DurabilityTest, LostUnsyncedCommitsAreReportedEvenAfterAFailedReopen) {
-  Harness h(Durability::kBuffered);
+  EngineHarness h(WithDurability(Durability::kBuffered), kCrashFs);
   EXPECT_TRUE(CheckLostCommitsAreNeverSilent(h, /*retries=*/1));
 }
 

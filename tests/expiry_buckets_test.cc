@@ -31,8 +31,6 @@
 #include "idem/crash/file_system.h"
 #include "idem/engine.h"
 #include "rocksdb/db.h"
-#include "rocksdb/env.h"
-#include "rocksdb/file_system.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
 #include "util/temp_dir.h"
@@ -40,66 +38,48 @@
 namespace idem {
 namespace {
 
+using test::Deliver;
+using test::Delivered;
+using test::EngineHarness;
 using test::Findings;
+using test::kStart;
 using ::testing::Contains;
-using ::testing::HasSubstr;
 using ::testing::Not;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 const absl::Duration kWindow = absl::Hours(1);
 constexpr int kBuckets = 4;  // 15-minute buckets
 
-// An engine in a fresh directory on a ManualClock.
-class Harness {
- public:
-  explicit Harness(const EngineHooks& hooks = {})
-      : clock_(kStart), hooks_(hooks) {}
+// The options of every engine here: a one-hour window in kBuckets buckets.
+Options BucketOptions() {
+  Options options;
+  options.dedupe_window = kWindow;
+  options.expiry_buckets = kBuckets;
+  options.durability = Durability::kBuffered;
+  return options;
+}
 
-  absl::Status Open(int buckets = kBuckets, bool read_only = false) {
-    engine_.reset();
-    Options options;
-    options.clock = &clock_;
-    options.dedupe_window = kWindow;
-    options.expiry_buckets = buckets;
-    options.durability = Durability::kBuffered;
-    options.read_only = read_only;
-    absl::StatusOr<std::unique_ptr<Engine>> engine =
-        OpenEngineWithHooks(path(), options, hooks_);
-    if (!engine.ok()) return engine.status();
-    engine_ = std::move(*engine);
-    return absl::OkStatus();
-  }
+// Reopens `h` with `buckets`, which later opens keep.
+absl::Status OpenWithBuckets(EngineHarness& h, int buckets) {
+  h.options().expiry_buckets = buckets;
+  return h.Open();
+}
 
-  Engine& engine() { return *engine_; }
-  ManualClock& clock() { return clock_; }
-  std::string path() const { return dir_.Sub("db"); }
-  std::string Sub(const std::string& name) const { return dir_.Sub(name); }
-
-  // The store's column family names, as its MANIFEST lists them.
-  std::vector<std::string> Families() const {
-    std::vector<std::string> names;
-    rocksdb::Status s =
-        rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path(), &names);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return names;
-  }
-  int BucketFamilies() const {
-    const std::vector<std::string> names = Families();
-    return static_cast<int>(
-        std::count_if(names.begin(), names.end(), [](const std::string& n) {
-          return absl::StartsWith(n, "idem.dedupe.until.");
-        }));
-  }
-
- private:
-  util::TempDir dir_;
-  ManualClock clock_;
-  EngineHooks hooks_;
-  std::unique_ptr<Engine> engine_;
-};
-
-using test::Deliver;
-using test::Delivered;
+// The column family names of the store at `path`, as its MANIFEST lists
+// them.
+std::vector<std::string> Families(const std::string& path) {
+  std::vector<std::string> names;
+  rocksdb::Status s =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return names;
+}
+int BucketFamilies(const std::string& path) {
+  const std::vector<std::string> names = Families(path);
+  return static_cast<int>(
+      std::count_if(names.begin(), names.end(), [](const std::string& n) {
+        return absl::StartsWith(n, "idem.dedupe.until.");
+      }));
+}
 
 // Every 5 minutes for three windows, delivers a new ID and redelivers every
 // earlier one. A model of the right answer (an ID is a duplicate while its
@@ -107,7 +87,7 @@ using test::Delivered;
 // so a record dropped while live (a redelivery that runs again) and a record
 // kept past its expiry both show. Also checks that buckets are dropped and
 // never more than kBuckets + 2 are held.
-::testing::AssertionResult CheckStrictExpiry(Harness& h) {
+::testing::AssertionResult CheckStrictExpiry(EngineHarness& h) {
   if (absl::Status s = h.Open(); !s.ok()) {
     return ::testing::AssertionFailure() << "open: " << s;
   }
@@ -153,27 +133,31 @@ using test::Delivered;
 }
 
 TEST(ExpiryBucketsTest, DuplicatesExactlyWithinTheWindowAndBucketsAreDropped) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   EXPECT_TRUE(CheckStrictExpiry(h));
 }
 
 TEST(ExpiryBucketsBrokenVariantTest, DroppingBucketsEarlyIsCaught) {
-  EngineHooks hooks;
-  hooks.drop_buckets_at_start = true;
-  Harness h(hooks);
-  ::testing::AssertionResult result = CheckStrictExpiry(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("ran again while live"));
+  test::ExpectCaught({.name = "DroppingBucketsEarly",
+                      .hooks =
+                          [](Clock*) {
+                            EngineHooks hooks;
+                            hooks.drop_buckets_at_start = true;
+                            return hooks;
+                          },
+                      .check = CheckStrictExpiry,
+                      .failure = "ran again while live"},
+                     BucketOptions());
 }
 
 TEST(ExpiryBucketsTest, RecordsLiveInBucketFamiliesAndTheStoreIsFormat2) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   // A store created with buckets configured is format 2 from the start.
-  EXPECT_THAT(h.Families(), Contains("idem.format.2"));
-  EXPECT_EQ(h.BucketFamilies(), 0);
+  EXPECT_THAT(Families(h.path()), Contains("idem.format.2"));
+  EXPECT_EQ(BucketFamilies(h.path()), 0);
   ASSERT_EQ(Deliver(h.engine(), "a", "r-a").outcome, Outcome::kProcessed);
-  EXPECT_EQ(h.BucketFamilies(), 1);
+  EXPECT_EQ(BucketFamilies(h.path()), 1);
   std::vector<DumpEntry> dedupe;
   ASSERT_TRUE(h.engine()
                   .Dump([&](const DumpEntry& e) {
@@ -206,30 +190,30 @@ TEST(ExpiryBucketsTest, OnlyTheWrittenSpellingOfABucketNameIsABucket) {
 }
 
 TEST(ExpiryBucketsTest, StoreWithoutBucketsStaysFormat1UntilItGetsOne) {
-  Harness h;
-  ASSERT_TRUE(h.Open(/*buckets=*/0).ok());
+  EngineHarness h(BucketOptions());
+  ASSERT_TRUE(OpenWithBuckets(h, 0).ok());
   ASSERT_EQ(Deliver(h.engine(), "a", "r").outcome, Outcome::kProcessed);
-  EXPECT_THAT(h.Families(), Contains("idem.format.1"));
-  EXPECT_THAT(h.Families(), Not(Contains("idem.format.2")));
-  EXPECT_EQ(h.BucketFamilies(), 0);
+  EXPECT_THAT(Families(h.path()), Contains("idem.format.1"));
+  EXPECT_THAT(Families(h.path()), Not(Contains("idem.format.2")));
+  EXPECT_EQ(BucketFamilies(h.path()), 0);
   // Turning buckets on marks the store before its first bucket.
-  ASSERT_TRUE(h.Open(kBuckets).ok());
-  EXPECT_THAT(h.Families(), Not(Contains("idem.format.2")));
+  ASSERT_TRUE(OpenWithBuckets(h, kBuckets).ok());
+  EXPECT_THAT(Families(h.path()), Not(Contains("idem.format.2")));
   ASSERT_EQ(Deliver(h.engine(), "b", "r").outcome, Outcome::kProcessed);
-  EXPECT_THAT(h.Families(), Contains("idem.format.2"));
-  EXPECT_EQ(h.BucketFamilies(), 1);
+  EXPECT_THAT(Families(h.path()), Contains("idem.format.2"));
+  EXPECT_EQ(BucketFamilies(h.path()), 1);
   EXPECT_EQ(Deliver(h.engine(), "a", "x").outcome, Outcome::kDuplicate);
 }
 
 TEST(ExpiryBucketsTest, TtlBeyondTheNewestBucketStaysInTheFilteredFamily) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   ASSERT_EQ(Deliver(h.engine(), "long", "r", 3 * kWindow).outcome,
             Outcome::kProcessed);
-  EXPECT_EQ(h.BucketFamilies(), 0);
+  EXPECT_EQ(BucketFamilies(h.path()), 0);
   ASSERT_EQ(Deliver(h.engine(), "short", "r", absl::Minutes(1)).outcome,
             Outcome::kProcessed);
-  EXPECT_EQ(h.BucketFamilies(), 1);
+  EXPECT_EQ(BucketFamilies(h.path()), 1);
   // Two windows on, every bucket so far has ended and been dropped; the long
   // record is still a duplicate, the short one long gone.
   h.clock().Advance(2 * kWindow);
@@ -243,7 +227,7 @@ TEST(ExpiryBucketsTest, TtlBeyondTheNewestBucketStaysInTheFilteredFamily) {
 }
 
 TEST(ExpiryBucketsTest, ForgetRemovesARecordHeldInABucket) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   ASSERT_EQ(Deliver(h.engine(), "a", "first").outcome, Outcome::kProcessed);
   ASSERT_TRUE(h.engine().Forget("a").ok());
@@ -256,37 +240,37 @@ TEST(ExpiryBucketsTest, ForgetRemovesARecordHeldInABucket) {
 }
 
 TEST(ExpiryBucketsTest, ChangingTheBucketCountBetweenOpensKeepsLiveRecords) {
-  Harness h;
-  ASSERT_TRUE(h.Open(kBuckets).ok());
+  EngineHarness h(BucketOptions());
+  ASSERT_TRUE(OpenWithBuckets(h, kBuckets).ok());
   ASSERT_EQ(Deliver(h.engine(), "in-bucket", "1").outcome, Outcome::kProcessed);
-  ASSERT_TRUE(h.Open(/*buckets=*/0).ok());
+  ASSERT_TRUE(OpenWithBuckets(h, 0).ok());
   EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome, Outcome::kDuplicate);
   ASSERT_EQ(Deliver(h.engine(), "filtered", "2").outcome, Outcome::kProcessed);
   h.clock().Advance(absl::Minutes(20));
-  ASSERT_TRUE(h.Open(/*buckets=*/7).ok());
+  ASSERT_TRUE(OpenWithBuckets(h, 7).ok());
   EXPECT_EQ(Deliver(h.engine(), "in-bucket", "x").outcome, Outcome::kDuplicate);
   EXPECT_EQ(Deliver(h.engine(), "filtered", "x").outcome, Outcome::kDuplicate);
   ASSERT_EQ(Deliver(h.engine(), "seven", "3").outcome, Outcome::kProcessed);
   // Past every expiry: all three run again, and a commit drops the ended
   // buckets of both bucket counts (with buckets off, too).
   h.clock().Advance(kWindow + absl::Minutes(30));
-  ASSERT_TRUE(h.Open(/*buckets=*/0).ok());
+  ASSERT_TRUE(OpenWithBuckets(h, 0).ok());
   for (const char* id : {"in-bucket", "filtered", "seven"}) {
     EXPECT_EQ(Deliver(h.engine(), id, "again").outcome, Outcome::kProcessed)
         << id;
   }
-  EXPECT_EQ(h.BucketFamilies(), 0);
+  EXPECT_EQ(BucketFamilies(h.path()), 0);
 }
 
 TEST(ExpiryBucketsTest, CompactExpiredDropsEndedBuckets) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(Deliver(h.engine(), absl::StrCat("id", i), "r").outcome,
               Outcome::kProcessed);
     h.clock().Advance(absl::Minutes(20));
   }
-  EXPECT_EQ(h.BucketFamilies(), 3);
+  EXPECT_EQ(BucketFamilies(h.path()), 3);
   // id0 expires at 60 min, id1 at 80, id2 at 100; at 85 min the buckets of
   // id0 (and maybe id1) have ended, id2's has not.
   h.clock().Advance(absl::Minutes(25));
@@ -295,17 +279,17 @@ TEST(ExpiryBucketsTest, CompactExpiredDropsEndedBuckets) {
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->expiry_buckets_dropped, 1u);
   EXPECT_EQ(stats->expiry_buckets + stats->expiry_buckets_dropped, 3u);
-  EXPECT_EQ(h.BucketFamilies(), static_cast<int>(stats->expiry_buckets));
+  EXPECT_EQ(BucketFamilies(h.path()), static_cast<int>(stats->expiry_buckets));
   absl::StatusOr<bool> seen = h.engine().Seen("id2");
   ASSERT_TRUE(seen.ok());
   EXPECT_TRUE(*seen);
   h.clock().Advance(kWindow);
   ASSERT_TRUE(h.engine().CompactExpired().ok());
-  EXPECT_EQ(h.BucketFamilies(), 0);
+  EXPECT_EQ(BucketFamilies(h.path()), 0);
 }
 
 TEST(ExpiryBucketsTest, DroppedBucketsGiveTheirDiskSpaceBack) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   for (int i = 0; i < 2000; ++i) {
     ASSERT_EQ(Deliver(h.engine(), absl::StrCat("id", i), "r").outcome,
@@ -331,7 +315,7 @@ TEST(ExpiryBucketsTest, DroppedBucketsGiveTheirDiskSpaceBack) {
 }
 
 TEST(ExpiryBucketsTest, ReadOnlyEngineAndCheckpointSeeBucketRecords) {
-  Harness h;
+  EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
   ASSERT_EQ(Deliver(h.engine(), "a", "r").outcome, Outcome::kProcessed);
   ASSERT_TRUE(h.engine().Checkpoint(h.Sub("copy")).ok());
@@ -352,41 +336,29 @@ TEST(ExpiryBucketsTest, ReadOnlyEngineAndCheckpointSeeBucketRecords) {
 // with the fault's code and commits nothing, and once the fault clears the
 // retry creates the bucket and commits the message once.
 TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
-  util::TempDir dir;
-  crash::CrashFsOptions fs_options;
-  fs_options.journal_path = dir.Sub("journal");
-  auto fs = std::make_shared<crash::CrashFileSystem>(
-      rocksdb::FileSystem::Default(), fs_options);
-  std::unique_ptr<rocksdb::Env> env = rocksdb::NewCompositeEnv(fs);
-  ManualClock clock(kStart);
-  Options options;
-  options.clock = &clock;
-  options.env = env.get();
-  options.dedupe_window = kWindow;
-  options.expiry_buckets = kBuckets;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(dir.Sub("db"), options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ASSERT_EQ(Deliver(**engine, "a", "r").outcome, Outcome::kProcessed);
+  Options options = BucketOptions();
+  options.durability = Durability::kSync;
+  EngineHarness h(options, EngineHarness::Storage::kCrashFileSystem);
+  ASSERT_TRUE(h.Open().ok());
+  ASSERT_EQ(Deliver(h.engine(), "a", "r").outcome, Outcome::kProcessed);
 
   // A window later the next message needs a new bucket.
-  clock.Advance(kWindow);
-  fs->SetFault(absl::StatusCode::kUnavailable, crash::FaultTarget::kAllFiles);
-  Delivered failed = Deliver(**engine, "b", "r");
+  h.clock().Advance(kWindow);
+  h.fs().SetFault(absl::StatusCode::kUnavailable,
+                  crash::FaultTarget::kAllFiles);
+  Delivered failed = Deliver(h.engine(), "b", "r");
   EXPECT_EQ(failed.status.code(), absl::StatusCode::kUnavailable)
       << failed.status;
   EXPECT_FALSE(failed.handler_ran);
-  fs->SetFault(absl::StatusCode::kOk);
-  Delivered retried = Deliver(**engine, "b", "r");
+  h.fs().SetFault(absl::StatusCode::kOk);
+  Delivered retried = Deliver(h.engine(), "b", "r");
   ASSERT_TRUE(retried.status.ok()) << retried.status;
   EXPECT_EQ(retried.outcome, Outcome::kProcessed);
-  EXPECT_EQ(Deliver(**engine, "b", "x").outcome, Outcome::kDuplicate);
-  EXPECT_EQ(Deliver(**engine, "a", "x").outcome, Outcome::kProcessed)
+  EXPECT_EQ(Deliver(h.engine(), "b", "x").outcome, Outcome::kDuplicate);
+  EXPECT_EQ(Deliver(h.engine(), "a", "x").outcome, Outcome::kProcessed)
       << "a's record expired a window after it was written";
-  engine->reset();
-  engine = Engine::Open(dir.Sub("db"), options);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  EXPECT_EQ(Deliver(**engine, "b", "x").outcome, Outcome::kDuplicate);
+  ASSERT_TRUE(h.Open().ok());
+  EXPECT_EQ(Deliver(h.engine(), "b", "x").outcome, Outcome::kDuplicate);
 }
 
 TEST(ExpiryBucketsTest, BadBucketCountsAreRejected) {

@@ -15,7 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,60 +38,38 @@
 #include "rocksdb/utilities/options_util.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/findings.h"
-#include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
-using ::testing::HasSubstr;
+using test::Deliver;
+using test::Delivered;
+using test::EngineHarness;
+using test::Findings;
+using test::kStart;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 const absl::Duration kWindow = absl::Hours(1);
 const absl::Duration kTick = absl::Microseconds(1);
 
 std::string Fmt(absl::Duration d) { return absl::FormatDuration(d); }
 
-using test::Findings;
-
 // Builds the hooks for an engine whose clock is `clock`.
 using HooksMaker = std::function<EngineHooks(Clock* clock)>;
 
-// An engine in a fresh directory on a ManualClock, reopenable with other
-// options but always the same hooks.
-class Harness {
- public:
-  explicit Harness(const HooksMaker& make_hooks = nullptr) : clock_(kStart) {
-    if (make_hooks) hooks_ = make_hooks(&clock_);
-  }
+// The options of every engine here: a one-hour window, and no syncs (expiry
+// does not need them).
+Options ExpiryOptions() {
+  Options options;
+  options.dedupe_window = kWindow;
+  options.durability = Durability::kBuffered;
+  return options;
+}
 
-  absl::Status Open(absl::Duration window = kWindow) {
-    engine_.reset();
-    Options options;
-    options.clock = &clock_;
-    options.dedupe_window = window;
-    options.durability = Durability::kBuffered;  // expiry does not need syncs
-    absl::StatusOr<std::unique_ptr<Engine>> engine =
-        OpenEngineWithHooks(path(), options, hooks_);
-    if (!engine.ok()) return engine.status();
-    engine_ = std::move(*engine);
-    return absl::OkStatus();
-  }
-  void Close() { engine_.reset(); }
-
-  Engine& engine() { return *engine_; }
-  ManualClock& clock() { return clock_; }
-  std::string path() const { return dir_.Sub("db"); }
-  std::string Sub(const std::string& name) const { return dir_.Sub(name); }
-
- private:
-  util::TempDir dir_;
-  ManualClock clock_;
-  EngineHooks hooks_;
-  std::unique_ptr<Engine> engine_;
-};
-
-using test::Deliver;
-using test::Delivered;
+// Reopens `h` with `window`, which later opens keep.
+absl::Status OpenWithWindow(EngineHarness& h, absl::Duration window) {
+  h.options().dedupe_window = window;
+  return h.Open();
+}
 
 std::string KeyHex(const std::string& id) {
   return DedupeKeyToHex(KeyView(HashMessageId(id)));
@@ -145,7 +123,8 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
 // An expired record is absent for Seen and Process before any compaction:
 // the redelivery after the window runs the handler again, even though the
 // old record is still stored.
-::testing::AssertionResult CheckExpiredIsAbsentBeforeCompaction(Harness& h) {
+::testing::AssertionResult CheckExpiredIsAbsentBeforeCompaction(
+    EngineHarness& h) {
   Findings f;
   if (!f.Ok(h.Open(), "open")) return f.Result();
   Engine& e = h.engine();
@@ -177,7 +156,8 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
 
 // CompactExpired drops expired records and keeps live ones: Seen, Dump and
 // the estimated record count all agree afterwards.
-::testing::AssertionResult CheckCompactionDropsExpiredKeepsLive(Harness& h) {
+::testing::AssertionResult CheckCompactionDropsExpiredKeepsLive(
+    EngineHarness& h) {
   Findings f;
   if (!f.Ok(h.Open(), "open")) return f.Result();
   Engine& e = h.engine();
@@ -226,7 +206,8 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
 
 // Records that expire while still in the memtable never reach disk: the
 // flush (here the one Checkpoint forces) drops them; a live one survives.
-::testing::AssertionResult CheckExpiredInMemtableDroppedAtFlush(Harness& h) {
+::testing::AssertionResult CheckExpiredInMemtableDroppedAtFlush(
+    EngineHarness& h) {
   Findings f;
   if (!f.Ok(h.Open(), "open")) return f.Result();
   Engine& e = h.engine();
@@ -257,14 +238,17 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
 
 // Reopening with a shorter dedupe_window keeps existing records for their
 // original life: expiry is stored as an absolute time.
-::testing::AssertionResult CheckShorterWindowKeepsAbsoluteExpiry(Harness& h) {
+::testing::AssertionResult CheckShorterWindowKeepsAbsoluteExpiry(
+    EngineHarness& h) {
   Findings f;
   const absl::Duration kLong = absl::Hours(10);
   const absl::Duration kShort = absl::Hours(1);
-  if (!f.Ok(h.Open(kLong), "open with the long window")) return f.Result();
+  if (!f.Ok(OpenWithWindow(h, kLong), "open with the long window"))
+    return f.Result();
   f.Ok(Deliver(h.engine(), "x", "rx").status, "deliver x");
   f.Ok(h.engine().CompactExpired(), "CompactExpired");
-  if (!f.Ok(h.Open(kShort), "reopen with the short window")) return f.Result();
+  if (!f.Ok(OpenWithWindow(h, kShort), "reopen with the short window"))
+    return f.Result();
   Engine& e = h.engine();
   h.clock().Advance(absl::Hours(2));  // past the short window
   ExpectLive(f, e, "x", "rx", "2h later, window now 1h, before compaction");
@@ -295,6 +279,7 @@ void ExpectAbsent(Findings& f, Engine& engine, const std::string& id,
 }
 
 struct ReAddCase {
+  std::string name;  // the parameter's name in the test's name
   // Remove the first record with Forget instead of letting it expire. The
   // first record then lives 3 windows, longer than the re-added one.
   bool forget = false;
@@ -303,11 +288,10 @@ struct ReAddCase {
   std::vector<absl::Duration> compact_at;
 };
 
-std::string Describe(const ReAddCase& c) {
-  std::ostringstream out;
-  out << (c.forget ? "forgotten" : "expired") << ", compactions at +";
-  for (absl::Duration d : c.compact_at) out << Fmt(d) << " ";
-  return out.str();
+void PrintTo(const ReAddCase& c, std::ostream* out) {
+  *out << c.name << ": " << (c.forget ? "forgotten" : "expired")
+       << ", compactions at +";
+  for (absl::Duration d : c.compact_at) *out << Fmt(d) << " ";
 }
 
 // X is written, pushed into the bottom level, removed (by expiry or Forget)
@@ -316,7 +300,7 @@ std::string Describe(const ReAddCase& c) {
 // absent (the old version never comes back), and a later delivery runs the
 // handler again.
 ::testing::AssertionResult CheckReAddedRecordSurvivesCompactions(
-    Harness& h, const ReAddCase& c) {
+    EngineHarness& h, const ReAddCase& c) {
   Findings f;
   if (!f.Ok(h.Open(), "open")) return f.Result();
   Engine& e = h.engine();
@@ -515,28 +499,33 @@ HooksMaker FilterOnlyAtCompaction() {
 }
 
 const ReAddCase kExpiredEveryStep = {
+    .name = "AfterExpiryCompactedAtEveryStep",
     .forget = false,
     .compact_at = {absl::ZeroDuration(), kWindow / 2, kWindow - kTick, kWindow,
                    2 * kWindow, 4 * kWindow}};
 const ReAddCase kExpiredLateCompaction = {
-    .forget = false, .compact_at = {kWindow + kTick, 3 * kWindow}};
+    .name = "AfterExpiryFirstCompactedAfterNewExpiry",
+    .forget = false,
+    .compact_at = {kWindow + kTick, 3 * kWindow}};
 const ReAddCase kForgottenEveryStep = {
+    .name = "AfterForgetCompactedAtEveryStep",
     .forget = true,
     .compact_at = {absl::ZeroDuration(), kWindow / 2, kWindow - kTick, kWindow,
                    2 * kWindow, 4 * kWindow}};
 const ReAddCase kForgottenLateCompaction = {
+    .name = "AfterForgetFirstCompactedAfterNewExpiry",
     .forget = true,
     .compact_at = {kWindow, 2 * kWindow, 3 * kWindow - kTick, 4 * kWindow}};
 
 // ---- The real engine -------------------------------------------------------
 
 TEST(ExpiryTest, ExpiredRecordIsAbsentBeforeAnyCompaction) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   EXPECT_TRUE(CheckExpiredIsAbsentBeforeCompaction(h));
 }
 
 TEST(ExpiryTest, PerMessageTtlOverridesTheWindow) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   ASSERT_TRUE(h.Open().ok());
   ASSERT_TRUE(Deliver(h.engine(), "short", "s", absl::Minutes(1)).status.ok());
   ASSERT_TRUE(Deliver(h.engine(), "long", "l", 2 * kWindow).status.ok());
@@ -551,7 +540,7 @@ TEST(ExpiryTest, PerMessageTtlOverridesTheWindow) {
 }
 
 TEST(ExpiryTest, CompactExpiredDropsExpiredAndKeepsLiveRecords) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   EXPECT_TRUE(CheckCompactionDropsExpiredKeepsLive(h));
   absl::StatusOr<Stats> stats = h.engine().GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
@@ -559,7 +548,7 @@ TEST(ExpiryTest, CompactExpiredDropsExpiredAndKeepsLiveRecords) {
 }
 
 TEST(ExpiryTest, ExpiredDroppedGrowsWithEachCompaction) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   ASSERT_TRUE(h.Open().ok());
   Engine& e = h.engine();
   ASSERT_TRUE(Deliver(e, "a", "r").status.ok());
@@ -576,7 +565,7 @@ TEST(ExpiryTest, ExpiredDroppedGrowsWithEachCompaction) {
 }
 
 TEST(ExpiryTest, RecordsExpiringInTheMemtableAreDroppedAtFlush) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   EXPECT_TRUE(CheckExpiredInMemtableDroppedAtFlush(h));
   absl::StatusOr<Stats> stats = h.engine().GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
@@ -584,42 +573,33 @@ TEST(ExpiryTest, RecordsExpiringInTheMemtableAreDroppedAtFlush) {
 }
 
 TEST(ExpiryTest, ShorterWindowOnReopenDoesNotShortenExistingRecords) {
-  Harness h;
+  EngineHarness h(ExpiryOptions());
   EXPECT_TRUE(CheckShorterWindowKeepsAbsoluteExpiry(h));
 }
 
-TEST(ExpiryTest, ReAddedAfterExpiryCompactedAtEveryStep) {
-  Harness h;
-  EXPECT_TRUE(CheckReAddedRecordSurvivesCompactions(h, kExpiredEveryStep))
-      << Describe(kExpiredEveryStep);
+class ExpiryReAddTest : public ::testing::TestWithParam<ReAddCase> {};
+
+TEST_P(ExpiryReAddTest, ReAddedRecordSurvivesCompactions) {
+  EngineHarness h(ExpiryOptions());
+  EXPECT_TRUE(CheckReAddedRecordSurvivesCompactions(h, GetParam()));
 }
 
-TEST(ExpiryTest, ReAddedAfterExpiryFirstCompactedAfterNewExpiry) {
-  Harness h;
-  EXPECT_TRUE(CheckReAddedRecordSurvivesCompactions(h, kExpiredLateCompaction))
-      << Describe(kExpiredLateCompaction);
-}
-
-TEST(ExpiryTest, ReAddedAfterForgetCompactedAtEveryStep) {
-  Harness h;
-  EXPECT_TRUE(CheckReAddedRecordSurvivesCompactions(h, kForgottenEveryStep))
-      << Describe(kForgottenEveryStep);
-}
-
-TEST(ExpiryTest, ReAddedAfterForgetFirstCompactedAfterNewExpiry) {
-  Harness h;
-  EXPECT_TRUE(
-      CheckReAddedRecordSurvivesCompactions(h, kForgottenLateCompaction))
-      << Describe(kForgottenLateCompaction);
-}
+INSTANTIATE_TEST_SUITE_P(Cases, ExpiryReAddTest,
+                         ::testing::Values(kExpiredEveryStep,
+                                           kExpiredLateCompaction,
+                                           kForgottenEveryStep,
+                                           kForgottenLateCompaction),
+                         [](const ::testing::TestParamInfo<ReAddCase>& info) {
+                           return info.param.name;
+                         });
 
 TEST(ExpiryTest, PeriodicCompactionIsNoLongerThanTheWindow) {
   for (absl::Duration window :
        {absl::Seconds(1), absl::Seconds(90.5), absl::Hours(1),
         absl::Hours(24 * 7), absl::Hours(24 * 365)}) {
     SCOPED_TRACE(Fmt(window));
-    Harness h;
-    ASSERT_TRUE(h.Open(window).ok());
+    EngineHarness h(ExpiryOptions());
+    ASSERT_TRUE(OpenWithWindow(h, window).ok());
     h.Close();
     absl::StatusOr<rocksdb::ColumnFamilyOptions> cf =
         LoadDedupeOptions(h.path());
@@ -629,9 +609,9 @@ TEST(ExpiryTest, PeriodicCompactionIsNoLongerThanTheWindow) {
 }
 
 TEST(ExpiryTest, PeriodicCompactionFollowsAShorterWindowOnReopen) {
-  Harness h;
-  ASSERT_TRUE(h.Open(absl::Hours(10)).ok());
-  ASSERT_TRUE(h.Open(absl::Hours(1)).ok());
+  EngineHarness h(ExpiryOptions());
+  ASSERT_TRUE(OpenWithWindow(h, absl::Hours(10)).ok());
+  ASSERT_TRUE(OpenWithWindow(h, absl::Hours(1)).ok());
   h.Close();
   absl::StatusOr<rocksdb::ColumnFamilyOptions> cf = LoadDedupeOptions(h.path());
   ASSERT_TRUE(cf.ok()) << cf.status();
@@ -640,45 +620,51 @@ TEST(ExpiryTest, PeriodicCompactionFollowsAShorterWindowOnReopen) {
 
 // ---- The same checks catch broken filters ----------------------------------
 
-TEST(ExpiryBrokenVariantTest, FilterDroppingLiveRecordsFailsCompactionCheck) {
-  Harness h(DropBeforeNowPlusWindow());
-  ::testing::AssertionResult result = CheckCompactionDropsExpiredKeepsLive(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("Seen(new-0) is false"));
+class ExpiryBrokenVariantTest
+    : public ::testing::TestWithParam<test::BrokenVariant> {};
+
+TEST_P(ExpiryBrokenVariantTest, CheckCatchesIt) {
+  test::ExpectCaught(GetParam(), ExpiryOptions());
 }
 
-TEST(ExpiryBrokenVariantTest, FilterDroppingLiveRecordsFailsReAddCheck) {
-  Harness h(DropBeforeNowPlusWindow());
-  ::testing::AssertionResult result =
-      CheckReAddedRecordSurvivesCompactions(h, kExpiredEveryStep);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("Seen(x) is false"));
+// The re-add check, with the case that shows each breakage.
+::testing::AssertionResult CheckReAddedEveryStep(EngineHarness& h) {
+  return CheckReAddedRecordSurvivesCompactions(h, kExpiredEveryStep);
+}
+::testing::AssertionResult CheckForgottenLateCompaction(EngineHarness& h) {
+  return CheckReAddedRecordSurvivesCompactions(h, kForgottenLateCompaction);
 }
 
-TEST(ExpiryBrokenVariantTest, SkipUntilFilterResurrectsForgottenRecord) {
-  Harness h(SkipUntilInsteadOfRemove());
-  ::testing::AssertionResult result =
-      CheckReAddedRecordSurvivesCompactions(h, kForgottenLateCompaction);
-  EXPECT_FALSE(result);
-  // The old version (result "old", still live by its own expiry) is back.
-  EXPECT_THAT(result.message(), HasSubstr("returned 'old'"));
-}
+INSTANTIATE_TEST_SUITE_P(
+    Filters, ExpiryBrokenVariantTest,
+    ::testing::Values(
+        test::BrokenVariant{
+            .name = "FilterDroppingLiveRecordsFailsCompactionCheck",
+            .hooks = DropBeforeNowPlusWindow(),
+            .check = CheckCompactionDropsExpiredKeepsLive,
+            .failure = "Seen(new-0) is false"},
+        test::BrokenVariant{.name = "FilterDroppingLiveRecordsFailsReAddCheck",
+                            .hooks = DropBeforeNowPlusWindow(),
+                            .check = CheckReAddedEveryStep,
+                            .failure = "Seen(x) is false"},
+        // The old version (result "old", still live by its own expiry) is
+        // back.
+        test::BrokenVariant{.name = "SkipUntilFilterResurrectsForgottenRecord",
+                            .hooks = SkipUntilInsteadOfRemove(),
+                            .check = CheckForgottenLateCompaction,
+                            .failure = "returned 'old'"},
+        test::BrokenVariant{.name = "FilterOnlyAtCompactionFailsFlushCheck",
+                            .hooks = FilterOnlyAtCompaction(),
+                            .check = CheckExpiredInMemtableDroppedAtFlush,
+                            .failure = "written out by the flush"},
+        test::BrokenVariant{.name = "RelativeTtlFilterFailsShorterWindowCheck",
+                            .hooks = RelativeTtlWithCurrentWindow(),
+                            .check = CheckShorterWindowKeepsAbsoluteExpiry,
+                            .failure = "Seen(x) is false"}),
+    test::BrokenVariantName);
 
-TEST(ExpiryBrokenVariantTest, FilterOnlyAtCompactionFailsFlushCheck) {
-  Harness h(FilterOnlyAtCompaction());
-  ::testing::AssertionResult result = CheckExpiredInMemtableDroppedAtFlush(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("written out by the flush"));
-}
-
-TEST(ExpiryBrokenVariantTest, RelativeTtlFilterFailsShorterWindowCheck) {
-  Harness h(RelativeTtlWithCurrentWindow());
-  ::testing::AssertionResult result = CheckShorterWindowKeepsAbsoluteExpiry(h);
-  EXPECT_FALSE(result);
-  EXPECT_THAT(result.message(), HasSubstr("Seen(x) is false"));
-}
-
-TEST(ExpiryBrokenVariantTest, RocksDbDefaultPeriodicCompactionFailsCheck) {
+TEST(ExpiryPeriodicCompactionBrokenVariantTest,
+     RocksDbDefaultPeriodicCompactionFailsCheck) {
   // RocksDB's default (30 days once a filter is set, stored as a sentinel)
   // is what the engine must override.
   EXPECT_FALSE(CheckPeriodicCompaction(rocksdb::ColumnFamilyOptions(),

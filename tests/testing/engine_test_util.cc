@@ -8,12 +8,66 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "rocksdb/db.h"
+#include "rocksdb/file_system.h"
 #include "rocksdb/options.h"
 
 namespace idem::test {
 
 namespace fs = std::filesystem;
+
+EngineHarness::EngineHarness(const Options& options, Storage storage,
+                             const EngineHooks& hooks)
+    : clock_(kStart), options_(options), hooks_(hooks) {
+  options_.clock = &clock_;
+  if (storage == Storage::kCrashFileSystem) {
+    crash::CrashFsOptions fs_options;
+    fs_options.journal_path = dir_.Sub("journal");
+    fs_ = std::make_shared<crash::CrashFileSystem>(
+        rocksdb::FileSystem::Default(), std::move(fs_options));
+    EXPECT_TRUE(fs_->status().ok()) << fs_->status();
+    env_ = rocksdb::NewCompositeEnv(fs_);
+    options_.env = env_.get();
+  }
+}
+
+absl::Status EngineHarness::Open() {
+  engine_.reset();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      OpenEngineWithHooks(path(), options_, hooks_);
+  if (!engine.ok()) return engine.status();
+  engine_ = std::move(*engine);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> EngineHarness::OpenDurableImage() {
+  const std::string image = dir_.Sub(absl::StrCat("image-", images_++));
+  if (absl::Status s = fs_->CopyDurableImage(path(), image); !s.ok()) {
+    return s;
+  }
+  Options options;
+  options.clock = &clock_;
+  return Engine::Open(image, options);
+}
+
+void PrintTo(const BrokenVariant& variant, std::ostream* os) {
+  *os << variant.name;
+}
+
+std::string BrokenVariantName(
+    const ::testing::TestParamInfo<BrokenVariant>& info) {
+  return info.param.name;
+}
+
+void ExpectCaught(const BrokenVariant& variant, const Options& options,
+                  EngineHarness::Storage storage) {
+  EngineHarness h(options, storage);
+  h.set_hooks(variant.hooks(&h.clock()));
+  const ::testing::AssertionResult result = variant.check(h);
+  EXPECT_FALSE(result) << variant.name << " went unnoticed";
+  EXPECT_THAT(result.message(), ::testing::HasSubstr(variant.failure));
+}
 
 absl::Status AddOne(const Message& m, Txn& txn) {
   auto v = txn.Get("counter");
