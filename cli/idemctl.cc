@@ -55,6 +55,9 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
       {"duplicates", s.duplicates},
       {"failed", s.failed},
       {"expired_dropped", s.expired_dropped},
+      {"outbox_pending", s.outbox_pending},
+      {"outbox_emitted", s.outbox_emitted},
+      {"outbox_acknowledged", s.outbox_acknowledged},
       {"user_bytes", s.user_bytes},
       {"wal_bytes", s.wal_bytes},
       {"flush_bytes", s.flush_bytes},
@@ -96,6 +99,7 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
       "store                     %s\n"
       "estimated dedupe records  %d (live and expired, not yet compacted)\n"
       "expiry buckets            %d (dropped since opened: %d)\n"
+      "outbox entries pending    %d\n"
       "live SST bytes            %d\n"
       "memory                    memtables %d, block cache %d, SST readers "
       "%d bytes\n"
@@ -103,10 +107,10 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
       args.store, s.estimated_live_records, s.expiry_buckets,
-      s.expiry_buckets_dropped, s.live_sst_bytes, s.memtable_bytes,
-      s.block_cache_bytes, s.table_reader_bytes, s.processed, s.duplicates,
-      s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes, s.flush_bytes,
-      s.compaction_bytes);
+      s.expiry_buckets_dropped, s.outbox_pending, s.live_sst_bytes,
+      s.memtable_bytes, s.block_cache_bytes, s.table_reader_bytes, s.processed,
+      s.duplicates, s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes,
+      s.flush_bytes, s.compaction_bytes);
   return kExitOk;
 }
 
@@ -201,6 +205,13 @@ int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
         out << "{\"kind\":\"offset\",\"source\":" << JsonQuoteBytes(e.key)
             << ",\"partition\":" << e.partition << ",\"offset\":" << e.offset
             << "}\n";
+        break;
+      case DumpEntry::Kind::kOutbox:
+        out << "{\"kind\":\"outbox\",\"position\":" << e.position
+            << ",\"message_id\":" << JsonQuoteBytes(e.message_id)
+            << ",\"destination\":" << JsonQuoteBytes(e.destination)
+            << ",\"key\":" << JsonQuoteBytes(e.key)
+            << ",\"value\":" << JsonQuoteBytes(e.value) << "}\n";
         break;
     }
     return out.good() ? absl::OkStatus()

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "engine/status_util.h"
 
 namespace idem {
@@ -44,8 +45,46 @@ void BatchTxn::Delete(std::string_view key) {
 
 void BatchTxn::SetResult(std::string_view result) { result_ = result; }
 
+void BatchTxn::Emit(std::string_view destination, std::string_view key,
+                    std::string_view value) {
+  EmitWithHeaders(destination, key, value, {});
+}
+
+void BatchTxn::EmitWithHeaders(std::string_view destination,
+                               std::string_view key, std::string_view value,
+                               absl::Span<const Header> headers) {
+  constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
+  if (!emit_error_.ok()) return;
+  if (destination.empty() || destination.size() > kMaxSourceBytes) {
+    emit_error_ = absl::InvalidArgumentError(absl::StrCat(
+        "emit ", emitted_.size(), ": destination is ", destination.size(),
+        " bytes; it must be 1 to ", kMaxSourceBytes));
+    return;
+  }
+  bool too_large = key.size() > kMaxBytes || value.size() > kMaxBytes ||
+                   headers.size() > kMaxBytes;
+  for (const auto& [name, header_value] : headers) {
+    too_large =
+        too_large || name.size() > kMaxBytes || header_value.size() > kMaxBytes;
+  }
+  if (too_large) {
+    emit_error_ = absl::InvalidArgumentError(
+        absl::StrCat("emit ", emitted_.size(),
+                     ": a key, value or header is larger than 4 GiB"));
+    return;
+  }
+  Emitted& emitted = emitted_.emplace_back();
+  emitted.destination = destination;
+  emitted.key = key;
+  emitted.value = value;
+  for (const auto& [name, header_value] : headers) {
+    emitted.headers.emplace_back(name, header_value);
+  }
+}
+
 absl::Status BatchTxn::Apply(BatchOverlay* overlay) {
   constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
+  if (!emit_error_.ok()) return emit_error_;
   for (const auto& [key, value] : writes_) {
     if (key.size() > kMaxBytes ||
         (value.has_value() && value->size() > kMaxBytes)) {

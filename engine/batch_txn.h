@@ -1,10 +1,11 @@
 // The Txn a handler receives, and the state overlay of the batch being built.
 //
-// A BatchTxn buffers one message's state writes in its own map. Reads look at
-// that map, then at the writes of earlier messages of the batch (the
-// BatchOverlay), then at the store. If the handler succeeds, Apply moves the
-// writes into the overlay, which becomes the commit's state writes; if it
-// fails, the BatchTxn is simply dropped, so nothing of it reaches the commit.
+// A BatchTxn buffers one message's state writes in its own map, and its
+// emits in order. Reads look at that map, then at the writes of earlier
+// messages of the batch (the BatchOverlay), then at the store. If the
+// handler succeeds, Apply moves the writes into the overlay, which becomes
+// the commit's state writes, and the caller takes the emits; if it fails,
+// the BatchTxn is simply dropped, so nothing of it reaches the commit.
 //
 // Neither class is thread-safe; both live for one commit.
 
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -28,6 +31,14 @@ namespace idem {
 using BatchOverlay =
     absl::flat_hash_map<std::string, std::optional<std::string>>;
 
+// One Txn::Emit call.
+struct Emitted {
+  std::string destination;
+  std::string key;
+  std::string value;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
 class BatchTxn : public Txn {
  public:
   // All pointers are borrowed and must outlive the BatchTxn.
@@ -38,15 +49,24 @@ class BatchTxn : public Txn {
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
   void SetResult(std::string_view result) override;
+  void Emit(std::string_view destination, std::string_view key,
+            std::string_view value) override;
+  void EmitWithHeaders(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       absl::Span<const Header> headers) override;
 
   const std::string& result() const { return result_; }
+
+  // The emits, in call order (valid ones only if Apply succeeded).
+  std::vector<Emitted>& emitted() { return emitted_; }
 
   // The first error a Get hit reading the store (a storage error: the whole
   // commit fails even if the handler swallowed it).
   const absl::Status& read_error() const { return read_error_; }
 
   // Moves this message's writes into `overlay`. kInvalidArgument (and
-  // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB):
+  // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB)
+  // or an emit was invalid (its destination empty or over kMaxSourceBytes):
   // the message must fail.
   absl::Status Apply(BatchOverlay* overlay);
 
@@ -56,6 +76,9 @@ class BatchTxn : public Txn {
   rocksdb::ColumnFamilyHandle* const state_;
   BatchOverlay writes_;
   std::string result_;
+  std::vector<Emitted> emitted_;
+  // The first invalid Emit, reported by Apply.
+  absl::Status emit_error_;
   absl::Status read_error_;
 };
 

@@ -120,7 +120,42 @@ absl::Status UndecodableOffsetError(std::string_view offset_key) {
                    key->partition));
 }
 
+void CommitBuilder::AddEmits(const DedupeKey& key,
+                             std::vector<Emitted> emitted) {
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    emits_.push_back(NewEmit{OutboxMessageId(key, static_cast<uint32_t>(i)),
+                             std::move(emitted[i])});
+  }
+}
+
+absl::Status CommitBuilder::BuildOutbox(const OutboxCursor& outbox,
+                                        rocksdb::WriteBatch& batch) const {
+  if (emits_.empty()) return absl::OkStatus();
+  if (outbox_family_ == nullptr) {
+    return absl::InternalError("emits, but the store has no outbox");
+  }
+  OutboxCursor next = outbox;
+  for (const NewEmit& emit : emits_) {
+    OutboxFields fields{emit.message_id,
+                        emit.emitted.destination,
+                        emit.emitted.key,
+                        emit.emitted.value,
+                        {}};
+    for (const auto& [name, header_value] : emit.emitted.headers) {
+      fields.headers.emplace_back(name, header_value);
+    }
+    const std::string value = EncodeOutboxValue(fields);
+    rocksdb::Status s =
+        batch.Put(outbox_family_, EncodeOutboxKey(++next.issued), value);
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
+  rocksdb::Status s =
+      batch.Put(outbox_family_, EncodeOutboxKey(0), EncodeOutboxCursor(next));
+  return FromRocksStatus(s, "building the commit");
+}
+
 absl::Status CommitBuilder::Build(const StoredOffsets& stored,
+                                  const OutboxCursor& outbox,
                                   rocksdb::WriteBatch& batch,
                                   rocksdb::WriteBatch& records) {
   std::vector<const BatchOverlay::value_type*> state(state_.size());
@@ -158,7 +193,8 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
         batch.Put(offsets_family_, offset_key, EncodeOffsetValue(offset));
     if (!s.ok()) status = FromRocksStatus(s, "building the commit");
   });
-  return status;
+  if (!status.ok()) return status;
+  return BuildOutbox(outbox, batch);
 }
 
 }  // namespace idem

@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "engine/batch_txn.h"
 #include "engine/offset_tracker.h"
+#include "engine/outbox_record.h"
 #include "engine/record.h"
 #include "idem/engine.h"
 #include "idem/options.h"
@@ -79,12 +80,18 @@ absl::Status UndecodableOffsetError(std::string_view offset_key);
 
 // One commit's writes, collected while its messages are handled: the state
 // overlay (final state values), the new dedupe records with their family,
-// and each message's outcome for the offsets. Build makes the WriteBatch.
+// the emits of the messages processed, and each message's outcome for the
+// offsets. Build makes the WriteBatch.
 class CommitBuilder {
  public:
+  // `outbox` may be null (a store without idem.outbox; then no message may
+  // emit).
   CommitBuilder(rocksdb::ColumnFamilyHandle* state,
-                rocksdb::ColumnFamilyHandle* offsets)
-      : state_family_(state), offsets_family_(offsets) {}
+                rocksdb::ColumnFamilyHandle* offsets,
+                rocksdb::ColumnFamilyHandle* outbox = nullptr)
+      : state_family_(state),
+        offsets_family_(offsets),
+        outbox_family_(outbox) {}
   CommitBuilder(const CommitBuilder&) = delete;
   CommitBuilder& operator=(const CommitBuilder&) = delete;
 
@@ -103,14 +110,25 @@ class CommitBuilder {
     records_.push_back(NewRecord{family, key, std::move(value)});
   }
 
+  // Adds the emits of the processed message whose ID hashes to `key`, in
+  // order; each gets its message ID (OutboxMessageId) now and its position
+  // in Build.
+  void AddEmits(const DedupeKey& key, std::vector<Emitted> emitted);
+
+  // The number of outbox entries the commit adds.
+  uint64_t emitted() const { return emits_.size(); }
+
   // Builds the commit into `batch`: the state writes sorted by key, then the
   // dedupe records sorted by family ID, then key (into `records`, which is
   // `batch` except for a deliberately split commit), then per partition the
-  // offset, if higher than the one in `stored` (offsets never move back).
-  // Sorted inserts let RocksDB's memtable skiplist reuse its search position.
-  // Fails only if RocksDB refuses an entry (converted RocksDB error).
-  absl::Status Build(const StoredOffsets& stored, rocksdb::WriteBatch& batch,
-                     rocksdb::WriteBatch& records);
+  // offset, if higher than the one in `stored` (offsets never move back),
+  // then the outbox entries at positions outbox.issued + 1, + 2, ... and the
+  // outbox cursor that records them as issued (if there are any). Sorted
+  // inserts let RocksDB's memtable skiplist reuse its search position.
+  // Fails only if RocksDB refuses an entry (converted RocksDB error), or
+  // kInternal for emits without an outbox family.
+  absl::Status Build(const StoredOffsets& stored, const OutboxCursor& outbox,
+                     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records);
 
  private:
   struct NewRecord {
@@ -119,10 +137,21 @@ class CommitBuilder {
     std::string value;
   };
 
+  struct NewEmit {
+    std::string message_id;
+    Emitted emitted;
+  };
+
+  // Adds the outbox entries and the cursor to `batch`.
+  absl::Status BuildOutbox(const OutboxCursor& outbox,
+                           rocksdb::WriteBatch& batch) const;
+
   rocksdb::ColumnFamilyHandle* const state_family_;
   rocksdb::ColumnFamilyHandle* const offsets_family_;
+  rocksdb::ColumnFamilyHandle* const outbox_family_;
   BatchOverlay state_;
   std::vector<NewRecord> records_;
+  std::vector<NewEmit> emits_;
   OffsetTracker offsets_;
 };
 

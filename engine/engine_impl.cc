@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/batch_txn.h"
 #include "engine/expiry_buckets.h"
+#include "engine/outbox_store.h"
 #include "engine/status_util.h"
 #include "engine/validate.h"
 
@@ -66,7 +67,8 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
                        std::shared_ptr<EngineClock> time,
                        const EngineHooks& hooks,
                        std::shared_ptr<TtlFilterFactory> ttl_filter,
-                       StoreParts parts, std::unique_ptr<Store> store)
+                       StoreParts parts, std::unique_ptr<Store> store,
+                       const OutboxCursor& outbox)
     : path_(std::move(path)),
       options_(options),
       time_(std::move(time)),
@@ -76,6 +78,8 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
       store_(std::move(store)) {
   syncer_.set_skip_sync_for_testing(hooks_.skip_wal_sync);
   issued_sequence_.store(store_->db->GetLatestSequenceNumber());
+  outbox_issued_.store(outbox.issued);
+  outbox_acked_.store(outbox.acked);
 }
 
 EngineImpl::~EngineImpl() {
@@ -113,6 +117,17 @@ absl::Status EngineImpl::RecoverIfNeeded() {
           "engine, reopen it and redeliver from the committed offsets"));
       return store_error_;
     }
+    // A failed commit may still have reached the log: the cursor is what
+    // the store says, never what the engine last wrote.
+    absl::StatusOr<OutboxCursor> outbox =
+        LoadOutboxCursor((*reopened)->db, (*reopened)->outbox);
+    if (!outbox.ok()) {
+      store_ = std::move(*reopened);
+      store_error_ = outbox.status();
+      return store_error_;
+    }
+    outbox_issued_.store(outbox->issued);
+    outbox_acked_.store(outbox->acked);
     rocksdb::Status s = WriteSyncBarrier((*reopened)->db);
     store_ = std::move(*reopened);
     if (s.ok()) {
@@ -307,7 +322,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       ReadStoredOffsets(store.db, store.offsets, messages);
   if (!stored_offsets.ok()) return stored_offsets.status();
 
-  CommitBuilder commit(store.state, store.offsets);
+  CommitBuilder commit(store.state, store.offsets, store.outbox);
   absl::StatusOr<std::vector<Result>> results = HandleMessages(
       store, messages, placements, keys, *stored, handler, commit);
   if (!results.ok()) return results.status();
@@ -315,13 +330,19 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   // One WriteBatch: state, dedupe records and offsets commit together.
   rocksdb::WriteBatch batch;
   rocksdb::WriteBatch split_records;  // only with hooks_.split_commit
-  if (absl::Status s = commit.Build(
-          *stored_offsets, batch, hooks_.split_commit ? split_records : batch);
+  const OutboxCursor outbox = CurrentOutboxCursor();
+  if (absl::Status s =
+          commit.Build(*stored_offsets, outbox, batch,
+                       hooks_.split_commit ? split_records : batch);
       !s.ok()) {
     return s;
   }
   if (absl::Status s = Write(store, &batch); !s.ok()) return s;
   if (absl::Status s = Write(store, &split_records); !s.ok()) return s;
+  if (commit.emitted() > 0) {
+    outbox_issued_.store(outbox.issued + commit.emitted());
+    outbox_emitted_.fetch_add(commit.emitted(), std::memory_order_relaxed);
+  }
 
   // Every outcome depends on at most the commits published so far.
   const uint64_t sequence = store.db->GetLatestSequenceNumber();
@@ -395,6 +416,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     commit.AddRecord(
         family, keys[i],
         EncodeDedupeRecord(placements[i].expiry_micros, txn.result()));
+    commit.AddEmits(keys[i], std::move(txn.emitted()));
     result.outcome = Outcome::kProcessed;
     result.result = txn.result();
     committed_here.emplace(keys[i], i);
@@ -500,14 +522,69 @@ absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sequence ", sequence, " was never issued (latest is ", latest, ")"));
   }
+  return MakeDurable(**store, sequence);
+}
+
+absl::Status EngineImpl::MakeDurable(Store& store, uint64_t sequence) {
   // Under kSync every commit was synced before its outcome was returned; a
   // read-only engine has nothing to make durable.
   if (options_.durability == Durability::kSync || options_.read_only) {
     return absl::OkStatus();
   }
-  absl::Status s = syncer_.WaitDurable((*store)->db, sequence);
+  absl::Status s = syncer_.WaitDurable(store.db, sequence);
   if (!s.ok()) needs_reopen_.store(true);
   return s;
+}
+
+absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(
+    size_t max_entries) {
+  if (max_entries == 0) {
+    return absl::InvalidArgumentError("ReadOutbox: max_entries is 0");
+  }
+  if (absl::Status s = PrepareOutsideCommit("ReadOutbox"); !s.ok()) return s;
+  ReadLock lock(this);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::DB* db = (*store)->db;
+  const rocksdb::Snapshot* snapshot = db->GetSnapshot();
+  rocksdb::ReadOptions read;
+  read.snapshot = snapshot;
+  absl::StatusOr<std::vector<OutboxEntry>> entries = ReadOutboxEntries(
+      db, (*store)->outbox, read, outbox_acked_.load(), max_entries);
+  const uint64_t sequence = snapshot->GetSequenceNumber();
+  db->ReleaseSnapshot(snapshot);
+  if (!entries.ok() || entries->empty()) return entries;
+  // Every entry read was committed at or before the snapshot.
+  if (absl::Status s = MakeDurable(**store, sequence); !s.ok()) return s;
+  return entries;
+}
+
+absl::Status EngineImpl::AckOutbox(uint64_t position) {
+  if (absl::Status s = RejectInsideHandler("AckOutbox"); !s.ok()) return s;
+  if (absl::Status s = RejectIfReadOnly("AckOutbox"); !s.ok()) return s;
+  absl::MutexLock commit_lock(&commit_mu_);
+  if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  const OutboxCursor cursor = CurrentOutboxCursor();
+  if (position == 0 || position > cursor.issued) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AckOutbox: position ", position,
+        " was never issued (the last issued is ", cursor.issued, ")"));
+  }
+  if (position <= cursor.acked) return absl::OkStatus();
+  absl::ReaderMutexLock store_lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::WriteBatch batch;
+  if (absl::Status s =
+          BuildOutboxAck((*store)->outbox, cursor, position, batch);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Write(**store, &batch); !s.ok()) return s;
+  outbox_acked_.store(position);
+  outbox_acknowledged_.fetch_add(position - cursor.acked,
+                                 std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
@@ -522,9 +599,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenStore(path, options, parts, options.read_only);
   if (!store.ok()) return store.status();
+  absl::StatusOr<OutboxCursor> outbox =
+      LoadOutboxCursor((*store)->db, (*store)->outbox);
+  if (!outbox.ok()) return outbox.status();
   return std::unique_ptr<Engine>(new EngineImpl(
       path, options, std::move(time), hooks, std::move(ttl_filter),
-      std::move(parts), std::move(*store)));
+      std::move(parts), std::move(*store), *outbox));
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Open(const std::string& path,

@@ -29,6 +29,7 @@
 #include "engine/commit_batch.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
+#include "engine/outbox_record.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "engine/ttl_filter.h"
@@ -42,7 +43,7 @@ class EngineImpl : public Engine {
   EngineImpl(std::string path, const Options& options,
              std::shared_ptr<EngineClock> time, const EngineHooks& hooks,
              std::shared_ptr<TtlFilterFactory> ttl_filter, StoreParts parts,
-             std::unique_ptr<Store> store);
+             std::unique_ptr<Store> store, const OutboxCursor& outbox);
   ~EngineImpl() override;
 
   absl::StatusOr<Result> Process(const Message& message,
@@ -56,6 +57,9 @@ class EngineImpl : public Engine {
   absl::StatusOr<std::optional<int64_t>> CommittedOffset(
       std::string_view source, int32_t partition) override;
   absl::Status WaitDurable(uint64_t sequence) override;
+  absl::StatusOr<std::vector<OutboxEntry>> ReadOutbox(
+      size_t max_entries) override;
+  absl::Status AckOutbox(uint64_t position) override;
   absl::StatusOr<Stats> GetStats() override;
   absl::Status CompactExpired() override;
   absl::Status Checkpoint(const std::string& dir) override;
@@ -170,6 +174,18 @@ class EngineImpl : public Engine {
   absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
 
+  // Makes every commit up to `sequence` durable (under kBuffered; a no-op
+  // under kSync or read-only). A failure marks the store for reopening.
+  absl::Status MakeDurable(Store& store, uint64_t sequence)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // The outbox cursor as the commits so far left it. acked is read first:
+  // both only grow, so the pair read is never acked > issued.
+  OutboxCursor CurrentOutboxCursor() const {
+    const uint64_t acked = outbox_acked_.load();
+    return OutboxCursor{outbox_issued_.load(), acked};
+  }
+
   // The open store, or kUnavailable/kDataLoss if recovery has not succeeded.
   absl::StatusOr<Store*> CurrentStore() ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
@@ -199,12 +215,19 @@ class EngineImpl : public Engine {
   // The highest sequence a commit has returned; a reopened store must reach
   // it, or commits were lost.
   std::atomic<uint64_t> issued_sequence_{0};
+  // The stored outbox cursor (engine/outbox_record.h) as of the last
+  // successful commit or acknowledgement; written only under commit_mu_,
+  // reloaded from the store when it is reopened.
+  std::atomic<uint64_t> outbox_issued_{0};
+  std::atomic<uint64_t> outbox_acked_{0};
 
   // Counters since Open.
   std::atomic<uint64_t> processed_{0};
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> user_bytes_{0};
+  std::atomic<uint64_t> outbox_emitted_{0};
+  std::atomic<uint64_t> outbox_acknowledged_{0};
   std::atomic<uint64_t> buckets_dropped_{0};
   std::atomic<uint64_t> bucket_records_dropped_{0};
 };

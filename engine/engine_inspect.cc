@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
+#include "engine/outbox_store.h"
 #include "engine/record.h"
 #include "engine/status_util.h"
 #include "rocksdb/utilities/checkpoint.h"
@@ -78,6 +79,32 @@ absl::Status ScanColumnFamily(
   return FromRocksStatus(it->status(), "scanning the store");
 }
 
+// Visits the unacknowledged outbox entries, by position, a page at a time.
+absl::Status DumpOutbox(
+    const Store& store, const rocksdb::ReadOptions& read,
+    absl::FunctionRef<absl::Status(const DumpEntry&)> visit) {
+  constexpr size_t kPage = 1024;
+  uint64_t after = 0;
+  while (true) {
+    absl::StatusOr<std::vector<OutboxEntry>> page =
+        ReadOutboxEntries(store.db, store.outbox, read, after, kPage);
+    if (!page.ok()) return page.status();
+    for (OutboxEntry& outbox : *page) {
+      DumpEntry entry;
+      entry.kind = DumpEntry::Kind::kOutbox;
+      entry.key = std::move(outbox.key);
+      entry.value = std::move(outbox.value);
+      entry.position = outbox.position;
+      entry.message_id = std::move(outbox.message_id);
+      entry.destination = std::move(outbox.destination);
+      entry.headers = std::move(outbox.headers);
+      if (absl::Status s = visit(entry); !s.ok()) return s;
+    }
+    if (page->size() < kPage) return absl::OkStatus();
+    after = page->back().position;
+  }
+}
+
 // RocksDB's "Sum" W-Amp over the dedupe families: for one family its own
 // figure; for several, everything they wrote (flush and compaction) over what
 // their flushes wrote, from each family's written bytes and W-Amp. 0 when
@@ -122,6 +149,11 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.failed = failed_.load(std::memory_order_relaxed);
   stats.expired_dropped = ttl_filter_->dropped();
   stats.user_bytes = user_bytes_.load(std::memory_order_relaxed);
+  const OutboxCursor outbox = CurrentOutboxCursor();
+  stats.outbox_pending = outbox.issued - outbox.acked;
+  stats.outbox_emitted = outbox_emitted_.load(std::memory_order_relaxed);
+  stats.outbox_acknowledged =
+      outbox_acknowledged_.load(std::memory_order_relaxed);
   const rocksdb::Statistics& tickers = *parts_.statistics;
   stats.wal_bytes = tickers.getTickerCount(rocksdb::WAL_FILE_BYTES);
   stats.flush_bytes = tickers.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);
@@ -275,6 +307,7 @@ absl::Status EngineImpl::Dump(
     status =
         ScanColumnFamily(store.db, store.offsets, read, OffsetEntry, visit);
   }
+  if (status.ok()) status = DumpOutbox(store, read, visit);
   store.db->ReleaseSnapshot(snapshot);
   return status;
 }

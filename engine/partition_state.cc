@@ -73,6 +73,17 @@ void PartitionTxn::SetResult(std::string_view result) {
   txn_.SetResult(result);
 }
 
+void PartitionTxn::Emit(std::string_view destination, std::string_view key,
+                        std::string_view value) {
+  txn_.Emit(destination, key, value);
+}
+
+void PartitionTxn::EmitWithHeaders(std::string_view destination,
+                                   std::string_view key, std::string_view value,
+                                   absl::Span<const Header> headers) {
+  txn_.EmitWithHeaders(destination, key, value, headers);
+}
+
 absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
                                                        std::string_view source,
                                                        int32_t partition) {

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     if (names[i] == kDedupeColumnFamily) store->dedupe = store->handles[i];
     if (names[i] == kStateColumnFamily) store->state = store->handles[i];
     if (names[i] == kOffsetsColumnFamily) store->offsets = store->handles[i];
+    if (names[i] == kOutboxColumnFamily) store->outbox = store->handles[i];
     if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
       store->buckets[*end] = store->handles[i];
     }
@@ -84,8 +85,11 @@ absl::Status BuildEmptyStore(const std::string& staging, const Options& options,
   // The format marker comes last: RocksDB creates missing column families
   // in order, so its presence means all others exist.
   const std::vector<std::string> names = {
-      rocksdb::kDefaultColumnFamilyName, kDedupeColumnFamily,
-      kStateColumnFamily, kOffsetsColumnFamily,
+      rocksdb::kDefaultColumnFamilyName,
+      kDedupeColumnFamily,
+      kStateColumnFamily,
+      kOffsetsColumnFamily,
+      kOutboxColumnFamily,
       FormatColumnFamilyName(options.expiry_buckets > 0 ? 2 : 1)};
   absl::StatusOr<std::unique_ptr<Store>> created =
       OpenDatabase(staging, options, parts, env, db_options, names,
@@ -351,6 +355,14 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
   if (!read_only) {
     db_options.info_log =
         MakeInfoLog(options.logger, dir + "/LOG", options.clock);
+    // A store written before the outbox gains its (empty) family. Older
+    // builds open every family they find, so they still open the store;
+    // they just do not relay its outbox.
+    if (std::find(names.begin(), names.end(), kOutboxColumnFamily) ==
+        names.end()) {
+      names.push_back(kOutboxColumnFamily);
+      db_options.create_missing_column_families = true;
+    }
   }
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenDatabase(dir, options, parts, env, db_options, names, read_only);

@@ -13,6 +13,9 @@
 //                       (engine/expiry_buckets.h)
 //   idem.state          the handlers' state keys and values, as given
 //   idem.offsets        offset key -> offset (see engine/record.h)
+//   idem.outbox         position -> outgoing message, and the outbox cursor
+//                       (see engine/outbox_record.h); created by any
+//                       writable open of a store that lacks it
 //   idem.format.<N>     empty; its name records the store's format version N
 //                       (the highest present counts)
 //
@@ -53,6 +56,7 @@ inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
 inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
 inline constexpr char kOffsetsColumnFamily[] = "idem.offsets";
+inline constexpr char kOutboxColumnFamily[] = "idem.outbox";
 inline constexpr char kFormatColumnFamilyPrefix[] = "idem.format.";
 
 struct Store {
@@ -68,6 +72,8 @@ struct Store {
   rocksdb::ColumnFamilyHandle* dedupe = nullptr;
   rocksdb::ColumnFamilyHandle* state = nullptr;
   rocksdb::ColumnFamilyHandle* offsets = nullptr;
+  // Null only in a read-only open of a store written before the outbox.
+  rocksdb::ColumnFamilyHandle* outbox = nullptr;
   // Expiry buckets by end (microseconds): every record in the family expires
   // before its end.
   std::map<int64_t, rocksdb::ColumnFamilyHandle*> buckets;

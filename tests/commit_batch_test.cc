@@ -65,6 +65,7 @@ class CommitBuilderTest : public ::testing::Test {
   FakeFamily offsets_{"idem.offsets", 2};
   FakeFamily dedupe_{"idem.dedupe", 3};
   FakeFamily bucket_{"idem.dedupe.until.100", 4};
+  FakeFamily outbox_{"idem.outbox", 5};
 };
 
 TEST_F(CommitBuilderTest, BuildsSortedStateThenRecordsPerFamilyThenOffsets) {
@@ -80,7 +81,7 @@ TEST_F(CommitBuilderTest, BuildsSortedStateThenRecordsPerFamilyThenOffsets) {
       Message{.id = "x", .source = "t", .partition = 0, .offset = 7},
       Outcome::kProcessed);
   rocksdb::WriteBatch batch;
-  ASSERT_TRUE(commit.Build(StoredOffsets(), batch, batch).ok());
+  ASSERT_TRUE(commit.Build(StoredOffsets(), OutboxCursor(), batch, batch).ok());
   // Records go in DedupeKey order (std::array<char> compares char values,
   // which is not bytewise order where char is signed), as they always have.
   const std::string first = Key(std::min(x, y));
@@ -99,7 +100,8 @@ TEST_F(CommitBuilderTest, PutsRecordsInTheBatchGivenForThem) {
   const DedupeKey x = HashMessageId("x");
   commit.AddRecord(&dedupe_, x, "v");
   rocksdb::WriteBatch batch, records;
-  ASSERT_TRUE(commit.Build(StoredOffsets(), batch, records).ok());
+  ASSERT_TRUE(
+      commit.Build(StoredOffsets(), OutboxCursor(), batch, records).ok());
   EXPECT_THAT(Entries(batch), ElementsAre(Entry("put", 1, "a")));
   EXPECT_THAT(Entries(records), ElementsAre(Entry("put", 3, Key(x))));
 }
@@ -115,9 +117,46 @@ TEST_F(CommitBuilderTest, LeavesOutOffsetsNotAboveTheStoredOnes) {
   StoredOffsets stored = {{EncodeOffsetKey("t", 0), 5},
                           {EncodeOffsetKey("t", 1), 4}};
   rocksdb::WriteBatch batch;
-  ASSERT_TRUE(commit.Build(stored, batch, batch).ok());
+  ASSERT_TRUE(commit.Build(stored, OutboxCursor(), batch, batch).ok());
   EXPECT_THAT(Entries(batch),
               ElementsAre(Entry("put", 2, EncodeOffsetKey("t", 1))));
+}
+
+// Emits go last, at the positions after the cursor's, in the order they
+// were added, followed by the cursor that records them as issued.
+TEST_F(CommitBuilderTest, AppendsEmitsAtTheNextPositionsThenTheCursor) {
+  CommitBuilder commit(&state_, &offsets_, &outbox_);
+  commit.state()["a"] = "1";
+  const DedupeKey x = HashMessageId("x");
+  const DedupeKey y = HashMessageId("y");
+  std::vector<Emitted> of_x(2);
+  of_x[0].destination = of_x[1].destination = "out";
+  of_x[1].headers = {{"h", "v"}};
+  std::vector<Emitted> of_y(1);
+  of_y[0].destination = "other";
+  commit.AddEmits(x, of_x);
+  commit.AddEmits(y, of_y);
+  EXPECT_EQ(commit.emitted(), 3u);
+  rocksdb::WriteBatch batch;
+  ASSERT_TRUE(
+      commit.Build(StoredOffsets(), OutboxCursor{7, 5}, batch, batch).ok());
+  EXPECT_THAT(Entries(batch), ElementsAre(Entry("put", 1, "a"),
+                                          Entry("put", 5, EncodeOutboxKey(8)),
+                                          Entry("put", 5, EncodeOutboxKey(9)),
+                                          Entry("put", 5, EncodeOutboxKey(10)),
+                                          Entry("put", 5, EncodeOutboxKey(0))));
+  // Without emits the outbox is untouched; without a family, emits fail.
+  CommitBuilder quiet(&state_, &offsets_, &outbox_);
+  rocksdb::WriteBatch empty;
+  ASSERT_TRUE(
+      quiet.Build(StoredOffsets(), OutboxCursor{7, 5}, empty, empty).ok());
+  EXPECT_EQ(empty.Count(), 0u);
+  CommitBuilder no_outbox(&state_, &offsets_);
+  no_outbox.AddEmits(x, of_y);
+  rocksdb::WriteBatch refused;
+  EXPECT_EQ(
+      no_outbox.Build(StoredOffsets(), OutboxCursor(), refused, refused).code(),
+      absl::StatusCode::kInternal);
 }
 
 TEST(PlaceRecordsTest, RoundsTheTtlUpAndPlacesInTheBucketOfTheExpiry) {

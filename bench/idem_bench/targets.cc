@@ -221,7 +221,10 @@ class RawTarget : public Target {
             messages[i], duplicate ? Outcome::kDuplicate : Outcome::kProcessed);
       }
       rocksdb::WriteBatch wb;
-      if (absl::Status s = commit.Build(*stored, wb, wb); !s.ok()) return s;
+      if (absl::Status s = commit.Build(*stored, OutboxCursor{}, wb, wb);
+          !s.ok()) {
+        return s;
+      }
       rocksdb::WriteOptions write;
       write.sync = options_.durability == Durability::kSync;
       rocksdb::Status s = db_->Write(write, &wb);

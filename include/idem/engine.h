@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -29,6 +30,7 @@
 #include "idem/clock.h"
 #include "idem/message.h"
 #include "idem/options.h"
+#include "idem/outbox.h"
 #include "idem/stats.h"
 #include "idem/txn.h"
 
@@ -36,12 +38,14 @@ namespace idem {
 
 // One stored item, as Engine::Dump reports it.
 struct DumpEntry {
-  enum class Kind { kDedupe, kState, kOffset };
+  enum class Kind { kDedupe, kState, kOffset, kOutbox };
   Kind kind = Kind::kState;
   // kDedupe: 32 lowercase hex digits of the ID's XXH3-128 hash.
-  // kState: the state key. kOffset: the source name.
+  // kState: the state key. kOffset: the source name. kOutbox: the entry's
+  // key.
   std::string key;
   // kDedupe: the stored result. kState: the value. kOffset: empty.
+  // kOutbox: the entry's value.
   std::string value;
   // kDedupe only: the record's absolute expiry and whether it has passed.
   absl::Time expires_at = absl::InfinitePast();
@@ -49,6 +53,12 @@ struct DumpEntry {
   // kOffset only.
   int32_t partition = 0;
   int64_t offset = -1;
+  // kOutbox only: the unacknowledged entry's position, message ID,
+  // destination and headers (OutboxEntry).
+  uint64_t position = 0;
+  std::string message_id;
+  std::string destination;
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 class Engine {
@@ -81,13 +91,15 @@ class Engine {
 
   // Processes one delivery: if a live record for message.id exists, returns
   // kDuplicate with the stored result and runs nothing; otherwise runs
-  // `handler` and, if it returns OK, commits its writes, the dedupe record
-  // (expiring at now + ttl) and the source offset in one write (kProcessed).
+  // `handler` and, if it returns OK, commits its writes and emits, the dedupe
+  // record (expiring at now + ttl) and the source offset in one write
+  // (kProcessed).
   // If the handler fails, nothing is committed (kFailed, see Result::error).
   // Returns kInvalidArgument for a bad message (nothing runs),
   // kFailedPrecondition when called from inside one of this engine's
   // handlers, directly or through handlers of other engines it called (so do
-  // Forget, WaitDurable, CompactExpired and Checkpoint), kFailedPrecondition
+  // Forget, WaitDurable, ReadOutbox, AckOutbox, CompactExpired and
+  // Checkpoint), kFailedPrecondition
   // if the clock returned a non-finite time and kUnavailable if it threw
   // (idem/clock.h; nothing runs, nothing is committed), and a storage error
   // if the commit failed (nothing committed; the message may be retried once
@@ -145,12 +157,34 @@ class Engine {
   // dropped).
   virtual absl::Status CompactExpired() = 0;
 
+  // Up to `max_entries` unacknowledged outbox entries (idem/outbox.h), oldest
+  // first, whose commits are durable: under kBuffered it syncs the
+  // write-ahead log first if needed, so a relay never publishes an entry a
+  // crash could take back. Does not consume: the same entries come back
+  // until AckOutbox removes them. kInvalidArgument for max_entries == 0;
+  // kFailedPrecondition from inside a handler (as WaitDurable); kDataLoss
+  // naming the position if an entry does not decode; a storage error if
+  // the read or the sync failed.
+  virtual absl::StatusOr<std::vector<OutboxEntry>> ReadOutbox(
+      size_t max_entries) = 0;
+
+  // Removes every outbox entry with position <= `position`, with range
+  // deletions that rewrite no live data; durable on return under kSync
+  // (under kBuffered with the next sync, as commits are: after a crash the
+  // entries may come back, and a relay publishes them again). Acknowledging
+  // an already acknowledged position is OK; kInvalidArgument for a position
+  // never issued (0, or above the last one committed); kFailedPrecondition
+  // from inside a handler or on a read-only engine; a storage error if the
+  // write failed (nothing removed).
+  virtual absl::Status AckOutbox(uint64_t position) = 0;
+
   // Writes a consistent copy of the store to `dir`, which must not exist;
   // Engine::Open can open it. kInvalidArgument if `dir` exists.
   virtual absl::Status Checkpoint(const std::string& dir) = 0;
 
-  // Calls `visit` for every stored dedupe record, state entry and offset, in
-  // that order (each in key order; with expiry buckets, dedupe records family
+  // Calls `visit` for every stored dedupe record, state entry, offset and
+  // unacknowledged outbox entry, in that order (each in key order, the
+  // outbox by position; with expiry buckets, dedupe records family
   // by family, so an ID re-processed after its expiry may appear twice, once
   // expired), from a consistent snapshot. Stops at, and returns, the first
   // non-OK status `visit` returns. kFailedPrecondition or kUnavailable,

@@ -43,7 +43,7 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
     std::string_view state_key);
 
 // A Txn whose keys live under PartitionStatePrefix(source, partition).
-// SetResult passes through unchanged.
+// SetResult, Emit and EmitWithHeaders pass through unchanged.
 class PartitionTxn final : public Txn {
  public:
   PartitionTxn(Txn& txn, std::string_view source, int32_t partition)
@@ -53,6 +53,11 @@ class PartitionTxn final : public Txn {
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
   void SetResult(std::string_view result) override;
+  void Emit(std::string_view destination, std::string_view key,
+            std::string_view value) override;
+  void EmitWithHeaders(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       absl::Span<const Header> headers) override;
 
  private:
   std::string Scoped(std::string_view key) const;

@@ -14,6 +14,12 @@ struct Stats {
   uint64_t processed = 0;
   uint64_t duplicates = 0;
   uint64_t failed = 0;
+  // The outbox (idem/outbox.h): entries committed and not yet acknowledged
+  // (a figure of the store, not since Open), entries committed since Open,
+  // and entries acknowledged (removed by Engine::AckOutbox) since Open.
+  uint64_t outbox_pending = 0;
+  uint64_t outbox_emitted = 0;
+  uint64_t outbox_acknowledged = 0;
   // Dedupe records removed by the TTL compaction filter since Open.
   uint64_t expired_dropped = 0;
   // Bytes of the WriteBatches the engine committed since Open (keys, values

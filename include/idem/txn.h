@@ -2,9 +2,9 @@
 // message, and Handler the user code that the engine runs once per message ID.
 //
 // A Txn is valid only during the handler call that received it and is not
-// thread-safe: use it from the handler's thread only. Its writes are buffered
-// and committed atomically with the message's dedupe record and source offset
-// if, and only if, the handler returns OK.
+// thread-safe: use it from the handler's thread only. Its writes and emits
+// are buffered and committed atomically with the message's dedupe record and
+// source offset if, and only if, the handler returns OK.
 
 #ifndef IDEM_TXN_H_
 #define IDEM_TXN_H_
@@ -12,10 +12,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "idem/message.h"
 
 namespace idem {
@@ -39,13 +41,36 @@ class Txn {
   // Sets the bytes stored with the dedupe record and returned to this
   // delivery and to every duplicate of it. The last call wins.
   virtual void SetResult(std::string_view result) = 0;
+
+  // Buffers an outgoing message, committed in the same write as this
+  // message's dedupe record, state writes and offset, into the store's
+  // outbox (idem/outbox.h; a relay reads it with Engine::ReadOutbox). Nothing
+  // is emitted for a failed handler or a duplicate. `destination` must be 1
+  // to kMaxSourceBytes bytes and `key` and `value` under 4 GiB; otherwise the
+  // message fails with kInvalidArgument (kFailed) and nothing of it commits.
+  virtual void Emit(std::string_view destination, std::string_view key,
+                    std::string_view value) = 0;
+
+  // One header of an emitted message: (name, value), arbitrary bytes.
+  using Header = std::pair<std::string_view, std::string_view>;
+
+  // As Emit, with headers stored with the entry (OutboxEntry::headers) for
+  // the relay to publish. The engine's and PartitionTxn's Txns implement it;
+  // the default, for Txn implementations outside idem, emits without them.
+  virtual void EmitWithHeaders(std::string_view destination,
+                               std::string_view key, std::string_view value,
+                               absl::Span<const Header> headers) {
+    (void)headers;
+    Emit(destination, key, value);
+  }
 };
 
 // User code run for each new message. Return OK to commit the Txn's writes;
 // any other status (or a thrown exception) discards them and the message's
 // outcome is kFailed. A handler runs with the engine's commit lock held: it
-// must not call Process, ProcessBatch, Forget, WaitDurable, CompactExpired or
-// Checkpoint on the same engine (they fail with kFailedPrecondition), and
+// must not call Process, ProcessBatch, Forget, WaitDurable, ReadOutbox,
+// AckOutbox, CompactExpired or Checkpoint on the same engine (they fail with
+// kFailedPrecondition), and
 // should not block on slow external I/O. Reading committed data (GetState,
 // Seen, CommittedOffset, GetStats, Dump) is allowed, but Txn::Get is what
 // sees the batch. The same holds at any depth: a handler may call another

@@ -1,0 +1,129 @@
+#include "engine/outbox_record.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace idem {
+namespace {
+
+void PutFixed32LE(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+void PutFixed64LE(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint64_t GetFixedLE(std::string_view bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    v |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  }
+  return v;
+}
+
+void PutLengthPrefixed(std::string* out, std::string_view field) {
+  PutFixed32LE(out, static_cast<uint32_t>(field.size()));
+  out->append(field);
+}
+
+// Takes a length-prefixed field off the front of `in`.
+bool GetLengthPrefixed(std::string_view* in, std::string_view* field) {
+  if (in->size() < 4) return false;
+  const uint64_t length = GetFixedLE(in->substr(0, 4));
+  in->remove_prefix(4);
+  if (length > in->size()) return false;
+  *field = in->substr(0, length);
+  in->remove_prefix(length);
+  return true;
+}
+
+}  // namespace
+
+std::string OutboxMessageId(const DedupeKey& key, uint32_t index) {
+  return absl::StrCat(DedupeKeyToHex(KeyView(key)), "-", index);
+}
+
+std::string EncodeOutboxKey(uint64_t position) {
+  std::string key(kOutboxKeyBytes, '\0');
+  for (size_t i = 0; i < kOutboxKeyBytes; ++i) {
+    key[i] = static_cast<char>(position >> (56 - 8 * i));
+  }
+  return key;
+}
+
+std::optional<uint64_t> DecodeOutboxKey(std::string_view key) {
+  if (key.size() != kOutboxKeyBytes) return std::nullopt;
+  uint64_t position = 0;
+  for (char c : key) position = (position << 8) | static_cast<unsigned char>(c);
+  return position;
+}
+
+std::string EncodeOutboxValue(const OutboxFields& fields) {
+  std::string value;
+  value.reserve(1 + 16 + 8 * fields.headers.size() + fields.message_id.size() +
+                fields.destination.size() + fields.key.size() +
+                fields.value.size());
+  value.push_back(static_cast<char>(kOutboxEntryVersion));
+  PutLengthPrefixed(&value, fields.message_id);
+  PutLengthPrefixed(&value, fields.destination);
+  PutLengthPrefixed(&value, fields.key);
+  PutFixed32LE(&value, static_cast<uint32_t>(fields.headers.size()));
+  for (const auto& [name, header_value] : fields.headers) {
+    PutLengthPrefixed(&value, name);
+    PutLengthPrefixed(&value, header_value);
+  }
+  value.append(fields.value);
+  return value;
+}
+
+std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
+  if (value.empty() ||
+      static_cast<uint8_t>(value.front()) != kOutboxEntryVersion) {
+    return std::nullopt;
+  }
+  value.remove_prefix(1);
+  OutboxFields fields;
+  if (!GetLengthPrefixed(&value, &fields.message_id) ||
+      !GetLengthPrefixed(&value, &fields.destination) ||
+      !GetLengthPrefixed(&value, &fields.key) || value.size() < 4) {
+    return std::nullopt;
+  }
+  const uint64_t headers = GetFixedLE(value.substr(0, 4));
+  value.remove_prefix(4);
+  // Each header takes at least 8 bytes: bound the count before reserving.
+  if (headers > value.size() / 8) return std::nullopt;
+  fields.headers.reserve(headers);
+  for (uint64_t i = 0; i < headers; ++i) {
+    std::string_view name;
+    std::string_view header_value;
+    if (!GetLengthPrefixed(&value, &name) ||
+        !GetLengthPrefixed(&value, &header_value)) {
+      return std::nullopt;
+    }
+    fields.headers.emplace_back(name, header_value);
+  }
+  fields.value = value;
+  return fields;
+}
+
+std::string EncodeOutboxCursor(const OutboxCursor& cursor) {
+  std::string value;
+  value.push_back(static_cast<char>(kOutboxCursorVersion));
+  PutFixed64LE(&value, cursor.issued);
+  PutFixed64LE(&value, cursor.acked);
+  return value;
+}
+
+std::optional<OutboxCursor> DecodeOutboxCursor(std::string_view value) {
+  if (value.size() != 17 ||
+      static_cast<uint8_t>(value.front()) != kOutboxCursorVersion) {
+    return std::nullopt;
+  }
+  OutboxCursor cursor;
+  cursor.issued = GetFixedLE(value.substr(1, 8));
+  cursor.acked = GetFixedLE(value.substr(9, 8));
+  if (cursor.acked > cursor.issued) return std::nullopt;
+  return cursor;
+}
+
+}  // namespace idem

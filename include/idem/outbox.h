@@ -1,0 +1,40 @@
+// OutboxEntry is one outgoing message a handler emitted (Txn::Emit), as
+// Engine::ReadOutbox returns it: committed in the same write as the emitting
+// message's dedupe record, state writes and offset, and kept in the store
+// until a relay acknowledges it (Engine::AckOutbox). A plain value type: not
+// thread-safe. See docs/outbox.md.
+
+#ifndef IDEM_OUTBOX_H_
+#define IDEM_OUTBOX_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace idem {
+
+struct OutboxEntry {
+  // > 0, strictly increasing in commit order (and in emit order within a
+  // commit), never reused by the store, even after acknowledgement.
+  uint64_t position = 0;
+  // A function of the emitting message's ID and the emit's index within its
+  // handler run, and of nothing else: 32 lowercase hex digits of the ID's
+  // XXH3-128 hash, '-', the index in decimal (printable ASCII, no
+  // whitespace, at most 64 bytes). Processing the same input in any store
+  // emits the same IDs, so a consumer that dedupes by ID applies each output
+  // once however often a relay publishes it.
+  std::string message_id;
+  // Where the relay sends it (a topic or queue name), 1 to kMaxSourceBytes
+  // bytes, as the handler gave it.
+  std::string destination;
+  std::string key;
+  std::string value;
+  // Headers given with Txn::EmitWithHeaders (name, value), in order; a relay
+  // publishes them after its own message-ID header. Empty for Txn::Emit.
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_OUTBOX_H_
