@@ -3,23 +3,22 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "cli/tool_usage.h"
+#include "examples/ledger.h"
+#include "examples/ledger_stream.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
-#include "idem/txn.h"
 #include "util/temp_dir.h"
 
 namespace idem::cli {
@@ -34,22 +33,19 @@ constexpr int64_t kRedeliveryWindow = 1000;
 constexpr int kReorderOneIn = 50;
 constexpr int64_t kReorderDistance = 50;
 
-// One distinct message of the stream.
-struct Payment {
-  std::string id;
-  std::string payload;  // "ACCOUNT:AMOUNT", what the handler parses
-  int account = 0;
-  int64_t amount = 0;
-};
+// Amounts in cents: mostly credits, some debits.
+constexpr int64_t kMinAmount = -5000;
+constexpr int64_t kMaxAmount = 10000;
 
+// The deliveries: the ledger's payments (examples/ledger_stream.h), some
+// delivered again, some out of order.
 struct Stream {
-  std::vector<Payment> payments;
+  std::vector<examples::LedgerMessage> payments;
   std::vector<int64_t> deliveries;  // indexes into payments, in order
   int64_t reordered = 0;
 };
 
 Stream MakeStream(const DemoOptions& options) {
-  std::mt19937_64 rng(options.seed);
   const int64_t total = options.messages;
   int64_t duplicates =
       std::llround(static_cast<double>(total) * options.duplicate_rate);
@@ -57,19 +53,17 @@ Stream MakeStream(const DemoOptions& options) {
   const int64_t unique = total - duplicates;
 
   Stream stream;
-  stream.payments.reserve(unique);
-  std::uniform_int_distribution<int> account(0, options.accounts - 1);
-  // Mostly credits, some debits (in cents).
-  std::uniform_int_distribution<int64_t> amount(-5000, 10000);
-  for (int64_t i = 0; i < unique; ++i) {
-    Payment p;
-    p.id = absl::StrCat("payment-", options.seed, "-", i);
-    p.account = account(rng);
-    p.amount = amount(rng);
-    p.payload = absl::StrCat(p.account, ":", p.amount);
-    stream.payments.push_back(std::move(p));
-  }
+  examples::LedgerStreamOptions payments;
+  payments.seed = options.seed;
+  payments.accounts = options.accounts;
+  payments.min_amount = kMinAmount;
+  payments.max_amount = kMaxAmount;
+  stream.payments =
+      examples::MakeLedgerMessages(payments, static_cast<size_t>(unique));
 
+  // The delivery order has a generator of its own, seeded apart from the
+  // payments'.
+  std::mt19937_64 rng(options.seed ^ 0x9e3779b97f4a7c15ull);
   // Pick which delivery positions are redeliveries; position 0 never is.
   std::vector<int64_t> positions(total - 1);
   for (int64_t i = 0; i < total - 1; ++i) positions[i] = i + 1;
@@ -102,42 +96,6 @@ Stream MakeStream(const DemoOptions& options) {
     stream.reordered += 2;
   }
   return stream;
-}
-
-std::string AccountKey(int account) {
-  return absl::StrFormat("account/%05d", account);
-}
-
-absl::StatusOr<int64_t> ParseBalance(const std::optional<std::string>& value) {
-  int64_t balance = 0;
-  if (value.has_value() && !absl::SimpleAtoi(*value, &balance)) {
-    return absl::DataLossError(
-        absl::StrCat("stored balance is not a number: ", *value));
-  }
-  return balance;
-}
-
-// The ledger handler: adds the payment's amount to its account and returns
-// the new balance as the message's result.
-absl::Status ApplyPayment(const Message& message, Txn& txn) {
-  std::pair<std::string, std::string> parts =
-      absl::StrSplit(std::string(message.payload), absl::MaxSplits(':', 1));
-  int account = 0;
-  int64_t amount = 0;
-  if (!absl::SimpleAtoi(parts.first, &account) ||
-      !absl::SimpleAtoi(parts.second, &amount)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad payload '", std::string(message.payload), "'"));
-  }
-  const std::string key = AccountKey(account);
-  absl::StatusOr<std::optional<std::string>> stored = txn.Get(key);
-  if (!stored.ok()) return stored.status();
-  absl::StatusOr<int64_t> balance = ParseBalance(*stored);
-  if (!balance.ok()) return balance.status();
-  const int64_t updated = *balance + amount;
-  txn.Put(key, absl::StrCat(updated));
-  txn.SetResult(absl::StrCat("balance:", updated));
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -177,7 +135,8 @@ absl::Status Deliver(Engine& engine, const Stream& stream, int batch_size,
     const int64_t end = std::min(total, start + batch_size);
     batch.clear();
     for (int64_t pos = start; pos < end; ++pos) {
-      const Payment& p = stream.payments[stream.deliveries[pos]];
+      const examples::LedgerMessage& p =
+          stream.payments[stream.deliveries[pos]];
       batch.push_back(Message{.id = p.id,
                               .payload = p.payload,
                               .source = kSource,
@@ -185,7 +144,7 @@ absl::Status Deliver(Engine& engine, const Stream& stream, int batch_size,
                               .offset = pos});
     }
     absl::StatusOr<std::vector<Result>> results =
-        engine.ProcessBatch(batch, ApplyPayment);
+        engine.ProcessBatch(batch, examples::HandlePayment);
     if (!results.ok()) return results.status();
     uint64_t wait_for = 0;
     for (size_t i = 0; i < results->size(); ++i) {
@@ -220,18 +179,16 @@ absl::Status Deliver(Engine& engine, const Stream& stream, int batch_size,
 // Compares the stored balances with the sums of the unique payments.
 absl::Status CheckState(Engine& engine, const Stream& stream, int accounts,
                         DemoReport& report) {
-  std::vector<int64_t> expected(accounts, 0);
-  for (const Payment& p : stream.payments) expected[p.account] += p.amount;
-  for (int a = 0; a < accounts; ++a) {
-    absl::StatusOr<std::optional<std::string>> stored =
-        engine.GetState(AccountKey(a));
-    if (!stored.ok()) return stored.status();
-    absl::StatusOr<int64_t> balance = ParseBalance(*stored);
-    if (!balance.ok()) return balance.status();
-    report.expected_total += expected[a];
-    report.actual_total += *balance;
-    if (*balance != expected[a]) ++report.mismatched_accounts;
+  examples::ExpectedBalances expected(accounts);
+  for (const examples::LedgerMessage& p : stream.payments) {
+    expected.Add(p.payment);
   }
+  absl::StatusOr<examples::BalanceCheck> check =
+      examples::CheckBalances(engine, expected);
+  if (!check.ok()) return check.status();
+  report.expected_total = check->expected_total;
+  report.actual_total = check->actual_total;
+  report.mismatched_accounts = check->mismatched_accounts;
   report.state_ok = report.mismatched_accounts == 0;
   return absl::OkStatus();
 }

@@ -3,7 +3,8 @@
 // reordered) to a fresh store through Engine::ProcessBatch under
 // Durability::kBuffered, waits for durability before "acknowledging" each
 // batch, then checks every account balance against the sum computed
-// independently from the unique messages.
+// independently from the unique messages. The messages, the handler and the
+// check are the ledger's (examples/ledger.h).
 //
 // RunDemo is the whole demo minus flag parsing (tools/demo_main.cc), so tests
 // drive it directly. Without DemoOptions::store it creates its store in a

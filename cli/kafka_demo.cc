@@ -1,9 +1,12 @@
 #include "cli/kafka_demo.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +18,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/tool_usage.h"
+#include "examples/ledger.h"
+#include "examples/ledger_stream.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
@@ -35,17 +40,24 @@ constexpr int kMaxAttempts = 3;
 
 std::string Str(std::string_view s) { return std::string(s); }
 
-// The stream: payments "<account>:<amount>" keyed and identified by their
-// message-id, some re-published, one poison record.
+// The stream: the ledger's payments (examples/ledger_stream.h) keyed and
+// identified by their message-id, some re-published, one poison record.
 struct DemoStream {
   std::vector<OutgoingRecord> records;
-  std::map<std::string, int64_t> amounts;  // unique payment ID -> amount
+  std::set<std::string> payment_ids;  // unique
+  examples::ExpectedBalances expected{kAccounts};
   int64_t duplicates = 0;
   size_t poison_index = 0;
 };
 
 DemoStream MakeDemoStream(const KafkaDemoOptions& options,
                           const std::string& topic) {
+  examples::LedgerStreamOptions payments;
+  payments.seed = options.seed;
+  payments.accounts = kAccounts;
+  payments.id_prefix = "pay";
+  examples::LedgerStream ledger(payments);
+  // Which earlier record a duplicate re-publishes.
   std::mt19937_64 rng(options.seed);
   DemoStream stream;
   stream.poison_index = static_cast<size_t>(options.messages / 4);
@@ -63,10 +75,11 @@ DemoStream MakeDemoStream(const KafkaDemoOptions& options,
       record = stream.records[originals[rng() % originals.size()]];
       ++stream.duplicates;
     } else {
-      const int64_t amount = 1 + static_cast<int64_t>(rng() % 1000);
-      record.key = absl::StrCat("pay-", options.seed, "-", i);
-      record.value = absl::StrCat("acct-", rng() % kAccounts, ":", amount);
-      stream.amounts[record.key] = amount;
+      examples::LedgerMessage payment = ledger.Next();
+      record.key = std::move(payment.id);
+      record.value = std::move(payment.payload);
+      stream.payment_ids.insert(record.key);
+      stream.expected.Add(payment.payment);
       originals.push_back(static_cast<size_t>(i));
     }
     record.headers = {{"message-id", record.key}};
@@ -75,34 +88,24 @@ DemoStream MakeDemoStream(const KafkaDemoOptions& options,
   return stream;
 }
 
-// The handler: adds the payment to its account's balance in the record's
-// partition, and counts its applications for the check.
+// The handler: the ledger's, on the record's partition's state (so the
+// balances move with their partition), plus a count of the payment's
+// applications for the check.
 absl::Status ApplyPayment(const kafka::Record& record, Txn& txn) {
-  const std::string value = Str(record.value);
-  const size_t colon = value.rfind(':');
-  int64_t amount = 0;
-  if (colon == std::string::npos ||
-      !absl::SimpleAtoi(value.substr(colon + 1), &amount)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a payment: '", value, "'"));
-  }
-  auto add = [](Txn& t, const std::string& key, int64_t by) -> absl::Status {
-    absl::StatusOr<std::optional<std::string>> current = t.Get(key);
-    if (!current.ok()) return current.status();
-    int64_t sum = 0;
-    if (current->has_value() && !absl::SimpleAtoi(**current, &sum)) {
-      return absl::DataLossError(absl::StrCat("bad number under ", key));
-    }
-    t.Put(key, absl::StrCat(sum + by));
-    return absl::OkStatus();
-  };
   PartitionTxn partition(txn, record.topic, record.partition);
-  if (absl::Status s =
-          add(partition, "balance/" + value.substr(0, colon), amount);
+  if (absl::Status s = examples::ApplyPayment(record.value, partition);
       !s.ok()) {
     return s;
   }
-  return add(txn, "applied/" + Str(record.id), 1);
+  const std::string applied = "applied/" + Str(record.id);
+  absl::StatusOr<std::optional<std::string>> count = txn.Get(applied);
+  if (!count.ok()) return count.status();
+  int64_t times = 0;
+  if (count->has_value() && !absl::SimpleAtoi(**count, &times)) {
+    return absl::DataLossError(absl::StrCat("bad number under ", applied));
+  }
+  txn.Put(applied, absl::StrCat(times + 1));
+  return absl::OkStatus();
 }
 
 class Demo {
@@ -113,7 +116,7 @@ class Demo {
   absl::StatusOr<KafkaDemoReport> Run() {
     if (absl::Status s = SetUp(); !s.ok()) return s;
     const DemoStream stream = MakeDemoStream(options_, report_.topic);
-    report_.unique_payments = static_cast<int64_t>(stream.amounts.size());
+    report_.unique_payments = static_cast<int64_t>(stream.payment_ids.size());
     report_.injected_duplicates = stream.duplicates;
     const size_t half = stream.records.size() / 2;
     const std::vector<OutgoingRecord> first(stream.records.begin(),
@@ -267,14 +270,15 @@ class Demo {
         applied[entry.key.substr(8)] = value;
       } else if (std::optional<PartitionStateKey> key =
                      ParsePartitionStateKey(entry.key);
-                 key.has_value() && key->key.starts_with("balance/")) {
+                 key.has_value() &&
+                 examples::ParseBalanceKey(key->key).has_value()) {
         report_.actual_total += value;
       }
       return absl::OkStatus();
     });
     if (!s.ok()) return s;
-    for (const auto& [id, amount] : stream.amounts) {
-      report_.expected_total += amount;
+    report_.expected_total = stream.expected.total();
+    for (const std::string& id : stream.payment_ids) {
       auto it = applied.find(id);
       if (it != applied.end() && it->second == 1) {
         ++report_.applied_once;
@@ -284,7 +288,7 @@ class Demo {
     }
     report_.applied_wrongly += static_cast<int64_t>(
         std::count_if(applied.begin(), applied.end(), [&](const auto& entry) {
-          return !stream.amounts.contains(entry.first);
+          return !stream.payment_ids.contains(entry.first);
         }));
 
     progress_ << "reading the dead-letter topic " << report_.topic << ".dlq\n";

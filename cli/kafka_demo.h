@@ -12,6 +12,7 @@
 //  5. checks that every payment was applied exactly once, that the balances
 //     add up and that the poison record reached the dead-letter topic.
 //
+// The payments are the ledger's (examples/ledger.h), applied by its handler.
 // RunKafkaDemo is the whole demo minus flag parsing (tools/
 // kafka_demo_main.cc). Thread-compatible.
 

@@ -1,16 +1,20 @@
-// The built-in crash-test workloads: ledger (the bank invariant) and
-// inventory (one reservation per order, the inbox-pattern example).
+// The built-in crash-test workloads: ledger (the shared ledger of
+// examples/ledger.h: every balance and their total) and inventory (one
+// reservation per order, the inbox-pattern example).
 
 #include <cstdint>
 #include <map>
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "examples/ledger.h"
+#include "examples/ledger_stream.h"
 #include "idem/crash/harness.h"
 
 namespace idem::crash {
@@ -48,10 +52,10 @@ bool ParseInts(std::string_view payload, std::vector<int64_t>* out) {
   return true;
 }
 
-// ---- ledger: payload "<from> <to> <amount>", a transfer between accounts.
+// ---- ledger: the shared ledger (examples/ledger.h), payments on accounts.
 constexpr int kAccounts = 64;
 
-std::string AccountKey(int64_t a) { return absl::StrCat("account/", a); }
+// Marks a message's effect, for EffectPresent: its payload under its ID.
 std::string EntryKey(std::string_view id) {
   return absl::StrCat("entry/", std::string(id));
 }
@@ -62,32 +66,24 @@ class LedgerWorkload : public Workload {
 
   std::vector<StreamMessage> Generate(uint64_t seed,
                                       size_t count) const override {
-    std::mt19937_64 rng(seed);
-    std::vector<StreamMessage> messages(count);
-    for (size_t i = 0; i < count; ++i) {
-      const int64_t from = static_cast<int64_t>(rng() % kAccounts);
-      const int64_t to = static_cast<int64_t>(rng() % kAccounts);
-      const int64_t amount = 1 + static_cast<int64_t>(rng() % 1000);
-      messages[i].id = absl::StrCat("ledger-", seed, "-", i);
-      messages[i].payload = absl::StrCat(from, " ", to, " ", amount);
+    examples::LedgerStreamOptions options;
+    options.seed = seed;
+    options.accounts = kAccounts;
+    options.id_prefix = "ledger";
+    std::vector<StreamMessage> messages;
+    messages.reserve(count);
+    for (examples::LedgerMessage& m :
+         examples::MakeLedgerMessages(options, count)) {
+      messages.push_back({std::move(m.id), std::move(m.payload)});
     }
     return messages;
   }
 
   absl::Status Handle(const Message& message, Txn& txn) const override {
-    std::vector<int64_t> f;
-    if (!ParseInts(message.payload, &f) || f.size() != 3) {
-      return absl::InvalidArgumentError("ledger payload");
+    if (absl::Status s = examples::HandlePayment(message, txn); !s.ok()) {
+      return s;
     }
-    absl::StatusOr<int64_t> from = ReadInt(txn, AccountKey(f[0]), 0);
-    if (!from.ok()) return from.status();
-    txn.Put(AccountKey(f[0]), absl::StrCat(*from - f[2]));
-    // Read after the write: a self-transfer must net to zero.
-    absl::StatusOr<int64_t> to = ReadInt(txn, AccountKey(f[1]), 0);
-    if (!to.ok()) return to.status();
-    txn.Put(AccountKey(f[1]), absl::StrCat(*to + f[2]));
     txn.Put(EntryKey(message.id), std::string(message.payload));
-    txn.SetResult("ok");
     return absl::OkStatus();
   }
 
@@ -101,29 +97,24 @@ class LedgerWorkload : public Workload {
 
   absl::Status Verify(Engine& engine,
                       absl::Span<const StreamMessage> applied) const override {
-    std::map<int64_t, int64_t> expected;
-    std::vector<int64_t> f;
+    examples::ExpectedBalances expected(kAccounts);
     for (const StreamMessage& m : applied) {
-      if (!ParseInts(m.payload, &f) || f.size() != 3) {
-        return absl::InternalError("ledger payload");
-      }
-      expected[f[0]] -= f[2];
-      expected[f[1]] += f[2];
+      absl::StatusOr<examples::Payment> payment =
+          examples::ParsePayment(m.payload);
+      if (!payment.ok()) return absl::InternalError(payment.status().message());
+      expected.Add(*payment);
     }
-    int64_t total = 0;
-    for (int64_t a = 0; a < kAccounts; ++a) {
-      absl::StatusOr<int64_t> balance = ReadInt(engine, AccountKey(a), 0);
-      if (!balance.ok()) return balance.status();
-      total += *balance;
-      if (*balance != expected[a]) {
-        return absl::DataLossError(absl::StrCat(
-            "account ", a, " holds ", *balance, " but the ", applied.size(),
-            " applied transfers give ", expected[a]));
-      }
+    absl::StatusOr<examples::BalanceCheck> check =
+        examples::CheckBalances(engine, expected);
+    if (!check.ok()) return check.status();
+    if (!check->first_mismatch.empty()) {
+      return absl::DataLossError(absl::StrCat(
+          check->first_mismatch, " (", applied.size(), " payments applied)"));
     }
-    if (total != 0) {
-      return absl::DataLossError(
-          absl::StrCat("money not conserved: balances sum to ", total));
+    if (!check->ok()) {
+      return absl::DataLossError(absl::StrCat(
+          "the balances sum to ", check->actual_total, ", the ", applied.size(),
+          " applied payments to ", check->expected_total));
     }
     return absl::OkStatus();
   }

@@ -3,11 +3,9 @@
 #include "bench/peers/idem_peer.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <optional>
-#include <string_view>
-#include <system_error>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,29 +15,27 @@
 #include "absl/types/span.h"
 #include "bench/peers/scratch.h"
 #include "bench/peers/stream.h"
+#include "examples/ledger.h"
 #include "idem/engine.h"
 #include "util/directory.h"
 
 namespace idem::peers {
 namespace {
 
-// The handler: add the message's amount to its account's balance.
+// The handler: the ledger's payment (examples/ledger.h) added to its
+// account's balance. Not examples::ApplyPayment: every peer must do the same
+// logical work, so the idem peer stores what the RocksDB peer stores, the
+// balance as 8 bytes under the account's name, and sets no result (the
+// ledger's handler writes decimal text under "balance/<account>" and a
+// result).
 absl::Status ApplyPayment(const Message& m, Txn& txn) {
-  const size_t colon = m.payload.find(':');
-  if (colon == std::string_view::npos) {
-    return absl::InvalidArgumentError("payload without ':'");
-  }
-  const std::string_view account = m.payload.substr(0, colon);
-  int64_t amount = 0;
-  const std::string_view digits = m.payload.substr(colon + 1);
-  if (std::from_chars(digits.data(), digits.data() + digits.size(), amount)
-          .ec != std::errc()) {
-    return absl::InvalidArgumentError("payload amount is not a number");
-  }
+  absl::StatusOr<examples::Payment> payment = examples::ParsePayment(m.payload);
+  if (!payment.ok()) return payment.status();
+  const std::string account = examples::AccountName(payment->account);
   absl::StatusOr<std::optional<std::string>> current = txn.Get(account);
   if (!current.ok()) return current.status();
   const int64_t balance =
-      (current->has_value() ? DecodeBalance(**current) : 0) + amount;
+      (current->has_value() ? DecodeBalance(**current) : 0) + payment->amount;
   txn.Put(account, EncodeBalance(balance));
   return absl::OkStatus();
 }
@@ -106,7 +102,7 @@ class IdemTarget : public Target {
     int64_t sum = 0;
     for (int i = 0; i < accounts; ++i) {
       absl::StatusOr<std::optional<std::string>> v =
-          engine_->GetState(AccountName(i));
+          engine_->GetState(examples::AccountName(i));
       if (!v.ok()) return v.status();
       if (v->has_value()) sum += DecodeBalance(**v);
     }

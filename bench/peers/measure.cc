@@ -96,7 +96,7 @@ ResultRow RunConfig(const PeerConfig& config,
   clients.clear();
 
   util::LatencyHistogram latencies;
-  ExpectedOutcome expected;
+  ExpectedOutcome expected(limits.accounts);
   absl::Status failure;
   for (size_t c = 0; c < outcomes.size(); ++c) {
     const ClientOutcome& out = outcomes[c];

@@ -84,7 +84,7 @@ class PgClient : public Client {
     if (!pipelined_) {
       uint64_t news = 0;
       for (const StreamMessage* m : batch) {
-        const std::string amount = std::to_string(m->amount);
+        const std::string amount = std::to_string(m->payment.amount);
         const char* values[3] = {m->id.c_str(), m->account.c_str(),
                                  amount.c_str()};
         PgResultPtr r(PQexecPrepared(conn_.get(), "dedupe", 3, values, nullptr,
@@ -106,7 +106,7 @@ class PgClient : public Client {
     std::vector<std::string> amounts;
     amounts.reserve(batch.size());
     for (const StreamMessage* m : batch) {
-      amounts.push_back(std::to_string(m->amount));
+      amounts.push_back(std::to_string(m->payment.amount));
       const char* values[3] = {m->id.c_str(), m->account.c_str(),
                                amounts.back().c_str()};
       sent = sent && PQsendQueryPrepared(c, "dedupe", 3, values, nullptr,

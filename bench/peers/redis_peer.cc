@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "examples/ledger.h"
 
 namespace idem::peers {
 namespace {
@@ -106,7 +107,7 @@ class RedisClient : public Client {
     for (const StreamMessage* m : batch) {
       const std::string key = "inbox:" + m->id;
       const std::string state = "state:" + m->account;
-      const std::string amount = std::to_string(m->amount);
+      const std::string amount = std::to_string(m->payment.amount);
       const char* argv[] = {"EVALSHA",     sha_.c_str(),  "2",
                             key.c_str(),   state.c_str(), ttl.c_str(),
                             amount.c_str()};
@@ -188,7 +189,7 @@ class RedisTarget : public Target {
     for (int start = 0; start < accounts; start += kChunk) {
       std::vector<std::string> args = {"MGET"};
       for (int i = start; i < std::min(accounts, start + kChunk); ++i) {
-        args.push_back("state:" + AccountName(i));
+        args.push_back("state:" + examples::AccountName(i));
       }
       absl::StatusOr<RedisReplyPtr> r = c->Command(args);
       if (!r.ok()) return r.status();

@@ -15,6 +15,7 @@
 #include "absl/types/span.h"
 #include "bench/peers/scratch.h"
 #include "bench/peers/stream.h"
+#include "examples/ledger.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/db.h"
 #include "rocksdb/filter_policy.h"
@@ -69,7 +70,7 @@ class RocksClient : public Client {
       for (const StreamMessage* m : batch) {
         if (!m->first) continue;
         wb.Put(inbox_, m->id, rocksdb::Slice());
-        wb.Put(state_, m->account, EncodeBalance(m->amount));
+        wb.Put(state_, m->account, EncodeBalance(m->payment.amount));
         ++news;
       }
     } else {
@@ -95,7 +96,7 @@ class RocksClient : public Client {
             return FromRocks(s, "Get");
           }
         }
-        balance += m->amount;
+        balance += m->payment.amount;
         balances[m->account] = balance;
         wb.Put(inbox_, m->id, rocksdb::Slice());
         wb.Put(state_, m->account, EncodeBalance(balance));
@@ -166,7 +167,7 @@ class RocksTarget : public Target {
       std::string value;
       for (int i = 0; i < accounts; ++i) {
         rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[0],
-                                     AccountName(i), &value);
+                                     examples::AccountName(i), &value);
         if (s.ok()) {
           sum += DecodeBalance(value);
         } else if (!s.IsNotFound()) {

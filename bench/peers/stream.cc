@@ -4,11 +4,11 @@
 #include "bench/peers/stream.h"
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
 #include <random>
+#include <utility>
 
 #include "absl/strings/str_format.h"
+#include "examples/ledger_stream.h"
 
 namespace idem::peers {
 namespace {
@@ -18,23 +18,17 @@ constexpr size_t kRedeliveryWindow = 2000;
 // Bytes of a balance, as counted in the logical user bytes.
 constexpr uint64_t kBalanceBytes = 8;
 
-std::string RandomUuid(std::mt19937_64& rng) {
-  const uint64_t hi = (rng() & ~uint64_t{0xF000}) | 0x4000;  // version 4
-  const uint64_t lo = (rng() & ~(uint64_t{3} << 62)) | (uint64_t{2} << 62);
-  char buf[40];
-  std::snprintf(buf, sizeof(buf),
-                "%08" PRIx64 "-%04" PRIx64 "-%04" PRIx64 "-%04" PRIx64
-                "-%012" PRIx64,
-                hi >> 32, (hi >> 16) & 0xFFFF, hi & 0xFFFF, lo >> 48,
-                lo & uint64_t{0xFFFFFFFFFFFF});
-  return buf;
-}
-
 }  // namespace
 
 std::vector<StreamMessage> MakeStream(size_t n, double duplicate_rate,
                                       uint64_t seed, int accounts) {
-  std::mt19937_64 rng(seed);
+  examples::LedgerStreamOptions options;
+  options.seed = seed;
+  options.accounts = accounts;
+  options.ids = examples::LedgerStreamOptions::Ids::kUuid;
+  examples::LedgerStream payments(options);
+  // Which deliveries are redeliveries, and of what: a generator of its own.
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   std::vector<StreamMessage> out;
   out.reserve(n);
@@ -48,12 +42,12 @@ std::vector<StreamMessage> MakeStream(size_t n, double duplicate_rate,
       out.push_back(std::move(m));
       continue;
     }
+    examples::LedgerMessage payment = payments.Next();
     StreamMessage m;
-    m.id = RandomUuid(rng);
-    m.account =
-        AccountName(static_cast<int>(rng() % static_cast<uint64_t>(accounts)));
-    m.amount = 1 + static_cast<int64_t>(rng() % 1000);
-    m.payload = m.account + ":" + std::to_string(m.amount);
+    m.id = std::move(payment.id);
+    m.payment = payment.payment;
+    m.account = examples::AccountName(payment.payment.account);
+    m.payload = std::move(payment.payload);
     m.first = true;
     m.origin = static_cast<uint32_t>(i);
     firsts.push_back(m.origin);
@@ -78,16 +72,10 @@ std::vector<std::vector<uint32_t>> Partition(
   return parts;
 }
 
-std::string AccountName(int i) {
-  char account[16];
-  std::snprintf(account, sizeof(account), "acct-%05d", i);
-  return account;
-}
-
 void ExpectedOutcome::Add(const StreamMessage& m) {
   if (!m.first) return;
   ++news;
-  balance_sum += m.amount;
+  balances.Add(m.payment);
   user_bytes += m.id.size() + m.account.size() + kBalanceBytes;
 }
 
@@ -105,9 +93,10 @@ std::string CheckOutcome(const ExpectedOutcome& expected, uint64_t news,
                                        *stored_ids, expected.news));
   }
   if (check_balance_sum && balance_sum.has_value() &&
-      *balance_sum != expected.balance_sum) {
+      *balance_sum != expected.balances.total()) {
     problems.push_back(absl::StrFormat("balance sum %d, expected %d",
-                                       *balance_sum, expected.balance_sum));
+                                       *balance_sum,
+                                       expected.balances.total()));
   }
   if (problems.empty()) return "ok";
   std::string joined;

@@ -1,7 +1,8 @@
-// The seeded message stream idem_peers_bench sends through every peer (UUID
-// IDs, a fraction of them redeliveries of a recent message, one account and
-// amount each), its split over concurrent clients, and what a correct run
-// over it must leave behind, checked against what a peer reports.
+// The seeded message stream idem-peers-bench sends through every peer: the
+// ledger's payments (examples/ledger_stream.h, with UUID IDs), a fraction of
+// the deliveries redeliveries of a recent message; its split over concurrent
+// clients; and what a correct run over it must leave behind, checked against
+// what a peer reports.
 
 #ifndef IDEM_BENCH_PEERS_STREAM_H_
 #define IDEM_BENCH_PEERS_STREAM_H_
@@ -12,21 +13,23 @@
 #include <string>
 #include <vector>
 
+#include "examples/ledger.h"
+
 namespace idem::peers {
 
 // One delivery.
 struct StreamMessage {
-  std::string id;       // UUID text, 36 bytes
-  std::string account;  // "acct-00042"
-  int64_t amount = 0;   // 1..1000
-  std::string payload;  // "acct-00042:123", what a consumer would parse
-  bool first = false;   // the first delivery of this ID
-  uint32_t origin = 0;  // index of the first delivery of this ID
+  std::string id;             // UUID text, 36 bytes
+  examples::Payment payment;  // amount 1..1000
+  std::string account;        // examples::AccountName: "acct-00042"
+  std::string payload;        // "acct-00042:123" (examples::EncodePayment)
+  bool first = false;         // the first delivery of this ID
+  uint32_t origin = 0;        // index of the first delivery of this ID
 };
 
 // `n` deliveries from `seed`: with probability `duplicate_rate` a
 // redelivery (same ID and payload) of one of the last 2,000 new messages,
-// otherwise a new message on one of `accounts` accounts.
+// otherwise the ledger's next payment, on one of `accounts` accounts.
 std::vector<StreamMessage> MakeStream(size_t n, double duplicate_rate,
                                       uint64_t seed, int accounts);
 
@@ -39,13 +42,12 @@ size_t CountRedeliveries(const std::vector<StreamMessage>& stream);
 std::vector<std::vector<uint32_t>> Partition(
     const std::vector<StreamMessage>& stream, size_t count, int clients);
 
-// The name of account `i` ("acct-00042"), as the stream spells it.
-std::string AccountName(int i);
-
 // What processing some deliveries of the stream must leave behind.
 struct ExpectedOutcome {
-  uint64_t news = 0;        // deliveries that must do the work
-  int64_t balance_sum = 0;  // the sum of their amounts
+  explicit ExpectedOutcome(int accounts) : balances(accounts) {}
+
+  uint64_t news = 0;                    // deliveries that must do the work
+  examples::ExpectedBalances balances;  // what their payments add up to
   uint64_t user_bytes = 0;  // their logical bytes: ID + account + balance
 
   // Counts one processed delivery.
@@ -54,7 +56,7 @@ struct ExpectedOutcome {
 
 // "ok" if a run's figures match `expected`, else "FAIL: " and what differs.
 // Figures a peer cannot report (nullopt) are not checked, nor the balance
-// sum unless `check_balance_sum`.
+// sum (against the expected balances' total) unless `check_balance_sum`.
 std::string CheckOutcome(const ExpectedOutcome& expected, uint64_t news,
                          std::optional<uint64_t> stored_ids,
                          std::optional<int64_t> balance_sum,

@@ -66,9 +66,11 @@ class Workload {
       Engine& engine, absl::Span<const StreamMessage> applied) const = 0;
 };
 
-// The built-in workloads: "ledger" (each message adds an amount to one of
-// many accounts; totals must be conserved) and "inventory" (reserve stock
-// for an order, at most one reservation per order whatever the message ID).
+// The built-in workloads: "ledger" (each message is a payment that adds an
+// amount to one of 64 accounts; every balance, and their total, must equal
+// the sum of the applied payments; the ledger idem-demo and idem-kafka-demo
+// use too) and "inventory" (reserve stock for an order, at most one
+// reservation per order whatever the message ID).
 std::unique_ptr<Workload> NewLedgerWorkload();
 std::unique_ptr<Workload> NewInventoryWorkload();
 // By name; kInvalidArgument for an unknown name.
