@@ -37,6 +37,11 @@ absl::btree_map<TopicPartition, int64_t> NextOffsets(
 struct Entry {
   std::string id;  // the derived ID; DeadLetterId once dead-lettered
   absl::Status id_error;
+  // Why it was given up on, when it goes to dead_letter_topic through the
+  // outbox (emitted in its dead-letter marker's commit), and its derived ID
+  // then, if it had one.
+  absl::Status dead_letter_error;
+  std::string source_id;
   int attempts = 0;
   bool dead_lettered = false;
   bool deferred = false;  // in this round: an earlier record of its
@@ -114,6 +119,9 @@ class BatchRun {
       Record& record = records_[i];
       if (entry.dead_lettered) {
         txn.SetResult(kDeadLetteredResult);
+        if (!entry.dead_letter_error.ok()) {
+          EmitDeadLetter(record, entry, txn);
+        }
         return absl::OkStatus();
       }
       if (blocked.contains(PartitionOf(record))) {
@@ -167,12 +175,42 @@ class BatchRun {
     return next;
   }
 
+  // The dead letter of `record` into dead_letter_topic, through the outbox:
+  // its key, value and headers, and headers naming the error and source.
+  void EmitDeadLetter(const Record& record, const Entry& entry, Txn& txn) {
+    const std::string error_text = entry.dead_letter_error.ToString();
+    const std::string partition = absl::StrCat(record.partition);
+    const std::string offset = absl::StrCat(record.offset);
+    std::vector<Txn::Header> headers(record.headers.begin(),
+                                     record.headers.end());
+    headers.emplace_back("idem.error", error_text);
+    headers.emplace_back("idem.source.topic", record.topic);
+    headers.emplace_back("idem.source.partition", partition);
+    headers.emplace_back("idem.source.offset", offset);
+    if (!entry.source_id.empty()) {
+      headers.emplace_back("idem.source.id", entry.source_id);
+    }
+    txn.EmitWithHeaders(options_.dead_letter_topic, record.key, record.value,
+                        headers);
+  }
+
   // Passes record `i` to the dead-letter path; from then on it is committed
-  // under its DeadLetterId, which moves the partition's offset past it.
+  // under its DeadLetterId, which moves the partition's offset past it (and,
+  // with dead_letter_topic, emits its dead letter in that same commit).
   absl::Status GiveUp(size_t i, const absl::Status& error) {
     const Record& record = records_[i];
     const std::string position =
         PositionId(record.topic, record.partition, record.offset);
+    if (!dead_letter_ && !options_.dead_letter_topic.empty()) {
+      Entry& entry = entries_[i];
+      entry.dead_lettered = true;
+      entry.dead_letter_error =
+          error.ok() ? absl::UnknownError("given up on") : error;
+      if (entry.id_error.ok()) entry.source_id = entry.id;
+      entry.id = DeadLetterId(record.topic, record.partition, record.offset);
+      ++out_.report.dead_lettered;
+      return absl::OkStatus();
+    }
     if (!dead_letter_) {
       return absl::AbortedError(
           absl::StrCat("record ", position,

@@ -34,8 +34,10 @@ struct ProcessedBatch {
 // each partition's order: once a record fails, the later records of its
 // partition wait for it (they are deferred, not failed). A record with an
 // unusable ID is dead-lettered at once; a failing one after
-// options.max_attempts attempts, options.retry_backoff apart. `dead_letter`
-// may be empty: a record given up on then fails the call with kAborted.
+// options.max_attempts attempts, options.retry_backoff apart: through
+// `dead_letter` if set, otherwise, with options.dead_letter_topic, by
+// emitting it to that topic in the commit that moves the offset past it.
+// Without either, a record given up on fails the call with kAborted.
 // Returns the engine's error, the dead-letter function's error or kAborted;
 // records before the error may be committed (the engine deduplicates them
 // when they are processed again). On success every record is committed

@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
-#include "idem/kafka/producer.h"
+#include "idem/kafka/outbox_relay.h"
 #include "kafka/batch_processor.h"
 #include "kafka/consumer_hooks.h"
 #include "kafka/rdkafka_util.h"
@@ -63,6 +63,10 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
     return invalid("poll_timeout must be >= 0 and finite");
   }
   if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
+  if (options.dead_letter_topic.size() > kMaxSourceBytes) {
+    return invalid(absl::StrCat("dead_letter_topic must be at most ",
+                                kMaxSourceBytes, " bytes"));
+  }
   if (!NonNegativeFinite(options.retry_backoff)) {
     return invalid("retry_backoff must be >= 0 and finite");
   }
@@ -95,15 +99,9 @@ class ConsumerImpl final : public Consumer {
     Close().IgnoreError();
   }
 
-  absl::Status Init(std::unique_ptr<Producer> dead_letter_producer) {
-    dead_letter_producer_ = std::move(dead_letter_producer);
-    if (options_.dead_letter) {
-      dead_letter_ = options_.dead_letter;
-    } else if (dead_letter_producer_ != nullptr) {
-      dead_letter_ = [this](const Record& record, const absl::Status& error) {
-        return ProduceDeadLetter(record, error);
-      };
-    }
+  absl::Status Init(std::unique_ptr<OutboxRelay> relay) {
+    relay_ = std::move(relay);
+    dead_letter_ = options_.dead_letter;
     ConfPtr conf(rd_kafka_conf_new());
     ConfigList config = {{"auto.offset.reset", "earliest"}};
     config.insert(config.end(), options_.kafka_config.begin(),
@@ -177,6 +175,7 @@ class ConsumerImpl final : public Consumer {
       Rewind();
       return s;
     }
+    if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
     return report;
   }
 
@@ -493,28 +492,30 @@ class ConsumerImpl final : public Consumer {
     return status;
   }
 
-  absl::Status ProduceDeadLetter(const Record& record,
-                                 const absl::Status& error) {
-    OutgoingRecord out;
-    out.topic = options_.dead_letter_topic;
-    out.key = std::string(record.key);
-    out.value = std::string(record.value);
-    for (const auto& [name, value] : record.headers) {
-      out.headers.emplace_back(std::string(name), std::string(value));
+  // Publishes what the engine's outbox holds (ConsumerOptions::relay_outbox):
+  // the handlers' emits and the dead letters, committed with their records.
+  // The batch is committed either way; an error is returned so the caller
+  // sees it, and the next call publishes the rest again.
+  absl::Status RelayOutbox(BatchReport& report) {
+    if (relay_ == nullptr) return absl::OkStatus();
+    const absl::Time start = absl::Now();
+    absl::StatusOr<RelayReport> relayed = relay_->Drain();
+    stats_.kafka_time += absl::Now() - start;
+    if (!relayed.ok()) {
+      ++stats_.kafka_errors;
+      stats_.last_kafka_error = relayed.status().ToString();
+      return relayed.status();
     }
-    out.headers.emplace_back("idem.error", error.ToString());
-    out.headers.emplace_back("idem.source.topic", std::string(record.topic));
-    out.headers.emplace_back("idem.source.partition",
-                             absl::StrCat(record.partition));
-    out.headers.emplace_back("idem.source.offset", absl::StrCat(record.offset));
-    return dead_letter_producer_->Produce({&out, 1});
+    report.outbox_published += relayed->published;
+    stats_.outbox_published += relayed->published;
+    return absl::OkStatus();
   }
 
   // ---- Constant after construction ----
   Engine* const engine_;
   const ConsumerOptions options_;
   const ConsumerHooks hooks_;
-  std::unique_ptr<Producer> dead_letter_producer_;
+  std::unique_ptr<OutboxRelay> relay_;  // null without relay_outbox
   DeadLetterFunction dead_letter_;
 
   // ---- Used from the polling thread only ----
@@ -540,18 +541,27 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
   if (absl::Status s = ValidateConsumerOptions(options); !s.ok()) return s;
-  std::unique_ptr<Producer> dead_letter_producer;
-  if (!options.dead_letter && !options.dead_letter_topic.empty()) {
-    absl::StatusOr<std::unique_ptr<Producer>> producer =
-        Producer::Create(options.brokers, options.kafka_config);
-    if (!producer.ok()) return producer.status();
-    dead_letter_producer = *std::move(producer);
+  std::unique_ptr<OutboxRelay> relay;
+  if (options.relay_outbox) {
+    OutboxRelayOptions relay_options;
+    relay_options.brokers = options.brokers;
+    // Security and other shared settings apply to the relay too.
+    relay_options.kafka_config = options.kafka_config;
+    relay_options.kafka_config.insert(relay_options.kafka_config.end(),
+                                      options.relay_kafka_config.begin(),
+                                      options.relay_kafka_config.end());
+    relay_options.max_batch = options.max_batch;
+    absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
+        OutboxRelay::Create(engine, relay_options);
+    if (!created.ok()) {
+      return absl::Status(created.status().code(),
+                          absl::StrCat("ConsumerOptions: the outbox relay: ",
+                                       created.status().message()));
+    }
+    relay = *std::move(created);
   }
   auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
-  if (absl::Status s = consumer->Init(std::move(dead_letter_producer));
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = consumer->Init(std::move(relay)); !s.ok()) return s;
   return consumer;
 }
 

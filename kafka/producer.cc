@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -20,16 +21,28 @@ namespace {
 
 // The delivery reports of one Produce call.
 struct PendingDeliveries {
+  explicit PendingDeliveries(size_t records) : delivered(records, false) {}
   std::atomic<int64_t> remaining{0};
   absl::Mutex mu;
   absl::Status first_error ABSL_GUARDED_BY(mu);
+  // Per record of the call: acknowledged by the broker.
+  std::vector<bool> delivered ABSL_GUARDED_BY(mu);
+};
+
+// One record's delivery report context (librdkafka's per-message opaque).
+struct RecordDelivery {
+  PendingDeliveries* pending;
+  size_t index;
 };
 
 void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
-  auto* pending = static_cast<PendingDeliveries*>(message->_private);
-  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+  auto* record = static_cast<RecordDelivery*>(message->_private);
+  PendingDeliveries* pending = record->pending;
+  {
     absl::MutexLock lock(&pending->mu);
-    if (pending->first_error.ok()) {
+    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      pending->delivered[record->index] = true;
+    } else if (pending->first_error.ok()) {
       pending->first_error = FromKafkaError(
           message->err,
           absl::StrCat("producing to ", rd_kafka_topic_name(message->rkt)));
@@ -45,9 +58,18 @@ class ProducerImpl final : public Producer {
   ~ProducerImpl() override { rd_kafka_flush(rk_.get(), 10000); }
 
   absl::Status Produce(absl::Span<const OutgoingRecord> records) override {
-    PendingDeliveries pending;
+    size_t delivered = 0;
+    return ProduceCounted(records, &delivered);
+  }
+
+  absl::Status ProduceCounted(absl::Span<const OutgoingRecord> records,
+                              size_t* delivered) override {
+    PendingDeliveries pending(records.size());
+    std::vector<RecordDelivery> contexts(records.size());
     absl::Status enqueue_error;
-    for (const OutgoingRecord& record : records) {
+    for (size_t i = 0; i < records.size(); ++i) {
+      const OutgoingRecord& record = records[i];
+      contexts[i] = RecordDelivery{&pending, i};
       rd_kafka_headers_t* headers = rd_kafka_headers_new(record.headers.size());
       for (const auto& [name, value] : record.headers) {
         rd_kafka_header_add(headers, name.data(), name.size(), value.data(),
@@ -64,7 +86,7 @@ class ProducerImpl final : public Producer {
             RD_KAFKA_V_KEY(record.key.data(), record.key.size()),
             RD_KAFKA_V_VALUE(const_cast<char*>(record.value.data()),
                              record.value.size()),
-            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(&pending),
+            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(&contexts[i]),
             RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
         rd_kafka_poll(rk_.get(), 100);  // make room by serving deliveries
@@ -82,8 +104,12 @@ class ProducerImpl final : public Producer {
     while (pending.remaining.load(std::memory_order_acquire) > 0) {
       rd_kafka_poll(rk_.get(), 10);
     }
-    if (!enqueue_error.ok()) return enqueue_error;
     absl::MutexLock lock(&pending.mu);
+    *delivered = 0;
+    while (*delivered < records.size() && pending.delivered[*delivered]) {
+      ++*delivered;
+    }
+    if (!enqueue_error.ok()) return enqueue_error;
     return pending.first_error;
   }
 

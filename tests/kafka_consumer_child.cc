@@ -1,8 +1,9 @@
-// A consumer process for tests/kafka_consumer_test.cc to SIGKILL: consumes
-// <topic> as group <group> from <brokers> into the store at <store> with
-// test::ApplyRecord (slowed down, so a kill lands inside a batch) until
-// it is killed.
-// Usage: kafka_consumer_child <brokers> <topic> <group> <store>
+// A consumer process for the Kafka tests to SIGKILL: consumes <topic> as
+// group <group> from <brokers> into the store at <store> with
+// test::ApplyRecord (slowed down, so a kill lands inside a batch) until it is
+// killed; with <downstream>, with test::ApplyAndForward to that topic (stage
+// one of a pipeline; the consumer's relay publishes the outbox).
+// Usage: kafka_consumer_child <brokers> <topic> <group> <store> [<downstream>]
 
 #include <cstdio>
 
@@ -12,11 +13,13 @@
 #include "tests/testing/kafka_test_util.h"
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <brokers> <topic> <group> <store>\n",
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr,
+                 "usage: %s <brokers> <topic> <group> <store> [<downstream>]\n",
                  argv[0]);
     return 2;
   }
+  const std::string downstream = argc == 6 ? argv[5] : "";
   auto engine = idem::Engine::Open(argv[4], idem::Options());
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -36,8 +39,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   absl::Status status =
-      (*consumer)->Run([](const idem::kafka::Record& record, idem::Txn& txn) {
+      (*consumer)->Run([&](const idem::kafka::Record& record, idem::Txn& txn) {
         absl::SleepFor(absl::Milliseconds(2));
+        if (!downstream.empty()) {
+          return idem::test::ApplyAndForward(record, txn, downstream);
+        }
         return idem::test::ApplyRecord(record, txn);
       });
   std::fprintf(stderr, "%s\n", status.ToString().c_str());

@@ -613,7 +613,8 @@ TEST_F(KafkaConsumerTest, PoisonRecordGoesToTheDeadLetterTopic) {
       **reader,
       [&](const Record& r, Txn&) {
         seen.push_back(absl::StrCat(
-            std::string(r.id), " ", std::string(r.value), " ",
+            std::string(r.Header("idem.source.id").value_or("?")), " ",
+            std::string(r.value), " ",
             std::string(r.Header("idem.source.topic").value_or("?")), "/",
             std::string(r.Header("idem.source.partition").value_or("?")), "/",
             std::string(r.Header("idem.source.offset").value_or("?")), " ",

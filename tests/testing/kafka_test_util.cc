@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "idem/partition_state.h"
+#include "tests/testing/engine_test_util.h"
 
 namespace idem::test {
 
@@ -69,6 +70,15 @@ absl::Status ApplyRecord(const kafka::Record& record, Txn& txn) {
   txn.SetResult("ok:" + id);
   return absl::OkStatus();
 }
+
+absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,
+                             const std::string& downstream) {
+  if (absl::Status s = ApplyRecord(record, txn); !s.ok()) return s;
+  txn.Emit(downstream, record.key, record.value);
+  return absl::OkStatus();
+}
+
+std::string FirstEmitId(std::string_view id) { return HexOfIdHash(id) + "-0"; }
 
 std::map<std::string, int> AppliedCounts(Engine& engine) {
   std::map<std::string, int> counts;

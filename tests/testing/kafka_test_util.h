@@ -47,6 +47,14 @@ ProducedStream MakeStream(const std::string& topic, int partitions, int count,
 // "total" (PartitionTxn) += amount. Result: "ok:<id>".
 absl::Status ApplyRecord(const kafka::Record& record, Txn& txn);
 
+// Stage one of a pipeline: ApplyRecord, then emits the record's key and
+// value to `downstream` (committed with it, through the outbox).
+absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,
+                             const std::string& downstream);
+
+// The message ID the outbox gives the first emit of the message `id`.
+std::string FirstEmitId(std::string_view id);
+
 // State "applied/<id>" of every ID in `engine` (IDs never applied absent).
 std::map<std::string, int> AppliedCounts(Engine& engine);
 

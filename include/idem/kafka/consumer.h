@@ -17,6 +17,9 @@
 // - A record whose handler keeps failing (or whose ID is unusable) is passed
 //   to the dead-letter path after ConsumerOptions::max_attempts, so one poison
 //   record cannot stall its partition; see ConsumerOptions::dead_letter.
+// - After each batch it publishes what the handlers emitted (Txn::Emit,
+//   committed with their records) and the dead letters, through an
+//   OutboxRelay (idem/kafka/outbox_relay.h); see ConsumerOptions::relay_outbox.
 //
 // Requires the optional idem::kafka library (built when librdkafka is found).
 // A Consumer is not thread-safe: call it from one thread at a time (rebalance
@@ -138,18 +141,37 @@ struct ConsumerOptions {
   // Pause between attempts. Must be >= 0. Default: 100 ms.
   absl::Duration retry_backoff = absl::Milliseconds(100);
   // Where given-up records go. A record with an unusable ID is given up on
-  // at once; retrying cannot repair it. If set, called for each. Otherwise, if
-  // dead_letter_topic is set, the record (key, value, headers) is produced
-  // there, with headers idem.error, idem.source.topic,
-  // idem.source.partition and idem.source.offset added, and the consumer
-  // waits for the broker's acknowledgement. If neither is set, a given-up
-  // record stops the consumer: PollBatch returns kAborted naming it, and the
-  // partition is retried from that record on the next call (nothing is
-  // skipped silently). A dead-lettered record's offset is committed, but its
-  // ID is not marked seen: a corrected redelivery with the same ID runs.
-  // Dead-lettering is at-least-once: a crash right after it may repeat it.
+  // at once; retrying cannot repair it. If `dead_letter` is set, it is called
+  // for each (at-least-once: a crash right after it may repeat it).
+  // Otherwise, if dead_letter_topic is set, the record (key, value, headers,
+  // plus headers idem.error, idem.source.topic, idem.source.partition,
+  // idem.source.offset and, if it had one, its ID as idem.source.id; its
+  // message-id header becomes the dead letter's own) is emitted to that topic
+  // through the engine's outbox, in the same commit that moves the partition's
+  // offset past it: a crash can neither lose nor skip a dead letter, and the
+  // relay (relay_outbox) publishes it under a stable message-id. If neither is
+  // set, a given-up record stops the consumer: PollBatch returns kAborted
+  // naming it, and the partition is retried from that record on the next
+  // call (nothing is skipped silently). A dead-lettered record's offset is
+  // committed, but its ID is not marked seen: a corrected redelivery with
+  // the same ID runs. dead_letter_topic: at most kMaxSourceBytes bytes.
   DeadLetterFunction dead_letter;
   std::string dead_letter_topic;
+
+  // ---- Output ----
+  // After each batch (and each poll that found none), publish the engine's
+  // outbox (Txn::Emit, and the dead letters above) with an OutboxRelay on
+  // `brokers` (idem/kafka/outbox_relay.h), until it is drained; a publishing
+  // error is returned by PollBatch (the batch itself stays committed) and
+  // the entries are published again by the next call. Turn it off when
+  // another relay drains the engine, e.g. when several consumers share one
+  // engine (each would publish every entry; harmless, but twice the
+  // traffic). Default: true.
+  bool relay_outbox = true;
+  // librdkafka properties for the relay's producer, applied after
+  // kafka_config (which the relay uses too, e.g. for security settings);
+  // enable.idempotence and acks are the relay's own. Default: none.
+  std::vector<std::pair<std::string, std::string>> relay_kafka_config;
 
   // ---- Observation ----
 
@@ -171,7 +193,8 @@ struct BatchReport {
   int64_t duplicates = 0;     // suppressed: the ID was seen
   int64_t dead_lettered = 0;  // given up on and passed to the dead-letter path
   int64_t retries = 0;        // extra attempts of failed records
-  bool rebalanced = false;    // an assignment or revocation happened
+  int64_t outbox_published = 0;  // outbox entries the relay published
+  bool rebalanced = false;       // an assignment or revocation happened
 };
 
 // Totals since Create.
@@ -181,6 +204,7 @@ struct ConsumerStats {
   int64_t duplicates = 0;
   int64_t dead_lettered = 0;
   int64_t retries = 0;
+  int64_t outbox_published = 0;
   int64_t batches = 0;
   int64_t assignments = 0;
   int64_t revocations = 0;

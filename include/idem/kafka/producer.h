@@ -54,6 +54,17 @@ class Producer {
   // kafka_config, passed; kUnavailable otherwise). On error some of the
   // records may have been written.
   virtual absl::Status Produce(absl::Span<const OutgoingRecord> records) = 0;
+
+  // As Produce, and sets `*delivered` to the length of the longest prefix of
+  // `records` whose every record was acknowledged (records.size() on OK):
+  // what an outbox relay may acknowledge. The default, for Producer
+  // implementations outside idem, counts nothing delivered on an error.
+  virtual absl::Status ProduceCounted(absl::Span<const OutgoingRecord> records,
+                                      size_t* delivered) {
+    absl::Status status = Produce(records);
+    *delivered = status.ok() ? records.size() : 0;
+    return status;
+  }
 };
 
 }  // namespace idem::kafka

@@ -1,0 +1,111 @@
+// idem::kafka::OutboxRelay publishes an engine's outbox (idem/outbox.h) to
+// Kafka: each entry to the topic named by its destination, keyed by its key,
+// with the header `message-id` (the header a Consumer reads IDs from) set to
+// the entry's message ID, followed by the entry's own headers (except any
+// of that name, which the relay's replaces). It produces
+// with an idempotent producer (enable.idempotence=true, acks=all), waits for
+// the delivery reports, and then acknowledges (Engine::AckOutbox) the
+// longest prefix of entries that were all delivered.
+//
+// Publishing is at-least-once: a relay that stops between publishing and
+// acknowledging (a crash, a delivery error) publishes the same entries again,
+// with the same message IDs, so a consumer that dedupes by message-id (an
+// idem Consumer) applies each exactly once. A Consumer with
+// ConsumerOptions::relay_outbox runs one after each batch; run one yourself
+// for an engine that no Consumer drains, or see docs/outbox.md for writing a
+// relay to another broker.
+//
+// Requires the optional idem::kafka library. An OutboxRelay is not
+// thread-safe: call it from one thread at a time; only Stop may be called
+// from any thread. Several relays may drain one engine (each entry is then
+// published by each, still under one message ID). The Engine is borrowed and
+// must outlive the relay.
+
+#ifndef IDEM_KAFKA_OUTBOX_RELAY_H_
+#define IDEM_KAFKA_OUTBOX_RELAY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+
+namespace idem::kafka {
+
+struct OutboxRelayOptions {
+  // Kafka bootstrap servers ("host:port,..."). Required.
+  std::string brokers;
+  // Further librdkafka producer properties (name, value), applied in order.
+  // enable.idempotence and acks are the relay's own (kInvalidArgument).
+  std::vector<std::pair<std::string, std::string>> kafka_config;
+  // Most entries per round (one ReadOutbox, one produce, one AckOutbox).
+  // Must be >= 1. Default: 500.
+  int max_batch = 500;
+  // The header that carries the entry's message ID. Must not be empty.
+  // Default: "message-id".
+  std::string id_header = "message-id";
+  // How long Run waits before looking again when the outbox is empty. Must
+  // be >= 0 and finite. Default: 100 ms.
+  absl::Duration idle_wait = absl::Milliseconds(100);
+};
+
+// What one RelayOnce or Drain call did.
+struct RelayReport {
+  int64_t published = 0;     // entries produced and acknowledged by Kafka
+  int64_t acknowledged = 0;  // entries removed from the outbox
+  // The last position acknowledged; 0 if none was.
+  uint64_t last_position = 0;
+};
+
+// Totals since Create.
+struct RelayStats {
+  int64_t rounds = 0;
+  int64_t published = 0;
+  int64_t acknowledged = 0;
+  int64_t errors = 0;
+  std::string last_error;
+};
+
+class OutboxRelay {
+ public:
+  // Creates the relay and its producer. kInvalidArgument for bad options
+  // (naming the field or property), kUnavailable if librdkafka cannot be set
+  // up. `engine` is borrowed.
+  static absl::StatusOr<std::unique_ptr<OutboxRelay>> Create(
+      Engine* engine, const OutboxRelayOptions& options);
+
+  OutboxRelay() = default;
+  OutboxRelay(const OutboxRelay&) = delete;
+  OutboxRelay& operator=(const OutboxRelay&) = delete;
+  virtual ~OutboxRelay() = default;
+
+  // One round: reads up to max_batch entries (durable ones: see
+  // Engine::ReadOutbox), publishes them and acknowledges the delivered
+  // prefix. Zero published when the outbox is empty. On a delivery error
+  // acknowledges the prefix delivered before it and returns the error (the
+  // rest is published again by the next round); engine errors as
+  // ReadOutbox and AckOutbox.
+  virtual absl::StatusOr<RelayReport> RelayOnce() = 0;
+
+  // Rounds until a round finds fewer than max_batch entries (the outbox is
+  // drained up to what was committed when it started), or an error.
+  virtual absl::StatusOr<RelayReport> Drain() = 0;
+
+  // Drains, waiting idle_wait whenever the outbox is empty, until Stop is
+  // called (OK) or a round fails (its error).
+  virtual absl::Status Run() = 0;
+
+  // Makes Run return after its current round. Safe from any thread.
+  virtual void Stop() = 0;
+
+  virtual RelayStats stats() const = 0;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_OUTBOX_RELAY_H_

@@ -1,0 +1,426 @@
+// The outbox on Kafka (librdkafka's mock cluster): the relay's records and
+// headers, a relay stopped between publishing and acknowledging, dead
+// letters committed with their offset, and a two-stage pipeline whose first
+// stage is a separate process killed mid-stream.
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/outbox_relay.h"
+#include "kafka/outbox_relay_hooks.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/kafka_test_util.h"
+#include "util/temp_dir.h"
+
+extern char** environ;
+
+namespace idem {
+namespace {
+
+using ::idem::kafka::Consumer;
+using ::idem::kafka::ConsumerOptions;
+using ::idem::kafka::OutboxRelay;
+using ::idem::kafka::OutboxRelayHooks;
+using ::idem::kafka::OutboxRelayOptions;
+using ::idem::kafka::Record;
+using ::idem::test::AppliedCounts;
+using ::idem::test::ApplyRecord;
+using ::idem::test::EffectErrors;
+using ::idem::test::FirstEmitId;
+using ::idem::test::KafkaTestBed;
+using ::idem::test::PollUntil;
+using ::idem::test::StartKafka;
+using ::idem::test::TestConsumerOptions;
+using ::idem::util::TempDir;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::SizeIs;
+
+constexpr int kPartitions = 3;
+constexpr char kDownstream[] = "ledger-entries";
+
+// One record as read back from a topic, with the headers that matter here.
+struct ReadBack {
+  std::string id;  // from the message-id header
+  std::string key;
+  std::string value;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+class KafkaOutboxTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StartKafka("orders", kPartitions, bed_);
+    ASSERT_NE(bed_.cluster, nullptr);
+    ASSERT_TRUE(bed_.cluster->CreateTopic(kDownstream, kPartitions).ok());
+  }
+
+  // Commits messages "m0".."m<count-1>" with value "<i>", each emitting its
+  // value to kDownstream keyed "k<i>" with header trace=<i>.
+  void CommitEmits(Engine& engine, int count) {
+    for (int i = 0; i < count; ++i) {
+      const std::string id = absl::StrCat("m", i);
+      Message m;
+      m.id = id;
+      absl::StatusOr<Result> r =
+          engine.Process(m, [&](const Message&, Txn& txn) {
+            const std::string n = absl::StrCat(i);
+            const Txn::Header headers[] = {{"trace", n}};
+            txn.EmitWithHeaders(kDownstream, "k" + n, n, headers);
+            return absl::OkStatus();
+          });
+      ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << i;
+    }
+  }
+
+  OutboxRelayOptions RelayOptions() const {
+    OutboxRelayOptions options;
+    options.brokers = bed_.cluster->bootstrap_servers();
+    options.kafka_config = {{"log_level", "3"}};
+    return options;
+  }
+
+  // Reads `topic` with a consumer of its own (group `group`, a store of its
+  // own) until `count` records arrived.
+  std::vector<ReadBack> ReadTopic(const std::string& topic, size_t count,
+                                  const std::string& group) {
+    std::vector<ReadBack> records;
+    auto engine = Engine::Open(dir_.Sub("reader-" + group), Options());
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return records;
+    ConsumerOptions options = TestConsumerOptions(bed_, group);
+    options.topics = {topic};
+    auto consumer = Consumer::Create(engine->get(), options);
+    EXPECT_TRUE(consumer.ok()) << consumer.status();
+    if (!consumer.ok()) return records;
+    absl::Status s = PollUntil(
+        **consumer,
+        [&](const Record& r, Txn&) {
+          ReadBack& back = records.emplace_back();
+          back.id = std::string(r.id);
+          back.key = std::string(r.key);
+          back.value = std::string(r.value);
+          for (const auto& [name, value] : r.headers) {
+            back.headers.emplace_back(std::string(name), std::string(value));
+          }
+          return absl::OkStatus();
+        },
+        [&] { return records.size() >= count; });
+    EXPECT_TRUE(s.ok()) << s;
+    return records;
+  }
+
+  TempDir dir_;
+  KafkaTestBed bed_;
+};
+
+TEST_F(KafkaOutboxTest, RelayPublishesKeysValuesAndMessageIdHeaderThenAcks) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  CommitEmits(*engine, 5);
+  auto relay = OutboxRelay::Create(engine.get(), RelayOptions());
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  absl::StatusOr<kafka::RelayReport> drained = (*relay)->Drain();
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(drained->published, 5);
+  EXPECT_EQ(drained->acknowledged, 5);
+  EXPECT_EQ(drained->last_position, 5u);
+  absl::StatusOr<std::vector<OutboxEntry>> left = engine->ReadOutbox(10);
+  ASSERT_TRUE(left.ok());
+  EXPECT_THAT(*left, IsEmpty());
+  EXPECT_EQ((*relay)->stats().published, 5);
+
+  std::vector<ReadBack> records = ReadTopic(kDownstream, 5, "reader");
+  ASSERT_THAT(records, SizeIs(5));
+  std::set<std::string> seen;
+  for (const ReadBack& r : records) {
+    const int i = std::stoi(r.value);
+    EXPECT_EQ(r.key, absl::StrCat("k", i));
+    EXPECT_EQ(r.id, FirstEmitId(absl::StrCat("m", i)));
+    // message-id first, then the entry's own headers.
+    using H = std::pair<std::string, std::string>;
+    EXPECT_THAT(r.headers, ElementsAre(H("message-id", r.id),
+                                       H("trace", absl::StrCat(i))));
+    seen.insert(r.value);
+  }
+  EXPECT_THAT(seen, SizeIs(5));
+  // An empty outbox: a round publishes nothing.
+  absl::StatusOr<kafka::RelayReport> again = (*relay)->RelayOnce();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->published, 0);
+}
+
+TEST_F(KafkaOutboxTest, RelayRejectsBadOptionsNamingThem) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  auto expect_invalid = [&](OutboxRelayOptions options, const char* what) {
+    auto relay = OutboxRelay::Create(engine.get(), options);
+    EXPECT_EQ(relay.status().code(), absl::StatusCode::kInvalidArgument)
+        << what;
+    EXPECT_THAT(relay.status().message(), HasSubstr(what));
+  };
+  OutboxRelayOptions options = RelayOptions();
+  options.brokers = "";
+  expect_invalid(options, "brokers");
+  options = RelayOptions();
+  options.max_batch = 0;
+  expect_invalid(options, "max_batch");
+  options = RelayOptions();
+  options.id_header = "";
+  expect_invalid(options, "id_header");
+  options = RelayOptions();
+  options.kafka_config = {{"acks", "1"}};
+  expect_invalid(options, "acks");
+  options = RelayOptions();
+  options.kafka_config = {{"enable.idempotence", "false"}};
+  expect_invalid(options, "enable.idempotence");
+  EXPECT_EQ(OutboxRelay::Create(nullptr, RelayOptions()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// A relay stops after publishing a round and before acknowledging it, as a
+// crash there would leave it; a second relay publishes the same entries
+// again. A downstream idem consumer applies every output exactly once. The
+// errors (IDs not applied once) are returned.
+std::vector<std::string> StopRelayBetweenPublishAndAck(
+    Engine& engine, OutboxRelayOptions options, const OutboxRelayHooks& broken,
+    const KafkaTestBed& bed, TempDir& dir, int count) {
+  OutboxRelayHooks stop_once = broken;
+  stop_once.between_publish_and_ack = [] {
+    return absl::AbortedError("stopped between publishing and acknowledging");
+  };
+  options.max_batch = count;
+  auto first = kafka::CreateOutboxRelayWithHooks(&engine, options, stop_once);
+  EXPECT_TRUE(first.ok()) << first.status();
+  if (!first.ok()) return {"no relay"};
+  absl::StatusOr<kafka::RelayReport> stopped = (*first)->RelayOnce();
+  EXPECT_EQ(stopped.status().code(), absl::StatusCode::kAborted);
+  auto second = kafka::CreateOutboxRelayWithHooks(&engine, options, broken);
+  EXPECT_TRUE(second.ok()) << second.status();
+  if (!second.ok()) return {"no relay"};
+  absl::StatusOr<kafka::RelayReport> drained = (*second)->Drain();
+  EXPECT_TRUE(drained.ok()) << drained.status();
+
+  // Downstream: an idem consumer dedupes by the message-id header.
+  auto downstream = Engine::Open(dir.Sub("downstream"), Options());
+  EXPECT_TRUE(downstream.ok()) << downstream.status();
+  if (!downstream.ok()) return {"no downstream engine"};
+  ConsumerOptions consumer_options = TestConsumerOptions(bed, "downstream");
+  consumer_options.topics = {kDownstream};
+  auto consumer = Consumer::Create(downstream->get(), consumer_options);
+  EXPECT_TRUE(consumer.ok()) << consumer.status();
+  if (!consumer.ok()) return {"no downstream consumer"};
+  std::set<std::string> expected;
+  for (int i = 0; i < count; ++i) {
+    expected.insert(FirstEmitId(absl::StrCat("m", i)));
+  }
+  int64_t records = 0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<kafka::BatchReport> report =
+        (*consumer)->PollBatch(ApplyRecord);
+    EXPECT_TRUE(report.ok()) << report.status();
+    if (!report.ok()) break;
+    records += report->records;
+    // Both publications arrived (or, broken, all there will ever be).
+    if (records >= 2 * count) break;
+    if (report->records == 0 && records >= count) break;
+  }
+  return EffectErrors(expected, AppliedCounts(**downstream));
+}
+
+TEST_F(KafkaOutboxTest,
+       RelayStoppedBeforeAckRepublishesAndDownstreamAppliesOnce) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  CommitEmits(*engine, 20);
+  EXPECT_THAT(StopRelayBetweenPublishAndAck(*engine, RelayOptions(), {}, bed_,
+                                            dir_, 20),
+              IsEmpty());
+}
+
+// The check fails on a relay that acknowledges before it publishes: the
+// stopped round's entries are gone from the outbox but never published.
+TEST_F(KafkaOutboxTest, BrokenVariantRelayAckingFirstLosesEntries) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  CommitEmits(*engine, 20);
+  OutboxRelayHooks broken;
+  broken.ack_before_publish = true;
+  std::vector<std::string> errors = StopRelayBetweenPublishAndAck(
+      *engine, RelayOptions(), broken, bed_, dir_, 20);
+  EXPECT_THAT(errors, SizeIs(20));
+  EXPECT_THAT(errors, ::testing::Each(HasSubstr(": 0")));
+}
+
+// A poison record's dead letter is emitted in the commit that moves its
+// partition's offset past it: with the relay off (a crash right after the
+// commit), the offset has moved and the dead letter waits in the outbox,
+// nothing reached the dead-letter topic; a consumer that starts later
+// publishes it, once.
+TEST_F(KafkaOutboxTest, DeadLetterCommitsWithTheOffsetAndIsPublishedOnce) {
+  ASSERT_TRUE(bed_.cluster->CreateTopic("orders.dlq", 1).ok());
+  std::vector<kafka::OutgoingRecord> records(3);
+  for (int i = 0; i < 3; ++i) {
+    records[i].topic = "orders";
+    records[i].partition = 0;
+    records[i].value = i == 1 ? "poison" : "5";
+    records[i].headers = {{"message-id", absl::StrCat("d", i)}};
+  }
+  ASSERT_TRUE(bed_.producer->Produce(records).ok());
+  const std::string store = dir_.Sub("store");
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.max_attempts = 1;
+  options.dead_letter_topic = "orders.dlq";
+  {
+    ASSERT_OPEN(engine, store, Options());
+    ConsumerOptions no_relay = options;
+    no_relay.relay_outbox = false;
+    auto consumer = Consumer::Create(engine.get(), no_relay);
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
+      auto offset = engine->CommittedOffset("orders", 0);
+      return offset.ok() && offset->value_or(-1) >= 2;
+    });
+    ASSERT_TRUE(s.ok()) << s;
+    absl::StatusOr<std::vector<OutboxEntry>> waiting = engine->ReadOutbox(10);
+    ASSERT_TRUE(waiting.ok());
+    ASSERT_THAT(*waiting, SizeIs(1));
+    EXPECT_EQ((*waiting)[0].destination, "orders.dlq");
+    EXPECT_EQ((*waiting)[0].value, "poison");
+    auto seen = engine->Seen("d1");
+    ASSERT_TRUE(seen.ok());
+    EXPECT_FALSE(*seen);  // free for a corrected redelivery
+  }
+  {
+    ASSERT_OPEN(engine, store, Options());
+    auto consumer = Consumer::Create(engine.get(), options);
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    absl::StatusOr<kafka::BatchReport> report =
+        (*consumer)->PollBatch(ApplyRecord);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->outbox_published, 1);
+    absl::StatusOr<std::vector<OutboxEntry>> left = engine->ReadOutbox(10);
+    ASSERT_TRUE(left.ok());
+    EXPECT_THAT(*left, IsEmpty());
+  }
+  std::vector<ReadBack> dead = ReadTopic("orders.dlq", 1, "dlq-reader");
+  ASSERT_THAT(dead, SizeIs(1));
+  EXPECT_EQ(dead[0].value, "poison");
+  std::map<std::string, std::string> headers(dead[0].headers.begin(),
+                                             dead[0].headers.end());
+  EXPECT_EQ(headers["idem.source.id"], "d1");
+  EXPECT_EQ(headers["idem.source.topic"], "orders");
+  EXPECT_EQ(headers["idem.source.offset"], "1");
+  EXPECT_THAT(headers["idem.error"], HasSubstr("bad amount"));
+  // Its own message ID, not the poisoned record's.
+  EXPECT_EQ(headers["message-id"], dead[0].id);
+  EXPECT_NE(dead[0].id, "d1");
+  // Nothing more arrives: it was published once.
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_THAT(ReadTopic("orders.dlq", 1, "dlq-reader-2"), SizeIs(1));
+}
+
+// A two-stage pipeline: stage one (a separate process, SIGKILLed twice in
+// mid-stream, then finished in this process) applies orders and forwards each
+// to kDownstream through the outbox; stage two applies what arrives there.
+// Every order's effect and every forwarded entry's effect happen exactly
+// once.
+TEST_F(KafkaOutboxTest, PipelineWithAKilledStageAppliesEverythingOnce) {
+  constexpr int kCount = 450;
+  const test::ProducedStream stream =
+      test::MakeStream(bed_.topic, kPartitions, kCount, 10, 7);
+  ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
+  const std::string store = dir_.Sub("stage1");
+  {
+    ASSERT_OPEN(create, store, Options());  // so read-only opens work
+  }
+  Options read_only;
+  read_only.read_only = true;
+  auto committed = [&]() -> int64_t {
+    auto engine = Engine::Open(store, read_only);
+    if (!engine.ok()) return 0;
+    int64_t total = 0;
+    for (int p = 0; p < kPartitions; ++p) {
+      auto o = (*engine)->CommittedOffset(bed_.topic, p);
+      if (o.ok() && o->has_value()) total += **o + 1;
+    }
+    return total;
+  };
+  for (int round = 1; round <= 2; ++round) {
+    const int64_t before = committed();
+    std::vector<std::string> args = {IDEM_KAFKA_CHILD,
+                                     bed_.cluster->bootstrap_servers(),
+                                     bed_.topic,
+                                     "stage1",
+                                     store,
+                                     kDownstream};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
+                          environ),
+              0);
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (committed() < before + 60 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    kill(pid, SIGKILL);
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the child ended on its own";
+    ASSERT_LT(committed(), kCount) << "killed too late to be mid-stream";
+  }
+
+  // Stage one, finished here.
+  ASSERT_OPEN(stage1, store, Options());
+  auto consumer1 =
+      Consumer::Create(stage1.get(), TestConsumerOptions(bed_, "stage1"));
+  ASSERT_TRUE(consumer1.ok()) << consumer1.status();
+  absl::Status s = PollUntil(
+      **consumer1,
+      [](const Record& r, Txn& txn) {
+        return test::ApplyAndForward(r, txn, kDownstream);
+      },
+      [&] {
+        auto left = stage1->ReadOutbox(1);
+        return committed() >= kCount && left.ok() && left->empty();
+      });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*stage1)),
+              IsEmpty());
+
+  // Stage two.
+  std::set<std::string> forwarded;
+  for (const std::string& id : stream.unique_ids) {
+    forwarded.insert(FirstEmitId(id));
+  }
+  ASSERT_OPEN(stage2, dir_.Sub("stage2"), Options());
+  ConsumerOptions options2 = TestConsumerOptions(bed_, "stage2");
+  options2.topics = {kDownstream};
+  auto consumer2 = Consumer::Create(stage2.get(), options2);
+  ASSERT_TRUE(consumer2.ok()) << consumer2.status();
+  s = PollUntil(**consumer2, ApplyRecord, [&] {
+    return AppliedCounts(*stage2).size() >= forwarded.size();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  // Let any republished duplicates arrive too.
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE((*consumer2)->PollBatch(ApplyRecord).ok());
+  EXPECT_THAT(EffectErrors(forwarded, AppliedCounts(*stage2)), IsEmpty());
+}
+
+}  // namespace
+}  // namespace idem
