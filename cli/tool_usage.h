@@ -21,7 +21,9 @@
 
 namespace idem::cli {
 
-// Exit codes shared by the tools.
+// Exit codes shared by the tools (tools/, and the benchmarks' tools
+// bench/idem_bench/ and bench/peers/, which link only this library,
+// idem_tool_usage).
 inline constexpr int kExitOk = 0;
 // The tool ran but failed (a check, the store or I/O). idem-ctl differs: see
 // cli/idemctl.h.

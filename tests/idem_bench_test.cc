@@ -16,7 +16,7 @@
 #include "bench/idem_bench/clock_env.h"
 #include "bench/idem_bench/targets.h"
 #include "bench/idem_bench/workload.h"
-#include "cli/idemctl.h"
+#include "cli/tool_usage.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
