@@ -1,4 +1,4 @@
-// The configurations idem_peers_bench runs, in table order: idem first (the
+// The configurations idem-peers-bench runs, in table order: idem first (the
 // rows every other row is compared with), then PostgreSQL, Redis, RocksDB
 // used directly and the RocksDB put-only ceiling.
 

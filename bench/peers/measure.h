@@ -1,4 +1,4 @@
-// How idem_peers_bench measures: one run of a peer configuration over the
+// How idem-peers-bench measures: one run of a peer configuration over the
 // stream (wall time, per-call latency percentiles, bytes written and on
 // disk, checked against what the stream implies), the median over rounds,
 // and each row's ratios to the idem row it is compared with.

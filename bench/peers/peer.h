@@ -1,4 +1,4 @@
-// What every peer of idem_peers_bench implements: a Target is one peer
+// What every peer of idem-peers-bench implements: a Target is one peer
 // configuration (a fresh store per Setup), a Client one consumer connection
 // or thread of it. Also what the peers share: the dedupe window and the
 // 8-byte balance encoding that RocksDB and idem store.

@@ -1,4 +1,4 @@
-// idem_peers_bench's driver (bench/peers/peers_bench.h): checks the
+// idem-peers-bench's driver (bench/peers/peers_bench.h): checks the
 // arguments and the servers, runs every selected config for each round in
 // turn, and prints the medians.
 
@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -28,10 +29,13 @@
 #include "bench/peers/redis_peer.h"
 #include "bench/peers/stream.h"
 #include "bench/peers/table.h"
+#include "cli/tool_usage.h"
 #include "util/temp_dir.h"
 
 namespace idem::peers {
 namespace {
+
+constexpr char kTool[] = "idem-peers-bench";
 
 absl::StatusOr<std::vector<std::string>> ParseOnly(const std::string& only) {
   const std::vector<std::string> known = {"postgres", "redis", "rocksdb",
@@ -61,35 +65,66 @@ std::string MachineDescription() {
 
 }  // namespace
 
+absl::Status ValidatePeersBenchArgs(const PeersBenchArgs& args) {
+  auto invalid = [](const std::string& what) {
+    return absl::InvalidArgumentError(what);
+  };
+  if (args.messages < 1) return invalid("--messages must be >= 1, got 0");
+  if (args.slow_messages < 1) {
+    return invalid("--slow_messages must be >= 1, got 0");
+  }
+  if (!(args.duplicate_rate >= 0 && args.duplicate_rate < 1)) {
+    return invalid(absl::StrFormat("--duplicate_rate must be in [0, 1), got %g",
+                                   args.duplicate_rate));
+  }
+  if (args.accounts < 1) {
+    return invalid(
+        absl::StrFormat("--accounts must be >= 1, got %d", args.accounts));
+  }
+  if (args.batch < 1) {
+    return invalid(absl::StrFormat("--batch must be >= 1, got %d", args.batch));
+  }
+  if (args.clients < 0) {
+    return invalid(
+        absl::StrFormat("--clients must be >= 0, got %d", args.clients));
+  }
+  if (args.duration <= absl::ZeroDuration()) {
+    return invalid(absl::StrCat("--duration must be positive, got ",
+                                absl::FormatDuration(args.duration)));
+  }
+  if (args.fsync_duration <= absl::ZeroDuration()) {
+    return invalid(absl::StrCat("--fsync_duration must be positive, got ",
+                                absl::FormatDuration(args.fsync_duration)));
+  }
+  if (args.rounds < 1) {
+    return invalid(
+        absl::StrFormat("--rounds must be >= 1, got %d", args.rounds));
+  }
+  if (absl::Status s = ParseOnly(args.only).status(); !s.ok()) return s;
+  if (absl::Status s = ParseRedisAddress(args.redis_durable).status();
+      !s.ok()) {
+    return invalid(absl::StrCat("--redis_durable: ", s.message()));
+  }
+  if (absl::Status s = ParseRedisAddress(args.redis_memory).status(); !s.ok()) {
+    return invalid(absl::StrCat("--redis_memory: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
                   std::ostream& err) {
-  if (args.messages == 0 || args.batch < 1 || args.accounts < 1 ||
-      args.duplicate_rate < 0 || args.duplicate_rate >= 1 ||
-      args.time_cap_s <= 0 || args.rounds < 1) {
-    err << "peers_bench: need --messages > 0, --batch >= 1, --accounts >= 1, "
-           "0 <= --duplicate_rate < 1, --time_cap_s > 0, --rounds >= 1\n";
-    return 2;
+  if (absl::Status s = ValidatePeersBenchArgs(args); !s.ok()) {
+    err << kTool << ": " << s.message() << "\nRun '" << kTool
+        << " --help' for usage.\n";
+    return cli::kExitUsage;
   }
-  absl::StatusOr<std::vector<std::string>> only = ParseOnly(args.only);
-  if (!only.ok()) {
-    err << "peers_bench: " << only.status().message() << "\n";
-    return 2;
-  }
+  // Validated above.
+  const std::vector<std::string> only = *ParseOnly(args.only);
+  const RedisAddress redis_durable = *ParseRedisAddress(args.redis_durable);
+  const RedisAddress redis_memory = *ParseRedisAddress(args.redis_memory);
   auto wanted = [&](const std::string& peer) {
-    return std::find(only->begin(), only->end(), peer) != only->end();
+    return std::find(only.begin(), only.end(), peer) != only.end();
   };
-  absl::StatusOr<RedisAddress> redis_durable =
-      ParseRedisAddress(args.redis_durable);
-  absl::StatusOr<RedisAddress> redis_memory =
-      ParseRedisAddress(args.redis_memory);
-  if (!redis_durable.ok() || !redis_memory.ok()) {
-    err << "peers_bench: "
-        << (redis_durable.ok() ? redis_memory : redis_durable)
-               .status()
-               .message()
-        << "\n";
-    return 2;
-  }
 
   // Reach every selected server before running anything.
   std::vector<std::string> unreachable;
@@ -98,19 +133,20 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
     if (!reached.ok()) unreachable.push_back(std::string(reached.message()));
   }
   if (wanted("redis")) {
-    for (const RedisAddress& a : {*redis_durable, *redis_memory}) {
-      absl::Status reached = RedisReachable(a, &a == &*redis_durable);
+    for (const RedisAddress* a : {&redis_durable, &redis_memory}) {
+      absl::Status reached = RedisReachable(*a, a == &redis_durable);
       if (!reached.ok()) unreachable.push_back(std::string(reached.message()));
     }
   }
   if (!unreachable.empty()) {
     for (const std::string& u : unreachable) {
-      err << "peers_bench: " << u << "\n";
+      err << kTool << ": " << u << "\n";
     }
-    err << "peers_bench: start the servers with bench/peers/run.sh (it starts "
+    err << kTool
+        << ": start the servers with bench/peers/run.sh (it starts "
            "and stops them), point --pg/--redis_durable/--redis_memory at "
            "yours, or leave those peers out with --only=rocksdb,idem,ceiling\n";
-    return 2;
+    return cli::kExitUsage;
   }
 
   // The scratch directory: --dir (created if missing, kept at the end), or a
@@ -120,8 +156,10 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
   if (scratch.empty()) {
     absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_peers_");
     if (!dir.ok()) {
-      err << "peers_bench: cannot create a scratch directory\n";
-      return 2;
+      err << kTool
+          << ": cannot create a scratch directory: " << dir.status().message()
+          << "\n";
+      return cli::kExitFailure;
     }
     temporary = *std::move(dir);
     scratch = temporary->path();
@@ -147,12 +185,11 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
   RunLimits limits;
   limits.messages = args.messages;
   limits.slow_messages = args.slow_messages;
-  limits.time_cap_s = args.time_cap_s;
+  limits.time_cap_s = absl::ToDoubleSeconds(args.duration);
   limits.accounts = args.accounts;
 
-  std::vector<PeerConfig> configs =
-      MakeConfigs(scratch, args.pg, *redis_durable, *redis_memory, args.batch,
-                  args.clients);
+  std::vector<PeerConfig> configs = MakeConfigs(
+      scratch, args.pg, redis_durable, redis_memory, args.batch, args.clients);
   size_t total = 0;
   for (const PeerConfig& c : configs) total += wanted(c.peer) ? 1 : 0;
   if (wanted("ceiling")) total += 1;  // the fsync loop
@@ -184,7 +221,7 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
       runs[at++].push_back(std::move(row));
     };
     if (wanted("ceiling")) {
-      keep(RunFsyncLoop(scratch, args.fsync_seconds));
+      keep(RunFsyncLoop(scratch, absl::ToDoubleSeconds(args.fsync_duration)));
     }
     for (const PeerConfig& config : configs) {
       if (wanted(config.peer)) keep(RunConfig(config, stream, limits));
@@ -207,9 +244,9 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
     PrintTable(header, rows, out);
   }
   for (const ResultRow& r : rows) {
-    if (r.failed()) return 1;
+    if (r.failed()) return cli::kExitFailure;
   }
-  return 0;
+  return cli::kExitOk;
 }
 
 }  // namespace idem::peers

@@ -2,15 +2,15 @@
 # Runs the peers benchmark end to end (see bench/peers/README.md):
 #   1. installs what is missing (PostgreSQL, libpq, Redis, hiredis and the
 #      project's build dependencies); quiet when everything is present;
-#   2. builds idem_peers_bench into ${BUILD_DIR:-build};
+#   2. builds idem-peers-bench into ${BUILD_DIR:-build};
 #   3. starts, in a new temporary directory, a PostgreSQL server (initdb, run
 #      as the postgres user) and two Redis servers (one with appendfsync
 #      always, one without persistence), all listening on 127.0.0.1 only, on
 #      unusual ports;
 #   4. runs the benchmark (bounded: per-config time caps and an overall
 #      timeout), then stops every server it started and removes the directory.
-# Arguments go to idem_peers_bench, e.g. --json or --only=postgres,idem
-# (see: idem_peers_bench --help). Ports: PEERS_PG_PORT (55432),
+# Arguments go to idem-peers-bench, e.g. --json or --only=postgres,idem
+# (see: idem-peers-bench --help). Ports: PEERS_PG_PORT (55432),
 # PEERS_REDIS_DURABLE_PORT (56379), PEERS_REDIS_MEMORY_PORT (56380).
 # Overall limit: PEERS_TIMEOUT seconds (1200).
 set -euo pipefail
@@ -30,13 +30,13 @@ scripts/install-deps.sh postgresql libpq-dev redis-server libhiredis-dev
 # 2. Build only the benchmark.
 mkdir -p "$build_dir"
 if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
-       cmake --build "$build_dir" --target idem_peers_bench -j"$(nproc)"; } \
+       cmake --build "$build_dir" --target idem-peers-bench -j"$(nproc)"; } \
      >"$build_dir/peers-build.log" 2>&1; then
   tail -n 40 "$build_dir/peers-build.log" >&2
   log "build FAILED (full log: $build_dir/peers-build.log)"
   exit 1
 fi
-bench="$build_dir/bench/peers/idem_peers_bench"
+bench="$build_dir/bench/peers/idem-peers-bench"
 
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 if [ -z "$pg_bin" ] || [ ! -x "$pg_bin/initdb" ]; then

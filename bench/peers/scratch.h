@@ -1,4 +1,4 @@
-// Where idem_peers_bench's embedded peers (RocksDB, idem) keep their stores:
+// Where idem-peers-bench's embedded peers (RocksDB, idem) keep their stores:
 // a fresh path per config under the run's scratch directory. The scratch
 // directory itself is a util::TempDir or --dir (peers_bench.cc); directory
 // sizes and removal are util/directory.h's.

@@ -1,4 +1,4 @@
-// idem_peers_bench's output: the Markdown table with its footnotes and
+// idem-peers-bench's output: the Markdown table with its footnotes and
 // legend, or the same results as one JSON object; and the number formats
 // the table and the progress lines share.
 
