@@ -20,7 +20,6 @@
 namespace idem::cli {
 namespace {
 
-using util::JsonQuoteBytes;
 using util::JsonWriter;
 
 constexpr char kHint[] = "Run 'idem-ctl --help' for usage.";
@@ -120,8 +119,13 @@ int RunSeen(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   absl::StatusOr<bool> seen = engine.Seen(id);
   if (!seen.ok()) return Fail(err, "checking the ID", seen.status());
   if (args.json) {
-    out << "{\"id\":" << JsonQuoteBytes(id)
-        << ",\"seen\":" << (*seen ? "true" : "false") << "}\n";
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("id");
+    j.Bytes(id);
+    j.Field("seen", *seen);
+    j.EndObject();
+    out << j.str() << "\n";
   } else {
     out << (*seen ? "seen" : "not seen") << "\n";
   }
@@ -137,9 +141,14 @@ int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
     return Fail(err, "forgetting the ID", s);
   }
   if (args.json) {
-    out << "{\"id\":" << JsonQuoteBytes(id)
-        << ",\"forgotten\":true,\"was_seen\":" << (*was_seen ? "true" : "false")
-        << "}\n";
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("id");
+    j.Bytes(id);
+    j.Field("forgotten", true);
+    j.Field("was_seen", *was_seen);
+    j.EndObject();
+    out << j.str() << "\n";
   } else if (*was_seen) {
     out << "forgotten: its next delivery will run the handler again\n";
   } else {
@@ -158,10 +167,14 @@ int RunCompact(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   absl::StatusOr<Stats> after = engine.GetStats();
   if (!after.ok()) return Fail(err, "reading stats", after.status());
   if (args.json) {
-    out << absl::StrFormat(
-        "{\"compacted\":true,\"expired_dropped\":%d,"
-        "\"live_sst_bytes_before\":%d,\"live_sst_bytes_after\":%d}\n",
-        after->expired_dropped, before->live_sst_bytes, after->live_sst_bytes);
+    JsonWriter j;
+    j.BeginObject();
+    j.Field("compacted", true);
+    j.Field("expired_dropped", after->expired_dropped);
+    j.Field("live_sst_bytes_before", before->live_sst_bytes);
+    j.Field("live_sst_bytes_after", after->live_sst_bytes);
+    j.EndObject();
+    out << j.str() << "\n";
   } else {
     out << absl::StrFormat(
         "compacted: %d expired dedupe records dropped; live SST bytes %d -> "
@@ -178,42 +191,78 @@ int RunCheckpoint(Engine& engine, const IdemctlArgs& args, std::ostream& out,
     return Fail(err, "writing the checkpoint", s);
   }
   if (args.json) {
-    out << "{\"checkpoint\":" << JsonQuoteBytes(dir) << "}\n";
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("checkpoint");
+    j.Bytes(dir);
+    j.EndObject();
+    out << j.str() << "\n";
   } else {
     out << "checkpoint written to " << dir << "\n";
   }
   return kExitOk;
 }
 
+// One line of `dump`: the entry as a JSON object; keys, values and results
+// as byte strings (JsonQuoteBytes).
+std::string DumpEntryJson(const DumpEntry& e) {
+  JsonWriter j;
+  j.BeginObject();
+  switch (e.kind) {
+    case DumpEntry::Kind::kDedupe:
+      j.Field("kind", "dedupe");
+      j.Key("key");
+      j.Bytes(e.key);
+      j.Key("result");
+      j.Bytes(e.value);
+      j.Field("expires_at", FormatUtc(e.expires_at));
+      j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
+      j.Field("expired", e.expired);
+      break;
+    case DumpEntry::Kind::kState:
+      j.Field("kind", "state");
+      j.Key("key");
+      j.Bytes(e.key);
+      j.Key("value");
+      j.Bytes(e.value);
+      break;
+    case DumpEntry::Kind::kOffset:
+      j.Field("kind", "offset");
+      j.Key("source");
+      j.Bytes(e.key);
+      j.Field("partition", e.partition);
+      j.Field("offset", e.offset);
+      break;
+    case DumpEntry::Kind::kOutbox:
+      j.Field("kind", "outbox");
+      j.Field("position", e.position);
+      j.Key("message_id");
+      j.Bytes(e.message_id);
+      j.Key("destination");
+      j.Bytes(e.destination);
+      j.Key("key");
+      j.Bytes(e.key);
+      j.Key("value");
+      j.Bytes(e.value);
+      j.Key("headers");
+      j.BeginArray();
+      for (const auto& [name, value] : e.headers) {
+        j.BeginArray();
+        j.Bytes(name);
+        j.Bytes(value);
+        j.EndArray();
+      }
+      j.EndArray();
+      break;
+  }
+  j.EndObject();
+  return j.str();
+}
+
 int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
             std::ostream& err) {
   absl::Status s = engine.Dump([&out](const DumpEntry& e) {
-    switch (e.kind) {
-      case DumpEntry::Kind::kDedupe:
-        out << "{\"kind\":\"dedupe\",\"key\":" << JsonQuoteBytes(e.key)
-            << ",\"result\":" << JsonQuoteBytes(e.value)
-            << ",\"expires_at\":" << JsonQuoteBytes(FormatUtc(e.expires_at))
-            << ",\"expires_at_unix_micros\":"
-            << absl::ToUnixMicros(e.expires_at)
-            << ",\"expired\":" << (e.expired ? "true" : "false") << "}\n";
-        break;
-      case DumpEntry::Kind::kState:
-        out << "{\"kind\":\"state\",\"key\":" << JsonQuoteBytes(e.key)
-            << ",\"value\":" << JsonQuoteBytes(e.value) << "}\n";
-        break;
-      case DumpEntry::Kind::kOffset:
-        out << "{\"kind\":\"offset\",\"source\":" << JsonQuoteBytes(e.key)
-            << ",\"partition\":" << e.partition << ",\"offset\":" << e.offset
-            << "}\n";
-        break;
-      case DumpEntry::Kind::kOutbox:
-        out << "{\"kind\":\"outbox\",\"position\":" << e.position
-            << ",\"message_id\":" << JsonQuoteBytes(e.message_id)
-            << ",\"destination\":" << JsonQuoteBytes(e.destination)
-            << ",\"key\":" << JsonQuoteBytes(e.key)
-            << ",\"value\":" << JsonQuoteBytes(e.value) << "}\n";
-        break;
-    }
+    out << DumpEntryJson(e) << "\n";
     return out.good() ? absl::OkStatus()
                       : absl::UnavailableError("output stream failed");
   });

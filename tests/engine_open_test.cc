@@ -1,5 +1,5 @@
 // Engine::Open and input validation: persistence and the format check
-// (guarantee 7), foreign directories left unchanged, bad input rejected with
+// (guarantee 8), foreign directories left unchanged, bad input rejected with
 // kInvalidArgument.
 
 #include <cstdint>
@@ -40,7 +40,7 @@ using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 // ============================================================================
-// Guarantee 7: persistence and format.
+// Guarantee 8: persistence and format.
 // ============================================================================
 
 TEST(EngineOpenTest, ReopenSeesStateRecordsAndOffsets) {

@@ -17,6 +17,7 @@
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/engine_test_util.h"
 #include "tests/testing/json_bytes.h"
 #include "util/temp_dir.h"
 
@@ -38,6 +39,10 @@ const std::string kBinaryValue("\x01\xc3\xa9z", 4);
 absl::Status Record(const Message& m, Txn& txn) {
   txn.Put(absl::StrCat("state/", std::string(m.id)), "v");
   if (m.id == "order-1") txn.Put(kBinaryKey, kBinaryValue);
+  if (m.id == "order-2") {
+    const Txn::Header headers[] = {{"trace", kBinaryValue}};
+    txn.EmitWithHeaders("shipments", kBinaryKey, "ship", headers);
+  }
   txn.SetResult(absl::StrCat("ok:", std::string(m.id)));
   return absl::OkStatus();
 }
@@ -60,9 +65,9 @@ class IdemctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // A store holding two live records, one expired record, three state
-    // entries plus the binary one, and one offset. The expired record is
-    // written through a clock a day behind, so it has already expired by the
-    // system clock that idemctl uses.
+    // entries plus the binary one, one offset and one outbox entry. The expired
+    // record is written through a clock a day behind, so it has already expired
+    // by the system clock that idemctl uses.
     ManualClock past(absl::Now() - absl::Hours(24));
     Options options;
     options.clock = &past;
@@ -147,12 +152,16 @@ TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
                             "table_reader_bytes",
                             "bloom_filter_useful",
                             "bloom_filter_positive",
-                            "data_blocks_read"}) {
+                            "data_blocks_read",
+                            "outbox_pending",
+                            "outbox_emitted",
+                            "outbox_acknowledged"}) {
     ASSERT_TRUE(v.contains(field)) << field << " missing in " << r.out;
     EXPECT_TRUE(v.at(field).is_number()) << field;
   }
   // Counters run from when idemctl opened the store: it processed nothing.
   EXPECT_EQ(v.at("processed"), 0);
+  EXPECT_EQ(v.at("outbox_pending"), 1);  // a figure of the store
 }
 
 // `seen` answers in its exit code too: 0 seen, 1 not seen, 3 a failure.
@@ -247,7 +256,7 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
       EXPECT_TRUE(c >= 0x20 && c <= 0x7e) << int{c};
     }
   }
-  int dedupe = 0, state = 0, offset = 0, expired = 0;
+  int dedupe = 0, state = 0, offset = 0, expired = 0, outbox = 0;
   bool saw_binary = false, saw_result = false;
   const std::vector<std::string> lines =
       absl::StrSplit(r.out, '\n', absl::SkipEmpty());
@@ -281,6 +290,18 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
       EXPECT_EQ(BytesAt(v, "source"), "orders");
       EXPECT_EQ(v.value("partition", json()), 3) << line;
       EXPECT_EQ(v.value("offset", json()), 42) << line;
+    } else if (kind == "outbox") {
+      ++outbox;
+      EXPECT_EQ(v.value("position", json()), 1) << line;
+      EXPECT_EQ(BytesAt(v, "message_id"), test::HexOfIdHash("order-2") + "-0");
+      EXPECT_EQ(BytesAt(v, "destination"), "shipments");
+      EXPECT_EQ(BytesAt(v, "key"), kBinaryKey);
+      EXPECT_EQ(BytesAt(v, "value"), "ship");
+      ASSERT_TRUE(v.contains("headers")) << line;
+      const json& headers = v.at("headers");
+      ASSERT_TRUE(headers.is_array() && headers.size() == 1) << line;
+      EXPECT_EQ(Latin1Bytes(headers[0][0].get<std::string>()), "trace");
+      EXPECT_EQ(Latin1Bytes(headers[0][1].get<std::string>()), kBinaryValue);
     } else {
       ADD_FAILURE() << "unknown kind in " << line;
     }
@@ -289,6 +310,7 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
   EXPECT_EQ(expired, 1);
   EXPECT_EQ(state, 4);
   EXPECT_EQ(offset, 1);
+  EXPECT_EQ(outbox, 1);
   EXPECT_TRUE(saw_binary);
   EXPECT_TRUE(saw_result);
 }

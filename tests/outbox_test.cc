@@ -1,7 +1,8 @@
-// The outbox (Txn::Emit, Engine::ReadOutbox, Engine::AckOutbox): emits commit
-// with their message and only with it, positions and message IDs, the cursor
-// that keeps positions unique across acknowledgement and reopen, durability
-// of what ReadOutbox returns, and the outbox in Dump, Checkpoint and Stats.
+// Guarantee 7, the outbox (Txn::Emit, Engine::ReadOutbox, AckOutbox): emits
+// commit with their message and only with it, positions and message IDs, the
+// cursor that keeps positions unique across acknowledgement and reopen,
+// durability of what ReadOutbox returns, and the outbox in Dump, Checkpoint and
+// Stats.
 
 #include <functional>
 #include <memory>
