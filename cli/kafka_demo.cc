@@ -124,7 +124,7 @@ class Demo {
     const std::vector<OutgoingRecord> second(stream.records.begin() + half,
                                              stream.records.end());
 
-    auto engine = Engine::Open(store_, Options());
+    auto engine = Engine::Open(report_.store, Options());
     if (!engine.ok()) return engine.status();
     if (absl::Status s = RunPhase("phase 1", first, **engine, report_.first);
         !s.ok()) {
@@ -166,8 +166,14 @@ class Demo {
     producer_ = *std::move(producer);
     auto dir = util::TempDir::Create("idem_kafka_demo_");
     if (!dir.ok()) return dir.status();
+    if (options_.keep) {
+      dir->Keep();
+      progress_ << "keeping the scratch directory " << dir->path() << "\n";
+    }
     temp_dir_ = *std::move(dir);
-    store_ = options_.store.empty() ? temp_dir_->Sub("store") : options_.store;
+    report_.scratch = temp_dir_->path();
+    report_.store =
+        options_.store.empty() ? temp_dir_->Sub("store") : options_.store;
     return absl::OkStatus();
   }
 
@@ -321,7 +327,6 @@ class Demo {
   std::string brokers_;
   std::unique_ptr<kafka::Producer> producer_;
   std::optional<util::TempDir> temp_dir_;
-  std::string store_;
   KafkaDemoReport report_;
 };
 
@@ -417,6 +422,13 @@ int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
     return kExitFailure;
   }
   PrintKafkaDemoReport(*report, json, out);
+  if (!options.store.empty() || options.keep) {
+    err << "idem-kafka-demo: the store is kept at " << report->store << "\n";
+  }
+  if (options.keep) {
+    err << "idem-kafka-demo: the scratch directory is kept at "
+        << report->scratch << "\n";
+  }
   return report->passed ? kExitOk : kExitFailure;
 }
 

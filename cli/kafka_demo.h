@@ -14,7 +14,9 @@
 //
 // The payments are the ledger's (examples/ledger.h), applied by its handler.
 // RunKafkaDemo is the whole demo minus flag parsing (tools/
-// kafka_demo_main.cc). Thread-compatible.
+// kafka_demo_main.cc). It works in a new scratch directory under $TMPDIR (or
+// /tmp), removed before returning, whatever the outcome, unless
+// KafkaDemoOptions::keep. Thread-compatible.
 
 #ifndef IDEM_CLI_KAFKA_DEMO_H_
 #define IDEM_CLI_KAFKA_DEMO_H_
@@ -45,8 +47,13 @@ struct KafkaDemoOptions {
   int duplicate_every = 10;
   // Most records per ProcessBatch call. Must be >= 1.
   int batch = 500;
-  // The engine's store; empty: a temporary directory, removed afterwards.
+  // Directory of the engine's store, created if missing and never removed.
+  // Empty: "store" in the scratch directory.
   std::string store;
+  // Keep the scratch directory (a new directory under $TMPDIR or /tmp that
+  // holds the store unless `store` is set, and the dead-letter reader's
+  // store) instead of removing it at the end.
+  bool keep = false;
   // How long a consumer may see nothing before the demo gives up.
   absl::Duration idle_timeout = absl::Seconds(30);
   uint64_t seed = 1;
@@ -73,6 +80,10 @@ struct KafkaDemoPhase {
 struct KafkaDemoReport {
   std::string brokers;  // "mock" or the bootstrap servers
   std::string topic;
+  // Where the store and the scratch directory were (the scratch directory
+  // is gone unless kept).
+  std::string store;
+  std::string scratch;
   int64_t unique_payments = 0;
   int64_t injected_duplicates = 0;
   KafkaDemoPhase first;
@@ -99,7 +110,9 @@ void PrintKafkaDemoReport(const KafkaDemoReport& report, bool json,
                           std::ostream& out);
 
 // RunKafkaDemo plus printing: 0 if every check passed, 1 if a check or
-// Kafka or the engine failed, 2 for bad options (message on `err`).
+// Kafka or the engine failed, 2 for bad options (message on `err`). Names on
+// `err` the store when it is kept (`store` or `keep`) and the scratch
+// directory when `keep`.
 int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
                      std::ostream& out, std::ostream& err);
 

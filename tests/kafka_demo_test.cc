@@ -1,5 +1,6 @@
 #include "cli/kafka_demo.h"
 
+#include <filesystem>
 #include <sstream>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "util/directory.h"
 #include "util/temp_dir.h"
 
 namespace idem::cli {
@@ -51,6 +53,42 @@ TEST(KafkaDemoTest, RunOnTheMockClusterPassesItsChecksAndReportsJson) {
   EXPECT_EQ(parsed.at("passed"), true);
   ASSERT_TRUE(parsed.contains("second"));
   ASSERT_TRUE(parsed.at("second").contains("records_per_second"));
+}
+
+TEST(KafkaDemoTest, KeepKeepsTheScratchDirectoryWithTheStore) {
+  KafkaDemoOptions options;
+  options.messages = 200;
+  options.batch = 100;
+  options.keep = true;
+  std::ostringstream out, err;
+  ASSERT_EQ(RunKafkaDemoTool(options, /*json=*/true, out, err), kExitOk)
+      << err.str();
+  const nlohmann::json report = nlohmann::json::parse(
+      out.str(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(report.is_object()) << out.str();
+  // The paths are named on stderr; the store is in the scratch directory.
+  const std::string marker = "the scratch directory is kept at ";
+  const size_t at = err.str().find(marker);
+  ASSERT_NE(at, std::string::npos) << err.str();
+  const std::string scratch = err.str().substr(
+      at + marker.size(), err.str().find('\n', at) - at - marker.size());
+  EXPECT_THAT(err.str(), HasSubstr("the store is kept at " + scratch));
+  EXPECT_TRUE(std::filesystem::exists(scratch + "/store/CURRENT")) << scratch;
+  util::RemoveTree(scratch);
+}
+
+TEST(KafkaDemoTest, RemovesItsScratchDirectoryAndKeepsTheStoreItWasGiven) {
+  util::TempDir dir;
+  KafkaDemoOptions options = Small(dir);
+  options.messages = 200;
+  std::ostringstream progress;
+  absl::StatusOr<KafkaDemoReport> r = RunKafkaDemo(options, progress);
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << progress.str();
+  EXPECT_TRUE(r->passed);
+  EXPECT_EQ(r->store, options.store);
+  EXPECT_TRUE(std::filesystem::exists(options.store + "/CURRENT"));
+  ASSERT_FALSE(r->scratch.empty());
+  EXPECT_FALSE(std::filesystem::exists(r->scratch)) << r->scratch;
 }
 
 TEST(KafkaDemoTest, BadOptionsAreUsageErrors) {

@@ -39,7 +39,12 @@ int main(int argc, char** argv) {
   app->add_option("--batch", options.batch,
                   "Most records per ProcessBatch call.");
   app->add_option("--store", options.store,
-                  "Directory of the engine's store; empty: a temporary one.");
+                  "Directory of the engine's store, created if missing and "
+                  "kept. Empty: one in the scratch directory.");
+  app->add_flag("--keep", options.keep,
+                "Keep the scratch directory (the store unless --store, and "
+                "the dead-letter reader's store) instead of removing it; its "
+                "path is printed on stderr.");
   idem::cli::AddDurationFlag(*app, "idle_timeout", &options.idle_timeout,
                              "Time without a record before the demo gives "
                              "up, e.g. 30s or 2m.");
