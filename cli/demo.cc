@@ -19,6 +19,7 @@
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
+#include "util/json_writer.h"
 #include "util/temp_dir.h"
 
 namespace idem::cli {
@@ -255,23 +256,34 @@ absl::StatusOr<DemoReport> RunDemo(const DemoOptions& options) {
 void PrintDemoReport(const DemoReport& r, bool json, std::ostream& out) {
   const Stats& s = r.stats;
   if (json) {
-    out << absl::StrFormat(
-        "{\"delivered\":%d,\"unique_messages\":%d,\"injected_duplicates\":%d,"
-        "\"reordered\":%d,\"batches\":%d,\"processed\":%d,\"duplicates\":%d,"
-        "\"failed\":%d,\"result_mismatches\":%d,\"acknowledged\":%d,"
-        "\"committed_offset\":%d,\"expected_total\":%d,\"actual_total\":%d,"
-        "\"mismatched_accounts\":%d,\"state_check\":\"%s\","
-        "\"counts_ok\":%s,\"passed\":%s,"
-        "\"write_amplification\":%.6g,\"user_bytes\":%d,\"wal_bytes\":%d,"
-        "\"flush_bytes\":%d,\"compaction_bytes\":%d,"
-        "\"elapsed_seconds\":%.6f,\"messages_per_second\":%.1f}\n",
-        r.delivered, r.unique_messages, r.injected_duplicates, r.reordered,
-        r.batches, r.processed, r.duplicates, r.failed, r.result_mismatches,
-        r.acknowledged, r.committed_offset, r.expected_total, r.actual_total,
-        r.mismatched_accounts, r.state_ok ? "PASS" : "FAIL",
-        r.counts_ok ? "true" : "false", r.passed() ? "true" : "false",
-        s.write_amplification, s.user_bytes, s.wal_bytes, s.flush_bytes,
-        s.compaction_bytes, r.elapsed_seconds, r.messages_per_second);
+    util::JsonWriter j;
+    j.BeginObject();
+    j.Field("delivered", r.delivered);
+    j.Field("unique_messages", r.unique_messages);
+    j.Field("injected_duplicates", r.injected_duplicates);
+    j.Field("reordered", r.reordered);
+    j.Field("batches", r.batches);
+    j.Field("processed", r.processed);
+    j.Field("duplicates", r.duplicates);
+    j.Field("failed", r.failed);
+    j.Field("result_mismatches", r.result_mismatches);
+    j.Field("acknowledged", r.acknowledged);
+    j.Field("committed_offset", r.committed_offset);
+    j.Field("expected_total", r.expected_total);
+    j.Field("actual_total", r.actual_total);
+    j.Field("mismatched_accounts", r.mismatched_accounts);
+    j.Field("state_check", r.state_ok ? "PASS" : "FAIL");
+    j.Field("counts_ok", r.counts_ok);
+    j.Field("passed", r.passed());
+    j.Field("write_amplification", s.write_amplification);
+    j.Field("user_bytes", s.user_bytes);
+    j.Field("wal_bytes", s.wal_bytes);
+    j.Field("flush_bytes", s.flush_bytes);
+    j.Field("compaction_bytes", s.compaction_bytes);
+    j.Field("elapsed_seconds", r.elapsed_seconds);
+    j.Field("messages_per_second", r.messages_per_second);
+    j.EndObject();
+    out << j.str() << "\n";
     return;
   }
   out << absl::StrFormat(

@@ -31,8 +31,6 @@
 namespace idem::cli {
 namespace {
 
-using util::JsonQuote;
-
 using kafka::OutgoingRecord;
 
 constexpr int kAccounts = 50;
@@ -330,17 +328,24 @@ class Demo {
   KafkaDemoReport report_;
 };
 
-std::string PhaseJson(const KafkaDemoPhase& p) {
-  std::vector<std::string> starts;
-  for (const std::string& s : p.starts) starts.push_back(JsonQuote(s));
-  return absl::StrFormat(
-      "{\"produced\":%d,\"records\":%d,\"processed\":%d,\"duplicates\":%d,"
-      "\"dead_lettered\":%d,\"batches\":%d,\"seconds\":%.6f,"
-      "\"engine_seconds\":%.6f,\"kafka_seconds\":%.6f,"
-      "\"records_per_second\":%.1f,\"starts\":[%s]}",
-      p.produced, p.records, p.processed, p.duplicates, p.dead_lettered,
-      p.batches, p.seconds, p.engine_seconds, p.kafka_seconds,
-      p.seconds > 0 ? p.records / p.seconds : 0.0, absl::StrJoin(starts, ","));
+void WritePhaseJson(const KafkaDemoPhase& p, util::JsonWriter& j) {
+  j.BeginObject();
+  j.Field("produced", p.produced);
+  j.Field("records", p.records);
+  j.Field("processed", p.processed);
+  j.Field("duplicates", p.duplicates);
+  j.Field("dead_lettered", p.dead_lettered);
+  j.Field("batches", p.batches);
+  j.Field("seconds", p.seconds);
+  j.Field("engine_seconds", p.engine_seconds);
+  j.Field("kafka_seconds", p.kafka_seconds);
+  j.Field("records_per_second",
+          p.seconds > 0 ? static_cast<double>(p.records) / p.seconds : 0.0);
+  j.Key("starts");
+  j.BeginArray();
+  for (const std::string& start : p.starts) j.String(start);
+  j.EndArray();
+  j.EndObject();
 }
 
 std::string PhaseText(const std::string& name, const KafkaDemoPhase& p) {
@@ -384,15 +389,24 @@ absl::StatusOr<KafkaDemoReport> RunKafkaDemo(const KafkaDemoOptions& options,
 void PrintKafkaDemoReport(const KafkaDemoReport& r, bool json,
                           std::ostream& out) {
   if (json) {
-    out << absl::StrFormat(
-        "{\"brokers\":%s,\"topic\":%s,\"unique_payments\":%d,"
-        "\"injected_duplicates\":%d,\"first\":%s,\"second\":%s,"
-        "\"applied_once\":%d,\"applied_wrongly\":%d,\"expected_total\":%d,"
-        "\"actual_total\":%d,\"dead_letter_records\":%d,\"passed\":%s}\n",
-        JsonQuote(r.brokers), JsonQuote(r.topic), r.unique_payments,
-        r.injected_duplicates, PhaseJson(r.first), PhaseJson(r.second),
-        r.applied_once, r.applied_wrongly, r.expected_total, r.actual_total,
-        r.dead_letter_records, r.passed ? "true" : "false");
+    util::JsonWriter j;
+    j.BeginObject();
+    j.Field("brokers", r.brokers);
+    j.Field("topic", r.topic);
+    j.Field("unique_payments", r.unique_payments);
+    j.Field("injected_duplicates", r.injected_duplicates);
+    j.Key("first");
+    WritePhaseJson(r.first, j);
+    j.Key("second");
+    WritePhaseJson(r.second, j);
+    j.Field("applied_once", r.applied_once);
+    j.Field("applied_wrongly", r.applied_wrongly);
+    j.Field("expected_total", r.expected_total);
+    j.Field("actual_total", r.actual_total);
+    j.Field("dead_letter_records", r.dead_letter_records);
+    j.Field("passed", r.passed);
+    j.EndObject();
+    out << j.str() << "\n";
     return;
   }
   out << absl::StrFormat(
