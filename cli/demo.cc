@@ -318,9 +318,7 @@ void PrintDemoReport(const DemoReport& r, bool json, std::ostream& out) {
 int RunDemoTool(const DemoOptions& options, bool json, std::ostream& out,
                 std::ostream& err) {
   if (absl::Status s = ValidateDemoOptions(options); !s.ok()) {
-    err << "idem-demo: " << s.message() << "\nRun 'idem-demo --help' for "
-        << "usage.\n";
-    return kExitUsage;
+    return ReportUsageError("idem-demo", s.message(), err);
   }
   absl::StatusOr<DemoReport> report = RunDemo(options);
   if (!report.ok()) {

@@ -426,9 +426,7 @@ void PrintKafkaDemoReport(const KafkaDemoReport& r, bool json,
 int RunKafkaDemoTool(const KafkaDemoOptions& options, bool json,
                      std::ostream& out, std::ostream& err) {
   if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) {
-    err << "idem-kafka-demo: " << s.message()
-        << "\nRun 'idem-kafka-demo --help' for usage.\n";
-    return kExitUsage;
+    return ReportUsageError("idem-kafka-demo", s.message(), err);
   }
   absl::StatusOr<KafkaDemoReport> report = RunKafkaDemo(options, err);
   if (!report.ok()) {

@@ -40,6 +40,13 @@ CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name,
           ""));
 }
 
+int ReportUsageError(absl::string_view tool, absl::string_view message,
+                     std::ostream& err) {
+  err << tool << ": " << message << "\nRun '" << tool
+      << " --help' for usage.\n";
+  return kExitUsage;
+}
+
 std::optional<int> ParseToolFlags(CLI::App& app, int argc,
                                   const char* const* argv, std::ostream& out,
                                   std::ostream& err) {
@@ -67,9 +74,7 @@ std::optional<int> ParseToolFlags(CLI::App& app, int argc,
     out << e.what() << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
-    err << tool << ": " << e.what() << "\nRun '" << tool
-        << " --help' for usage.\n";
-    return kExitUsage;
+    return ReportUsageError(tool, e.what(), err);
   } catch (const std::exception& e) {  // e.g. a callback's std::bad_alloc
     err << tool << ": " << e.what() << "\n";
     return kExitUsage;

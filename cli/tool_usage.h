@@ -17,6 +17,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace idem::cli {
@@ -44,6 +45,12 @@ std::unique_ptr<CLI::App> MakeToolApp(const std::string& tool,
 // A value that is not a duration is a bad flag.
 CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name,
                              absl::Duration* value, const std::string& help);
+
+// Writes "<tool>: <message>" then "Run '<tool> --help' for usage." on
+// `err`, what every tool prints for a bad flag or a value out of range, and
+// returns kExitUsage.
+int ReportUsageError(absl::string_view tool, absl::string_view message,
+                     std::ostream& err);
 
 // Parses argv into the app's flags. Returns std::nullopt when the tool should
 // run, or the exit code to return now: kExitOk after --help or --version

@@ -99,6 +99,15 @@ TEST(ToolUsageTest, BadFlagExitsTwoNamingTheFlag) {
   }
 }
 
+TEST(ToolUsageTest, UsageErrorsNameTheToolAndPointToHelp) {
+  std::ostringstream err;
+  EXPECT_EQ(ReportUsageError("tool", "--batch must be >= 1, got 0", err),
+            kExitUsage);
+  EXPECT_EQ(err.str(),
+            "tool: --batch must be >= 1, got 0\n"
+            "Run 'tool --help' for usage.\n");
+}
+
 TEST(ToolUsageTest, UnexpectedArgumentExitsTwo) {
   const Parsed p = Parse({"--json", "extra"});
   EXPECT_EQ(p.code, std::optional<int>(kExitUsage));

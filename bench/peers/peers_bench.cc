@@ -114,9 +114,7 @@ absl::Status ValidatePeersBenchArgs(const PeersBenchArgs& args) {
 int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
                   std::ostream& err) {
   if (absl::Status s = ValidatePeersBenchArgs(args); !s.ok()) {
-    err << kTool << ": " << s.message() << "\nRun '" << kTool
-        << " --help' for usage.\n";
-    return cli::kExitUsage;
+    return cli::ReportUsageError(kTool, s.message(), err);
   }
   // Validated above.
   const std::vector<std::string> only = *ParseOnly(args.only);
