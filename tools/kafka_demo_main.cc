@@ -1,12 +1,30 @@
 // idem-kafka-demo: parses flags and hands over to
-// idem::cli::RunKafkaDemoTool (cli/kafka_demo.h), which holds the logic.
+// idem::cli::RunKafkaDemoTool (cli/kafka_demo.h), or with --pipeline to
+// RunKafkaPipelineDemoTool (cli/kafka_pipeline_demo.h), which hold the logic.
+// --pipeline_worker (hidden) is the pipeline's stage one, which the pipeline
+// starts as a separate process of this binary.
+
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "cli/kafka_demo.h"
+#include "cli/kafka_pipeline_demo.h"
 #include "cli/tool_usage.h"
+
+namespace {
+
+// The path of this binary, for starting the pipeline's stage one.
+std::string SelfPath(const char* argv0) {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : argv0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::unique_ptr<CLI::App> app = idem::cli::MakeToolApp(
@@ -17,8 +35,11 @@ int main(int argc, char** argv) {
       "from the engine's offsets),\nconsumes the rest, then checks every "
       "payment was applied exactly once and the\npoison record reached "
       "<topic>.dlq. Runs against an in-process mock cluster\nunless --brokers "
-      "is given. Progress goes to stderr. Exit code 0 only if every\ncheck "
-      "passes (1: a check, Kafka or the engine failed; 2: bad flags).");
+      "is given. With --pipeline, runs a two-stage pipeline instead\n(payments "
+      "-> ledger entries -> balances) whose first stage, a separate process,\n"
+      "is killed mid-stream and restarted, and checks both stages' totals "
+      "exactly.\nProgress goes to stderr. Exit code 0 only if every check "
+      "passes (1: a\ncheck, Kafka or the engine failed; 2: bad flags).");
   idem::cli::KafkaDemoOptions options;
   bool json = false;
   app->add_option("--brokers", options.brokers,
@@ -50,9 +71,27 @@ int main(int argc, char** argv) {
                              "up, e.g. 30s or 2m.");
   app->add_option("--seed", options.seed, "Seed of the generated stream.");
   app->add_flag("--json", json, "Print the report as one JSON object.");
+  bool pipeline = false;
+  bool pipeline_worker = false;
+  app->add_flag("--pipeline", pipeline,
+                "Run the two-stage pipeline (docs/outbox.md): stage one "
+                "applies payments and emits ledger entries through the "
+                "outbox, is SIGKILLed mid-stream and restarted; stage two "
+                "applies the entries. --store is not used.");
+  app->add_flag("--pipeline_worker", pipeline_worker,
+                "Internal: the pipeline's stage one (needs --brokers, "
+                "--topic and --store).")
+      ->group("");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;
+  }
+  if (pipeline_worker) {
+    return idem::cli::RunPipelineStage1(options, std::cerr);
+  }
+  if (pipeline) {
+    return idem::cli::RunKafkaPipelineDemoTool(options, SelfPath(argv[0]), json,
+                                               std::cout, std::cerr);
   }
   return idem::cli::RunKafkaDemoTool(options, json, std::cout, std::cerr);
 }
