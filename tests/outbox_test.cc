@@ -334,7 +334,8 @@ TEST_F(OutboxTest, PartitionTxnForwardsEmitAndHeaders) {
     PartitionTxn partition(txn, "topic", 3);
     partition.Put("k", "v");
     partition.Emit("out", "key", "value");
-    const Txn::Header headers[] = {{"trace", "t-1"}, {"", std::string(3, 0)}};
+    const std::string zeros(3, '\0');  // Header holds views: keep it alive.
+    const Txn::Header headers[] = {{"trace", "t-1"}, {"", zeros}};
     partition.EmitWithHeaders("out2", "key2", "value2", headers);
     return absl::OkStatus();
   });
