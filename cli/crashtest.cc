@@ -33,6 +33,10 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kAckBeforeDurable;
   else if (s == "split_commit")
     *self_test = crash::SelfTest::kSplitCommit;
+  else if (s == "emit_outside_commit")
+    *self_test = crash::SelfTest::kEmitOutsideCommit;
+  else if (s == "ack_before_publish")
+    *self_test = crash::SelfTest::kAckBeforePublish;
   else
     return false;
   return true;
@@ -68,6 +72,10 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
       "acknowledged, %d duplicates suppressed\n",
       r.unique_messages, r.stream_entries, r.deliveries, r.acknowledged,
       r.duplicates_suppressed);
+  if (r.published > 0) {
+    out << absl::StrFormat("downstream: %d outbox entries published\n",
+                           r.published);
+  }
   out << absl::StrFormat("unsynced bytes dropped: %d\n",
                          r.unsynced_bytes_dropped);
   out << absl::StrFormat("recovery (Open) time: p50 %.1f ms, max %.1f ms\n",
@@ -76,10 +84,10 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
   out << "invariants:\n";
   for (const crash::InvariantResult& inv : r.invariants) {
     if (inv.passed) {
-      out << absl::StrFormat("  PASS %-20s (%d checks)\n", inv.name,
+      out << absl::StrFormat("  PASS %-23s (%d checks)\n", inv.name,
                              inv.checks);
     } else {
-      out << absl::StrFormat("  FAIL %-20s %s\n", inv.name,
+      out << absl::StrFormat("  FAIL %-23s %s\n", inv.name,
                              inv.first_counterexample);
     }
   }
@@ -128,8 +136,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
     return 2;
   }
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
-    err << "idem-crashtest: --self_test must be none, ack_before_durable or "
-           "split_commit, got '"
+    err << "idem-crashtest: --self_test must be none, ack_before_durable, "
+           "split_commit, emit_outside_commit or ack_before_publish, got '"
         << args.self_test << "'\n";
     return 2;
   }
@@ -150,7 +158,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   options.expiry_buckets = args.expiry_buckets;
   options.recovery_crash_rate = args.recovery_crash_rate;
   // The option names are the flag names, but for max_batch (--batch).
-  if (absl::Status s = crash::ValidateCrashTestOptions(options); !s.ok()) {
+  if (absl::Status s = crash::ValidateCrashTestOptions(options, **workload);
+      !s.ok()) {
     absl::string_view message = s.message();
     if (absl::ConsumePrefix(&message, "max_batch")) {
       err << "idem-crashtest: --batch" << message << "\n";

@@ -15,7 +15,7 @@ namespace idem::cli {
 // The numeric fields have the bounds of crash::CrashTestOptions' fields of
 // the same names (idem/crash/harness.h), checked before anything runs.
 struct CrashtestArgs {
-  std::string workload = "ledger";  // ledger | inventory
+  std::string workload = "ledger";  // ledger | inventory | pipeline
   int cycles = 20;                  // crash cycles, in [0, 1000000]
   std::string mode = "kill";        // kill | powerloss | killpoint | mixed
   std::string durability = "sync";  // sync | buffered
@@ -33,7 +33,9 @@ struct CrashtestArgs {
   int batch = 32;                    // largest batch, in [1, 10000]
   int expiry_buckets = 0;            // in [0, 64]
   double recovery_crash_rate = 0.2;  // in [0, 1]
-  std::string self_test = "none";    // none | ack_before_durable | split_commit
+  // none | ack_before_durable | split_commit | emit_outside_commit |
+  // ack_before_publish (the last two with the pipeline workload)
+  std::string self_test = "none";
 };
 
 // Progress goes to `err`: one line per crash cycle ("[cycle i/N] kill: ..."),

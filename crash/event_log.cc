@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -52,6 +53,12 @@ void EventLogWriter::Ack(int partition, int64_t offset,
                          const std::vector<std::string>& ids) {
   WriteLine(absl::StrCat("A\t", partition, "\t", offset, "\t",
                          absl::StrJoin(ids, "\t")));
+}
+
+void EventLogWriter::Publish(const std::string& message_id,
+                             const std::string& content) {
+  WriteLine(absl::StrCat("P\t", absl::CEscape(message_id), "\t",
+                         absl::CEscape(content)));
 }
 
 void EventLogWriter::Error(const std::string& message) {
@@ -108,6 +115,16 @@ absl::StatusOr<CycleEvents> ReadCycleEvents(const std::string& path,
           events.acked.insert(f[i]);
           ++events.acked_deliveries;
         }
+        break;
+      }
+      case 'P': {
+        std::string message_id, content;
+        if (f.size() != 3 || !absl::CUnescape(f[1], &message_id) ||
+            !absl::CUnescape(f[2], &content)) {
+          return absl::DataLossError(absl::StrCat("bad log line: ", line));
+        }
+        events.published.emplace_back(std::move(message_id),
+                                      std::move(content));
         break;
       }
       case 'E':

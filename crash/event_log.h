@@ -7,6 +7,8 @@
 //   I <id>...                        about to deliver these to the engine
 //   C <sequence> <duplicates> <id>... a batch returned; ids it processed
 //   A <partition> <offset> <id>...    acknowledged (partition -1: no position)
+//   P <message id> <content>          about to publish an outbox entry to the
+//                                     downstream (content: C-escaped)
 //   E <message>                       the worker hit an error
 //   D                                 the worker consumed the whole stream
 // EventLogWriter is safe for concurrent use (one write(2) per line).
@@ -16,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -34,6 +37,8 @@ class EventLogWriter {
   void Commit(uint64_t sequence, uint64_t duplicates,
               const std::vector<std::string>& processed);
   void Ack(int partition, int64_t offset, const std::vector<std::string>& ids);
+  // `content` is any bytes (the log holds it escaped).
+  void Publish(const std::string& message_id, const std::string& content);
   void Error(const std::string& message);
   void Done();
 
@@ -57,6 +62,9 @@ struct CycleEvents {
   // Highest acknowledged offset per partition (absent: none this cycle).
   std::vector<int64_t> acked_offsets;
   std::vector<std::string> errors;
+  // (message ID, content) of each entry published to the downstream, in
+  // order.
+  std::vector<std::pair<std::string, std::string>> published;
   bool done = false;
 };
 

@@ -12,13 +12,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "crash/event_log.h"
+#include "crash/outbox_verifier.h"
 #include "crash/stream.h"
 #include "crash/verifier.h"
 #include "crash/worker.h"
@@ -162,6 +165,9 @@ class Run {
       : o_(options),
         workload_(workload),
         store_((fs::path(options.dir) / "store").string()),
+        downstream_(workload.downstream() != nullptr
+                        ? (fs::path(options.dir) / "downstream").string()
+                        : ""),
         journal_((fs::path(options.dir) / "fs-journal").string()),
         messages_per_epoch_(
             o_.messages != 0
@@ -171,7 +177,12 @@ class Run {
                       500 * static_cast<size_t>(std::max(o_.cycles, 1)))),
         rng_(options.seed) {
     report_.seed = o_.seed;
-    for (const char* name : kInvariantNames) {
+    names_.assign(std::begin(kInvariantNames), std::end(kInvariantNames));
+    if (!downstream_.empty()) {
+      names_.insert(names_.end(), std::begin(kOutboxInvariantNames),
+                    std::end(kOutboxInvariantNames));
+    }
+    for (const char* name : names_) {
       InvariantResult r;
       r.name = name;
       invariants_[name] = r;
@@ -217,20 +228,22 @@ class Run {
       report_.open_p50 = absl::Microseconds(open.p50);
       report_.open_max = absl::Microseconds(open.max);
     }
-    for (const char* name : kInvariantNames) {
+    for (const char* name : names_) {
       report_.invariants.push_back(invariants_[name]);
     }
     return report_;
   }
 
  private:
-  // Builds the next epoch's stream and removes the previous epoch's store.
+  // Builds the next epoch's stream and removes the previous epoch's stores.
   absl::Status StartEpoch() {
     const uint64_t seed =
         o_.seed + 1000003 * static_cast<uint64_t>(report_.epochs);
     std::error_code ec;
-    fs::remove_all(store_, ec);
-    if (!ec) fs::remove_all(store_ + ".idem-creating", ec);
+    for (const std::string& store : {store_, downstream_}) {
+      if (!ec && !store.empty()) fs::remove_all(store, ec);
+      if (!ec && !store.empty()) fs::remove_all(store + ".idem-creating", ec);
+    }
     if (!ec) fs::resize_file(journal_, 0, ec);
     if (ec && ec != std::errc::no_such_file_or_directory) {
       return absl::UnavailableError(
@@ -242,6 +255,7 @@ class Run {
     delivered_.clear();
     acked_.clear();
     in_flight_.clear();
+    published_.clear();
     ++report_.epochs;
     report_.unique_messages += stream_.messages.size();
     report_.stream_entries += stream_.entries();
@@ -311,12 +325,17 @@ class Run {
   void Record(const std::string& label, const VerifyOutput& out) {
     for (const std::string& name : out.evaluated) ++invariants_[name].checks;
     for (const InvariantResult& v : out.violations) {
-      InvariantResult& r = invariants_[v.name];
-      if (r.passed) {
-        r.passed = false;
-        r.first_counterexample =
-            absl::StrCat(label, ": ", v.first_counterexample);
-      }
+      RecordViolation(v.name, label, v.first_counterexample);
+    }
+  }
+
+  // Keeps the first counterexample of invariant `name`.
+  void RecordViolation(const std::string& name, const std::string& label,
+                       const std::string& counterexample) {
+    InvariantResult& r = invariants_[name];
+    if (r.passed) {
+      r.passed = false;
+      r.first_counterexample = absl::StrCat(label, ": ", counterexample);
     }
   }
 
@@ -357,6 +376,7 @@ class Run {
 
     WorkerConfig config;
     config.store_path = store_;
+    config.downstream_path = downstream_;
     config.log_path = log_path;
     config.durability = o_.durability;
     config.self_test = o_.self_test;
@@ -458,21 +478,25 @@ class Run {
     report_.deliveries += events->deliveries;
     report_.acknowledged += events->acked_deliveries;
     report_.duplicates_suppressed += events->duplicates;
+    report_.published += events->published.size();
+    if (!downstream_.empty()) {
+      // One message ID published with two contents, over the epoch's runs.
+      const std::string conflict = AddPublished(events->published, published_);
+      if (!conflict.empty()) {
+        RecordViolation("one_content_per_id", label, conflict);
+      }
+    }
     ++invariants_["worker_errors"].checks;
-    if (!events->errors.empty() && invariants_["worker_errors"].passed) {
-      invariants_["worker_errors"].passed = false;
-      invariants_["worker_errors"].first_counterexample =
-          absl::StrCat(label, ": ", events->errors.front());
+    if (!events->errors.empty()) {
+      RecordViolation("worker_errors", label, events->errors.front());
     }
     if (!crashed && !events->done && events->errors.empty()) {
-      InvariantResult& r = invariants_["worker_errors"];
-      if (r.passed) {
-        r.passed = false;
-        r.first_counterexample = absl::StrCat(
-            label, ": the worker died unexpectedly (",
-            WIFSIGNALED(status) ? "signal " : "exit ",
-            WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), ")");
-      }
+      RecordViolation("worker_errors", label,
+                      absl::StrCat("the worker died unexpectedly (",
+                                   WIFSIGNALED(status) ? "signal " : "exit ",
+                                   WIFSIGNALED(status) ? WTERMSIG(status)
+                                                       : WEXITSTATUS(status),
+                                   ")"));
     }
 
     // Crash the recovery too, now and then.
@@ -487,7 +511,8 @@ class Run {
             absl::StrCat("fork: ", std::strerror(errno)));
       }
       if (rpid == 0) {
-        RunRecovery(store_, recovery_fs, o_.durability, o_.expiry_buckets);
+        RunRecovery(store_, downstream_, recovery_fs, o_.durability,
+                    o_.expiry_buckets);
       }
       if (crash != CycleCrash::kKillPoint) {
         absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
@@ -506,6 +531,8 @@ class Run {
     input.in_flight = &in_flight_;
     input.commits = &events->commits;
     input.final_check = final;
+    input.downstream_path = downstream_;
+    input.published = &published_;
     absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
     if (!out.ok()) return out.status();
     if (out->opened) {
@@ -531,6 +558,7 @@ class Run {
   const CrashTestOptions& o_;
   const Workload& workload_;
   const std::string store_;
+  const std::string downstream_;  // empty without a Downstream
   const std::string journal_;
   const size_t messages_per_epoch_;
   std::mt19937_64 rng_;
@@ -539,7 +567,9 @@ class Run {
   absl::flat_hash_set<std::string> delivered_;
   absl::flat_hash_set<std::string> acked_;
   absl::flat_hash_set<std::string> in_flight_;
+  PublishedContents published_;        // over the epoch's runs
   util::LatencyHistogram open_times_;  // microseconds
+  std::vector<const char*> names_;     // the invariants, in report order
   std::map<std::string, InvariantResult> invariants_;
   CrashTestReport report_;
   int runs_ = 0;     // worker runs so far, of every kind
@@ -595,9 +625,28 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
+                                      const Workload& workload) {
+  if (absl::Status s = ValidateCrashTestOptions(options); !s.ok()) return s;
+  const char* outbox_self_test =
+      options.self_test == SelfTest::kEmitOutsideCommit  ? "emit_outside_commit"
+      : options.self_test == SelfTest::kAckBeforePublish ? "ack_before_publish"
+                                                         : nullptr;
+  if (outbox_self_test != nullptr && workload.downstream() == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("self_test=", outbox_self_test,
+                     " needs a workload whose handler emits, with a "
+                     "downstream (e.g. pipeline), got ",
+                     workload.name()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,
                                              const Workload& workload) {
-  if (absl::Status s = ValidateCrashTestOptions(options); !s.ok()) return s;
+  if (absl::Status s = ValidateCrashTestOptions(options, workload); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckSingleThreaded(); !s.ok()) return s;
   if (absl::Status s = PrepareDir(options.dir); !s.ok()) return s;
   Run run(options, workload);
@@ -627,6 +676,7 @@ std::string CrashTestReportToJson(const CrashTestReport& r) {
   j.Field("delivered", r.deliveries);
   j.Field("acknowledged", r.acknowledged);
   j.Field("duplicates_suppressed", r.duplicates_suppressed);
+  j.Field("published", r.published);
   j.EndObject();
   j.Field("unsynced_bytes_dropped", r.unsynced_bytes_dropped);
   j.Key("open_ms");

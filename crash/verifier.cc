@@ -11,32 +11,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "crash/outbox_verifier.h"
 #include "idem/engine.h"
 
 namespace idem::crash {
 namespace {
-
-class Checker {
- public:
-  explicit Checker(VerifyOutput* out) : out_(out) {}
-
-  void Evaluated(const char* name) { out_->evaluated.push_back(name); }
-
-  // Records the first counterexample of `name`.
-  void Violation(const char* name, const std::string& counterexample) {
-    for (const InvariantResult& r : out_->violations) {
-      if (r.name == name) return;
-    }
-    InvariantResult r;
-    r.name = name;
-    r.passed = false;
-    r.first_counterexample = counterexample;
-    out_->violations.push_back(std::move(r));
-  }
-
- private:
-  VerifyOutput* const out_;
-};
 
 void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
   const Stream& stream = *in.stream;
@@ -161,6 +140,10 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
       }
     }
   }
+
+  if (in.workload->downstream() != nullptr) {
+    CheckOutbox(engine, in, present, check);
+  }
 }
 
 void WriteAll(int fd, const std::string& s) {
@@ -183,6 +166,17 @@ std::string OneLine(std::string s) {
 }
 
 }  // namespace
+
+void Checker::Violation(const char* name, const std::string& counterexample) {
+  for (const InvariantResult& r : out_->violations) {
+    if (r.name == name) return;
+  }
+  InvariantResult r;
+  r.name = name;
+  r.passed = false;
+  r.first_counterexample = counterexample;
+  out_->violations.push_back(std::move(r));
+}
 
 VerifyOutput VerifyStore(const std::string& store_path,
                          const VerifyInput& input) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "crash/event_log.h"
@@ -29,8 +30,22 @@ inline constexpr const char* kInvariantNames[] = {
                             // of its commit order
     "worker_errors",        // no worker saw a storage or handler error
     "final_complete",       // after the final crash-free run, every unique ID
-                            // is present
+                            // is present (and, with a Downstream, the
+                            // outbox is empty)
 };
+
+// With a Downstream, also these, in report order.
+inline constexpr const char* kOutboxInvariantNames[] = {
+    "no_lost_emit",             // every emit of a committed message is in the
+                                // outbox or applied downstream (after a
+                                // crash-free run: applied)
+    "one_content_per_id",       // a message ID never carries two contents
+    "downstream_exactly_once",  // every downstream effect is an emit of a
+                                // committed message, applied once
+};
+
+// Message ID -> the content (EntryContent) first published under it.
+using PublishedContents = absl::flat_hash_map<std::string, std::string>;
 
 struct VerifyInput {
   const Stream* stream = nullptr;
@@ -42,6 +57,11 @@ struct VerifyInput {
   // The commits of the cycle just crashed.
   const std::vector<CycleEvents::Commit>* commits = nullptr;
   bool final_check = false;
+  // With a Downstream (Workload::downstream()): the downstream store, and
+  // the content first published under each message ID over the epoch's
+  // runs.
+  std::string downstream_path;
+  const PublishedContents* published = nullptr;
 };
 
 struct VerifyOutput {
@@ -52,6 +72,21 @@ struct VerifyOutput {
   std::vector<InvariantResult> violations;
   // Names of the invariants evaluated.
   std::vector<std::string> evaluated;
+};
+
+// Collects one VerifyOutput: which invariants were evaluated, and the first
+// counterexample of each that failed. Not thread-safe.
+class Checker {
+ public:
+  explicit Checker(VerifyOutput* out) : out_(out) {}
+
+  void Evaluated(const char* name) { out_->evaluated.push_back(name); }
+
+  // Records the first counterexample of `name`.
+  void Violation(const char* name, const std::string& counterexample);
+
+ private:
+  VerifyOutput* const out_;
 };
 
 // Opens the store at `store_path` and checks every invariant.

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "crash/event_log.h"
+#include "crash/relay.h"
 #include "engine/engine_hooks.h"
 #include "rocksdb/env.h"
 
@@ -23,20 +25,24 @@ EngineHooks HooksFor(SelfTest self_test) {
   return hooks;
 }
 
-struct OpenedStore {
+// The engines are declared after the env they use, so they close first.
+struct OpenedStores {
   std::unique_ptr<rocksdb::Env> env;
   std::unique_ptr<Engine> engine;
+  std::unique_ptr<Engine> downstream;  // null without a downstream path
 };
 
-absl::StatusOr<OpenedStore> OpenThroughCrashFs(const std::string& path,
-                                               const CrashFsOptions& crash_fs,
-                                               Durability durability,
-                                               int expiry_buckets,
-                                               SelfTest self_test) {
+// Opens the store with `self_test`'s hooks, and the downstream store (if
+// `downstream_path` is not empty) without, through one CrashFileSystem: one
+// journal, and kill points counted over both.
+absl::StatusOr<OpenedStores> OpenThroughCrashFs(
+    const std::string& path, const std::string& downstream_path,
+    const CrashFsOptions& crash_fs, Durability durability, int expiry_buckets,
+    SelfTest self_test) {
   auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
                                               crash_fs);
   if (!fs->status().ok()) return fs->status();
-  OpenedStore opened;
+  OpenedStores opened;
   opened.env = rocksdb::NewCompositeEnv(fs);
   Options options;
   options.durability = durability;
@@ -49,35 +55,75 @@ absl::StatusOr<OpenedStore> OpenThroughCrashFs(const std::string& path,
       OpenEngineWithHooks(path, options, HooksFor(self_test));
   if (!engine.ok()) return engine.status();
   opened.engine = std::move(*engine);
+  if (!downstream_path.empty()) {
+    absl::StatusOr<std::unique_ptr<Engine>> downstream =
+        Engine::Open(downstream_path, options);
+    if (!downstream.ok()) {
+      return absl::Status(downstream.status().code(),
+                          absl::StrCat("the downstream store: ",
+                                       downstream.status().message()));
+    }
+    opened.downstream = std::move(*downstream);
+  }
   return opened;
 }
 
 class Worker {
  public:
+  // `relay` (null without a downstream) must outlive the worker.
   Worker(const WorkerConfig& config, const Stream& stream,
-         const Workload& workload, Engine& engine, EventLogWriter& log)
+         const Workload& workload, Engine& engine, EventLogWriter& log,
+         Relay* relay)
       : config_(config),
         stream_(stream),
         workload_(workload),
         engine_(engine),
         log_(log),
+        relay_(relay),
+        publish_at_once_(relay != nullptr &&
+                         config.self_test == SelfTest::kEmitOutsideCommit),
         cursors_(stream.partitions.size()) {
     for (size_t p = 0; p < cursors_.size(); ++p) {
       cursors_[p].store(config.start_offsets[p]);
     }
   }
 
-  // Consumes every partition to its end; false if a thread hit an error.
+  // Consumes every partition to its end, then relays what is left in the
+  // outbox; false if a thread hit an error.
   bool Run() {
     std::vector<std::thread> threads;
     for (int t = 0; t < config_.threads; ++t) {
       threads.emplace_back([this, t] { Consume(t); });
     }
     for (std::thread& t : threads) t.join();
+    while (relay_ != nullptr && !failed_.load()) {
+      absl::StatusOr<size_t> relayed = RelayOnce();
+      if (!relayed.ok() || *relayed == 0) break;
+    }
     return !failed_.load();
   }
 
  private:
+  // One relay pass (each consumer thread runs one after each batch, as the
+  // Kafka consumer does, so with one thread the kill points stay seeded).
+  absl::StatusOr<size_t> RelayOnce() {
+    absl::StatusOr<size_t> relayed = relay_->RelayOnce();
+    if (!relayed.ok()) {
+      Fail(absl::StrCat("relay: ", relayed.status().ToString()));
+    }
+    return relayed;
+  }
+
+  absl::Status Handle(const Message& m, Txn& txn) {
+    if (publish_at_once_) {
+      return relay_->HandlePublishingAtOnce(
+          m, txn, [this](const Message& message, Txn& handler_txn) {
+            return workload_.Handle(message, handler_txn);
+          });
+    }
+    return workload_.Handle(m, txn);
+  }
+
   void Consume(int thread) {
     std::mt19937_64 rng(config_.seed * 1000003 + thread);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -134,6 +180,7 @@ class Worker {
       }
       if (!Deliver(p, end - 1, batch, ids)) return;
       cursors_[p].store(end);
+      if (relay_ != nullptr && !RelayOnce().ok()) return;
     }
   }
 
@@ -142,10 +189,8 @@ class Worker {
                const std::vector<Message>& batch,
                const std::vector<std::string>& ids) {
     log_.Invoke(ids);
-    absl::StatusOr<std::vector<Result>> results =
-        engine_.ProcessBatch(batch, [this](const Message& m, Txn& txn) {
-          return workload_.Handle(m, txn);
-        });
+    absl::StatusOr<std::vector<Result>> results = engine_.ProcessBatch(
+        batch, [this](const Message& m, Txn& txn) { return Handle(m, txn); });
     if (!results.ok()) return Fail(results.status().ToString());
     std::vector<std::string> processed;
     uint64_t duplicates = 0;
@@ -179,6 +224,9 @@ class Worker {
   const Workload& workload_;
   Engine& engine_;
   EventLogWriter& log_;
+  Relay* const relay_;
+  // SelfTest::kEmitOutsideCommit: the handler publishes its emits itself.
+  const bool publish_at_once_;
   // Next offset to deliver per partition.
   std::vector<std::atomic<int64_t>> cursors_;
   std::atomic<bool> failed_{false};
@@ -189,9 +237,11 @@ class Worker {
 void RunWorker(const WorkerConfig& config, const Stream& stream,
                const Workload& workload) {
   EventLogWriter log(config.log_path);
-  absl::StatusOr<OpenedStore> opened =
-      OpenThroughCrashFs(config.store_path, config.crash_fs, config.durability,
-                         config.expiry_buckets, config.self_test);
+  const Downstream* downstream = workload.downstream();
+  absl::StatusOr<OpenedStores> opened = OpenThroughCrashFs(
+      config.store_path, downstream != nullptr ? config.downstream_path : "",
+      config.crash_fs, config.durability, config.expiry_buckets,
+      config.self_test);
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);
@@ -201,18 +251,31 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
     if (::write(config.ready_fd, &ready, 1) != 1) ::_exit(4);
     ::close(config.ready_fd);
   }
-  Worker worker(config, stream, workload, *opened->engine, log);
+  std::optional<Relay> relay;
+  if (downstream != nullptr) {
+    relay.emplace(*opened->engine, *opened->downstream, *downstream,
+                  config.durability, log,
+                  config.self_test == SelfTest::kAckBeforePublish);
+  }
+  Worker worker(config, stream, workload, *opened->engine, log,
+                relay.has_value() ? &*relay : nullptr);
   const bool ok = worker.Run();
   if (ok) log.Done();
+  relay.reset();
+  opened->downstream.reset();
   opened->engine.reset();
   ::_exit(ok ? 0 : 4);
 }
 
-void RunRecovery(const std::string& store_path, const CrashFsOptions& crash_fs,
-                 Durability durability, int expiry_buckets) {
-  absl::StatusOr<OpenedStore> opened = OpenThroughCrashFs(
-      store_path, crash_fs, durability, expiry_buckets, SelfTest::kNone);
+void RunRecovery(const std::string& store_path,
+                 const std::string& downstream_path,
+                 const CrashFsOptions& crash_fs, Durability durability,
+                 int expiry_buckets) {
+  absl::StatusOr<OpenedStores> opened =
+      OpenThroughCrashFs(store_path, downstream_path, crash_fs, durability,
+                         expiry_buckets, SelfTest::kNone);
   if (!opened.ok()) ::_exit(3);
+  opened->downstream.reset();
   opened->engine.reset();
   ::_exit(0);
 }

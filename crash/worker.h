@@ -1,7 +1,11 @@
 // The worker process of a crash-test cycle: opens the store through a
 // CrashFileSystem and consumes the stream from the broker's acknowledged
 // positions with several threads, logging every delivery, commit and
-// acknowledgement, until it is killed or the stream ends.
+// acknowledgement, until it is killed or the stream ends. With a workload's
+// Downstream it also opens the downstream store through the same file
+// system, and relays the outbox to it (crash/relay.h): each consumer thread
+// after each batch, and once more until the outbox is empty before the
+// worker is done.
 
 #ifndef IDEM_CRASH_WORKER_H_
 #define IDEM_CRASH_WORKER_H_
@@ -18,6 +22,8 @@ namespace idem::crash {
 
 struct WorkerConfig {
   std::string store_path;
+  // The downstream store; used when the workload has a Downstream.
+  std::string downstream_path;
   std::string log_path;
   Durability durability = Durability::kSync;
   SelfTest self_test = SelfTest::kNone;
@@ -40,10 +46,12 @@ struct WorkerConfig {
 [[noreturn]] void RunWorker(const WorkerConfig& config, const Stream& stream,
                             const Workload& workload);
 
-// Opens the store through a CrashFileSystem configured by `crash_fs`, then
-// closes it and exits the process (0, or 3 if Open failed): a recovery that
+// Opens the store (and, unless `downstream_path` is empty, the downstream
+// store) through a CrashFileSystem configured by `crash_fs`, then closes
+// them and exits the process (0, or 3 if an Open failed): a recovery that
 // the harness may kill part-way.
 [[noreturn]] void RunRecovery(const std::string& store_path,
+                              const std::string& downstream_path,
                               const CrashFsOptions& crash_fs,
                               Durability durability, int expiry_buckets);
 

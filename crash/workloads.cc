@@ -1,6 +1,7 @@
 // The built-in crash-test workloads: ledger (the shared ledger of
-// examples/ledger.h: every balance and their total) and inventory (one
-// reservation per order, the inbox-pattern example).
+// examples/ledger.h: every balance and their total), inventory (one
+// reservation per order, the inbox-pattern example) and pipeline (the
+// ledger, emitting to a downstream ledger through the outbox).
 
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/absl_view.h"
 #include "examples/ledger.h"
 #include "examples/ledger_stream.h"
 #include "idem/crash/harness.h"
@@ -55,6 +57,26 @@ bool ParseInts(std::string_view payload, std::vector<int64_t>* out) {
 // ---- ledger: the shared ledger (examples/ledger.h), payments on accounts.
 constexpr int kAccounts = 64;
 
+// Compares the balances in `engine` with `expected`, the effect of `count`
+// applied `what` (e.g. "payments"); kDataLoss naming the first difference.
+absl::Status CompareBalances(Engine& engine,
+                             const examples::ExpectedBalances& expected,
+                             size_t count, const char* what) {
+  absl::StatusOr<examples::BalanceCheck> check =
+      examples::CheckBalances(engine, expected);
+  if (!check.ok()) return check.status();
+  if (!check->first_mismatch.empty()) {
+    return absl::DataLossError(absl::StrCat(check->first_mismatch, " (", count,
+                                            " ", what, " applied)"));
+  }
+  if (!check->ok()) {
+    return absl::DataLossError(
+        absl::StrCat("the balances sum to ", check->actual_total, ", the ",
+                     count, " applied ", what, " to ", check->expected_total));
+  }
+  return absl::OkStatus();
+}
+
 // Marks a message's effect, for EffectPresent: its payload under its ID.
 std::string EntryKey(std::string_view id) {
   return absl::StrCat("entry/", std::string(id));
@@ -62,14 +84,18 @@ std::string EntryKey(std::string_view id) {
 
 class LedgerWorkload : public Workload {
  public:
-  std::string name() const override { return "ledger"; }
+  // `name` is also the message IDs' prefix.
+  explicit LedgerWorkload(std::string name = "ledger")
+      : name_(std::move(name)) {}
+
+  std::string name() const override { return name_; }
 
   std::vector<StreamMessage> Generate(uint64_t seed,
                                       size_t count) const override {
     examples::LedgerStreamOptions options;
     options.seed = seed;
     options.accounts = kAccounts;
-    options.id_prefix = "ledger";
+    options.id_prefix = name_;
     std::vector<StreamMessage> messages;
     messages.reserve(count);
     for (examples::LedgerMessage& m :
@@ -104,19 +130,132 @@ class LedgerWorkload : public Workload {
       if (!payment.ok()) return absl::InternalError(payment.status().message());
       expected.Add(*payment);
     }
-    absl::StatusOr<examples::BalanceCheck> check =
-        examples::CheckBalances(engine, expected);
-    if (!check.ok()) return check.status();
-    if (!check->first_mismatch.empty()) {
-      return absl::DataLossError(absl::StrCat(
-          check->first_mismatch, " (", applied.size(), " payments applied)"));
+    return CompareBalances(engine, expected, applied.size(), "payments");
+  }
+
+ private:
+  const std::string name_;
+};
+
+// ---- pipeline: the ledger, whose handler emits a ledger entry per payment
+// (to "ledger-entries", keyed by account: the payment and the balance it
+// left) and a notice per payment above kLargeAmount (to "large-payments",
+// keyed by payment ID); the downstream applies the entries to balances of
+// its own and keeps the notices.
+constexpr char kLedgerEntries[] = "ledger-entries";
+constexpr char kLargePayments[] = "large-payments";
+constexpr char kPaymentIdHeader[] = "payment-id";
+constexpr int64_t kLargeAmount = 500;
+
+// The payment of a ledger entry "<payment> <balance>".
+std::string_view EntryPayment(std::string_view value) {
+  return value.substr(0, value.find(' '));
+}
+
+std::string NoticeKey(std::string_view payment_id) {
+  return absl::StrCat("large/", AbslView(payment_id));
+}
+
+class PipelineWorkload : public LedgerWorkload, public Downstream {
+ public:
+  PipelineWorkload() : LedgerWorkload("pipeline") {}
+
+  const Downstream* downstream() const override { return this; }
+
+  absl::Status Handle(const Message& message, Txn& txn) const override {
+    if (absl::Status s = LedgerWorkload::Handle(message, txn); !s.ok()) {
+      return s;
     }
-    if (!check->ok()) {
-      return absl::DataLossError(absl::StrCat(
-          "the balances sum to ", check->actual_total, ", the ", applied.size(),
-          " applied payments to ", check->expected_total));
+    absl::StatusOr<examples::Payment> payment =
+        examples::ParsePayment(message.payload);
+    if (!payment.ok()) return payment.status();
+    absl::StatusOr<std::optional<std::string>> balance =
+        txn.Get(examples::BalanceKey(payment->account));
+    if (!balance.ok()) return balance.status();
+    const Txn::Header headers[] = {{kPaymentIdHeader, message.id}};
+    txn.EmitWithHeaders(
+        kLedgerEntries, examples::AccountName(payment->account),
+        absl::StrCat(AbslView(message.payload), " ", balance->value_or("0")),
+        headers);
+    if (payment->amount > kLargeAmount) {
+      txn.Emit(kLargePayments, message.id, message.payload);
     }
     return absl::OkStatus();
+  }
+
+  uint32_t EmitCount(const StreamMessage& message) const override {
+    absl::StatusOr<examples::Payment> payment =
+        examples::ParsePayment(message.payload);
+    return payment.ok() && payment->amount > kLargeAmount ? 2 : 1;
+  }
+
+  absl::Status Apply(const OutboxEntry& entry, Txn& txn) const override {
+    if (entry.destination == kLedgerEntries) {
+      return examples::ApplyPayment(EntryPayment(entry.value), txn);
+    }
+    if (entry.destination == kLargePayments) {
+      txn.Put(NoticeKey(entry.key), entry.value);
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown destination ", entry.destination));
+  }
+
+  absl::Status VerifyDownstream(
+      Engine& downstream,
+      absl::Span<const AppliedEntry> applied) const override {
+    examples::ExpectedBalances expected(kAccounts);
+    size_t entries = 0;
+    for (const AppliedEntry& a : applied) {
+      if (absl::Status s = CheckEmitted(a); !s.ok()) return s;
+      if (a.entry.destination == kLedgerEntries) {
+        absl::StatusOr<examples::Payment> payment =
+            examples::ParsePayment(EntryPayment(a.entry.value));
+        if (!payment.ok() || payment->account >= kAccounts) {
+          return absl::DataLossError(
+              absl::StrCat(a.entry.message_id, " is not a ledger entry"));
+        }
+        expected.Add(*payment);
+        ++entries;
+        continue;
+      }
+      absl::StatusOr<std::optional<std::string>> notice =
+          downstream.GetState(NoticeKey(a.entry.key));
+      if (!notice.ok()) return notice.status();
+      if (notice->value_or("<none>") != a.entry.value) {
+        return absl::DataLossError(absl::StrCat(
+            "the notice of ", a.entry.message_id, " holds '",
+            notice->value_or("<none>"), "', expected '", a.entry.value, "'"));
+      }
+    }
+    return CompareBalances(downstream, expected, entries, "ledger entries");
+  }
+
+ private:
+  // Whether the applied entry is what emit `emit_index` of its input is
+  // (any entry without a committed input is reported by the harness).
+  static absl::Status CheckEmitted(const AppliedEntry& a) {
+    if (a.input == nullptr) return absl::OkStatus();
+    const OutboxEntry& e = a.entry;
+    absl::StatusOr<examples::Payment> payment =
+        examples::ParsePayment(a.input->payload);
+    if (!payment.ok()) return absl::InternalError(payment.status().message());
+    const bool as_emitted =
+        a.emit_index == 0
+            ? e.destination == kLedgerEntries &&
+                  e.key == examples::AccountName(payment->account) &&
+                  EntryPayment(e.value) == a.input->payload &&
+                  e.headers ==
+                      std::vector<std::pair<std::string, std::string>>{
+                          {kPaymentIdHeader, a.input->id}}
+            : a.emit_index == 1 && payment->amount > kLargeAmount &&
+                  e.destination == kLargePayments && e.key == a.input->id &&
+                  e.value == a.input->payload && e.headers.empty();
+    if (as_emitted) return absl::OkStatus();
+    return absl::DataLossError(absl::StrCat(
+        "the downstream applied ", e.message_id, " as (", e.destination, ", ",
+        e.key, ", ", e.value, "), which is not emit ", a.emit_index, " of ",
+        a.input->id, " (", a.input->payload, ")"));
   }
 };
 
@@ -253,12 +392,17 @@ std::unique_ptr<Workload> NewInventoryWorkload() {
   return std::make_unique<InventoryWorkload>();
 }
 
+std::unique_ptr<Workload> NewPipelineWorkload() {
+  return std::make_unique<PipelineWorkload>();
+}
+
 absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
     const std::string& name) {
   if (name == "ledger") return NewLedgerWorkload();
   if (name == "inventory") return NewInventoryWorkload();
+  if (name == "pipeline") return NewPipelineWorkload();
   return absl::InvalidArgumentError(absl::StrCat(
-      "unknown workload '", name, "' (built-in: ledger, inventory)"));
+      "unknown workload '", name, "' (built-in: ledger, inventory, pipeline)"));
 }
 
 }  // namespace idem::crash

@@ -1,6 +1,7 @@
 // The idem-crashtest tool (cli/crashtest.h): flags out of bounds are
-// refused before anything runs, and --cycles=N runs N crash cycles and one
-// final run, as its progress and report say.
+// refused before anything runs, --cycles=N runs N crash cycles and one
+// final run, as its progress and report say, and the pipeline workload runs
+// with its outbox invariants.
 
 #include <stdlib.h>
 
@@ -126,6 +127,40 @@ TEST(CrashtestToolTest, CyclesCountCrashesAndTheFinalRunIsReportedOnce) {
   const int no_crash = Count(r.err, "[no crash] ");
   EXPECT_THAT(r.out,
               HasSubstr("no crash:   " + std::to_string(no_crash) + " run(s)"));
+}
+
+// The pipeline workload (handlers emit through the outbox to a downstream
+// store) runs from the tool, with its three outbox invariants.
+TEST(CrashtestToolTest, RunsThePipelineWorkload) {
+  util::TempDir tmp;
+  CrashtestArgs args;
+  args.workload = "pipeline";
+  args.mode = "mixed";
+  args.cycles = 2;
+  args.messages = 300;
+  args.dir = tmp.Sub("run");
+  const ToolRun r = RunTool(args);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("workload=pipeline"));
+  EXPECT_THAT(r.out, HasSubstr("outbox entries published"));
+  for (const char* name :
+       {"no_lost_emit", "one_content_per_id", "downstream_exactly_once"}) {
+    EXPECT_THAT(r.out, HasSubstr(std::string("PASS ") + name)) << r.out;
+  }
+  EXPECT_THAT(r.out, HasSubstr("verdict: PASS"));
+}
+
+TEST(CrashtestToolTest, EmitOutsideCommitNeedsThePipelineWorkload) {
+  util::TempDir tmp;
+  CrashtestArgs args;
+  args.self_test = "emit_outside_commit";
+  args.dir = tmp.Sub("run");
+  const ToolRun r = RunTool(args);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_THAT(r.err,
+              HasSubstr("idem-crashtest: --self_test=emit_outside_commit "
+                        "needs a workload whose handler emits"));
+  EXPECT_FALSE(std::filesystem::exists(args.dir));
 }
 
 }  // namespace

@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
       "--durability=buffered");
   idem::cli::CrashtestArgs args;
   app->add_option("--workload", args.workload,
-                  "Workload: ledger or inventory.");
+                  "Workload: ledger, inventory or pipeline (the ledger, "
+                  "emitting through the outbox to a downstream store that a "
+                  "relay in the worker feeds).");
   app->add_option("--cycles", args.cycles,
                   "Crash cycles, in [0, 1000000]: N worker runs that each end "
                   "in a crash of --mode's kind, then one crash-free final "
@@ -62,7 +64,11 @@ int main(int argc, char** argv) {
   app->add_option("--self_test", args.self_test,
                   "Break the engine on purpose to see the harness catch it: "
                   "none, ack_before_durable (use with --durability=buffered "
-                  "and --mode=powerloss) or split_commit.");
+                  "and --mode=powerloss), split_commit, and with "
+                  "--workload=pipeline emit_outside_commit (the handler "
+                  "publishes its emits itself, outside the commit) or "
+                  "ack_before_publish (the relay acknowledges outbox "
+                  "entries before publishing them).");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;

@@ -38,8 +38,56 @@ struct StreamMessage {
   std::string payload;
 };
 
+// An outbox entry the downstream applied, as the verifier found it.
+struct AppliedEntry {
+  // As the downstream recorded it when it first applied it (position 0).
+  OutboxEntry entry;
+  // The committed upstream message whose emit number `emit_index` has this
+  // entry's message ID; null if no committed message has (which the harness
+  // reports under downstream_exactly_once). Points into the harness's
+  // stream, valid during the Downstream::VerifyDownstream call.
+  const StreamMessage* input = nullptr;
+  uint32_t emit_index = 0;
+};
+
+// The downstream of a workload whose handler emits (Txn::Emit,
+// EmitWithHeaders). With one, each worker thread runs a relay pass after
+// each batch: it reads the upstream store's outbox (Engine::ReadOutbox),
+// publishes each entry to a second engine, the downstream store, as a
+// message whose ID is the entry's message_id (so the downstream applies each
+// message ID once), waits until the downstream has it durably and only then
+// acknowledges it (Engine::AckOutbox). With every
+// entry the downstream applies, the harness records the entry in the
+// downstream's state (keys starting with "idem-crash/"), and after every
+// crash it checks that no committed emit is lost, that no message ID carries
+// two contents and that every downstream effect happens exactly once (see
+// docs/crash-testing.md).
+//
+// Implementations must be thread-safe and deterministic, like Workload's.
+class Downstream {
+ public:
+  virtual ~Downstream() = default;
+
+  // How many entries the workload's handler emits when it processes
+  // `message` (emit indexes 0 to count - 1). Must depend on the message
+  // only.
+  virtual uint32_t EmitCount(const StreamMessage& message) const = 0;
+
+  // The downstream's handler: applies one published entry through `txn`.
+  // Runs once per message ID (a republished entry is a duplicate). Must not
+  // write state keys starting with "idem-crash/".
+  virtual absl::Status Apply(const OutboxEntry& entry, Txn& txn) const = 0;
+
+  // Checks that the downstream state equals the effects of exactly the
+  // `applied` entries, each once, and that each entry is what its input
+  // emits. Returns a non-OK status naming the first difference.
+  virtual absl::Status VerifyDownstream(
+      Engine& downstream, absl::Span<const AppliedEntry> applied) const = 0;
+};
+
 // A pluggable workload: a deterministic message generator, a handler and a
-// verifier over the recovered store.
+// verifier over the recovered store; and, if its handler emits, its
+// downstream.
 class Workload {
  public:
   virtual ~Workload() = default;
@@ -64,15 +112,24 @@ class Workload {
   // Returns a non-OK status naming the first difference.
   virtual absl::Status Verify(
       Engine& engine, absl::Span<const StreamMessage> applied) const = 0;
+
+  // The downstream of a workload whose handler emits, owned by the workload;
+  // nullptr (the default) for one whose handler does not. Without one,
+  // emitted entries stay in the outbox: nothing relays them.
+  virtual const Downstream* downstream() const { return nullptr; }
 };
 
 // The built-in workloads: "ledger" (each message is a payment that adds an
 // amount to one of 64 accounts; every balance, and their total, must equal
 // the sum of the applied payments; the ledger idem-demo and idem-kafka-demo
-// use too) and "inventory" (reserve stock for an order, at most one
-// reservation per order whatever the message ID).
+// use too), "inventory" (reserve stock for an order, at most one
+// reservation per order whatever the message ID) and "pipeline" (the
+// ledger, whose handler also emits a ledger entry per payment, and a second
+// entry for a payment above 500, to a downstream that keeps its own
+// balances: they must equal the applied entries' payments).
 std::unique_ptr<Workload> NewLedgerWorkload();
 std::unique_ptr<Workload> NewInventoryWorkload();
+std::unique_ptr<Workload> NewPipelineWorkload();
 // By name; kInvalidArgument for an unknown name.
 absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
     const std::string& name);
@@ -86,12 +143,20 @@ enum class CrashMode {
   kMixed,      // each cycle picks one of the above
 };
 
-// Deliberately broken engines, to show the harness reports violations.
+// Deliberately broken engines (and, for workloads with a Downstream, a broken
+// handler or relay), to show the harness reports violations.
 enum class SelfTest {
   kNone,
-  kAckBeforeDurable,  // WaitDurable returns without syncing (use kBuffered
-                      // with kPowerLoss or kKillPoint)
-  kSplitCommit,       // state and dedupe record committed in two writes
+  kAckBeforeDurable,   // WaitDurable returns without syncing (use kBuffered
+                       // with kPowerLoss or kKillPoint)
+  kSplitCommit,        // state and dedupe record committed in two writes
+  kEmitOutsideCommit,  // the handler's emits are published to the
+                       // downstream at once, from inside the handler,
+                       // instead of committing with it (needs a workload
+                       // with a Downstream, e.g. "pipeline")
+  kAckBeforePublish,   // the relay acknowledges outbox entries before it
+                       // publishes them (needs a workload with a
+                       // Downstream)
 };
 
 // What RunCrashTest reports after each run of a worker, for progress
@@ -177,6 +242,11 @@ struct CrashTestOptions {
 
 // OK, or kInvalidArgument naming the first field out of bounds.
 absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
+// As above, and kInvalidArgument naming self_test for a self-test of the
+// outbox (kEmitOutsideCommit, kAckBeforePublish) with a workload without a
+// Downstream.
+absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
+                                      const Workload& workload);
 
 struct InvariantResult {
   std::string name;
@@ -214,6 +284,9 @@ struct CrashTestReport {
   uint64_t acknowledged = 0;           // deliveries acknowledged to the broker
   uint64_t duplicates_suppressed = 0;  // kDuplicate outcomes
   uint64_t unsynced_bytes_dropped = 0;
+  // With a Downstream: outbox entries published to it, republications
+  // included.
+  uint64_t published = 0;
   // Time to Engine::Open (recovery) in the verifier, over the worker runs:
   // the median (nearest rank, within 1% above the exact value) and the max.
   absl::Duration open_p50;
@@ -224,7 +297,9 @@ struct CrashTestReport {
 };
 
 // Runs the crash test. Returns an error only if the harness itself could not
-// run: kInvalidArgument for options out of bounds (nothing is run),
+// run: kInvalidArgument for options out of bounds or for a self-test of the
+// outbox (kEmitOutsideCommit, kAckBeforePublish) with a workload without a
+// Downstream (nothing is run),
 // kFailedPrecondition for a multi-threaded process, a directory the harness
 // did not create, or 100 worker runs in a row that all consumed their stream
 // before the crash came (raise `messages`), kUnavailable for a failed fork or
