@@ -12,7 +12,25 @@
 // The mock cluster serves fetches from memory over loopback TCP, so the
 // librdkafka share is a floor for a real cluster, where the network and the
 // brokers' disks add latency.
+//
+// BM_RelayDrain measures the outbox relay against the commits that fill the
+// outbox: per iteration, a fresh store commits 100,000 messages in batches
+// of 500 (ProcessBatch, plus WaitDurable per batch under kBuffered), each
+// handler writing one state value and emitting one record
+// (Txn::Emit); then an OutboxRelay (idem/kafka/outbox_relay.h) drains them
+// to the mock cluster. Reported: commit_per_second (messages committed per
+// second of ProcessBatch and WaitDurable) and relay_per_second (entries per
+// second of OutboxRelay::Drain: ReadOutbox, produce and wait for the
+// brokers' acknowledgements, AckOutbox), and their ratio; the relay keeps up
+// when relay_over_commit >= 1. The relay's producer connects, and gets its
+// idempotent producer ID, on a first drain of one message, not timed. The
+// nodelay:1 rows drain to a mock broker whose sockets set TCP_NODELAY (see
+// BM_RelayDrain): what the relay does when the broker answers at once.
+//
+//   build/bench/idem_kafka_bench --benchmark_filter=RelayDrain
+//       --benchmark_counters_tabular=true   (one command line)
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +42,7 @@
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
+#include "idem/kafka/outbox_relay.h"
 #include "idem/kafka/producer.h"
 #include "util/temp_dir.h"
 
@@ -33,12 +52,21 @@ namespace {
 constexpr int kRecords = 100000;
 constexpr int kPartitions = 4;
 constexpr char kTopic[] = "bench";
+// Where BM_RelayDrain's handler emits.
+constexpr char kOutTopic[] = "bench.out";
+
+// The JSON value of order `i`, the records' and emits' values.
+std::string OrderValue(int i) {
+  return absl::StrCat("{\"order\":", i, ",\"amount\":", i % 1000,
+                      ",\"currency\":\"EUR\"}");
+}
 
 // The cluster and its records, made once per process.
 MockCluster* Cluster() {
   static MockCluster* cluster = [] {
     auto started = MockCluster::Start(1);
-    if (!started.ok() || !(*started)->CreateTopic(kTopic, kPartitions).ok()) {
+    if (!started.ok() || !(*started)->CreateTopic(kTopic, kPartitions).ok() ||
+        !(*started)->CreateTopic(kOutTopic, kPartitions).ok()) {
       return static_cast<MockCluster*>(nullptr);
     }
     auto producer = Producer::Create((*started)->bootstrap_servers());
@@ -49,8 +77,7 @@ MockCluster* Cluster() {
       r.topic = kTopic;
       // Every 10th record re-publishes the ID of record i - 5.
       r.key = absl::StrCat("order-", i % 10 == 9 ? i - 5 : i);
-      r.value = absl::StrCat("{\"order\":", i, ",\"amount\":", i % 1000,
-                             ",\"currency\":\"EUR\"}");
+      r.value = OrderValue(i);
       r.headers = {{"message-id", r.key}};
       records.push_back(std::move(r));
     }
@@ -60,6 +87,29 @@ MockCluster* Cluster() {
     return started->release();
   }();
   return cluster;
+}
+
+// A store in a directory of its own, removed with it.
+struct FreshStore {
+  util::TempDir dir;
+  std::unique_ptr<Engine> engine;
+};
+
+absl::StatusOr<FreshStore> OpenFreshStore(Durability durability) {
+  absl::StatusOr<util::TempDir> dir =
+      util::TempDir::Create("idem_kafka_bench_");
+  if (!dir.ok()) return dir.status();
+  Options options;
+  options.durability = durability;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(dir->Sub("store"), options);
+  if (!engine.ok()) return engine.status();
+  return FreshStore{*std::move(dir), *std::move(engine)};
+}
+
+// The benchmarks' first argument: 0 kSync, 1 kBuffered.
+Durability ArgDurability(const benchmark::State& state) {
+  return state.range(0) == 0 ? Durability::kSync : Durability::kBuffered;
 }
 
 absl::Status WriteOneValue(const Record& record, Txn& txn) {
@@ -77,15 +127,7 @@ void BM_ConsumeAll(benchmark::State& state) {
   static int group = 0;
   double records = 0, seconds = 0, engine = 0, kafka = 0;
   for (auto _ : state) {
-    auto dir = util::TempDir::Create("idem_kafka_bench_");
-    if (!dir.ok()) {
-      state.SkipWithError("no temporary directory");
-      return;
-    }
-    Options engine_options;
-    engine_options.durability =
-        state.range(0) == 0 ? Durability::kSync : Durability::kBuffered;
-    auto store = Engine::Open(dir->Sub("store"), engine_options);
+    absl::StatusOr<FreshStore> store = OpenFreshStore(ArgDurability(state));
     if (!store.ok()) {
       state.SkipWithError(store.status().ToString().c_str());
       return;
@@ -96,7 +138,7 @@ void BM_ConsumeAll(benchmark::State& state) {
     options.topics = {kTopic};
     options.max_batch = static_cast<int>(state.range(1));
     options.kafka_config = {{"log_level", "3"}};
-    auto consumer = Consumer::Create(store->get(), options);
+    auto consumer = Consumer::Create(store->engine.get(), options);
     if (!consumer.ok()) {
       state.SkipWithError(consumer.status().ToString().c_str());
       return;
@@ -134,6 +176,133 @@ BENCHMARK(BM_ConsumeAll)
     ->Args({0, 500})
     ->Args({1, 500})
     ->Args({0, 100})
+    ->Iterations(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Commits orders [first, first + count) in batches of `batch`, each handler
+// writing one state value and emitting one record; under kBuffered waits
+// for each batch to be durable, as a consumer does before committing
+// offsets. Returns the wall time taken.
+absl::StatusOr<double> CommitEmitting(Engine& engine, Durability durability,
+                                      int first, int count, int batch) {
+  std::vector<std::string> ids, values;
+  for (int i = first; i < first + count; ++i) {
+    ids.push_back(absl::StrCat("order-", i));
+    values.push_back(OrderValue(i));
+  }
+  auto handler = [](const Message& m, Txn& txn) {
+    txn.Put(absl::StrCat("order/", std::string(m.id)), m.payload);
+    txn.Emit(kOutTopic, m.id, m.payload);
+    return absl::OkStatus();
+  };
+  const absl::Time start = absl::Now();
+  for (int begin = 0; begin < count; begin += batch) {
+    std::vector<Message> messages;
+    for (int i = begin; i < std::min(count, begin + batch); ++i) {
+      messages.push_back(Message{.id = ids[static_cast<size_t>(i)],
+                                 .payload = values[static_cast<size_t>(i)]});
+    }
+    absl::StatusOr<std::vector<Result>> results =
+        engine.ProcessBatch(messages, handler);
+    if (!results.ok()) return results.status();
+    uint64_t sequence = 0;
+    for (const Result& r : *results) {
+      if (r.outcome != Outcome::kProcessed) {
+        return absl::InternalError("a message was not processed");
+      }
+      sequence = std::max(sequence, r.sequence);
+    }
+    if (durability == Durability::kBuffered) {
+      if (absl::Status s = engine.WaitDurable(sequence); !s.ok()) return s;
+    }
+  }
+  return absl::ToDoubleSeconds(absl::Now() - start);
+}
+
+// Args: durability (0 kSync, 1 kBuffered), the relay's max_batch, and the
+// broker: 0 the shared MockCluster, 1 a librdkafka mock cluster hosted by
+// the relay's own producer handle with socket.nagle.disable=true, so that
+// the broker's sockets set TCP_NODELAY, as Kafka brokers do. MockCluster's
+// broker sockets do not (its host handle leaves Nagle on): a produce
+// response written while the previous one is unacknowledged waits for the
+// client's delayed ACK, about 40 ms on Linux loopback, once per relay round.
+void BM_RelayDrain(benchmark::State& state) {
+  MockCluster* cluster = Cluster();
+  if (cluster == nullptr) {
+    state.SkipWithError("the mock cluster could not be set up");
+    return;
+  }
+  const Durability durability = ArgDurability(state);
+  constexpr int kCommitBatch = 500;
+  double committed = 0, commit_seconds = 0, relayed = 0, relay_seconds = 0;
+  for (auto _ : state) {
+    absl::StatusOr<FreshStore> store = OpenFreshStore(durability);
+    if (!store.ok()) {
+      state.SkipWithError(store.status().ToString().c_str());
+      return;
+    }
+    Engine& engine = *store->engine;
+    OutboxRelayOptions relay_options;
+    relay_options.brokers = cluster->bootstrap_servers();
+    relay_options.max_batch = static_cast<int>(state.range(1));
+    relay_options.kafka_config = {{"log_level", "3"}};
+    if (state.range(2) == 1) {
+      // The relay's producer hosts a mock cluster of its own, whose broker
+      // sockets get TCP_NODELAY from this handle's socket.nagle.disable.
+      relay_options.kafka_config.insert(
+          relay_options.kafka_config.end(),
+          {{"test.mock.num.brokers", "1"}, {"socket.nagle.disable", "true"}});
+    }
+    auto relay = OutboxRelay::Create(&engine, relay_options);
+    if (!relay.ok()) {
+      state.SkipWithError(relay.status().ToString().c_str());
+      return;
+    }
+    // Connecting and the idempotent producer's ID: not timed.
+    absl::StatusOr<double> warm =
+        CommitEmitting(engine, durability, kRecords, 1, 1);
+    absl::StatusOr<RelayReport> warm_drain =
+        warm.ok() ? (*relay)->Drain() : warm.status();
+    if (!warm_drain.ok() || warm_drain->published != 1) {
+      state.SkipWithError("the first drain failed");
+      return;
+    }
+    absl::StatusOr<double> commit =
+        CommitEmitting(engine, durability, 0, kRecords, kCommitBatch);
+    if (!commit.ok()) {
+      state.SkipWithError(commit.status().ToString().c_str());
+      return;
+    }
+    const absl::Time start = absl::Now();
+    absl::StatusOr<RelayReport> drained = (*relay)->Drain();
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    if (!drained.ok() || drained->published != kRecords) {
+      state.SkipWithError(drained.ok() ? "the relay published too few"
+                                       : drained.status().ToString().c_str());
+      return;
+    }
+    state.SetIterationTime(elapsed);
+    committed += kRecords;
+    commit_seconds += *commit;
+    relayed += static_cast<double>(drained->published);
+    relay_seconds += elapsed;
+  }
+  const double commit_rate =
+      commit_seconds > 0 ? committed / commit_seconds : 0;
+  const double relay_rate = relay_seconds > 0 ? relayed / relay_seconds : 0;
+  state.counters["commit_per_second"] = commit_rate;
+  state.counters["relay_per_second"] = relay_rate;
+  state.counters["relay_over_commit"] =
+      commit_rate > 0 ? relay_rate / commit_rate : 0;
+}
+BENCHMARK(BM_RelayDrain)
+    ->ArgNames({"buffered", "relay_batch", "nodelay"})
+    ->Args({0, 500, 0})
+    ->Args({1, 500, 0})
+    ->Args({1, 5000, 0})
+    ->Args({0, 500, 1})
+    ->Args({1, 500, 1})
     ->Iterations(2)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);

@@ -27,6 +27,7 @@
 namespace idem::bench {
 namespace {
 
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
@@ -129,6 +130,18 @@ TEST(IdemBenchTest, BadArgumentsExitWithUsageCodeAndNameTheFlag) {
        [](BenchToolArgs& a) { a.options.expiry_buckets = 65; }},
       {"--write_buffer_mib",
        [](BenchToolArgs& a) { a.write_buffer_mib = 5000; }},
+      {"--emit must be in [0, 1000], got -1",
+       [](BenchToolArgs& a) { a.options.emit = -1; }},
+      {"--emit must be in [0, 1000], got 1001",
+       [](BenchToolArgs& a) { a.options.emit = 1001; }},
+      {"--emit needs --layout=engine",
+       [](BenchToolArgs& a) {
+         a.options.emit = 1;
+         a.layout = "engine,fifo";
+       }},
+      {"--emit_bytes", [](BenchToolArgs& a) { a.options.emit_bytes = -1; }},
+      {"--outbox_ack_every",
+       [](BenchToolArgs& a) { a.options.outbox_ack_every = -1; }},
   };
   for (const Case& c : cases) {
     BenchToolArgs args = TinyArgs(dir.path());
@@ -267,7 +280,73 @@ TEST(IdemBenchTest, JsonOutputHasTheReportedFields) {
   }
   ASSERT_TRUE(l.contains("memtable_bytes"));
   EXPECT_TRUE(l["memtable_bytes"].is_number());
+  EXPECT_EQ(json["config"].value("emit", -1), 0);
+  ASSERT_TRUE(l.contains("outbox"));
+  EXPECT_TRUE(l["outbox"].is_null());  // no emits
   EXPECT_GT(l["lookup"]["miss"]["filter_probes"].get<double>(), 0);
+}
+
+TEST(IdemBenchTest, EmitReportsTheOutboxInTheJson) {
+  util::TempDir dir;
+  BenchToolArgs args = TinyArgs(dir.path());
+  args.json = true;
+  args.options.messages = 5000;  // 50 batches of 100
+  args.options.lookups = 0;
+  args.options.emit = 1;
+  const ToolRun run = RunTool(args);
+  ASSERT_EQ(run.rc, cli::kExitOk) << run.err;
+  const nlohmann::json json =
+      nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(json.is_object()) << run.out;
+  EXPECT_EQ(json["config"].value("emit", -1), 1);
+  EXPECT_EQ(json["config"].value("emit_bytes", -1), 64);
+  EXPECT_EQ(json["config"].value("outbox_ack_every", -1), 1);
+  const nlohmann::json& l = json["layouts"][0];
+  ASSERT_TRUE(l.contains("outbox")) << run.out;
+  const nlohmann::json& outbox = l["outbox"];
+  ASSERT_TRUE(outbox.is_object()) << run.out;
+  for (const char* field :
+       {"emitted", "acknowledged", "pending", "ack_latency"}) {
+    ASSERT_TRUE(outbox.contains(field)) << field;
+  }
+  // One entry per processed message, all acknowledged after the last batch.
+  const int64_t processed = l["processed"].get<int64_t>();
+  EXPECT_GT(processed, 4000);
+  EXPECT_EQ(outbox["emitted"].get<int64_t>(), processed);
+  EXPECT_EQ(outbox["acknowledged"].get<int64_t>(), processed);
+  EXPECT_EQ(outbox["pending"].get<int64_t>(), 0);
+  EXPECT_EQ(outbox["ack_latency"]["count"].get<int64_t>(), 50);
+  EXPECT_GT(outbox["ack_latency"]["p50_us"].get<double>(), 0);
+  // Write amplification is reported from RocksDB's counters, as without
+  // emits.
+  EXPECT_GE(l["write_amplification"].get<double>(), 1.0);
+}
+
+TEST(IdemBenchTest, OutboxAcknowledgedEveryKBatchesLeavesTheRestPending) {
+  util::TempDir dir;
+  BenchOptions o = Tiny(dir.path());
+  o.messages = 5000;  // 50 batches of 100
+  o.lookups = 0;
+  o.emit = 2;
+  o.outbox_ack_every = 7;  // after batches 7, 14, ..., 49
+  absl::StatusOr<BenchReport> report = RunBench(o, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const LayoutReport& r = report->layouts[0];
+  ASSERT_TRUE(r.outbox.has_value());
+  EXPECT_EQ(r.outbox->emitted, static_cast<uint64_t>(2 * r.processed));
+  EXPECT_EQ(r.outbox->ack_latency.count, 7);
+  EXPECT_GT(r.outbox->pending, 0u);  // batch 50's entries
+  EXPECT_LE(r.outbox->pending, 200u);
+  EXPECT_EQ(r.outbox->acknowledged + r.outbox->pending, r.outbox->emitted);
+
+  o.outbox_ack_every = 0;  // never: everything stays, and a note says so
+  report = RunBench(o, nullptr);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const LayoutReport& never = report->layouts[0];
+  ASSERT_TRUE(never.outbox.has_value());
+  EXPECT_EQ(never.outbox->ack_latency.count, 0);
+  EXPECT_EQ(never.outbox->pending, never.outbox->emitted);
+  EXPECT_THAT(never.notes, Contains(HasSubstr("never acknowledged")));
 }
 
 TEST(IdemBenchTest, CsvHasOneRowPerSample) {

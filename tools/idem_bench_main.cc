@@ -91,6 +91,19 @@ int main(int argc, char** argv) {
       "Options::expiry_buckets of the engine layout: 0 keeps one dedupe "
       "column family with the TTL filter; N in [1, 64] groups records "
       "into time buckets dropped whole once expired.");
+  app->add_option(
+      "--emit", o.emit,
+      "Outbox records each processed message's handler emits (Txn::Emit "
+      "to \"bench.out\", keyed by the message ID), in [0, 1000]; engine "
+      "layout only (0: none).");
+  app->add_option("--emit_bytes", o.emit_bytes,
+                  "Value bytes of each emitted record, in [0, 1048576].");
+  app->add_option(
+      "--outbox_ack_every", o.outbox_ack_every,
+      "With --emit: every N batches, acknowledge every entry committed so "
+      "far (Engine::AckOutbox, timed with its batch), as a relay draining "
+      "after each batch would; N in [0, 1000000] (0: never, entries "
+      "accumulate).");
   app->add_option("--layout", args.layout,
                   "Comma-separated layouts to run on the same stream: engine, "
                   "leveled, universal, fifo; or all.");

@@ -8,8 +8,8 @@
 // of minutes covers many dedupe windows and expiry reaches a steady state.
 // It reports throughput, commit latency, write amplification (cumulative,
 // per window and steady state), space amplification, records expired, memory
-// per live ID and the cost of a lookup; optionally a CSV time series and a
-// gnuplot PNG.
+// per live ID and the cost of a lookup, and with BenchOptions::emit the
+// outbox's figures; optionally a CSV time series and a gnuplot PNG.
 //
 // RunBench / RunBenchTool hold all the logic (tools/idem_bench_main.cc only
 // parses flags), so tests drive them directly. Each layout's store lives in
@@ -84,6 +84,18 @@ struct BenchOptions {
   size_t write_buffer_bytes = size_t{64} << 20;
   // Options::expiry_buckets for the engine layout, in [0, 64].
   int expiry_buckets = 0;
+  // The outbox (engine layout only): each processed message's handler
+  // emits this many records (Txn::Emit to kEmitDestination, keyed by the
+  // message ID, a value of `emit_bytes` bytes), in [0, 1000]; 0: none.
+  int emit = 0;
+  int emit_bytes = 64;  // in [0, 1 MiB]
+  // With emit > 0: every this many batches (counted over all threads) the
+  // delivering thread acknowledges every entry committed so far
+  // (Engine::AckOutbox), inside the timed batch, as a relay draining after
+  // each batch would; the report gives the acknowledgements' count and time.
+  // 0: never acknowledge (entries accumulate; the report says how many are
+  // pending). In [0, 1000000].
+  int outbox_ack_every = 1;
   uint64_t seed = 1;
   std::string dir;    // parent directory of the stores
   bool keep = false;  // keep the stores (their paths are reported)
@@ -167,6 +179,8 @@ struct LayoutReport {
   std::optional<double> memory_per_live_id;
   // Read cost after the run (read-only reopen, cold block cache).
   std::optional<ReadCost> read_cost;
+  // The outbox at the end of the run: with emit > 0 only.
+  std::optional<OutboxFigures> outbox;
   std::vector<Sample> samples;
   std::vector<std::string> notes;
 };

@@ -58,6 +58,25 @@ void JsonLookup(JsonWriter& j, std::string_view key, const LookupCost& c) {
   j.EndObject();
 }
 
+// idem::Stats' outbox figures and the bench's acknowledgements; null
+// without emits.
+void JsonOutbox(JsonWriter& j, const std::optional<OutboxFigures>& f) {
+  j.Key("outbox");
+  if (!f.has_value()) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  j.Key("emitted");
+  j.Int(static_cast<int64_t>(f->emitted));
+  j.Key("acknowledged");
+  j.Int(static_cast<int64_t>(f->acknowledged));
+  j.Key("pending");
+  j.Int(static_cast<int64_t>(f->pending));
+  JsonLatency(j, "ack_latency", f->ack_latency);
+  j.EndObject();
+}
+
 void PrintJson(const BenchReport& report, std::ostream& out) {
   const BenchOptions& o = report.options;
   JsonWriter j;
@@ -94,6 +113,12 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
   j.Int(static_cast<int64_t>(o.write_buffer_bytes));
   j.Key("expiry_buckets");
   j.Int(o.expiry_buckets);
+  j.Key("emit");
+  j.Int(o.emit);
+  j.Key("emit_bytes");
+  j.Int(o.emit_bytes);
+  j.Key("outbox_ack_every");
+  j.Int(o.outbox_ack_every);
   j.Key("seed");
   j.Int(static_cast<int64_t>(o.seed));
   j.EndObject();
@@ -186,6 +211,7 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
     } else {
       j.Null();
     }
+    JsonOutbox(j, r.outbox);
     if (!r.store_path.empty()) {
       j.Key("store_path");
       j.String(r.store_path);
@@ -217,7 +243,7 @@ void PrintText(const BenchReport& report, std::ostream& out) {
   out << absl::StrFormat(
       "idem-bench %s: %s per layout, ids %s, %.0f%% redeliveries "
       "reaching %d ids back, batch %d, %s%s, %d thread(s), window %s, %s, "
-      "memtable %s%s\n",
+      "memtable %s%s%s\n",
       report.date,
       absl::StrCat(
           o.messages > 0 ? absl::StrCat(o.messages, " messages")
@@ -239,7 +265,14 @@ void PrintText(const BenchReport& report, std::ostream& out) {
       Bytes(static_cast<double>(o.write_buffer_bytes)),
       o.expiry_buckets > 0
           ? absl::StrCat(", engine with expiry_buckets=", o.expiry_buckets)
-          : std::string());
+          : std::string(),
+      o.emit > 0 ? absl::StrCat(", ", o.emit, " emit(s) of ", o.emit_bytes,
+                                " bytes per message, acknowledged ",
+                                o.outbox_ack_every > 0
+                                    ? absl::StrCat("every ", o.outbox_ack_every,
+                                                   " batch(es)")
+                                    : std::string("never"))
+                 : std::string());
   for (const LayoutReport& r : report.layouts) {
     out << absl::StrFormat("\n[%s]\n", LayoutName(r.layout));
     out << absl::StrFormat(
@@ -308,6 +341,16 @@ void PrintText(const BenchReport& report, std::ostream& out) {
       };
       line("new id ", r.read_cost->miss);
       line("live id", r.read_cost->hit);
+    }
+    if (r.outbox.has_value()) {
+      const OutboxFigures& f = *r.outbox;
+      const util::LatencySummary& a = f.ack_latency;
+      out << absl::StrFormat(
+          "  outbox        %d emitted, %d acknowledged, %d pending; %d "
+          "AckOutbox calls: mean %.0f us, p50 %.0f us, p99 %.0f us, p99.9 "
+          "%.0f us, %.2f s in all\n",
+          f.emitted, f.acknowledged, f.pending, a.count, a.mean, a.p50, a.p99,
+          a.p999, a.mean * static_cast<double>(a.count) / 1e6);
     }
     for (const std::string& n : r.notes) out << "  note          " << n << "\n";
     if (!r.store_path.empty())

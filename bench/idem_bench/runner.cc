@@ -381,6 +381,9 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   t.state_keys = options.state_keys;
   t.write_buffer_bytes = options.write_buffer_bytes;
   t.expiry_buckets = options.expiry_buckets;
+  t.emit = options.emit;
+  t.emit_bytes = options.emit_bytes;
+  t.outbox_ack_every = options.outbox_ack_every;
   t.clock = clock;
   t.env = env.get();
 
@@ -403,6 +406,26 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   report.live_sst_bytes = c->live_sst_bytes;
   report.estimated_records = c->estimated_records;
   report.disk_bytes = util::DirectoryBytes(path);
+  if (options.emit > 0) {
+    absl::StatusOr<std::optional<OutboxFigures>> outbox = (*target)->Outbox();
+    if (!outbox.ok()) return outbox.status();
+    report.outbox = *outbox;
+    // A self-check: every processed message emitted `emit` entries.
+    const uint64_t expected = static_cast<uint64_t>(report.processed) *
+                              static_cast<uint64_t>(options.emit);
+    if (report.outbox.has_value() && report.outbox->emitted != expected) {
+      return absl::InternalError(
+          absl::StrCat("the engine reports ", report.outbox->emitted,
+                       " outbox entries emitted; ", report.processed,
+                       " processed messages emitting ", options.emit,
+                       " each make ", expected));
+    }
+    if (options.outbox_ack_every == 0 && report.outbox.has_value()) {
+      report.notes.push_back(
+          absl::StrCat("outbox never acknowledged (--outbox_ack_every=0): ",
+                       report.outbox->pending, " entries pending at the end"));
+    }
+  }
   std::optional<InternalFigures> internals = (*target)->Internals();
   if (internals.has_value()) {
     report.rocksdb_sum_wamp = internals->rocksdb_sum_wamp;
@@ -535,6 +558,24 @@ absl::Status ValidateBenchOptions(const BenchOptions& o) {
   }
   if (o.expiry_buckets < 0 || o.expiry_buckets > 64) {
     return bad("--expiry_buckets must be in [0, 64], got ", o.expiry_buckets);
+  }
+  if (o.emit < 0 || o.emit > 1000) {
+    return bad("--emit must be in [0, 1000], got ", o.emit);
+  }
+  if (o.emit > 0) {
+    for (Layout layout : o.layouts) {
+      if (layout != Layout::kEngine) {
+        return bad("--emit needs --layout=engine: the ", LayoutName(layout),
+                   " layout has no outbox");
+      }
+    }
+  }
+  if (o.emit_bytes < 0 || o.emit_bytes > (1 << 20)) {
+    return bad("--emit_bytes must be in [0, 1048576], got ", o.emit_bytes);
+  }
+  if (o.outbox_ack_every < 0 || o.outbox_ack_every > 1000000) {
+    return bad("--outbox_ack_every must be in [0, 1000000], got ",
+               o.outbox_ack_every);
   }
   return absl::OkStatus();
 }

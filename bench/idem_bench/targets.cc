@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +22,7 @@
 #include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
+#include "util/latency_histogram.h"
 
 namespace idem::bench {
 namespace {
@@ -43,7 +45,8 @@ class EngineTarget : public Target {
   EngineTarget(std::unique_ptr<Engine> engine, const TargetOptions& options)
       : options_(options),
         engine_(std::move(engine)),
-        state_value_(static_cast<size_t>(options.state_bytes), 's') {}
+        state_value_(static_cast<size_t>(options.state_bytes), 's'),
+        emit_value_(static_cast<size_t>(options.emit_bytes), 'e') {}
 
   absl::StatusOr<BatchOutcome> ProcessBatch(
       absl::Span<const Delivery> batch) override {
@@ -61,6 +64,9 @@ class EngineTarget : public Target {
     auto handler = [this](const Message& m, Txn& txn) {
       if (options_.state_bytes > 0) {
         txn.Put(StateKey(m.id, options_.state_keys), state_value_);
+      }
+      for (int i = 0; i < options_.emit; ++i) {
+        txn.Emit(kEmitDestination, m.id, emit_value_);
       }
       return absl::OkStatus();
     };
@@ -84,6 +90,9 @@ class EngineTarget : public Target {
     if (options_.durability == Durability::kBuffered && options_.ack_durable &&
         sequence > 0) {
       if (absl::Status s = engine_->WaitDurable(sequence); !s.ok()) return s;
+    }
+    if (options_.emit > 0) {
+      if (absl::Status s = AfterCommit(outcome.processed); !s.ok()) return s;
     }
     return outcome;
   }
@@ -117,15 +126,61 @@ class EngineTarget : public Target {
     return f;
   }
 
+  absl::StatusOr<std::optional<OutboxFigures>> Outbox() override {
+    absl::StatusOr<Stats> stats = engine_->GetStats();
+    if (!stats.ok()) return stats.status();
+    OutboxFigures f;
+    f.emitted = stats->outbox_emitted;
+    f.acknowledged = stats->outbox_acknowledged;
+    f.pending = stats->outbox_pending;
+    absl::MutexLock lock(&ack_mu_);
+    f.ack_latency = ack_latency_.Summary();
+    return f;
+  }
+
   absl::Status Close() override {
     engine_.reset();
     return absl::OkStatus();
   }
 
  private:
+  // Counts the entries a commit of `processed` messages emitted and, every
+  // outbox_ack_every batches, acknowledges every entry committed so far.
+  // The store is fresh and positions are consecutive from 1, so the entries
+  // of the batches counted are positions 1 to `committed`; a count taken
+  // after this batch's commit never exceeds the last position issued, with
+  // any number of threads.
+  absl::Status AfterCommit(int processed) {
+    const uint64_t emitted =
+        static_cast<uint64_t>(processed) * static_cast<uint64_t>(options_.emit);
+    const uint64_t committed =
+        committed_emits_.fetch_add(emitted, std::memory_order_relaxed) +
+        emitted;
+    const int64_t batch = batches_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (options_.outbox_ack_every == 0 ||
+        batch % options_.outbox_ack_every != 0 || committed == 0) {
+      return absl::OkStatus();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = engine_->AckOutbox(committed);
+    const double micros = std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now() - t0)
+                              .count();
+    absl::MutexLock lock(&ack_mu_);
+    ack_latency_.Add(micros);
+    return s;
+  }
+
   const TargetOptions options_;
   std::unique_ptr<Engine> engine_;
   const std::string state_value_;
+  const std::string emit_value_;
+  // The outbox: entries of the commits counted so far, batches committed,
+  // and the acknowledgements' latencies.
+  std::atomic<uint64_t> committed_emits_{0};
+  std::atomic<int64_t> batches_{0};
+  absl::Mutex ack_mu_;
+  util::LatencyHistogram ack_latency_ ABSL_GUARDED_BY(ack_mu_);
 };
 
 // ---- RocksDB layouts ----
@@ -259,6 +314,10 @@ class RawTarget : public Target {
     return c;
   }
 
+  absl::StatusOr<std::optional<OutboxFigures>> Outbox() override {
+    return std::nullopt;  // no outbox in these layouts
+  }
+
   std::optional<InternalFigures> Internals() override {
     absl::MutexLock lock(&mu_);
     if (db_ == nullptr) return std::nullopt;
@@ -352,6 +411,11 @@ absl::StatusOr<std::unique_ptr<Target>> OpenTarget(
     const std::string& path, const TargetOptions& options) {
   if (options.clock == nullptr || options.env == nullptr) {
     return absl::InvalidArgumentError("TargetOptions needs a clock and an env");
+  }
+  if (options.emit > 0 && options.layout != Layout::kEngine) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--emit needs --layout=engine: the ",
+                     LayoutName(options.layout), " layout has no outbox"));
   }
   if (options.layout == Layout::kEngine) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =

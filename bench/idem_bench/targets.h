@@ -1,7 +1,9 @@
 // Storage layouts that idem-bench compares on the same workload.
 //
 // kEngine drives the real idem::Engine (with Options::expiry_buckets from
-// TargetOptions, the engine's own time-bucket layout). The other layouts
+// TargetOptions, the engine's own time-bucket layout; with
+// TargetOptions::emit, its outbox: the handler emits, ProcessBatch
+// acknowledges). The other layouts
 // open RocksDB directly with the engine's schema and commit path: the
 // engine's lookups, record placement and batch builder
 // (engine/commit_batch.h; XXH3-128 keys and records from engine/record.h,
@@ -41,6 +43,7 @@
 #include "idem/clock.h"
 #include "idem/options.h"
 #include "rocksdb/env.h"
+#include "util/latency_histogram.h"
 
 namespace idem::bench {
 
@@ -65,6 +68,13 @@ struct TargetOptions {
   size_t write_buffer_bytes = size_t{64} << 20;  // per column family
   // Options::expiry_buckets of the engine layout (the others ignore it).
   int expiry_buckets = 0;
+  // kEngine only (OpenTarget refuses emit > 0 for the others): records each
+  // processed message emits (to kEmitDestination, keyed by its ID, values of
+  // emit_bytes bytes), and every how many batches ProcessBatch acknowledges
+  // every entry committed so far (0: never). See BenchOptions.
+  int emit = 0;
+  int emit_bytes = 64;
+  int outbox_ack_every = 1;
   size_t block_cache_bytes = size_t{64} << 20;
   int bloom_bits_per_key = 10;
   int max_background_jobs = 2;
@@ -101,6 +111,18 @@ struct TargetCounters {
   }
 };
 
+// The outbox's figures (kEngine only).
+struct OutboxFigures {
+  // From idem::Stats: entries committed since Open, acknowledged since
+  // Open, and committed but not acknowledged.
+  uint64_t emitted = 0;
+  uint64_t acknowledged = 0;
+  uint64_t pending = 0;
+  // The wall time of each of the target's Engine::AckOutbox calls (part of
+  // its batch's latency); count is the number of calls.
+  util::LatencySummary ack_latency;
+};
+
 // RocksDB-internal figures that only a directly opened layout can report.
 struct InternalFigures {
   // The "Sum" row's W-Amp of the dedupe column family's compaction stats
@@ -122,11 +144,18 @@ class Target {
   virtual absl::StatusOr<TargetCounters> Counters() = 0;
   // For kEngine from idem::Stats (rocksdb_stats stays empty).
   virtual std::optional<InternalFigures> Internals() = 0;
+  // kEngine: the outbox's figures (an error if the engine's Stats cannot be
+  // read); the other layouts have no outbox: nullopt.
+  virtual absl::StatusOr<std::optional<OutboxFigures>> Outbox() = 0;
   // Closes the store (the Target is unusable afterwards).
   virtual absl::Status Close() = 0;
 };
 
+// Where the engine target's handler emits (TargetOptions::emit).
+inline constexpr char kEmitDestination[] = "bench.out";
+
 // Opens a new store of `options.layout` at `path` (which must not exist).
+// kInvalidArgument for emit > 0 with a layout other than kEngine.
 absl::StatusOr<std::unique_ptr<Target>> OpenTarget(
     const std::string& path, const TargetOptions& options);
 
