@@ -66,7 +66,8 @@ void CheckEncode(std::string_view input) {
   }
   parts.push_back(rest);
   OutboxFields fields{parts[0], parts[1], parts[2], parts[7], {}};
-  const size_t headers = input.empty() ? 0 : input.back() % 3;
+  const size_t headers =
+      input.empty() ? 0 : static_cast<uint8_t>(input.back()) % 3;
   for (size_t h = 0; h < headers; ++h) {
     fields.headers.emplace_back(parts[3 + 2 * h], parts[4 + 2 * h]);
   }
