@@ -218,6 +218,11 @@ std::string DumpEntryJson(const DumpEntry& e) {
       j.Field("expires_at", FormatUtc(e.expires_at));
       j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
       j.Field("expired", e.expired);
+      if (!e.source.empty() || e.partition != 0) {  // partition-scoped
+        j.Key("source");
+        j.Bytes(e.source);
+        j.Field("partition", e.partition);
+      }
       break;
     case DumpEntry::Kind::kState:
       j.Field("kind", "state");

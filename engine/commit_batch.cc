@@ -52,9 +52,20 @@ std::vector<RecordPlacement> PlaceRecords(const Options& options,
 absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros) {
+  std::vector<RecordKey> record_keys;
+  record_keys.reserve(keys.size());
+  for (const DedupeKey& key : keys) {
+    record_keys.push_back(RecordKey::ForStore(key));
+  }
+  return LookupLive(db, families, record_keys, now_micros);
+}
+
+absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+    rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
+    absl::Span<const RecordKey> keys, int64_t now_micros) {
   std::vector<rocksdb::Slice> slices;
   slices.reserve(keys.size());
-  for (const DedupeKey& key : keys) slices.push_back(ToSlice(KeyView(key)));
+  for (const RecordKey& key : keys) slices.push_back(ToSlice(key.view()));
   std::vector<std::optional<std::string>> live(keys.size());
   // At most one family holds a live record for a key (a live record makes
   // the next delivery a duplicate); expired ones may linger in others.
@@ -73,7 +84,7 @@ absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
       if (!record.has_value()) {
         return absl::DataLossError(
             absl::StrCat("undecodable dedupe record for key ",
-                         DedupeKeyToHex(KeyView(keys[i]))));
+                         DedupeKeyToHex(keys[i].view())));
       }
       if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
         live[i] = std::string(record->result);
@@ -175,11 +186,11 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
               if (a.family->GetID() != b.family->GetID()) {
                 return a.family->GetID() < b.family->GetID();
               }
-              return a.key < b.key;
+              return a.key.view() < b.key.view();
             });
   for (const NewRecord& record : records_) {
     rocksdb::Status s =
-        records.Put(record.family, ToSlice(KeyView(record.key)), record.value);
+        records.Put(record.family, ToSlice(record.key.view()), record.value);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
   absl::Status status;

@@ -60,6 +60,10 @@ std::vector<RecordPlacement> PlaceRecords(const Options& options,
 // the converted RocksDB error if a read fails.
 absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
+    absl::Span<const RecordKey> keys, int64_t now_micros);
+// The same for store-scoped keys (the hashes themselves).
+absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+    rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros);
 
 // Stored offsets by offset key (engine/record.h); a partition without one
@@ -105,9 +109,13 @@ class CommitBuilder {
   }
 
   // Adds the dedupe record `value` for `key` in `family`.
-  void AddRecord(rocksdb::ColumnFamilyHandle* family, const DedupeKey& key,
+  void AddRecord(rocksdb::ColumnFamilyHandle* family, const RecordKey& key,
                  std::string value) {
     records_.push_back(NewRecord{family, key, std::move(value)});
+  }
+  void AddRecord(rocksdb::ColumnFamilyHandle* family, const DedupeKey& key,
+                 std::string value) {
+    AddRecord(family, RecordKey::ForStore(key), std::move(value));
   }
 
   // Adds the emits of the processed message whose ID hashes to `key`, in
@@ -119,7 +127,8 @@ class CommitBuilder {
   uint64_t emitted() const { return emits_.size(); }
 
   // Builds the commit into `batch`: the state writes sorted by key, then the
-  // dedupe records sorted by family ID, then key (into `records`, which is
+  // dedupe records sorted by family ID, then key bytes (into `records`, which
+  // is
   // `batch` except for a deliberately split commit), then per partition the
   // offset, if higher than the one in `stored` (offsets never move back),
   // then the outbox entries at positions outbox.issued + 1, + 2, ... and the
@@ -133,7 +142,7 @@ class CommitBuilder {
  private:
   struct NewRecord {
     rocksdb::ColumnFamilyHandle* family;
-    DedupeKey key;
+    RecordKey key;
     std::string value;
   };
 

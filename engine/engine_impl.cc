@@ -307,14 +307,20 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
     int64_t now_micros) {
+  // Each ID's hash (which names the message's emits), and the key of its
+  // record (the hash, or its partition and the hash).
   std::vector<DedupeKey> keys(messages.size());
+  std::vector<RecordKey> record_keys;
+  record_keys.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     keys[i] = HashMessageId(messages[i].id);
+    record_keys.push_back(
+        RecordKeyFor(store.partition_scope, messages[i], keys[i]));
   }
   // Nothing else writes while the commit lock is held, so one lookup per
   // message before any handler runs stays true for the whole batch.
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
-      LiveRecords(store, keys, now_micros);
+      LiveRecords(store, record_keys, now_micros);
   if (!stored.ok()) return stored.status();
   // The same holds for the offsets: a malformed one fails the call before
   // any handler runs.
@@ -324,7 +330,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
 
   CommitBuilder commit(store.state, store.offsets, store.outbox);
   absl::StatusOr<std::vector<Result>> results = HandleMessages(
-      store, messages, placements, keys, *stored, handler, commit);
+      store, messages, placements, keys, record_keys, *stored, handler, commit);
   if (!results.ok()) return results.status();
 
   // One WriteBatch: state, dedupe records and offsets commit together.
@@ -367,17 +373,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
 absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements,
-    absl::Span<const DedupeKey> keys,
+    absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
     absl::Span<const std::optional<std::string>> stored, Handler handler,
     CommitBuilder& commit) {
-  // ID -> index of its first successful occurrence in this batch.
-  absl::flat_hash_map<DedupeKey, size_t> committed_here;
+  // Record key -> index of its first successful occurrence in this batch.
+  absl::flat_hash_map<RecordKey, size_t> committed_here;
   std::vector<Result> results(messages.size());
 
   for (size_t i = 0; i < messages.size(); ++i) {
     const Message& message = messages[i];
     Result& result = results[i];
-    if (auto it = committed_here.find(keys[i]); it != committed_here.end()) {
+    if (auto it = committed_here.find(record_keys[i]);
+        it != committed_here.end()) {
       result.outcome = Outcome::kDuplicate;
       result.result = results[it->second].result;
       commit.AddOutcome(message, result.outcome);
@@ -414,19 +421,19 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       family = bucket->second;
     }
     commit.AddRecord(
-        family, keys[i],
+        family, record_keys[i],
         EncodeDedupeRecord(placements[i].expiry_micros, txn.result()));
     commit.AddEmits(keys[i], std::move(txn.emitted()));
     result.outcome = Outcome::kProcessed;
     result.result = txn.result();
-    committed_here.emplace(keys[i], i);
+    committed_here.emplace(record_keys[i], i);
     commit.AddOutcome(message, result.outcome);
   }
   return results;
 }
 
 absl::StatusOr<std::vector<std::optional<std::string>>> EngineImpl::LiveRecords(
-    Store& store, absl::Span<const DedupeKey> keys, int64_t now_micros) {
+    Store& store, absl::Span<const RecordKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
 }
@@ -458,38 +465,84 @@ absl::StatusOr<std::optional<std::string>> EngineImpl::GetState(
   return value;
 }
 
+absl::StatusOr<RecordKey> EngineImpl::RecordKeyOf(
+    const Store& store, std::string_view id,
+    std::optional<SourcePartition> where) const {
+  if (absl::Status s = ValidateId(id); !s.ok()) return s;
+  if (where.has_value()) {
+    if (absl::Status s = ValidatePosition(where->source, where->partition);
+        !s.ok()) {
+      return s;
+    }
+  } else if (store.partition_scope) {
+    return absl::FailedPreconditionError(
+        "the store's dedupe records are partition-scoped "
+        "(DedupeScope::kPartition): name the message's source and partition");
+  }
+  Message message;
+  message.id = id;
+  if (where.has_value()) {
+    message.source = where->source;
+    message.partition = where->partition;
+  }
+  return RecordKeyFor(store.partition_scope, message, HashMessageId(id));
+}
+
 absl::StatusOr<bool> EngineImpl::Seen(std::string_view id) {
+  return SeenAt(id, std::nullopt);
+}
+
+absl::StatusOr<bool> EngineImpl::Seen(std::string_view id,
+                                      std::string_view source,
+                                      int32_t partition) {
+  return SeenAt(id, SourcePartition{source, partition});
+}
+
+absl::StatusOr<bool> EngineImpl::SeenAt(std::string_view id,
+                                        std::optional<SourcePartition> where) {
   if (absl::Status s = ValidateId(id); !s.ok()) return s;
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<RecordKey> key = RecordKeyOf(**store, id, where);
+  if (!key.ok()) return key.status();
   // Read under the store lock: no bucket is dropped in between, and every
   // bucket dropped before was dropped at an engine time at most this one.
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
-  const DedupeKey key = HashMessageId(id);
   absl::StatusOr<std::vector<std::optional<std::string>>> stored =
-      LiveRecords(**store, absl::MakeConstSpan(&key, 1), *now_micros);
+      LiveRecords(**store, absl::MakeConstSpan(&*key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();
 }
 
 absl::Status EngineImpl::Forget(std::string_view id) {
+  return ForgetAt(id, std::nullopt);
+}
+
+absl::Status EngineImpl::Forget(std::string_view id, std::string_view source,
+                                int32_t partition) {
+  return ForgetAt(id, SourcePartition{source, partition});
+}
+
+absl::Status EngineImpl::ForgetAt(std::string_view id,
+                                  std::optional<SourcePartition> where) {
   if (absl::Status s = ValidateId(id); !s.ok()) return s;
   if (absl::Status s = RejectInsideHandler("Forget"); !s.ok()) return s;
   if (absl::Status s = RejectIfReadOnly("Forget"); !s.ok()) return s;
-  const DedupeKey key = HashMessageId(id);
   absl::MutexLock commit_lock(&commit_mu_);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   absl::ReaderMutexLock store_lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<RecordKey> key = RecordKeyOf(**store, id, where);
+  if (!key.ok()) return key.status();
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
   rocksdb::WriteBatch batch;
   for (rocksdb::ColumnFamilyHandle* family :
        LiveDedupeFamilies(**store, *now_micros)) {
-    rocksdb::Status s = batch.Delete(family, ToSlice(KeyView(key)));
+    rocksdb::Status s = batch.Delete(family, ToSlice(key->view()));
     if (!s.ok()) return FromRocksStatus(s, "building a forget");
   }
   return Write(**store, &batch);

@@ -53,7 +53,11 @@ class EngineImpl : public Engine {
   absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) override;
   absl::StatusOr<bool> Seen(std::string_view id) override;
+  absl::StatusOr<bool> Seen(std::string_view id, std::string_view source,
+                            int32_t partition) override;
   absl::Status Forget(std::string_view id) override;
+  absl::Status Forget(std::string_view id, std::string_view source,
+                      int32_t partition) override;
   absl::StatusOr<std::optional<int64_t>> CommittedOffset(
       std::string_view source, int32_t partition) override;
   absl::Status WaitDurable(uint64_t sequence) override;
@@ -65,8 +69,16 @@ class EngineImpl : public Engine {
   absl::Status Checkpoint(const std::string& dir) override;
   absl::Status Dump(
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;
+  absl::StatusOr<PartitionSnapshot> ExportPartition(std::string_view source,
+                                                    int32_t partition) override;
+  absl::Status ImportPartition(const PartitionSnapshot& snapshot) override;
 
  private:
+  // ImportPartition's commit (engine/engine_partition.cc), under the commit
+  // lock: returns the sequence number to make durable.
+  absl::StatusOr<uint64_t> CommitImport(const PartitionSnapshot& snapshot)
+      ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+
   // The commit path of ProcessBatch, after validation, at `now_micros` (the
   // engine time read under the commit lock), each message's record placed
   // by `placements` (PlaceRecords, engine/commit_batch.h): reads the live
@@ -78,15 +90,36 @@ class EngineImpl : public Engine {
       int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
+  // Where a Seen or Forget looks: the message's source and partition, for a
+  // partition-scoped store.
+  struct SourcePartition {
+    std::string_view source;
+    int32_t partition = 0;
+  };
+
+  // Seen and Forget, with or without a source and partition.
+  absl::StatusOr<bool> SeenAt(std::string_view id,
+                              std::optional<SourcePartition> where);
+  absl::Status ForgetAt(std::string_view id,
+                        std::optional<SourcePartition> where);
+
+  // The record key of `id` (at `where`) in `store`: kInvalidArgument for a
+  // bad id, source or partition; kFailedPrecondition for a partition-scoped
+  // store without `where`.
+  absl::StatusOr<RecordKey> RecordKeyOf(
+      const Store& store, std::string_view id,
+      std::optional<SourcePartition> where) const;
+
   // The duplicate check and handler of each message in order (`stored`: the
-  // live stored result per message, `keys` their IDs' hashes). A success
+  // live stored result per message, `keys` their IDs' hashes, `record_keys`
+  // the keys of their records). A success
   // adds its state writes and dedupe record to `commit`; every message adds
   // its outcome. Fails only on a storage error a handler's read met, or a
   // bucket MaintainBuckets should have created (kInternal).
   absl::StatusOr<std::vector<Result>> HandleMessages(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements,
-      absl::Span<const DedupeKey> keys,
+      absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
       absl::Span<const std::optional<std::string>> stored, Handler handler,
       CommitBuilder& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
@@ -109,7 +142,7 @@ class EngineImpl : public Engine {
   // For each key, the stored result if a live record exists in a dedupe
   // family live at `now_micros` (LookupLive, engine/commit_batch.h).
   absl::StatusOr<std::vector<std::optional<std::string>>> LiveRecords(
-      Store& store, absl::Span<const DedupeKey> keys, int64_t now_micros)
+      Store& store, absl::Span<const RecordKey> keys, int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Writes `batch` with the configured durability. A failure marks the store

@@ -22,17 +22,24 @@ std::string_view ToView(const rocksdb::Slice& s) {
   return std::string_view(s.data(), s.size());
 }
 
-absl::StatusOr<DumpEntry> DedupeEntry(std::string_view key,
+absl::StatusOr<DumpEntry> DedupeEntry(bool partition_scope,
+                                      std::string_view key,
                                       std::string_view value,
                                       int64_t now_micros) {
   std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
-  if (!record.has_value()) {
+  std::optional<PartitionRecordKey> scoped;
+  if (partition_scope) scoped = DecodePartitionRecordKey(key);
+  if (!record.has_value() || (partition_scope && !scoped.has_value())) {
     return absl::DataLossError(absl::StrCat(
         "undecodable dedupe record for key ", DedupeKeyToHex(key)));
   }
   DumpEntry entry;
   entry.kind = DumpEntry::Kind::kDedupe;
-  entry.key = DedupeKeyToHex(key);
+  entry.key = DedupeKeyToHex(scoped.has_value() ? scoped->hash : key);
+  if (scoped.has_value()) {
+    entry.source = std::string(scoped->source);
+    entry.partition = scoped->partition;
+  }
   entry.value = std::string(record->result);
   entry.expires_at = absl::FromUnixMicros(record->expiry_micros);
   entry.expired = IsExpired(*record, now_micros);
@@ -58,6 +65,7 @@ absl::StatusOr<DumpEntry> OffsetEntry(std::string_view key,
   DumpEntry entry;
   entry.kind = DumpEntry::Kind::kOffset;
   entry.key = std::string(offset_key->source);
+  entry.source = entry.key;
   entry.partition = offset_key->partition;
   entry.offset = *offset;
   return entry;
@@ -294,8 +302,8 @@ absl::Status EngineImpl::Dump(
   for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(store)) {
     status = ScanColumnFamily(
         store.db, family, read,
-        [now_micros](std::string_view key, std::string_view value) {
-          return DedupeEntry(key, value, now_micros);
+        [&](std::string_view key, std::string_view value) {
+          return DedupeEntry(store.partition_scope, key, value, now_micros);
         },
         visit);
     if (!status.ok()) break;

@@ -23,6 +23,19 @@ uint64_t GetFixed64LE(const char* p) {
   return v;
 }
 
+void PutBigEndian32(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (24 - 8 * i));
+}
+
+// REQUIRES: bytes.size() >= 4.
+uint32_t GetBigEndian32(std::string_view bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v = (v << 8) | static_cast<unsigned char>(bytes[i]);
+  }
+  return v;
+}
+
 void PutBigEndian64(char* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
 }
@@ -46,6 +59,64 @@ std::string DedupeKeyToHex(std::string_view key) {
     hex.push_back(kDigits[c & 0xf]);
   }
   return hex;
+}
+
+RecordKey RecordKey::ForStore(const DedupeKey& hash) {
+  RecordKey key;
+  key.bytes_.assign(hash.begin(), hash.end());
+  return key;
+}
+
+RecordKey RecordKey::ForPartition(std::string_view source, int32_t partition,
+                                  const DedupeKey& hash) {
+  RecordKey key;
+  key.bytes_.resize(8 + source.size() + kDedupeKeyBytes);
+  char* out = key.bytes_.data();
+  PutBigEndian32(out, static_cast<uint32_t>(source.size()));
+  std::memcpy(out + 4, source.data(), source.size());
+  PutBigEndian32(out + 4 + source.size(), static_cast<uint32_t>(partition));
+  std::memcpy(out + 8 + source.size(), hash.data(), kDedupeKeyBytes);
+  return key;
+}
+
+RecordKey RecordKeyFor(bool partition_scope, const Message& message,
+                       const DedupeKey& hash) {
+  if (!partition_scope) return RecordKey::ForStore(hash);
+  return RecordKey::ForPartition(message.source, message.partition, hash);
+}
+
+std::string PartitionRecordPrefix(std::string_view source, int32_t partition) {
+  std::string prefix(8 + source.size(), '\0');
+  PutBigEndian32(prefix.data(), static_cast<uint32_t>(source.size()));
+  std::memcpy(prefix.data() + 4, source.data(), source.size());
+  PutBigEndian32(prefix.data() + 4 + source.size(),
+                 static_cast<uint32_t>(partition));
+  return prefix;
+}
+
+std::string KeyRangeEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) {
+    end.pop_back();
+  }
+  if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
+  return end;
+}
+
+std::optional<PartitionRecordKey> DecodePartitionRecordKey(
+    std::string_view key) {
+  if (key.size() < 8 + kDedupeKeyBytes) return std::nullopt;
+  const uint32_t length = GetBigEndian32(key);
+  if (key.size() != 8 + uint64_t{length} + kDedupeKeyBytes) {
+    return std::nullopt;
+  }
+  PartitionRecordKey decoded;
+  decoded.source = key.substr(4, length);
+  decoded.partition =
+      static_cast<int32_t>(GetBigEndian32(key.substr(4 + length)));
+  if (decoded.partition < 0) return std::nullopt;  // never written
+  decoded.hash = key.substr(8 + length);
+  return decoded;
 }
 
 int64_t TimeToMicros(absl::Time t) {

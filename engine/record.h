@@ -1,7 +1,11 @@
 // The on-disk encoding of dedupe records and source offsets.
 //
 // Dedupe key:   16 bytes, the XXH3-128 hash of the message ID, high 64 bits
-//               first, each half big-endian.
+//               first, each half big-endian (DedupeScope::kStore); in a
+//               partition-scoped store (format 3), the source's length (4
+//               bytes big-endian), the source, the partition (4 bytes
+//               big-endian), then those 16 bytes, so that one partition's
+//               records form one key range.
 // Dedupe value: 1 byte record version (kRecordVersion), 8 bytes absolute
 //               expiry in microseconds since the Unix epoch (int64,
 //               little-endian), then the handler's result bytes.
@@ -20,7 +24,11 @@
 #include <string>
 #include <string_view>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "idem/message.h"
 
 namespace idem {
 
@@ -38,8 +46,59 @@ inline std::string_view KeyView(const DedupeKey& key) {
   return std::string_view(key.data(), key.size());
 }
 
-// 32 lowercase hex digits.
+// Lowercase hex digits, two per byte (32 for a DedupeKey).
 std::string DedupeKeyToHex(std::string_view key);
+
+// The key of a message's dedupe record (see the file comment): the ID's hash
+// alone, or prefixed by its partition. A value type; keys of short sources
+// stay inline (no allocation).
+class RecordKey {
+ public:
+  // The store-scoped key: the hash.
+  static RecordKey ForStore(const DedupeKey& hash);
+  // The partition-scoped key of `hash` on (source, partition).
+  static RecordKey ForPartition(std::string_view source, int32_t partition,
+                                const DedupeKey& hash);
+
+  std::string_view view() const {
+    return std::string_view(bytes_.data(), bytes_.size());
+  }
+  bool operator==(const RecordKey& other) const {
+    return view() == other.view();
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const RecordKey& key) {
+    return H::combine(std::move(h),
+                      absl::string_view(key.bytes_.data(), key.bytes_.size()));
+  }
+
+ private:
+  absl::InlinedVector<char, 48> bytes_;
+};
+
+// The record key of `message`, whose ID hashes to `hash`, in a store that is
+// partition-scoped or not.
+RecordKey RecordKeyFor(bool partition_scope, const Message& message,
+                       const DedupeKey& hash);
+
+// The prefix every partition-scoped record key of (source, partition) has.
+std::string PartitionRecordPrefix(std::string_view source, int32_t partition);
+
+// The least key above every key that starts with `prefix` (the end of the
+// prefix's key range in bytewise order), or "" if there is none (`prefix`
+// is empty or all 0xff bytes).
+std::string KeyRangeEnd(std::string_view prefix);
+
+// A partition-scoped record key, decoded; views into the key.
+struct PartitionRecordKey {
+  std::string_view source;
+  int32_t partition = 0;
+  std::string_view hash;  // kDedupeKeyBytes bytes
+};
+// nullopt unless `key` is a partition-scoped record key as ForPartition
+// writes it for a partition >= 0.
+std::optional<PartitionRecordKey> DecodePartitionRecordKey(
+    std::string_view key);
 
 struct DedupeRecord {
   int64_t expiry_micros = 0;

@@ -84,13 +84,13 @@ absl::Status BuildEmptyStore(const std::string& staging, const Options& options,
   db_options.create_missing_column_families = true;
   // The format marker comes last: RocksDB creates missing column families
   // in order, so its presence means all others exist.
-  const std::vector<std::string> names = {
-      rocksdb::kDefaultColumnFamilyName,
-      kDedupeColumnFamily,
-      kStateColumnFamily,
-      kOffsetsColumnFamily,
-      kOutboxColumnFamily,
-      FormatColumnFamilyName(options.expiry_buckets > 0 ? 2 : 1)};
+  const bool partition_scope = options.dedupe_scope == DedupeScope::kPartition;
+  std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName,
+                                    kDedupeColumnFamily, kStateColumnFamily,
+                                    kOffsetsColumnFamily, kOutboxColumnFamily};
+  if (partition_scope) names.push_back(kPartitionScopeColumnFamily);
+  names.push_back(FormatColumnFamilyName(
+      partition_scope ? 3 : (options.expiry_buckets > 0 ? 2 : 1)));
   absl::StatusOr<std::unique_ptr<Store>> created =
       OpenDatabase(staging, options, parts, env, db_options, names,
                    /*read_only=*/false);
@@ -345,6 +345,17 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
       !s.ok()) {
     return s;
   }
+  const bool partition_scope =
+      std::find(names.begin(), names.end(), kPartitionScopeColumnFamily) !=
+      names.end();
+  if (!read_only &&
+      partition_scope != (options.dedupe_scope == DedupeScope::kPartition)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " was created with dedupe_scope ",
+        partition_scope ? "kPartition" : "kStore",
+        "; open it with the same scope (the scope of a store is fixed when "
+        "it is created)"));
+  }
   if (state->has_wal_data) {
     if (absl::Status s = CheckWriteAheadLogs(dir, path, options, parts, env,
                                              db_options, names);
@@ -366,7 +377,10 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
   }
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenDatabase(dir, options, parts, env, db_options, names, read_only);
-  if (store.ok()) (*store)->format_version = format_version;
+  if (store.ok()) {
+    (*store)->format_version = format_version;
+    (*store)->partition_scope = partition_scope;
+  }
   return store;
 }
 

@@ -16,6 +16,9 @@
 //   idem.outbox         position -> outgoing message, and the outbox cursor
 //                       (see engine/outbox_record.h); created by any
 //                       writable open of a store that lacks it
+//   idem.scope.partition  (format 3) empty; present in a store created with
+//                       DedupeScope::kPartition (record keys carry their
+//                       partition, engine/record.h)
 //   idem.format.<N>     empty; its name records the store's format version N
 //                       (the highest present counts)
 //
@@ -49,14 +52,15 @@
 namespace idem {
 
 // The newest format this build reads and writes. Format 2 adds expiry
-// buckets; a store without them is written as format 1, which older builds
-// read.
-inline constexpr int kFormatVersion = 2;
+// buckets, format 3 partition-scoped dedupe keys; a store without either is
+// written as format 1, which older builds read.
+inline constexpr int kFormatVersion = 3;
 inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
 inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
 inline constexpr char kOffsetsColumnFamily[] = "idem.offsets";
 inline constexpr char kOutboxColumnFamily[] = "idem.outbox";
+inline constexpr char kPartitionScopeColumnFamily[] = "idem.scope.partition";
 inline constexpr char kFormatColumnFamilyPrefix[] = "idem.format.";
 
 struct Store {
@@ -79,6 +83,8 @@ struct Store {
   std::map<int64_t, rocksdb::ColumnFamilyHandle*> buckets;
   // The highest idem.format.<N> present.
   int format_version = 1;
+  // Dedupe records are keyed by partition (idem.scope.partition exists).
+  bool partition_scope = false;
   // Opened with DB::OpenForReadOnly: every write fails.
   bool read_only = false;
 };

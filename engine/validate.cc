@@ -16,6 +16,11 @@ absl::Status ValidateOptions(const Options& options) {
       options.durability != Durability::kBuffered) {
     return absl::InvalidArgumentError("durability is not a Durability value");
   }
+  if (options.dedupe_scope != DedupeScope::kStore &&
+      options.dedupe_scope != DedupeScope::kPartition) {
+    return absl::InvalidArgumentError(
+        "dedupe_scope is not a DedupeScope value");
+  }
   if (options.bloom_bits_per_key < 0 || options.bloom_bits_per_key > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("bloom_bits_per_key must be in [0, 64], got ",
@@ -72,6 +77,11 @@ absl::Status ValidateSource(std::string_view source, int32_t partition) {
         absl::StrCat("partition must be >= 0, got ", partition));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidatePosition(std::string_view source, int32_t partition) {
+  if (source.empty() && partition >= 0) return absl::OkStatus();
+  return ValidateSource(source, partition);
 }
 
 absl::Status ValidateMessage(const Message& message) {

@@ -25,6 +25,8 @@ inline constexpr int kMaxBackgroundJobs = 256;
 absl::Status ValidateOptions(const Options& options);
 absl::Status ValidateId(std::string_view id);
 absl::Status ValidateSource(std::string_view source, int32_t partition);
+// As ValidateSource, but an empty source (a message without one) is valid.
+absl::Status ValidatePosition(std::string_view source, int32_t partition);
 absl::Status ValidateMessage(const Message& message);
 
 }  // namespace idem

@@ -82,10 +82,10 @@ TEST_F(CommitBuilderTest, BuildsSortedStateThenRecordsPerFamilyThenOffsets) {
       Outcome::kProcessed);
   rocksdb::WriteBatch batch;
   ASSERT_TRUE(commit.Build(StoredOffsets(), OutboxCursor(), batch, batch).ok());
-  // Records go in DedupeKey order (std::array<char> compares char values,
-  // which is not bytewise order where char is signed), as they always have.
-  const std::string first = Key(std::min(x, y));
-  const std::string second = Key(std::max(x, y));
+  // Records go in the bytewise order of their keys, the order of the
+  // family's comparator.
+  const std::string first = std::min(Key(x), Key(y));
+  const std::string second = std::max(Key(x), Key(y));
   EXPECT_THAT(Entries(batch),
               ElementsAre(Entry("delete", 1, "a"), Entry("put", 1, "b"),
                           Entry("put", 3, first), Entry("put", 3, second),

@@ -166,10 +166,10 @@ TEST(EngineOpenTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
 TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
-  // This build reads formats 1 and 2 (expiry buckets).
+  // This build reads formats 1 to 3 (expiry buckets, partition scope).
   ASSERT_NO_FATAL_FAILURE(
       CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe",
-                           "idem.state", "idem.offsets", "idem.format.3"}));
+                           "idem.state", "idem.offsets", "idem.format.4"}));
   const auto before = SnapshotTree(path);
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)

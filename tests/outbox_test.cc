@@ -65,30 +65,6 @@ std::vector<std::string> Values(const std::vector<OutboxEntry>& entries) {
   return values;
 }
 
-// Opens the store at `path` as a plain RocksDB database and calls `change`
-// with it and its idem.outbox handle (null if it has none).
-void ChangeRawStore(
-    const std::string& path,
-    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*)>&
-        change) {
-  std::vector<std::string> names;
-  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies({}, path, &names).ok());
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (const std::string& name : names) {
-    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
-  }
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* db = nullptr;
-  ASSERT_TRUE(rocksdb::DB::Open({}, path, descriptors, &handles, &db).ok());
-  rocksdb::ColumnFamilyHandle* outbox = nullptr;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == "idem.outbox") outbox = handles[i];
-  }
-  change(db, outbox);
-  for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
-  delete db;
-}
-
 class OutboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -389,11 +365,12 @@ TEST_F(OutboxTest, StoreWithoutTheOutboxFamily) {
     return absl::OkStatus();
   });
   engine_.reset();
-  ChangeRawStore(dir_.Sub("db"),
-                 [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* outbox) {
-                   ASSERT_NE(outbox, nullptr);
-                   ASSERT_TRUE(db->DropColumnFamily(outbox).ok());
-                 });
+  test::ChangeRawFamily(
+      dir_.Sub("db"), "idem.outbox",
+      [](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* outbox) {
+        ASSERT_NE(outbox, nullptr);
+        ASSERT_TRUE(db->DropColumnFamily(outbox).ok());
+      });
   Options read_only = options_;
   read_only.read_only = true;
   {
@@ -439,11 +416,13 @@ TEST_F(OutboxTest, DamagedEntryOrCursorIsDataLoss) {
   Deliver("a", kEmitTwo);
   engine_.reset();
   auto overwrite = [&](uint64_t position, const std::string& value) {
-    ChangeRawStore(dir_.Sub("db"), [&](rocksdb::DB* db,
-                                       rocksdb::ColumnFamilyHandle* outbox) {
-      ASSERT_NE(outbox, nullptr);
-      ASSERT_TRUE(db->Put({}, outbox, EncodeOutboxKey(position), value).ok());
-    });
+    test::ChangeRawFamily(
+        dir_.Sub("db"), "idem.outbox",
+        [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* outbox) {
+          ASSERT_NE(outbox, nullptr);
+          ASSERT_TRUE(
+              db->Put({}, outbox, EncodeOutboxKey(position), value).ok());
+        });
   };
   overwrite(2, "\x01garbage");
   Reopen();

@@ -31,6 +31,7 @@
 #include "idem/message.h"
 #include "idem/options.h"
 #include "idem/outbox.h"
+#include "idem/partition_snapshot.h"
 #include "idem/stats.h"
 #include "idem/txn.h"
 
@@ -50,8 +51,12 @@ struct DumpEntry {
   // kDedupe only: the record's absolute expiry and whether it has passed.
   absl::Time expires_at = absl::InfinitePast();
   bool expired = false;
-  // kOffset only.
+  // kOffset: the offset's source (as `key`) and partition. kDedupe in a
+  // partition-scoped store (DedupeScope::kPartition): the record's source
+  // and partition; otherwise empty and 0.
+  std::string source;
   int32_t partition = 0;
+  // kOffset only.
   int64_t offset = -1;
   // kOutbox only: the unacknowledged entry's position, message ID,
   // destination and headers (OutboxEntry).
@@ -126,13 +131,29 @@ class Engine {
   // kBuffered the record may not be durable yet. kInvalidArgument for a bad
   // id; kDataLoss if the stored record cannot be decoded; kFailedPrecondition
   // or kUnavailable if the clock cannot be read (idem/clock.h).
+  // kFailedPrecondition for a partition-scoped store (DedupeScope::kPartition),
+  // where an ID alone names no record: use the overload below.
   virtual absl::StatusOr<bool> Seen(std::string_view id) = 0;
+  // Whether a live record exists for `id` delivered on (source, partition):
+  // in a partition-scoped store that partition's record, otherwise the
+  // store's (source and partition are then ignored). `source` may be empty
+  // (a message without one) and at most kMaxSourceBytes; partition >= 0;
+  // kInvalidArgument otherwise. Other errors as Seen(id).
+  virtual absl::StatusOr<bool> Seen(std::string_view id,
+                                    std::string_view source,
+                                    int32_t partition) = 0;
 
   // Removes the dedupe record for `id` (state writes are untouched), so its
   // next delivery runs the handler again. Absent ids are not an error.
   // Durable on return under kSync. kFailedPrecondition or kUnavailable if the
   // clock cannot be read (idem/clock.h; nothing removed).
+  // kFailedPrecondition for a partition-scoped store, as Seen(id).
   virtual absl::Status Forget(std::string_view id) = 0;
+  // Removes the record of `id` delivered on (source, partition), as
+  // Seen(id, source, partition) finds it. Errors as Forget(id) and
+  // Seen(id, source, partition).
+  virtual absl::Status Forget(std::string_view id, std::string_view source,
+                              int32_t partition) = 0;
 
   // Returns the highest committed offset of (source, partition), or nullopt
   // if none was ever recorded. kInvalidArgument for an empty or too long
@@ -177,6 +198,32 @@ class Engine {
   // from inside a handler or on a read-only engine; a storage error if the
   // write failed (nothing removed).
   virtual absl::Status AckOutbox(uint64_t position) = 0;
+
+  // The partition's state (the keys PartitionTxn(source, partition) wrote,
+  // idem/partition_state.h), its committed offset and, in a partition-scoped
+  // store (DedupeScope::kPartition), its live dedupe records, from one
+  // consistent snapshot. Reads only the partition's key ranges, not the
+  // whole store. kInvalidArgument for a bad source or partition; kDataLoss
+  // for a stored record or offset that does not decode; kFailedPrecondition
+  // or kUnavailable if the clock cannot be read (idem/clock.h).
+  virtual absl::StatusOr<PartitionSnapshot> ExportPartition(
+      std::string_view source, int32_t partition) = 0;
+
+  // Replaces the partition's state (and, in a partition-scoped store, its
+  // dedupe records) with the snapshot's, and records its offset, in one
+  // atomic commit, durable on return. The snapshot's records that have
+  // expired by the engine's time are left out; into a store-scoped store
+  // they are added to the store's records (an ID is then a duplicate on any
+  // partition), which removes none. The commit is deduplicated under an ID
+  // derived from the snapshot, so importing the same snapshot again writes
+  // nothing (Stats counts the first import as processed, a repeat as a
+  // duplicate). kFailedPrecondition, changing nothing, if the engine has
+  // committed a higher offset for the partition than the snapshot, from
+  // inside a handler, or on a read-only engine; kInvalidArgument for a bad
+  // source, partition, or record (id_hash not 16 bytes, non-finite expiry).
+  // REQUIRES: nothing consumes the partition on this engine meanwhile
+  // (import before the partition is assigned here).
+  virtual absl::Status ImportPartition(const PartitionSnapshot& snapshot) = 0;
 
   // Writes a consistent copy of the store to `dir`, which must not exist;
   // Engine::Open can open it. kInvalidArgument if `dir` exists.

@@ -37,6 +37,20 @@ enum class Durability {
   kBuffered,
 };
 
+// Which deliveries are the same message (share one dedupe record).
+enum class DedupeScope {
+  // A message ID names one message in the whole store, whatever its source
+  // and partition: a producer duplicate that lands on another partition is
+  // still a duplicate.
+  kStore,
+  // A message ID names one message per (Message::source,
+  // Message::partition): the same ID on two partitions (or two sources) is
+  // two messages, each processed once. Each partition's records form one key
+  // range, so they can be exported, restored and dropped with the
+  // partition. Engine::Seen and Forget then need the source and partition.
+  kPartition,
+};
+
 struct Options {
   // ---- Behaviour ----
 
@@ -49,6 +63,13 @@ struct Options {
 
   // See Durability. Default: kSync.
   Durability durability = Durability::kSync;
+
+  // See DedupeScope. A property of the store, fixed when it is created: a
+  // writable Open with the other scope fails with kFailedPrecondition and
+  // changes nothing; a read-only Open uses the store's own. A
+  // partition-scoped store is format 3, which builds that read only formats
+  // 1 and 2 refuse to open. Default: kStore.
+  DedupeScope dedupe_scope = DedupeScope::kStore;
 
   // Time source for expiry decisions. Borrowed. A clock that returns a
   // non-finite time or throws fails the calls that read it; one set back

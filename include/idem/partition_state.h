@@ -2,11 +2,12 @@
 // namespaced by the message's source partition (PartitionTxn) lets that
 // partition's state be found, exported and moved on its own when the
 // partition moves to another engine (ExportPartitionState,
-// ImportPartitionState; see docs/scale-out.md).
+// ImportPartitionState, which forward to Engine::ExportPartition and
+// ImportPartition; see docs/scale-out.md).
 //
 // PartitionTxn is a view over a handler's Txn and has the same contract: not
 // thread-safe, valid only during the handler call that received the Txn.
-// The free functions are thread-safe (they use the Engine's public API).
+// The free functions are thread-safe, as the Engine calls they forward to.
 
 #ifndef IDEM_PARTITION_STATE_H_
 #define IDEM_PARTITION_STATE_H_
@@ -20,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
+#include "idem/partition_snapshot.h"
 #include "idem/txn.h"
 
 namespace idem {
@@ -66,35 +68,12 @@ class PartitionTxn final : public Txn {
   const std::string prefix_;
 };
 
-// The partition-scoped state of one (source, partition) and the offset it
-// includes: what moves with a partition from one engine to another. A plain
-// value type. Dedupe records are not part of it (only their hashes are
-// stored, not which partition they came from).
-struct PartitionSnapshot {
-  std::string source;
-  int32_t partition = 0;
-  // The engine's committed offset of the partition; nullopt if none.
-  std::optional<int64_t> offset;
-  // (key as the handler wrote it, value), in key order.
-  std::vector<std::pair<std::string, std::string>> entries;
-};
-
-// Reads the partition's state and offset from one consistent snapshot of
-// `engine`. Finds them with Engine::Dump, so it costs a scan of the whole
-// store. kInvalidArgument for a bad source or partition;
-// storage errors as Engine::Dump.
+// Engine::ExportPartition (PartitionSnapshot: idem/partition_snapshot.h).
 absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
                                                        std::string_view source,
                                                        int32_t partition);
 
-// Replaces the partition's state in `engine` with `snapshot` and records its
-// offset, in one commit under a dedupe ID derived from the snapshot, so
-// importing the same snapshot twice writes once. Finding the partition's
-// current keys costs a scan of the whole store (Engine::Dump). Returns
-// kFailedPrecondition, changing nothing, if `engine` has already committed a
-// higher offset for the partition than the snapshot. REQUIRES: nothing
-// consumes the partition on `engine` during the call (import before the
-// partition is assigned).
+// Engine::ImportPartition.
 absl::Status ImportPartitionState(Engine& engine,
                                   const PartitionSnapshot& snapshot);
 

@@ -168,4 +168,26 @@ std::string HexOfIdHash(std::string_view id) {
   return hex;
 }
 
+void ChangeRawFamily(
+    const std::string& path, const std::string& family,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*)>&
+        change) {
+  std::vector<std::string> names;
+  ASSERT_TRUE(rocksdb::DB::ListColumnFamilies({}, path, &names).ok());
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& name : names) {
+    descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  }
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open({}, path, descriptors, &handles, &db).ok());
+  rocksdb::ColumnFamilyHandle* handle = nullptr;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == family) handle = handles[i];
+  }
+  change(db, handle);
+  for (auto* h : handles) EXPECT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  delete db;
+}
+
 }  // namespace idem::test

@@ -25,6 +25,7 @@
 #include "idem/clock.h"
 #include "idem/crash/file_system.h"
 #include "idem/engine.h"
+#include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "util/temp_dir.h"
 
@@ -146,6 +147,14 @@ std::vector<std::string> Names(const std::map<std::string, FileSnapshot>& s);
 // key in the default column family, then closes it (fails the test on error).
 void CreateRocksDb(const std::string& path,
                    const std::vector<std::string>& column_families);
+
+// Opens the store at `path` as a plain RocksDB database (every column family
+// with default options) and calls `change` with it and the handle of the
+// column family `family` (null if the store has none), then closes it.
+void ChangeRawFamily(
+    const std::string& path, const std::string& family,
+    const std::function<void(rocksdb::DB*, rocksdb::ColumnFamilyHandle*)>&
+        change);
 
 // 32 lowercase hex digits of XXH3-128(id), high half first.
 std::string HexOfIdHash(std::string_view id);

@@ -1,0 +1,332 @@
+// EngineImpl's partition moves: ExportPartition and ImportPartition, each on
+// the partition's own key ranges (PartitionStatePrefix in idem.state,
+// PartitionRecordPrefix in the dedupe families of a partition-scoped store).
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/commit_batch.h"
+#include "engine/engine_impl.h"
+#include "engine/expiry_buckets.h"
+#include "engine/record.h"
+#include "engine/status_util.h"
+#include "engine/validate.h"
+#include "idem/partition_state.h"
+
+namespace idem {
+namespace {
+
+std::string_view ToView(const rocksdb::Slice& s) {
+  return std::string_view(s.data(), s.size());
+}
+
+rocksdb::Slice ToSlice(std::string_view s) {
+  return rocksdb::Slice(s.data(), s.size());
+}
+
+// The stored offset under `key`, read through `read`; nullopt if none.
+absl::StatusOr<std::optional<int64_t>> ReadOffset(
+    Store& store, const rocksdb::ReadOptions& read, const std::string& key) {
+  std::string value;
+  rocksdb::Status s = store.db->Get(read, store.offsets, key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) return FromRocksStatus(s, "reading a committed offset");
+  std::optional<int64_t> offset = DecodeOffsetValue(value);
+  if (!offset.has_value()) return UndecodableOffsetError(key);
+  return *offset;
+}
+
+// Visits every (key, value) of `cf` in [begin, end) as read through `read`.
+template <typename Visit>
+absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                       rocksdb::ReadOptions read, const std::string& begin,
+                       const std::string& end, Visit visit) {
+  const rocksdb::Slice upper(end);
+  if (!end.empty()) read.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf));
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    if (absl::Status s = visit(ToView(it->key()), ToView(it->value()));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return FromRocksStatus(it->status(), "reading a partition's range");
+}
+
+absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
+  if (absl::Status s = ValidateSource(snapshot.source, snapshot.partition);
+      !s.ok()) {
+    return s;
+  }
+  for (const PartitionRecord& record : snapshot.records) {
+    if (record.id_hash.size() != kDedupeKeyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a partition record's id_hash must be ", kDedupeKeyBytes,
+                       " bytes, got ", record.id_hash.size()));
+    }
+    if (record.expires_at == absl::InfiniteFuture() ||
+        record.expires_at == absl::InfinitePast()) {
+      return absl::InvalidArgumentError(
+          "a partition record's expires_at must be finite");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The ID an import of `snapshot` commits under: a hash of everything it
+// holds, so that the same snapshot imported twice is a duplicate.
+std::string ImportId(const PartitionSnapshot& snapshot) {
+  XXH3_state_t hash;
+  XXH3_64bits_reset(&hash);
+  auto add = [&hash](std::string_view bytes) {
+    const uint64_t size = bytes.size();  // sizes keep the fields apart
+    XXH3_64bits_update(&hash, &size, sizeof(size));
+    XXH3_64bits_update(&hash, bytes.data(), bytes.size());
+  };
+  add(PartitionStatePrefix(snapshot.source, snapshot.partition));
+  add(absl::StrCat(snapshot.offset.value_or(-1)));
+  for (const auto& [key, value] : snapshot.entries) {
+    add(key);
+    add(value);
+  }
+  for (const PartitionRecord& record : snapshot.records) {
+    add(record.id_hash);
+    add(absl::StrCat(TimeToMicros(record.expires_at)));
+    add(record.result);
+  }
+  return absl::StrCat("idem.import/", absl::Hex(XXH3_64bits_digest(&hash)));
+}
+
+DedupeKey ToDedupeKey(std::string_view hash) {
+  DedupeKey key;
+  std::copy(hash.begin(), hash.end(), key.begin());
+  return key;
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
+    std::string_view source, int32_t partition) {
+  if (absl::Status s = ValidateSource(source, partition); !s.ok()) return s;
+  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
+  ReadLock lock(this);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  Store& st = **store;
+
+  // One snapshot: state, offset and records agree.
+  const rocksdb::Snapshot* db_snapshot = st.db->GetSnapshot();
+  struct Release {
+    rocksdb::DB* db;
+    const rocksdb::Snapshot* snapshot;
+    ~Release() { db->ReleaseSnapshot(snapshot); }
+  } release{st.db, db_snapshot};
+  rocksdb::ReadOptions read;
+  read.snapshot = db_snapshot;
+
+  PartitionSnapshot snapshot;
+  snapshot.source = std::string(source);
+  snapshot.partition = partition;
+  const std::string state_prefix = PartitionStatePrefix(source, partition);
+  if (absl::Status s = ScanRange(
+          st.db, st.state, read, state_prefix, KeyRangeEnd(state_prefix),
+          [&](std::string_view key, std::string_view value) {
+            snapshot.entries.emplace_back(key.substr(state_prefix.size()),
+                                          value);
+            return absl::OkStatus();
+          });
+      !s.ok()) {
+    return s;
+  }
+
+  absl::StatusOr<std::optional<int64_t>> offset =
+      ReadOffset(st, read, EncodeOffsetKey(source, partition));
+  if (!offset.ok()) return offset.status();
+  snapshot.offset = *offset;
+
+  if (st.partition_scope) {
+    const std::string record_prefix = PartitionRecordPrefix(source, partition);
+    for (rocksdb::ColumnFamilyHandle* family :
+         LiveDedupeFamilies(st, *now_micros)) {
+      absl::Status s = ScanRange(
+          st.db, family, read, record_prefix, KeyRangeEnd(record_prefix),
+          [&](std::string_view key, std::string_view value) {
+            std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
+            std::optional<PartitionRecordKey> scoped =
+                DecodePartitionRecordKey(key);
+            if (!record.has_value() || !scoped.has_value()) {
+              return absl::DataLossError(absl::StrCat(
+                  "undecodable dedupe record for key ", DedupeKeyToHex(key)));
+            }
+            if (IsExpired(*record, *now_micros)) return absl::OkStatus();
+            snapshot.records.push_back(
+                PartitionRecord{std::string(scoped->hash),
+                                absl::FromUnixMicros(record->expiry_micros),
+                                std::string(record->result)});
+            return absl::OkStatus();
+          });
+      if (!s.ok()) return s;
+    }
+    std::sort(snapshot.records.begin(), snapshot.records.end(),
+              [](const PartitionRecord& a, const PartitionRecord& b) {
+                return a.id_hash < b.id_hash;
+              });
+  }
+  return snapshot;
+}
+
+absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot) {
+  if (absl::Status s = ValidateSnapshot(snapshot); !s.ok()) return s;
+  if (absl::Status s = RejectInsideHandler("ImportPartition"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RejectIfReadOnly("ImportPartition"); !s.ok()) return s;
+  absl::StatusOr<uint64_t> sequence = CommitImport(snapshot);
+  if (!sequence.ok()) return sequence.status();
+  // Outside the commit lock: a sync waits for the commits in flight, which
+  // may be waiting for that lock.
+  return WaitDurable(*sequence);
+}
+
+absl::StatusOr<uint64_t> EngineImpl::CommitImport(
+    const PartitionSnapshot& snapshot) {
+  CommitLock commit_lock(this);
+  if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
+
+  // The import's own record (placed as a message's), then the snapshot's
+  // live records, each in the bucket its expiry belongs to.
+  const std::string import_id = ImportId(snapshot);
+  Message import;  // views: import_id and snapshot outlive it
+  import.id = import_id;
+  import.source = snapshot.source;
+  import.partition = snapshot.partition;
+  std::vector<RecordPlacement> placements =
+      PlaceRecords(options_, absl::MakeConstSpan(&import, 1), *now_micros);
+  std::vector<const PartitionRecord*> live;
+  for (const PartitionRecord& record : snapshot.records) {
+    const int64_t expiry = TimeToMicros(record.expires_at);
+    if (expiry <= *now_micros) continue;
+    live.push_back(&record);
+    placements.push_back(
+        RecordPlacement{expiry, BucketEndFor(options_, expiry, *now_micros)});
+  }
+  if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
+    return s;
+  }
+
+  absl::ReaderMutexLock store_lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  Store& st = **store;
+
+  absl::StatusOr<std::optional<int64_t>> current =
+      ReadOffset(st, rocksdb::ReadOptions(),
+                 EncodeOffsetKey(snapshot.source, snapshot.partition));
+  if (!current.ok()) return current.status();
+  if (current->has_value() &&
+      (!snapshot.offset.has_value() || **current > *snapshot.offset)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ImportPartition: the engine is at offset ", **current,
+        " of this partition, past the snapshot's ",
+        snapshot.offset.has_value() ? absl::StrCat(*snapshot.offset)
+                                    : std::string("(none)")));
+  }
+
+  const DedupeKey import_hash = HashMessageId(import.id);
+  const RecordKey import_key =
+      RecordKeyFor(st.partition_scope, import, import_hash);
+  absl::StatusOr<std::vector<std::optional<std::string>>> imported =
+      LiveRecords(st, absl::MakeConstSpan(&import_key, 1), *now_micros);
+  if (!imported.ok()) return imported.status();
+  if ((*imported)[0].has_value()) {  // imported before: write nothing
+    duplicates_.fetch_add(1, std::memory_order_relaxed);
+    return st.db->GetLatestSequenceNumber();
+  }
+
+  auto family_of = [&](const RecordPlacement& placement)
+      -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
+    if (!placement.bucket_end.has_value()) return st.dedupe;
+    auto bucket = st.buckets.find(*placement.bucket_end);
+    if (bucket == st.buckets.end()) {
+      return absl::InternalError("expiry bucket missing at import");
+    }
+    return bucket->second;
+  };
+  rocksdb::WriteBatch batch;
+  auto check = [](const rocksdb::Status& s) {
+    return FromRocksStatus(s, "building an import");
+  };
+  // The partition's old state and records go first; the puts after them in
+  // the same batch have later sequence numbers, so they survive.
+  const std::string state_prefix =
+      PartitionStatePrefix(snapshot.source, snapshot.partition);
+  if (absl::Status s = check(
+          batch.DeleteRange(st.state, state_prefix, KeyRangeEnd(state_prefix)));
+      !s.ok()) {
+    return s;
+  }
+  if (st.partition_scope) {
+    const std::string record_prefix =
+        PartitionRecordPrefix(snapshot.source, snapshot.partition);
+    for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(st)) {
+      if (absl::Status s = check(batch.DeleteRange(family, record_prefix,
+                                                   KeyRangeEnd(record_prefix)));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  for (const auto& [key, value] : snapshot.entries) {
+    if (absl::Status s = check(batch.Put(st.state, state_prefix + key, value));
+        !s.ok()) {
+      return s;
+    }
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    const RecordPlacement& placement = placements[i + 1];
+    absl::StatusOr<rocksdb::ColumnFamilyHandle*> family = family_of(placement);
+    if (!family.ok()) return family.status();
+    const DedupeKey hash = ToDedupeKey(live[i]->id_hash);
+    const RecordKey key =
+        st.partition_scope
+            ? RecordKey::ForPartition(snapshot.source, snapshot.partition, hash)
+            : RecordKey::ForStore(hash);
+    if (absl::Status s = check(batch.Put(
+            *family, ToSlice(key.view()),
+            EncodeDedupeRecord(placement.expiry_micros, live[i]->result)));
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<rocksdb::ColumnFamilyHandle*> import_family =
+      family_of(placements[0]);
+  if (!import_family.ok()) return import_family.status();
+  if (absl::Status s =
+          check(batch.Put(*import_family, ToSlice(import_key.view()),
+                          EncodeDedupeRecord(placements[0].expiry_micros, "")));
+      !s.ok()) {
+    return s;
+  }
+  if (snapshot.offset.has_value()) {
+    if (absl::Status s = check(batch.Put(
+            st.offsets, EncodeOffsetKey(snapshot.source, snapshot.partition),
+            EncodeOffsetValue(*snapshot.offset)));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = Write(st, &batch); !s.ok()) return s;
+  processed_.fetch_add(1, std::memory_order_relaxed);
+  return st.db->GetLatestSequenceNumber();
+}
+
+}  // namespace idem

@@ -1,0 +1,43 @@
+// PartitionSnapshot: what moves with a partition from one engine to another
+// (Engine::ExportPartition, Engine::ImportPartition; docs/scale-out.md).
+// Plain value types.
+
+#ifndef IDEM_PARTITION_SNAPSHOT_H_
+#define IDEM_PARTITION_SNAPSHOT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace idem {
+
+// One live dedupe record of a partition (a partition-scoped store,
+// DedupeScope::kPartition): the message ID's hash, as stored, its expiry and
+// the handler's result.
+struct PartitionRecord {
+  std::string id_hash;  // XXH3-128 of the message ID: 16 bytes
+  absl::Time expires_at = absl::InfinitePast();
+  std::string result;
+};
+
+// The partition-scoped state of one (source, partition), the offset it
+// includes and, from a partition-scoped store, its live dedupe records.
+struct PartitionSnapshot {
+  std::string source;
+  int32_t partition = 0;
+  // The engine's committed offset of the partition; nullopt if none.
+  std::optional<int64_t> offset;
+  // (key as the handler wrote it through PartitionTxn, value), in key order.
+  std::vector<std::pair<std::string, std::string>> entries;
+  // In id_hash order. Empty from a store-scoped store, whose records do not
+  // say which partition they came from.
+  std::vector<PartitionRecord> records;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_PARTITION_SNAPSHOT_H_
