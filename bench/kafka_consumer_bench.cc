@@ -23,9 +23,7 @@
 // second of OutboxRelay::Drain: ReadOutbox, produce and wait for the
 // brokers' acknowledgements, AckOutbox), and their ratio; the relay keeps up
 // when relay_over_commit >= 1. The relay's producer connects, and gets its
-// idempotent producer ID, on a first drain of one message, not timed. The
-// nodelay:1 rows drain to a mock broker whose sockets set TCP_NODELAY (see
-// BM_RelayDrain): what the relay does when the broker answers at once.
+// idempotent producer ID, on a first drain of one message, not timed.
 //
 //   build/bench/idem_kafka_bench --benchmark_filter=RelayDrain
 //       --benchmark_counters_tabular=true   (one command line)
@@ -220,13 +218,7 @@ absl::StatusOr<double> CommitEmitting(Engine& engine, Durability durability,
   return absl::ToDoubleSeconds(absl::Now() - start);
 }
 
-// Args: durability (0 kSync, 1 kBuffered), the relay's max_batch, and the
-// broker: 0 the shared MockCluster, 1 a librdkafka mock cluster hosted by
-// the relay's own producer handle with socket.nagle.disable=true, so that
-// the broker's sockets set TCP_NODELAY, as Kafka brokers do. MockCluster's
-// broker sockets do not (its host handle leaves Nagle on): a produce
-// response written while the previous one is unacknowledged waits for the
-// client's delayed ACK, about 40 ms on Linux loopback, once per relay round.
+// Args: durability (0 kSync, 1 kBuffered) and the relay's max_batch.
 void BM_RelayDrain(benchmark::State& state) {
   MockCluster* cluster = Cluster();
   if (cluster == nullptr) {
@@ -247,13 +239,6 @@ void BM_RelayDrain(benchmark::State& state) {
     relay_options.brokers = cluster->bootstrap_servers();
     relay_options.max_batch = static_cast<int>(state.range(1));
     relay_options.kafka_config = {{"log_level", "3"}};
-    if (state.range(2) == 1) {
-      // The relay's producer hosts a mock cluster of its own, whose broker
-      // sockets get TCP_NODELAY from this handle's socket.nagle.disable.
-      relay_options.kafka_config.insert(
-          relay_options.kafka_config.end(),
-          {{"test.mock.num.brokers", "1"}, {"socket.nagle.disable", "true"}});
-    }
     auto relay = OutboxRelay::Create(&engine, relay_options);
     if (!relay.ok()) {
       state.SkipWithError(relay.status().ToString().c_str());
@@ -297,12 +282,11 @@ void BM_RelayDrain(benchmark::State& state) {
       commit_rate > 0 ? relay_rate / commit_rate : 0;
 }
 BENCHMARK(BM_RelayDrain)
-    ->ArgNames({"buffered", "relay_batch", "nodelay"})
-    ->Args({0, 500, 0})
-    ->Args({1, 500, 0})
-    ->Args({1, 5000, 0})
-    ->Args({0, 500, 1})
-    ->Args({1, 500, 1})
+    ->ArgNames({"buffered", "relay_batch"})
+    ->Args({0, 500})
+    ->Args({1, 500})
+    ->Args({0, 5000})
+    ->Args({1, 5000})
     ->Iterations(2)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
