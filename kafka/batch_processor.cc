@@ -152,7 +152,9 @@ class BatchRun {
           next.push_back(i);
         }
         if (entry.deferred) continue;  // not an attempt of its own
-        if (++entry.attempts >= options_.max_attempts) {
+        const bool retriable = Retriable(result.error);
+        if (!retriable || ++entry.attempts >= options_.max_attempts) {
+          if (!retriable) ++out_.report.non_retriable;
           if (absl::Status s = GiveUp(i, result.error); !s.ok()) return s;
         } else {
           ++out_.report.retries;
@@ -197,6 +199,14 @@ class BatchRun {
   // Passes record `i` to the dead-letter path; from then on it is committed
   // under its DeadLetterId, which moves the partition's offset past it (and,
   // with dead_letter_topic, emits its dead letter in that same commit).
+  // Whether a handler error may succeed on another attempt
+  // (ConsumerOptions::non_retriable_codes).
+  bool Retriable(const absl::Status& error) const {
+    return std::find(options_.non_retriable_codes.begin(),
+                     options_.non_retriable_codes.end(),
+                     error.code()) == options_.non_retriable_codes.end();
+  }
+
   absl::Status GiveUp(size_t i, const absl::Status& error) {
     const Record& record = records_[i];
     const std::string position =

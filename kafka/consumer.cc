@@ -204,9 +204,67 @@ class ConsumerImpl final : public Consumer {
     return {assignment_.begin(), assignment_.end()};
   }
 
-  ConsumerStats stats() const override { return stats_; }
+  ConsumerStats stats() const override {
+    ConsumerStats stats = stats_;
+    for (const TopicPartition& tp : assignment_) {
+      PartitionLag lag;
+      lag.topic = tp.first;
+      lag.partition = tp.second;
+      int64_t low = -1, high = -1;
+      // Cached from the last fetch response: no round trip.
+      if (rk_ != nullptr &&
+          rd_kafka_get_watermark_offsets(rk_.get(), tp.first.c_str(), tp.second,
+                                         &low,
+                                         &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          high >= 0) {
+        lag.high_watermark = high;
+      }
+      absl::StatusOr<std::optional<int64_t>> offset =
+          engine_->CommittedOffset(tp.first, tp.second);
+      if (offset.ok() && offset->has_value()) lag.next_offset = **offset + 1;
+      if (lag.high_watermark >= 0) {
+        lag.lag =
+            lag.next_offset >= 0
+                ? std::max<int64_t>(0, lag.high_watermark - lag.next_offset)
+                : lag.high_watermark;
+      }
+      stats.lag.push_back(std::move(lag));
+    }
+    return stats;
+  }
+
+  absl::Status Pause(const std::string& topic, int32_t partition) override {
+    return PauseOrResume(topic, partition, /*pause=*/true);
+  }
+
+  absl::Status Resume(const std::string& topic, int32_t partition) override {
+    return PauseOrResume(topic, partition, /*pause=*/false);
+  }
 
  private:
+  absl::Status PauseOrResume(const std::string& topic, int32_t partition,
+                             bool pause) {
+    const char* call = pause ? "Pause" : "Resume";
+    if (rk_ == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(call, ": the consumer is closed"));
+    }
+    if (!assignment_.contains({topic, partition})) {
+      return absl::NotFoundError(absl::StrCat(call, ": ", topic, "/", partition,
+                                              " is not assigned to this "
+                                              "consumer"));
+    }
+    PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
+    rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition);
+    const rd_kafka_resp_err_t err =
+        pause ? rd_kafka_pause_partitions(rk_.get(), list.get())
+              : rd_kafka_resume_partitions(rk_.get(), list.get());
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return FromKafkaError(err, pause ? "pausing" : "resuming");
+    }
+    return FromKafkaError(list->elems[0].err, pause ? "pausing" : "resuming");
+  }
+
   static ConsumerImpl* Self(void* opaque) {
     return static_cast<ConsumerImpl*>(opaque);
   }
@@ -322,6 +380,8 @@ class ConsumerImpl final : public Consumer {
                       : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
                                        "assigning partitions");
     if (!status.ok() && callback_error_.ok()) callback_error_ = status;
+    // A partition paused before it was revoked starts unpaused.
+    if (status.ok()) rd_kafka_resume_partitions(rk_.get(), partitions);
   }
 
   // Finishes the in-flight batch, commits the revoked partitions' offsets to
@@ -343,9 +403,18 @@ class ConsumerImpl final : public Consumer {
     if (!lost && !hooks_.skip_revoke_commit) {
       CommitEngineOffsets(partitions);
     }
+    const auto& listener = lost ? options_.on_lost : options_.on_revoke;
     for (int i = 0; i < partitions->cnt; ++i) {
-      assignment_.erase(
-          {partitions->elems[i].topic, partitions->elems[i].partition});
+      const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+      assignment_.erase({tp.topic, tp.partition});
+      if (listener) {
+        const std::string topic = tp.topic;
+        absl::Status s = CallUserCode(lost ? "on_lost" : "on_revoke", [&] {
+          listener(topic, tp.partition);
+          return absl::OkStatus();
+        });
+        if (!s.ok()) NoteError(s);
+      }
     }
     Unassign(partitions);
   }
@@ -418,12 +487,14 @@ class ConsumerImpl final : public Consumer {
       report_->duplicates += done.duplicates;
       report_->dead_lettered += done.dead_lettered;
       report_->retries += done.retries;
+      report_->non_retriable += done.non_retriable;
     }
     stats_.records += done.records;
     stats_.processed += done.processed;
     stats_.duplicates += done.duplicates;
     stats_.dead_lettered += done.dead_lettered;
     stats_.retries += done.retries;
+    stats_.non_retriable += done.non_retriable;
     ++stats_.batches;
     if (options_.commit_to_kafka) {
       CommitToKafka(batch->next_offsets);

@@ -143,6 +143,47 @@ TEST_F(BatchProcessorTest, GivesUpAfterMaxAttemptsAndMovesPastTheRecord) {
   EXPECT_EQ(*b, "done");
 }
 
+// A handler error with a non-retriable code (ConsumerOptions::
+// non_retriable_codes) is dead-lettered at its first attempt; other codes
+// are retried. Clearing the list retries every code.
+TEST_F(BatchProcessorTest, NonRetriableHandlerErrorsAreDeadLetteredAtOnce) {
+  specs_ = {{0, 0, "bad", "x"}, {1, 0, "flaky", "x"}, {2, 0, "ok", "x"}};
+  options_.max_attempts = 3;
+  std::map<std::string, int> calls;
+  std::vector<std::pair<std::string, absl::StatusCode>> dead;
+  dead_letter_ = [&](const Record& r, const absl::Status& error) {
+    dead.emplace_back(std::string(r.id), error.code());
+    return absl::OkStatus();
+  };
+  auto handler = [&](const Record& r, Txn&) {
+    ++calls[std::string(r.id)];
+    if (r.id == "bad") return absl::InvalidArgumentError("no such account");
+    if (r.id == "flaky") return absl::UnavailableError("try later");
+    return absl::OkStatus();
+  };
+  auto ok = Process(handler);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(calls["bad"], 1);
+  EXPECT_EQ(calls["flaky"], 3);
+  EXPECT_EQ(ok->report.non_retriable, 1);
+  EXPECT_EQ(ok->report.dead_lettered, 2);
+  EXPECT_EQ(ok->report.retries, 2);
+  EXPECT_THAT(dead, ElementsAre(Pair("bad", absl::StatusCode::kInvalidArgument),
+                                Pair("flaky", absl::StatusCode::kUnavailable)));
+
+  // With no non-retriable codes, kInvalidArgument is retried too (a
+  // dead-lettered ID is not marked seen, so "bad" runs again).
+  options_.non_retriable_codes.clear();
+  calls.clear();
+  dead.clear();
+  specs_ = {{3, 0, "bad", "x"}};
+  auto retried = Process(handler);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(calls["bad"], 3);
+  EXPECT_EQ(retried->report.non_retriable, 0);
+  EXPECT_EQ(retried->report.dead_lettered, 1);
+}
+
 TEST_F(BatchProcessorTest, WithoutADeadLetterPathGivingUpAbortsTheBatch) {
   specs_ = {{0, 0, "a", "x"}, {0, 1, "poison", "x"}, {0, 2, "b", "x"}};
   options_.max_attempts = 2;

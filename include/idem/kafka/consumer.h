@@ -138,6 +138,16 @@ struct ConsumerOptions {
   // Attempts of a failing record (handler error or unusable ID) before it
   // goes to the dead-letter path. Must be >= 1. Default: 3.
   int max_attempts = 3;
+  // A handler error with one of these codes is not retried: the record goes
+  // to the dead-letter path at once, as retrying the same input cannot
+  // repair it. Default: the codes Abseil documents as not fixed by retrying
+  // (absl/status/status.h): kInvalidArgument, kFailedPrecondition,
+  // kOutOfRange, kUnimplemented, kPermissionDenied. Every other code is
+  // retried up to max_attempts.
+  std::vector<absl::StatusCode> non_retriable_codes = {
+      absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+      absl::StatusCode::kOutOfRange, absl::StatusCode::kUnimplemented,
+      absl::StatusCode::kPermissionDenied};
   // Pause between attempts. Must be >= 0. Default: 100 ms.
   absl::Duration retry_backoff = absl::Milliseconds(100);
   // Where given-up records go. A record with an unusable ID is given up on
@@ -178,6 +188,17 @@ struct ConsumerOptions {
   // Called on every assignment, once per partition, before fetching starts.
   // Default: unset.
   std::function<void(const PartitionStart&)> on_assign;
+  // Called once per partition when it is revoked in an orderly rebalance (or
+  // by Close), after its in-flight records were processed and its engine
+  // offset committed to Kafka, before it is released: as Kafka's
+  // ConsumerRebalanceListener.onPartitionsRevoked. Default: unset.
+  std::function<void(const std::string& topic, int32_t partition)> on_revoke;
+  // Called instead of on_revoke when the assignment was lost (the session
+  // timed out, or the member was fenced): another member may own the
+  // partition already, so its in-flight records were dropped unprocessed
+  // and nothing was committed to Kafka for it, as
+  // ConsumerRebalanceListener.onPartitionsLost. Default: unset.
+  std::function<void(const std::string& topic, int32_t partition)> on_lost;
   // Also look up the group's committed offsets on assignment (one blocking
   // round trip to the group coordinator) to fill
   // PartitionStart::group_next_offset. Default: false.
@@ -193,8 +214,25 @@ struct BatchReport {
   int64_t duplicates = 0;     // suppressed: the ID was seen
   int64_t dead_lettered = 0;  // given up on and passed to the dead-letter path
   int64_t retries = 0;        // extra attempts of failed records
+  int64_t non_retriable = 0;  // of dead_lettered: non_retriable_codes
   int64_t outbox_published = 0;  // outbox entries the relay published
   bool rebalanced = false;       // an assignment or revocation happened
+};
+
+// How far one assigned partition is behind the head of its log.
+struct PartitionLag {
+  std::string topic;
+  int32_t partition = 0;
+  // The log's end (the offset the next produced record gets), as of the
+  // last fetch response; -1 until one arrived.
+  int64_t high_watermark = -1;
+  // The next offset the engine would process: its committed offset + 1;
+  // -1 if it has none for the partition.
+  int64_t next_offset = -1;
+  // high_watermark - next_offset (at least 0) when both are known; -1 if
+  // the watermark is unknown; high_watermark if the engine has no offset
+  // (an upper bound).
+  int64_t lag = -1;
 };
 
 // Totals since Create.
@@ -218,6 +256,11 @@ struct ConsumerStats {
   // group, committing).
   absl::Duration engine_time;
   absl::Duration kafka_time;
+  // Per assigned partition, sorted, as of the stats() call.
+  std::vector<PartitionLag> lag;
+  // Records dead-lettered at once for a handler error with a non-retriable
+  // code (ConsumerOptions::non_retriable_codes); also in dead_lettered.
+  int64_t non_retriable = 0;
 };
 
 class Consumer {
@@ -258,6 +301,18 @@ class Consumer {
 
   // The partitions currently assigned to this consumer, sorted.
   virtual std::vector<std::pair<std::string, int32_t>> Assignment() const = 0;
+
+  // Stops fetching (topic, partition): until Resume, PollBatch returns none
+  // of its records (records already fetched are dropped and fetched again
+  // after Resume, from where processing stopped). Nothing else changes: the
+  // partition stays assigned and its offset stays where it is. A rebalance
+  // that assigns the partition again starts it unpaused. Pausing a paused
+  // partition is OK. kNotFound if the partition is not assigned to this
+  // consumer. Call from the thread that calls PollBatch.
+  virtual absl::Status Pause(const std::string& topic, int32_t partition) = 0;
+  // Fetches (topic, partition) again. Resuming an unpaused partition is OK.
+  // kNotFound if it is not assigned to this consumer.
+  virtual absl::Status Resume(const std::string& topic, int32_t partition) = 0;
 
   virtual ConsumerStats stats() const = 0;
 };
