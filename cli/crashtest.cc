@@ -46,10 +46,11 @@ std::string ReproduceCommand(const CrashtestArgs& a) {
   return absl::StrFormat(
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
       "--seed=%d --threads=%d --messages=%d --partitions=%d --batch=%d "
-      "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d",
+      "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d "
+      "--dedupe_scope=%s",
       a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads, a.messages,
       a.partitions, a.batch, a.recovery_crash_rate, a.self_test,
-      a.expiry_buckets);
+      a.expiry_buckets, a.dedupe_scope);
 }
 
 void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
@@ -156,6 +157,15 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   options.partitions = args.partitions;
   options.max_batch = args.batch;
   options.expiry_buckets = args.expiry_buckets;
+  if (args.dedupe_scope == "store") {
+    options.dedupe_scope = DedupeScope::kStore;
+  } else if (args.dedupe_scope == "partition") {
+    options.dedupe_scope = DedupeScope::kPartition;
+  } else {
+    err << "idem-crashtest: --dedupe_scope must be store or partition, got '"
+        << args.dedupe_scope << "'\n";
+    return 2;
+  }
   options.recovery_crash_rate = args.recovery_crash_rate;
   // The option names are the flag names, but for max_batch (--batch).
   if (absl::Status s = crash::ValidateCrashTestOptions(options, **workload);

@@ -29,10 +29,11 @@ struct CrashtestArgs {
   bool json = false;
   // Per epoch; 0: min(20000, 500 per cycle); at most 2000000.
   size_t messages = 0;
-  int partitions = 4;                // in [1, 1024]
-  int batch = 32;                    // largest batch, in [1, 10000]
-  int expiry_buckets = 0;            // in [0, 64]
-  double recovery_crash_rate = 0.2;  // in [0, 1]
+  int partitions = 4;                  // in [1, 1024]
+  int batch = 32;                      // largest batch, in [1, 10000]
+  int expiry_buckets = 0;              // in [0, 64]
+  std::string dedupe_scope = "store";  // store | partition
+  double recovery_crash_rate = 0.2;    // in [0, 1]
   // none | ack_before_durable | split_commit | emit_outside_commit |
   // ack_before_publish (the last two with the pipeline workload)
   std::string self_test = "none";

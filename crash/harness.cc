@@ -383,6 +383,7 @@ class Run {
     config.threads = o_.threads;
     config.max_batch = o_.max_batch;
     config.expiry_buckets = o_.expiry_buckets;
+    config.dedupe_scope = o_.dedupe_scope;
     config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
     config.seed = o_.seed * 1000003 + static_cast<uint64_t>(runs_);
     config.crash_fs.journal_path = journal_;
@@ -512,7 +513,7 @@ class Run {
       }
       if (rpid == 0) {
         RunRecovery(store_, downstream_, recovery_fs, o_.durability,
-                    o_.expiry_buckets);
+                    o_.expiry_buckets, o_.dedupe_scope);
       }
       if (crash != CycleCrash::kKillPoint) {
         absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
@@ -525,6 +526,7 @@ class Run {
 
     VerifyInput input;
     input.stream = &stream_;
+    input.dedupe_scope = o_.dedupe_scope;
     input.workload = &workload_;
     input.delivered = &delivered_;
     input.acked = &acked_;
@@ -605,6 +607,11 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
   }
   if (o.expiry_buckets < 0 || o.expiry_buckets > kMaxExpiryBuckets) {
     return OutOfRange("expiry_buckets", 0, kMaxExpiryBuckets, o.expiry_buckets);
+  }
+  if (o.dedupe_scope != DedupeScope::kStore &&
+      o.dedupe_scope != DedupeScope::kPartition) {
+    return absl::InvalidArgumentError(
+        "dedupe_scope is not a DedupeScope value");
   }
   const std::pair<const char*, double> rates[] = {
       {"producer_duplicate_rate", o.producer_duplicate_rate},

@@ -20,6 +20,13 @@ namespace {
 void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
   const Stream& stream = *in.stream;
   std::vector<bool> present(stream.messages.size(), false);
+  // Each message's partition (a producer duplicate stays in its original's).
+  std::vector<int32_t> partition_of(stream.messages.size(), 0);
+  for (size_t p = 0; p < stream.partitions.size(); ++p) {
+    for (uint32_t index : stream.partitions[p]) {
+      partition_of[index] = static_cast<int32_t>(p);
+    }
+  }
   std::vector<StreamMessage> applied;
   for (const char* name :
        {"no_lost_ack", "no_phantom", "atomicity", "bounded_in_flight"}) {
@@ -27,7 +34,10 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
   }
   for (size_t i = 0; i < stream.messages.size(); ++i) {
     const StreamMessage& m = stream.messages[i];
-    absl::StatusOr<bool> seen = engine.Seen(m.id);
+    absl::StatusOr<bool> seen =
+        in.dedupe_scope == DedupeScope::kPartition
+            ? engine.Seen(m.id, kStreamSource, partition_of[i])
+            : engine.Seen(m.id);
     absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
     if (!seen.ok() || !effect.ok()) {
       check.Violation(
@@ -184,6 +194,7 @@ VerifyOutput VerifyStore(const std::string& store_path,
   Checker check(&out);
   Options options;
   options.create_if_missing = false;
+  options.dedupe_scope = input.dedupe_scope;
   check.Evaluated("recovery_opens");
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine =

@@ -50,6 +50,9 @@ using PublishedContents = absl::flat_hash_map<std::string, std::string>;
 struct VerifyInput {
   const Stream* stream = nullptr;
   const Workload* workload = nullptr;
+  // The worker's Options::dedupe_scope: under kPartition a message's record
+  // is looked up on the partition the stream put it in.
+  DedupeScope dedupe_scope = DedupeScope::kStore;
   // Over all cycles so far.
   const absl::flat_hash_set<std::string>* delivered = nullptr;
   const absl::flat_hash_set<std::string>* acked = nullptr;

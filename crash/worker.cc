@@ -38,7 +38,7 @@ struct OpenedStores {
 absl::StatusOr<OpenedStores> OpenThroughCrashFs(
     const std::string& path, const std::string& downstream_path,
     const CrashFsOptions& crash_fs, Durability durability, int expiry_buckets,
-    SelfTest self_test) {
+    DedupeScope dedupe_scope, SelfTest self_test) {
   auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
                                               crash_fs);
   if (!fs->status().ok()) return fs->status();
@@ -47,6 +47,7 @@ absl::StatusOr<OpenedStores> OpenThroughCrashFs(
   Options options;
   options.durability = durability;
   options.expiry_buckets = expiry_buckets;
+  options.dedupe_scope = dedupe_scope;
   options.env = opened.env.get();
   // Small memtables: flushes and compactions happen within a short cycle,
   // so crashes land in them too.
@@ -56,6 +57,9 @@ absl::StatusOr<OpenedStores> OpenThroughCrashFs(
   if (!engine.ok()) return engine.status();
   opened.engine = std::move(*engine);
   if (!downstream_path.empty()) {
+    // The downstream dedupes by the entries' message IDs, whatever the
+    // upstream's scope.
+    options.dedupe_scope = DedupeScope::kStore;
     absl::StatusOr<std::unique_ptr<Engine>> downstream =
         Engine::Open(downstream_path, options);
     if (!downstream.ok()) {
@@ -163,7 +167,9 @@ class Worker {
         ids.push_back(m.id);
       }
       // Now and then deliver, concurrently with its owner, the entry another
-      // partition is about to deliver (as after a rebalance): no position.
+      // partition is about to deliver (as after a rebalance), without its
+      // offset; under partition scope with its partition, which names the
+      // message there (a delivery without it would be another message).
       if (unit(rng) < config_.concurrent_duplicate_rate) {
         const int q = static_cast<int>(rng() % partitions);
         const int64_t at = std::min<int64_t>(
@@ -174,6 +180,10 @@ class Worker {
           Message duplicate;
           duplicate.id = m.id;
           duplicate.payload = m.payload;
+          if (config_.dedupe_scope == DedupeScope::kPartition) {
+            duplicate.source = kStreamSource;
+            duplicate.partition = q;
+          }
           batch.push_back(duplicate);
           ids.push_back(m.id);
         }
@@ -241,7 +251,7 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
   absl::StatusOr<OpenedStores> opened = OpenThroughCrashFs(
       config.store_path, downstream != nullptr ? config.downstream_path : "",
       config.crash_fs, config.durability, config.expiry_buckets,
-      config.self_test);
+      config.dedupe_scope, config.self_test);
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);
@@ -270,10 +280,10 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
 void RunRecovery(const std::string& store_path,
                  const std::string& downstream_path,
                  const CrashFsOptions& crash_fs, Durability durability,
-                 int expiry_buckets) {
+                 int expiry_buckets, DedupeScope dedupe_scope) {
   absl::StatusOr<OpenedStores> opened =
       OpenThroughCrashFs(store_path, downstream_path, crash_fs, durability,
-                         expiry_buckets, SelfTest::kNone);
+                         expiry_buckets, dedupe_scope, SelfTest::kNone);
   if (!opened.ok()) ::_exit(3);
   opened->downstream.reset();
   opened->engine.reset();

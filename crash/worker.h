@@ -29,7 +29,8 @@ struct WorkerConfig {
   SelfTest self_test = SelfTest::kNone;
   int threads = 1;
   int max_batch = 32;
-  int expiry_buckets = 0;  // Options::expiry_buckets
+  int expiry_buckets = 0;                          // Options::expiry_buckets
+  DedupeScope dedupe_scope = DedupeScope::kStore;  // Options::dedupe_scope
   double concurrent_duplicate_rate = 0;
   uint64_t seed = 0;
   // Per partition, the first offset to deliver (the broker's acknowledged
@@ -53,7 +54,8 @@ struct WorkerConfig {
 [[noreturn]] void RunRecovery(const std::string& store_path,
                               const std::string& downstream_path,
                               const CrashFsOptions& crash_fs,
-                              Durability durability, int expiry_buckets);
+                              Durability durability, int expiry_buckets,
+                              DedupeScope dedupe_scope);
 
 }  // namespace idem::crash
 

@@ -111,6 +111,23 @@ TEST(CrashHarnessTest, MixedCrashesWithExpiryBucketsKeepEveryInvariant) {
   ExpectAllPass(*report);
 }
 
+// Under partition scope every record is looked up on its message's
+// partition; a producer duplicate stays in its original's partition, so it
+// is still a duplicate.
+TEST(CrashHarnessTest, MixedCrashesWithPartitionScopeKeepEveryInvariant) {
+  util::TempDir dir;
+  auto workload = NewLedgerWorkload();
+  CrashTestOptions options =
+      ShortRun(dir, CrashMode::kMixed, Durability::kBuffered);
+  options.dedupe_scope = DedupeScope::kPartition;
+  options.cycles = 10;
+  options.seed = 13;
+  absl::StatusOr<CrashTestReport> report = RunCrashTest(options, *workload);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ExpectAllPass(*report);
+  EXPECT_GT(report->duplicates_suppressed, 0u);
+}
+
 // The harness must be able to fail: acknowledging before the WAL is synced
 // loses acknowledged messages at a power loss.
 TEST(CrashHarnessTest, ReportsLostAcksWhenTheEngineAcksBeforeDurability) {

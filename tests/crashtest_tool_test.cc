@@ -74,6 +74,8 @@ TEST(CrashtestToolTest, FlagsOutOfBoundsExitWithUsageCodeAndNameTheFlag) {
        [](CrashtestArgs& a) { a.batch = 100000; }},
       {"--expiry_buckets must be in [0, 64], got 65",
        [](CrashtestArgs& a) { a.expiry_buckets = 65; }},
+      {"--dedupe_scope must be store or partition, got 'shard'",
+       [](CrashtestArgs& a) { a.dedupe_scope = "shard"; }},
       {"--recovery_crash_rate must be in [0, 1], got 1.5",
        [](CrashtestArgs& a) { a.recovery_crash_rate = 1.5; }},
       {"--recovery_crash_rate must be in [0, 1], got -0.1",

@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   app->add_option("--expiry_buckets", args.expiry_buckets,
                   "Options::expiry_buckets of the worker's engine, in "
                   "[0, 64].");
+  app->add_option("--dedupe_scope", args.dedupe_scope,
+                  "Options::dedupe_scope of the worker's engine: store or "
+                  "partition.");
   app->add_option("--recovery_crash_rate", args.recovery_crash_rate,
                   "Fraction of crash cycles whose recovery is crashed too, "
                   "in [0, 1].");

@@ -229,6 +229,11 @@ struct CrashTestOptions {
   // default, so records land in buckets, which are created under crashes,
   // but none ends during a run). In [0, 64].
   int expiry_buckets = 0;
+  // Options::dedupe_scope of the worker's engine. Under kPartition the
+  // stream's messages carry their partition (a producer duplicate stays in
+  // its original's partition, so it is still a duplicate) and the verifier
+  // looks each record up on it.
+  DedupeScope dedupe_scope = DedupeScope::kStore;
   // Fraction of crash cycles whose recovery is crashed once before
   // verifying. In [0, 1].
   double recovery_crash_rate = 0.2;
