@@ -1,36 +1,90 @@
 #include "cli/idemctl.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cli/partition_file.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
+#include "idem/partition_snapshot.h"
 #include "idem/stats.h"
+#include "nlohmann/json.hpp"
+#include "rocksdb/db.h"
 #include "util/json_writer.h"
 
 namespace idem::cli {
 namespace {
 
+using Json = nlohmann::json;
 using util::JsonWriter;
 
 constexpr char kHint[] = "Run 'idem-ctl --help' for usage.";
 
-// One subcommand: its name, how many arguments it takes and its runner.
+// The column family that marks a partition-scoped store (engine/store.h's
+// kPartitionScopeColumnFamily; cli/ uses only the public headers).
+constexpr char kPartitionScopeFamily[] = "idem.scope.partition";
+
+// A partition: --source and --partition, or set-offset's SOURCE PARTITION.
+struct Position {
+  std::string source;
+  int32_t partition = 0;
+};
+
+// What the command line asks for, checked and parsed before the store is
+// opened.
+struct Request {
+  explicit Request(const IdemctlArgs& a) : args(a) {}
+
+  const IdemctlArgs& args;
+  std::optional<Position> position;
+  int64_t offset = -1;         // set-offset's OFFSET
+  PartitionSnapshot snapshot;  // import's FILE
+};
+
+enum class Access { kReadOnly, kWritable };
+
+// Whether a subcommand takes --source/--partition.
+enum class PositionFlags { kNone, kOptional, kRequired };
+
+// One subcommand.
 struct Command {
   std::string_view name;
-  std::string_view arg_name;  // empty: takes no argument
-  int (*run)(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+  std::array<std::string_view, 3> args;  // positional arguments; "" ends them
+  std::string_view help;
+  Access access;
+  PositionFlags position;
+  // Checks and parses the arguments before the store is opened: nullopt to
+  // go on, or the exit code to return. nullptr: nothing beyond the generic
+  // checks of RunIdemctl.
+  std::optional<int> (*prepare)(Request& request, std::ostream& err);
+  int (*run)(Engine& engine, const Request& r, std::ostream& out,
              std::ostream& err);
 };
+
+size_t ArgCount(const Command& c) {
+  return std::find(c.args.begin(), c.args.end(), std::string_view()) -
+         c.args.begin();
+}
 
 int Fail(std::ostream& err, std::string_view what, const absl::Status& s) {
   err << "idem-ctl: " << what << ": " << s.ToString() << "\n";
@@ -40,6 +94,88 @@ int Fail(std::ostream& err, std::string_view what, const absl::Status& s) {
 int UsageError(std::ostream& err, std::string_view message) {
   err << "idem-ctl: " << message << "\n" << kHint << "\n";
   return kExitUsage;
+}
+
+// "SOURCE:P", as --partition takes it and the text output names it.
+std::string PositionName(absl::string_view source, int32_t partition) {
+  return absl::StrCat(source, ":", partition);
+}
+
+// A partition number (0..INT32_MAX) or an offset (0..INT64_MAX) written in
+// decimal; nullopt otherwise.
+std::optional<int64_t> ParseNonNegative(absl::string_view text, int64_t max) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 0 || value > max) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<int32_t> ParsePartition(absl::string_view text) {
+  std::optional<int64_t> p =
+      ParseNonNegative(text, std::numeric_limits<int32_t>::max());
+  if (!p.has_value()) return std::nullopt;
+  return static_cast<int32_t>(*p);
+}
+
+// --source and --partition into request.position: a usage error if the
+// subcommand does not take them, or requires them and they are missing, or
+// they are malformed.
+std::optional<int> ParsePositionFlags(const Command& command, Request& request,
+                                      std::ostream& err) {
+  const IdemctlArgs& args = request.args;
+  const std::string name(command.name);
+  if (command.position == PositionFlags::kNone) {
+    if (args.source.has_value() || args.partition.has_value()) {
+      return UsageError(err, absl::StrCat("'", name,
+                                          "' takes neither --source nor "
+                                          "--partition"));
+    }
+    return std::nullopt;
+  }
+  if (!args.partition.has_value()) {
+    if (args.source.has_value()) {
+      return UsageError(err, "--source needs --partition");
+    }
+    if (command.position == PositionFlags::kRequired) {
+      return UsageError(
+          err, absl::StrCat("'", name, "' needs --partition=SOURCE:P"));
+    }
+    return std::nullopt;
+  }
+  Position position;
+  absl::string_view number = *args.partition;
+  if (const size_t colon = number.rfind(':');
+      colon != absl::string_view::npos) {
+    if (args.source.has_value()) {
+      return UsageError(err,
+                        "give the source in --partition=SOURCE:P or in "
+                        "--source, not both");
+    }
+    position.source = std::string(number.substr(0, colon));
+    number = number.substr(colon + 1);
+  } else if (args.source.has_value()) {
+    position.source = *args.source;
+  }
+  std::optional<int32_t> partition = ParsePartition(number);
+  if (!partition.has_value()) {
+    return UsageError(
+        err, absl::StrCat("--partition: '", *args.partition,
+                          "' is not P or SOURCE:P with P a partition number "
+                          "(0 or more)"));
+  }
+  position.partition = *partition;
+  if (position.source.size() > kMaxSourceBytes) {
+    return UsageError(err, absl::StrCat("the source must be at most ",
+                                        kMaxSourceBytes, " bytes long"));
+  }
+  if (position.source.empty() && command.position == PositionFlags::kRequired) {
+    return UsageError(err, absl::StrCat("'", name,
+                                        "' needs a source: "
+                                        "--partition=SOURCE:P"));
+  }
+  request.position = std::move(position);
+  return std::nullopt;
 }
 
 std::string FormatUtc(absl::Time t) {
@@ -85,12 +221,12 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
   out << j.str() << "\n";
 }
 
-int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+int RunStats(Engine& engine, const Request& r, std::ostream& out,
              std::ostream& err) {
   absl::StatusOr<Stats> stats = engine.GetStats();
   if (!stats.ok()) return Fail(err, "reading stats", stats.status());
   const Stats& s = *stats;
-  if (args.json) {
+  if (r.args.json) {
     PrintStatsJson(s, out);
     return kExitOk;
   }
@@ -105,7 +241,7 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
       "counters since this idem-ctl opened the store:\n"
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
-      args.store, s.estimated_live_records, s.expiry_buckets,
+      r.args.store, s.estimated_live_records, s.expiry_buckets,
       s.expiry_buckets_dropped, s.outbox_pending, s.live_sst_bytes,
       s.memtable_bytes, s.block_cache_bytes, s.table_reader_bytes, s.processed,
       s.duplicates, s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes,
@@ -113,38 +249,72 @@ int RunStats(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   return kExitOk;
 }
 
-int RunSeen(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+// A partition-scoped store keeps records per partition: Seen and Forget of
+// an ID alone fail with kFailedPrecondition, which this line explains.
+void HintPosition(const Request& r, const absl::Status& s, std::ostream& err) {
+  if (absl::IsFailedPrecondition(s) && !r.position.has_value()) {
+    err << "idem-ctl: name the message's partition with --source=S "
+           "--partition=P (or --partition=S:P)\n";
+  }
+}
+
+absl::StatusOr<bool> SeenAt(Engine& engine, const Request& r,
+                            std::string_view id) {
+  if (!r.position.has_value()) return engine.Seen(id);
+  return engine.Seen(id, r.position->source, r.position->partition);
+}
+
+// The ID and, if given, its partition, as members of the innermost object.
+void WriteIdJson(const Request& r, std::string_view id, JsonWriter& j) {
+  j.Key("id");
+  j.Bytes(id);
+  if (r.position.has_value()) {
+    j.Key("source");
+    j.Bytes(r.position->source);
+    j.Field("partition", r.position->partition);
+  }
+}
+
+int RunSeen(Engine& engine, const Request& r, std::ostream& out,
             std::ostream& err) {
-  const std::string& id = args.command[1];
-  absl::StatusOr<bool> seen = engine.Seen(id);
-  if (!seen.ok()) return Fail(err, "checking the ID", seen.status());
-  if (args.json) {
+  const std::string& id = r.args.command[1];
+  absl::StatusOr<bool> seen = SeenAt(engine, r, id);
+  if (!seen.ok()) {
+    const int code = Fail(err, "checking the ID", seen.status());
+    HintPosition(r, seen.status(), err);
+    return code;
+  }
+  if (r.args.json) {
     JsonWriter j;
     j.BeginObject();
-    j.Key("id");
-    j.Bytes(id);
+    WriteIdJson(r, id, j);
     j.Field("seen", *seen);
     j.EndObject();
     out << j.str() << "\n";
   } else {
     out << (*seen ? "seen" : "not seen") << "\n";
   }
-  return *seen ? kExitOk : kExitNotSeen;
+  return *seen ? kExitOk : kExitNotFound;
 }
 
-int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+int RunForget(Engine& engine, const Request& r, std::ostream& out,
               std::ostream& err) {
-  const std::string& id = args.command[1];
-  absl::StatusOr<bool> was_seen = engine.Seen(id);
-  if (!was_seen.ok()) return Fail(err, "checking the ID", was_seen.status());
-  if (absl::Status s = engine.Forget(id); !s.ok()) {
-    return Fail(err, "forgetting the ID", s);
+  const std::string& id = r.args.command[1];
+  absl::StatusOr<bool> was_seen = SeenAt(engine, r, id);
+  if (!was_seen.ok()) {
+    const int code = Fail(err, "checking the ID", was_seen.status());
+    HintPosition(r, was_seen.status(), err);
+    return code;
   }
-  if (args.json) {
+  const absl::Status s =
+      r.position.has_value()
+          ? engine.Forget(id, r.position->source, r.position->partition)
+          : engine.Forget(id);
+  if (!s.ok()) return Fail(err, "forgetting the ID", s);
+  if (r.args.json) {
     JsonWriter j;
     j.BeginObject();
-    j.Key("id");
-    j.Bytes(id);
+    WriteIdJson(r, id, j);
     j.Field("forgotten", true);
     j.Field("was_seen", *was_seen);
     j.EndObject();
@@ -157,7 +327,126 @@ int RunForget(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   return kExitOk;
 }
 
-int RunCompact(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+int RunGet(Engine& engine, const Request& r, std::ostream& out,
+           std::ostream& err) {
+  const std::string& key = r.args.command[1];
+  absl::StatusOr<std::optional<std::string>> value = engine.GetState(key);
+  if (!value.ok()) return Fail(err, "reading the state", value.status());
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("key");
+    j.Bytes(key);
+    j.Field("found", value->has_value());
+    j.Key("value");
+    if (value->has_value()) {
+      j.Bytes(**value);
+    } else {
+      j.Null();
+    }
+    j.EndObject();
+    out << j.str() << "\n";
+  } else if (value->has_value()) {
+    out << **value << "\n";  // the bytes as stored
+  } else {
+    err << "idem-ctl: no state value for that key\n";
+  }
+  return value->has_value() ? kExitOk : kExitNotFound;
+}
+
+int RunOffsets(Engine& engine, const Request& r, std::ostream& out,
+               std::ostream& err) {
+  std::vector<DumpEntry> offsets;
+  absl::Status s = engine.Dump([&offsets](const DumpEntry& e) {
+    if (e.kind == DumpEntry::Kind::kOffset) offsets.push_back(e);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return Fail(err, "reading the offsets", s);
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("offsets");
+    j.BeginArray();
+    for (const DumpEntry& e : offsets) {
+      j.BeginObject();
+      j.Key("source");
+      j.Bytes(e.source);
+      j.Field("partition", e.partition);
+      j.Field("offset", e.offset);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.EndObject();
+    out << j.str() << "\n";
+    return kExitOk;
+  }
+  if (offsets.empty()) out << "no offsets stored\n";
+  for (const DumpEntry& e : offsets) {
+    out << PositionName(e.source, e.partition) << " " << e.offset
+        << " (a consumer resumes at " << e.offset + 1 << ")\n";
+  }
+  return kExitOk;
+}
+
+std::optional<int> PrepareSetOffset(Request& request, std::ostream& err) {
+  const std::vector<std::string>& command = request.args.command;
+  Position position;
+  position.source = command[1];
+  if (position.source.empty() || position.source.size() > kMaxSourceBytes) {
+    return UsageError(err, absl::StrCat("SOURCE must be 1 to ", kMaxSourceBytes,
+                                        " bytes long"));
+  }
+  std::optional<int32_t> partition = ParsePartition(command[2]);
+  if (!partition.has_value()) {
+    return UsageError(err, absl::StrCat("PARTITION: '", command[2],
+                                        "' is not a partition number (0 or "
+                                        "more)"));
+  }
+  position.partition = *partition;
+  std::optional<int64_t> offset =
+      ParseNonNegative(command[3], std::numeric_limits<int64_t>::max());
+  if (!offset.has_value()) {
+    return UsageError(err, absl::StrCat("OFFSET: '", command[3],
+                                        "' is not an offset (0 or more)"));
+  }
+  request.position = std::move(position);
+  request.offset = *offset;
+  return std::nullopt;
+}
+
+int RunSetOffset(Engine& engine, const Request& r, std::ostream& out,
+                 std::ostream& err) {
+  const Position& p = *r.position;
+  absl::StatusOr<std::optional<int64_t>> previous =
+      engine.CommittedOffset(p.source, p.partition);
+  if (!previous.ok()) return Fail(err, "reading the offset", previous.status());
+  if (absl::Status s =
+          engine.SetCommittedOffset(p.source, p.partition, r.offset);
+      !s.ok()) {
+    return Fail(err, "setting the offset", s);
+  }
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("source");
+    j.Bytes(p.source);
+    j.Field("partition", p.partition);
+    j.Field("previous_offset", *previous);
+    j.Field("offset", r.offset);
+    j.Field("resumes_at", r.offset + 1);
+    j.EndObject();
+    out << j.str() << "\n";
+  } else {
+    out << PositionName(p.source, p.partition) << ": offset "
+        << (previous->has_value() ? absl::StrCat(**previous) : "(none)")
+        << " -> " << r.offset << "; a consumer resumes at " << r.offset + 1
+        << ". State and dedupe records are unchanged: messages replayed "
+           "within the dedupe window are duplicates unless forgotten.\n";
+  }
+  return kExitOk;
+}
+
+int RunCompact(Engine& engine, const Request& r, std::ostream& out,
                std::ostream& err) {
   absl::StatusOr<Stats> before = engine.GetStats();
   if (!before.ok()) return Fail(err, "reading stats", before.status());
@@ -166,7 +455,7 @@ int RunCompact(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   }
   absl::StatusOr<Stats> after = engine.GetStats();
   if (!after.ok()) return Fail(err, "reading stats", after.status());
-  if (args.json) {
+  if (r.args.json) {
     JsonWriter j;
     j.BeginObject();
     j.Field("compacted", true);
@@ -184,13 +473,13 @@ int RunCompact(Engine& engine, const IdemctlArgs& args, std::ostream& out,
   return kExitOk;
 }
 
-int RunCheckpoint(Engine& engine, const IdemctlArgs& args, std::ostream& out,
+int RunCheckpoint(Engine& engine, const Request& r, std::ostream& out,
                   std::ostream& err) {
-  const std::string& dir = args.command[1];
+  const std::string& dir = r.args.command[1];
   if (absl::Status s = engine.Checkpoint(dir); !s.ok()) {
     return Fail(err, "writing the checkpoint", s);
   }
-  if (args.json) {
+  if (r.args.json) {
     JsonWriter j;
     j.BeginObject();
     j.Key("checkpoint");
@@ -264,7 +553,7 @@ std::string DumpEntryJson(const DumpEntry& e) {
   return j.str();
 }
 
-int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
+int RunDump(Engine& engine, const Request& /*r*/, std::ostream& out,
             std::ostream& err) {
   absl::Status s = engine.Dump([&out](const DumpEntry& e) {
     out << DumpEntryJson(e) << "\n";
@@ -275,32 +564,284 @@ int RunDump(Engine& engine, const IdemctlArgs& /*args*/, std::ostream& out,
   return kExitOk;
 }
 
+int RunVerify(Engine& engine, const Request& r, std::ostream& out,
+              std::ostream& err) {
+  uint64_t dedupe = 0, expired = 0, state = 0, offsets = 0, outbox = 0;
+  absl::Status s = engine.Dump([&](const DumpEntry& e) {
+    switch (e.kind) {
+      case DumpEntry::Kind::kDedupe:
+        ++dedupe;
+        if (e.expired) ++expired;
+        break;
+      case DumpEntry::Kind::kState:
+        ++state;
+        break;
+      case DumpEntry::Kind::kOffset:
+        ++offsets;
+        break;
+      case DumpEntry::Kind::kOutbox:
+        ++outbox;
+        break;
+    }
+    return absl::OkStatus();
+  });
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Field("intact", s.ok());
+    if (s.ok()) {
+      j.Field("dedupe_records", dedupe);
+      j.Field("expired_dedupe_records", expired);
+      j.Field("state_entries", state);
+      j.Field("offsets", offsets);
+      j.Field("outbox_entries", outbox);
+    } else {
+      j.Field("error", s.ToString());
+    }
+    j.EndObject();
+    out << j.str() << "\n";
+  }
+  if (!s.ok()) return Fail(err, "the store is damaged", s);
+  if (!r.args.json) {
+    out << absl::StrFormat(
+        "intact: %d dedupe records (%d expired), %d state entries, %d "
+        "offsets, %d outbox entries\n",
+        dedupe, expired, state, offsets, outbox);
+  }
+  return kExitOk;
+}
+
+// The counts of an export or import, as members of the innermost object or
+// as text.
+void WriteSnapshotJson(const PartitionSnapshot& s, JsonWriter& j) {
+  j.Key("source");
+  j.Bytes(s.source);
+  j.Field("partition", s.partition);
+  j.Field("offset", s.offset);
+  j.Field("state_entries", s.entries.size());
+  j.Field("dedupe_records", s.records.size());
+}
+
+std::string SnapshotText(const PartitionSnapshot& s) {
+  return absl::StrCat(PositionName(s.source, s.partition), ": offset ",
+                      s.offset.has_value() ? absl::StrCat(*s.offset) : "(none)",
+                      ", ", s.entries.size(), " state entries, ",
+                      s.records.size(), " dedupe records");
+}
+
+int RunExport(Engine& engine, const Request& r, std::ostream& out,
+              std::ostream& err) {
+  const std::string& file = r.args.command[1];
+  absl::StatusOr<PartitionSnapshot> snapshot =
+      engine.ExportPartition(r.position->source, r.position->partition);
+  if (!snapshot.ok()) {
+    return Fail(err, "exporting the partition", snapshot.status());
+  }
+  if (!snapshot->offset.has_value() && snapshot->entries.empty() &&
+      snapshot->records.empty()) {
+    // Importing an empty export would clear the partition: more likely a
+    // mistyped source or partition than what was meant.
+    err << "idem-ctl: nothing stored for "
+        << PositionName(snapshot->source, snapshot->partition)
+        << " (no offset, state or dedupe records); nothing written\n";
+    return kExitNotFound;
+  }
+  if (absl::Status s = WritePartitionFile(*snapshot, file); !s.ok()) {
+    return Fail(err, "writing the export", s);
+  }
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("export");
+    j.Bytes(file);
+    WriteSnapshotJson(*snapshot, j);
+    j.EndObject();
+    out << j.str() << "\n";
+  } else {
+    out << "exported " << SnapshotText(*snapshot) << " to " << file << "\n";
+  }
+  return kExitOk;
+}
+
+std::optional<int> PrepareImport(Request& request, std::ostream& err) {
+  absl::StatusOr<PartitionSnapshot> snapshot =
+      ReadPartitionFile(request.args.command[1]);
+  if (!snapshot.ok()) {
+    return Fail(err, "reading the import file (nothing imported)",
+                snapshot.status());
+  }
+  request.snapshot = *std::move(snapshot);
+  return std::nullopt;
+}
+
+int RunImport(Engine& engine, const Request& r, std::ostream& out,
+              std::ostream& err) {
+  const std::string& file = r.args.command[1];
+  if (absl::Status s = engine.ImportPartition(r.snapshot); !s.ok()) {
+    return Fail(err, "importing (nothing imported)", s);
+  }
+  // An import is deduplicated: a repeat of one already committed writes
+  // nothing and counts as a duplicate.
+  absl::StatusOr<Stats> stats = engine.GetStats();
+  if (!stats.ok()) return Fail(err, "reading stats", stats.status());
+  const bool repeat = stats->duplicates > 0;
+  if (r.args.json) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("import");
+    j.Bytes(file);
+    WriteSnapshotJson(r.snapshot, j);
+    j.Field("already_imported", repeat);
+    j.EndObject();
+    out << j.str() << "\n";
+  } else if (repeat) {
+    out << "already imported: " << SnapshotText(r.snapshot) << " from " << file
+        << " (nothing written)\n";
+  } else {
+    out << "imported " << SnapshotText(r.snapshot) << " from " << file << "\n";
+  }
+  return kExitOk;
+}
+
 constexpr Command kCommands[] = {
-    {"stats", "", RunStats},
-    {"seen", "ID", RunSeen},
-    {"forget", "ID", RunForget},
-    {"compact", "", RunCompact},
-    {"checkpoint", "DIR", RunCheckpoint},
-    {"dump", "", RunDump},
+    {"stats",
+     {},
+     "Store size figures and counters.",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     nullptr,
+     RunStats},
+    {"seen",
+     {"ID"},
+     "Whether a live dedupe record exists for ID (exit 0: seen, 1: not "
+     "seen); --source/--partition name its partition in a partition-scoped "
+     "store.",
+     Access::kReadOnly,
+     PositionFlags::kOptional,
+     nullptr,
+     RunSeen},
+    {"forget",
+     {"ID"},
+     "Remove ID's dedupe record so its next delivery runs again "
+     "(--source/--partition as for seen).",
+     Access::kWritable,
+     PositionFlags::kOptional,
+     nullptr,
+     RunForget},
+    {"get",
+     {"KEY"},
+     "The committed state value of KEY (exit 1: no value).",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     nullptr,
+     RunGet},
+    {"offsets",
+     {},
+     "Every stored (source, partition, offset).",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     nullptr,
+     RunOffsets},
+    {"set-offset",
+     {"SOURCE", "PARTITION", "OFFSET"},
+     "Rewind or advance the committed offset (a consumer resumes at OFFSET+1; "
+     "state and dedupe records stay).",
+     Access::kWritable,
+     PositionFlags::kNone,
+     PrepareSetOffset,
+     RunSetOffset},
+    {"compact",
+     {},
+     "Flush and compact, dropping expired dedupe records.",
+     Access::kWritable,
+     PositionFlags::kNone,
+     nullptr,
+     RunCompact},
+    {"checkpoint",
+     {"DIR"},
+     "Write a consistent copy of the store to DIR (must not exist).",
+     Access::kWritable,
+     PositionFlags::kNone,
+     nullptr,
+     RunCheckpoint},
+    {"dump",
+     {},
+     "Every dedupe record, state entry and offset as JSON lines.",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     nullptr,
+     RunDump},
+    {"verify",
+     {},
+     "Decode every stored record; exit 0 if intact, 3 naming the damaged key.",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     nullptr,
+     RunVerify},
+    {"export",
+     {"FILE"},
+     "Write one partition (--partition=SOURCE:P) to FILE (new) as JSON "
+     "lines: its state, offset and dedupe records.",
+     Access::kReadOnly,
+     PositionFlags::kRequired,
+     nullptr,
+     RunExport},
+    {"import",
+     {"FILE"},
+     "Replace a partition's state, offset and records with an export's, in "
+     "one commit.",
+     Access::kWritable,
+     PositionFlags::kNone,
+     PrepareImport,
+     RunImport},
 };
+
+// Whether the store at `path` is partition-scoped (its column families
+// include kPartitionScopeFamily). A store whose families cannot be listed is
+// taken as store-scoped: Engine::Open then says what is wrong with it.
+bool IsPartitionScoped(const std::string& path) {
+  std::vector<std::string> families;
+  const rocksdb::Status s =
+      rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families);
+  return s.ok() && std::find(families.begin(), families.end(),
+                             kPartitionScopeFamily) != families.end();
+}
 
 }  // namespace
 
+const std::vector<IdemctlSubcommand>& IdemctlSubcommands() {
+  static const std::vector<IdemctlSubcommand>* const subcommands = [] {
+    auto* list = new std::vector<IdemctlSubcommand>;
+    for (const Command& c : kCommands) {
+      list->push_back(IdemctlSubcommand{
+          c.name, {c.args.begin(), c.args.begin() + ArgCount(c)}, c.help});
+    }
+    return list;
+  }();
+  return *subcommands;
+}
+
 std::string IdemctlUsage() {
-  return "Inspects and maintains an idem store. stats, seen and dump open it "
-         "read-only\n(they work while a consumer holds it, seeing its commits "
-         "as of that moment);\nforget, compact and checkpoint need it not to "
-         "be open elsewhere. The store is\nnever created. dump writes every "
-         "dedupe record, state entry and offset as JSON\nlines; bytes are "
-         "JSON strings with one code point per byte (non-printable\nbytes as "
-         "\\u00XX; decode as Latin-1).\n"
+  return "Inspects and maintains an idem store. stats, seen, get, offsets, "
+         "dump, verify\nand export open it read-only (they work while a "
+         "consumer holds it, seeing\nits commits as of that moment); forget, "
+         "set-offset, compact, checkpoint and\nimport need it not to be open "
+         "elsewhere. The store is never created. dump and\nexport write JSON "
+         "lines; bytes are JSON strings with one code point per byte\n"
+         "(non-printable bytes as \\u00XX; decode as Latin-1).\n"
          "\n"
-         "Usage: idem-ctl --store=PATH [--json] SUBCOMMAND [ARG]\n"
-         "  stats | seen ID | forget ID | compact | checkpoint DIR | dump\n"
+         "Usage: idem-ctl --store=PATH [--json] SUBCOMMAND [ARG...]\n"
+         "  stats | seen ID | forget ID | get KEY | offsets\n"
+         "  | set-offset SOURCE PARTITION OFFSET | compact | checkpoint DIR\n"
+         "  | dump | verify | export --partition=SOURCE:P FILE | import FILE\n"
+         "In a partition-scoped store seen and forget need the message's\n"
+         "partition: --source=S --partition=P (or --partition=S:P).\n"
          "\n"
-         "Exit codes: 0 success (seen: the ID was seen), 1 seen: the ID was "
-         "not seen,\n2 bad command line (flag, subcommand or argument), "
-         "3 failure (store missing,\nI/O error, ...).";
+         "Exit codes: 0 success (seen: the ID was seen), 1 not found (seen: "
+         "the ID was\nnot seen; get: KEY has no value; export: nothing stored "
+         "for the partition),\n2 bad command line (flag, subcommand or "
+         "argument), 3 failure (store missing or\nopen elsewhere, I/O error, "
+         "damage found by verify, a malformed import file).";
 }
 
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
@@ -314,41 +855,70 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
     return UsageError(
         err, absl::StrCat("unknown subcommand '", args.command[0], "'"));
   }
-  const size_t want_args = command->arg_name.empty() ? 0 : 1;
+  const std::string name(command->name);
+  const size_t want_args = ArgCount(*command);
   if (args.command.size() != want_args + 1) {
-    std::string expected = want_args == 0
-                               ? absl::StrCat("'", std::string(command->name),
-                                              "' takes no arguments")
-                               : absl::StrCat("'", std::string(command->name),
-                                              "' takes exactly one argument, ",
-                                              std::string(command->arg_name));
-    return UsageError(err, expected);
-  }
-  if (command->arg_name == "ID" &&
-      (args.command[1].empty() || args.command[1].size() > kMaxIdBytes)) {
+    if (want_args == 0) {
+      return UsageError(err, absl::StrCat("'", name, "' takes no arguments"));
+    }
+    if (want_args == 1) {
+      return UsageError(
+          err, absl::StrCat("'", name, "' takes exactly one argument, ",
+                            std::string(command->args[0])));
+    }
     return UsageError(
-        err, absl::StrCat("ID must be 1 to ", kMaxIdBytes, " bytes long"));
+        err,
+        absl::StrCat(
+            "'", name, "' takes ", want_args, " arguments, ",
+            absl::StrJoin(
+                command->args.begin(), command->args.begin() + want_args, " ",
+                [](std::string* out, std::string_view a) { out->append(a); })));
   }
-  if (command->arg_name == "DIR" && args.command[1].empty()) {
-    return UsageError(err, "DIR must not be empty");
+  for (size_t i = 0; i < want_args; ++i) {
+    const std::string_view arg_name = command->args[i];
+    const std::string& arg = args.command[i + 1];
+    if (arg_name == "ID" && (arg.empty() || arg.size() > kMaxIdBytes)) {
+      return UsageError(
+          err, absl::StrCat("ID must be 1 to ", kMaxIdBytes, " bytes long"));
+    }
+    if ((arg_name == "DIR" || arg_name == "FILE") && arg.empty()) {
+      return UsageError(
+          err, absl::StrCat(std::string(arg_name), " must not be empty"));
+    }
+  }
+  Request request(args);
+  if (std::optional<int> code = ParsePositionFlags(*command, request, err)) {
+    return *code;
+  }
+  if (command->prepare != nullptr) {
+    if (std::optional<int> code = command->prepare(request, err)) return *code;
   }
 
   Options options;
   options.create_if_missing = false;
   options.durability = Durability::kSync;
-  // Inspection works on a store a consumer holds open; changes need it alone.
-  options.read_only = command->run == RunStats || command->run == RunSeen ||
-                      command->run == RunDump;
+  // Inspection works on a store a consumer holds open; changes need it
+  // alone, and a writable open needs the store's own dedupe scope.
+  options.read_only = command->access == Access::kReadOnly;
+  if (!options.read_only && IsPartitionScoped(args.store)) {
+    options.dedupe_scope = DedupeScope::kPartition;
+  }
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Open(args.store, options);
   if (!engine.ok()) {
     std::string what = absl::StrCat("cannot open store at '", args.store, "'");
     if (absl::IsNotFound(engine.status())) {
       absl::StrAppend(&what, " (idem-ctl never creates a store)");
+    } else if (!options.read_only &&
+               absl::IsFailedPrecondition(engine.status()) &&
+               absl::StrContains(engine.status().message(), "lock")) {
+      absl::StrAppend(&what, " (it is open elsewhere: '", name,
+                      "' changes the store and needs it alone; stop the "
+                      "process that holds it first)");
     }
     return Fail(err, what, engine.status());
   }
-  return command->run(**engine, args, out, err);
+  return command->run(**engine, request, out, err);
 }
 
 }  // namespace idem::cli

@@ -1,14 +1,23 @@
 // idem-ctl inspects and maintains an idem store from the command line:
 //
-//   idem-ctl --store=PATH [--json] stats | seen ID | forget ID | compact
-//                              | checkpoint DIR | dump
+//   idem-ctl --store=PATH [--json] stats | seen ID | forget ID | get KEY
+//       | offsets | set-offset SOURCE PARTITION OFFSET | compact
+//       | checkpoint DIR | dump | verify
+//       | export --partition=SOURCE:P FILE | import FILE
+//
+// seen and forget take --source=S --partition=P (or --partition=S:P) for a
+// partition-scoped store (DedupeScope::kPartition), whose records are kept per
+// partition; export names its partition the same way.
 //
 // RunIdemctl is the whole tool minus flag parsing (tools/idemctl_main.cc), so
 // tests drive it directly. It opens the store with create_if_missing = false
 // and Durability::kSync, runs one subcommand, writes results to `out` and
 // errors (one line each, prefixed "idem-ctl: ") to `err`, and returns an exit
-// code. The store is opened by a full Engine, so it must not be open in any
-// other process at the time (Engine::Open fails with kFailedPrecondition).
+// code. stats, seen, get, offsets, dump, verify and export open the store
+// read-only, so they work while a consumer holds it; forget, set-offset,
+// compact, checkpoint and import open it writable, which fails with
+// kFailedPrecondition while it is open in any other engine. The writable
+// open takes the store's own dedupe scope (from its column families).
 //
 // `dump` always writes JSON lines, one object per stored item:
 //   {"kind":"dedupe","key":"<32 hex digits of the ID's XXH3-128 hash>",
@@ -16,6 +25,22 @@
 //    "expires_at_unix_micros":N,"expired":false}
 //   {"kind":"state","key":"...","value":"..."}
 //   {"kind":"offset","source":"...","partition":N,"offset":N}
+// (a partition-scoped store's dedupe lines also carry "source" and
+// "partition"; unacknowledged outbox entries follow as "kind":"outbox").
+//
+// `export` writes one partition (Engine::ExportPartition) to FILE as JSON
+// lines, which `import` reads back (Engine::ImportPartition):
+//   {"kind":"partition","source":"...","partition":N,"offset":N|null}
+//   {"kind":"state","key":"...","value":"..."}           one per state entry
+//   {"kind":"dedupe","id_hash":"<32 hex digits>",
+//    "expires_at_unix_micros":N,"result":"..."}          one per live record
+//   {"kind":"end","state_entries":N,"dedupe_records":N}
+// The first line names the partition and the last one counts the lines
+// between, so a truncated file is refused. State keys are as the handler
+// wrote them through PartitionTxn; dedupe records come from partition-scoped
+// stores only. import refuses, importing nothing, a file with any other
+// line, member or kind (the message names the line).
+//
 // Keys, values and results are arbitrary bytes. They are written as JSON
 // strings in which every code point stands for one byte (Latin-1): bytes
 // 0x20-0x7E appear as themselves except '"' and '\' (escaped as \" and \\),
@@ -29,6 +54,7 @@
 #ifndef IDEM_CLI_IDEMCTL_H_
 #define IDEM_CLI_IDEMCTL_H_
 
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -40,11 +66,14 @@ namespace idem::cli {
 
 // idem-ctl's exit codes: kExitOk (0) on success; kExitUsage (2, cli/
 // tool_usage.h) when the command line was wrong (missing --store, unknown
-// subcommand, wrong number of arguments, an ID out of range; flag syntax
-// errors are reported by ParseToolFlags before RunIdemctl runs); and
-// `seen ID` exits kExitNotSeen (1) when the ID was not seen:
-inline constexpr int kExitNotSeen = 1;
-// The command was understood but failed (store missing, I/O error, ...).
+// subcommand, wrong number of arguments, an ID, partition or offset out of
+// range; flag syntax errors are reported by ParseToolFlags before RunIdemctl
+// runs); and kExitNotFound (1) when what was asked about is absent: `seen ID`
+// when the ID was not seen, `get KEY` when the key has no value.
+inline constexpr int kExitNotFound = 1;
+inline constexpr int kExitNotSeen = kExitNotFound;
+// The command was understood but failed (store missing or open elsewhere,
+// I/O error, a damaged store found by `verify`, a malformed import file).
 inline constexpr int kExitStoreFailure = 3;
 
 struct IdemctlArgs {
@@ -53,14 +82,30 @@ struct IdemctlArgs {
   // --json: machine-readable output (one JSON object) for every subcommand;
   // `dump` writes JSON lines either way.
   bool json = false;
+  // --source and --partition (seen, forget, export): the partition a record
+  // or export belongs to. `partition` is "P" or "SOURCE:P" (split at its
+  // last ':'), P a number >= 0; nullopt when the flag was not given.
+  std::optional<std::string> source;
+  std::optional<std::string> partition;
   // The positional arguments: the subcommand, then its arguments.
   std::vector<std::string> command;
 };
 
+// One subcommand as --help lists it: its name, the names of its positional
+// arguments in order, and a one-line description.
+struct IdemctlSubcommand {
+  std::string_view name;
+  std::vector<std::string_view> args;
+  std::string_view help;
+};
+
+// Every subcommand RunIdemctl runs, in the order --help lists them.
+const std::vector<IdemctlSubcommand>& IdemctlSubcommands();
+
 // The description --help prints before the flags and subcommands.
 std::string IdemctlUsage();
 
-// Runs the subcommand in `args`. Returns kExitOk, kExitNotSeen (seen only),
+// Runs the subcommand in `args`. Returns kExitOk, kExitNotFound (seen, get),
 // kExitUsage (nothing opened) or kExitStoreFailure (message on `err`).
 int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err);
 

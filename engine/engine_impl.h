@@ -72,11 +72,18 @@ class EngineImpl : public Engine {
   absl::StatusOr<PartitionSnapshot> ExportPartition(std::string_view source,
                                                     int32_t partition) override;
   absl::Status ImportPartition(const PartitionSnapshot& snapshot) override;
+  absl::Status SetCommittedOffset(std::string_view source, int32_t partition,
+                                  int64_t offset) override;
 
  private:
   // ImportPartition's commit (engine/engine_partition.cc), under the commit
   // lock: returns the sequence number to make durable.
   absl::StatusOr<uint64_t> CommitImport(const PartitionSnapshot& snapshot)
+      ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+  // SetCommittedOffset's write, under the commit lock: returns the sequence
+  // number to make durable.
+  absl::StatusOr<uint64_t> CommitOffset(std::string_view source,
+                                        int32_t partition, int64_t offset)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
 
   // The commit path of ProcessBatch, after validation, at `now_micros` (the

@@ -1,6 +1,7 @@
 // EngineImpl's partition moves: ExportPartition and ImportPartition, each on
 // the partition's own key ranges (PartitionStatePrefix in idem.state,
-// PartitionRecordPrefix in the dedupe families of a partition-scoped store).
+// PartitionRecordPrefix in the dedupe families of a partition-scoped store);
+// and SetCommittedOffset, which moves only the partition's offset.
 
 #include <algorithm>
 #include <memory>
@@ -326,6 +327,46 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
   }
   if (absl::Status s = Write(st, &batch); !s.ok()) return s;
   processed_.fetch_add(1, std::memory_order_relaxed);
+  return st.db->GetLatestSequenceNumber();
+}
+
+absl::Status EngineImpl::SetCommittedOffset(std::string_view source,
+                                            int32_t partition, int64_t offset) {
+  if (absl::Status s = ValidateSource(source, partition); !s.ok()) return s;
+  if (offset < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetCommittedOffset: offset must be >= 0, got ", offset));
+  }
+  if (absl::Status s = RejectInsideHandler("SetCommittedOffset"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RejectIfReadOnly("SetCommittedOffset"); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<uint64_t> sequence = CommitOffset(source, partition, offset);
+  if (!sequence.ok()) return sequence.status();
+  // Outside the commit lock, as ImportPartition.
+  return WaitDurable(*sequence);
+}
+
+absl::StatusOr<uint64_t> EngineImpl::CommitOffset(std::string_view source,
+                                                  int32_t partition,
+                                                  int64_t offset) {
+  CommitLock commit_lock(this);
+  if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  absl::ReaderMutexLock store_lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  Store& st = **store;
+  rocksdb::WriteBatch batch;
+  if (absl::Status s = FromRocksStatus(
+          batch.Put(st.offsets, EncodeOffsetKey(source, partition),
+                    EncodeOffsetValue(offset)),
+          "building an offset change");
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = Write(st, &batch); !s.ok()) return s;
   return st.db->GetLatestSequenceNumber();
 }
 

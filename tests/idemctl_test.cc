@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -12,11 +13,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "engine/record.h"
+#include "engine/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
+#include "idem/partition_snapshot.h"
+#include "idem/partition_state.h"
 #include "nlohmann/json.hpp"
+#include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/json_bytes.h"
 #include "util/temp_dir.h"
@@ -61,6 +67,25 @@ struct Output {
   std::string err;
 };
 
+Output RunArgs(const IdemctlArgs& args) {
+  std::ostringstream out, err;
+  Output result;
+  result.code = RunIdemctl(args, out, err);
+  result.out = out.str();
+  result.err = err.str();
+  return result;
+}
+
+// Parses `out` as exactly one JSON object on one line.
+json ParseObjectLine(const std::string& out) {
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  json v = json::parse(out, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(v.is_discarded()) << "not JSON: " << out;
+  if (v.is_discarded()) return json();
+  EXPECT_TRUE(v.is_object()) << out;
+  return v;
+}
+
 class IdemctlTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -100,22 +125,7 @@ class IdemctlTest : public ::testing::Test {
     args.store = db_path.has_value() ? *db_path : db();
     args.json = json;
     args.command = std::move(command);
-    std::ostringstream out, err;
-    Output result;
-    result.code = RunIdemctl(args, out, err);
-    result.out = out.str();
-    result.err = err.str();
-    return result;
-  }
-
-  // Parses `out` as exactly one JSON object on one line.
-  static json ParseObjectLine(const std::string& out) {
-    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
-    json v = json::parse(out, /*cb=*/nullptr, /*allow_exceptions=*/false);
-    EXPECT_FALSE(v.is_discarded()) << "not JSON: " << out;
-    if (v.is_discarded()) return json();
-    EXPECT_TRUE(v.is_object()) << out;
-    return v;
+    return RunArgs(args);
   }
 
   util::TempDir dir_;
@@ -335,11 +345,411 @@ TEST_F(IdemctlTest, ChangingAStoreOpenInAnotherEngineIsAnError) {
   EXPECT_EQ(Run({"stats"}).code, 0);
 }
 
+TEST_F(IdemctlTest, GetPrintsTheStoredValue) {
+  Output r = Run({"get", "state/order-1"});
+  EXPECT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "v\n");
+  r = Run({"get", kBinaryKey}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(BytesAt(v, "key"), kBinaryKey);
+  EXPECT_EQ(v.value("found", json()), true);
+  EXPECT_EQ(BytesAt(v, "value"), kBinaryValue);
+}
+
+TEST_F(IdemctlTest, GetOfAnAbsentKeyExitsNotFound) {
+  Output r = Run({"get", "no-such-key"});
+  EXPECT_EQ(r.code, kExitNotFound);
+  EXPECT_EQ(kExitNotFound, kExitNotSeen);
+  EXPECT_THAT(r.out, IsEmpty());
+  EXPECT_THAT(r.err, HasSubstr("no state value"));
+  r = Run({"get", "no-such-key"}, /*json=*/true);
+  EXPECT_EQ(r.code, kExitNotFound);
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("found", json()), false);
+  EXPECT_TRUE(v.value("value", json(1)).is_null());
+}
+
+TEST_F(IdemctlTest, OffsetsListsEveryStoredOffset) {
+  Output r = Run({"offsets"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(r.out, "orders:3 42 (a consumer resumes at 43)\n");
+  r = Run({"offsets"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json v = ParseObjectLine(r.out);
+  ASSERT_TRUE(v.contains("offsets") && v.at("offsets").is_array()) << r.out;
+  ASSERT_EQ(v.at("offsets").size(), 1u);
+  const json& o = v.at("offsets")[0];
+  EXPECT_EQ(BytesAt(o, "source"), "orders");
+  EXPECT_EQ(o.value("partition", json()), 3);
+  EXPECT_EQ(o.value("offset", json()), 42);
+}
+
+TEST_F(IdemctlTest, SetOffsetRewindsAndLeavesRecordsAlone) {
+  Output r = Run({"set-offset", "orders", "3", "10"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("previous_offset", json()), 42);
+  EXPECT_EQ(v.value("offset", json()), 10);
+  EXPECT_EQ(v.value("resumes_at", json()), 11);
+  EXPECT_EQ(Run({"offsets"}).out, "orders:3 10 (a consumer resumes at 11)\n");
+  EXPECT_EQ(Run({"seen", "order-2"}).code, kExitOk);  // still a duplicate
+
+  r = Run({"set-offset", "orders", "9", "5"});  // a partition without one
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("orders:9: offset (none) -> 5"));
+  auto engine = Engine::Open(db(), Options{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ(*(*engine)->CommittedOffset("orders", 3),
+            std::optional<int64_t>(10));
+  EXPECT_EQ(*(*engine)->CommittedOffset("orders", 9),
+            std::optional<int64_t>(5));
+}
+
+TEST_F(IdemctlTest, SetOffsetRefusesAStoreOpenElsewhere) {
+  auto engine = Engine::Open(db(), Options{});
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  Output r = Run({"set-offset", "orders", "3", "10"});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("open elsewhere"));
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_EQ(*(*engine)->CommittedOffset("orders", 3),
+            std::optional<int64_t>(42));
+}
+
+TEST_F(IdemctlTest, VerifyCountsAnIntactStore) {
+  Output r = Run({"verify"});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("intact"));
+  r = Run({"verify"}, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("intact", json()), true);
+  EXPECT_EQ(v.value("dedupe_records", json()), 3);
+  EXPECT_EQ(v.value("expired_dedupe_records", json()), 1);
+  EXPECT_EQ(v.value("state_entries", json()), 4);
+  EXPECT_EQ(v.value("offsets", json()), 1);
+  EXPECT_EQ(v.value("outbox_entries", json()), 1);
+}
+
+// A dedupe record that no longer decodes (written past the engine, as a
+// damaged block would read) is reported with its key.
+TEST_F(IdemctlTest, VerifyReportsADamagedRecordAndExitsNonZero) {
+  ASSERT_NO_FATAL_FAILURE(test::ChangeRawFamily(
+      db(), kDedupeColumnFamily,
+      [](rocksdb::DB* raw, rocksdb::ColumnFamilyHandle* family) {
+        ASSERT_NE(family, nullptr);
+        ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), family,
+                             std::string(KeyView(HashMessageId("order-1"))),
+                             "garbage")
+                        .ok());
+      }));
+  Output r = Run({"verify"});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(r.err, HasSubstr(test::HexOfIdHash("order-1")));
+  r = Run({"verify"}, /*json=*/true);
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("intact", json()), false);
+  EXPECT_THAT(v.value("error", ""), HasSubstr(test::HexOfIdHash("order-1")));
+}
+
+TEST_F(IdemctlTest, VerifyReportsADamagedOffset) {
+  ASSERT_NO_FATAL_FAILURE(test::ChangeRawFamily(
+      db(), kOffsetsColumnFamily,
+      [](rocksdb::DB* raw, rocksdb::ColumnFamilyHandle* family) {
+        ASSERT_NE(family, nullptr);
+        ASSERT_TRUE(raw->Put(rocksdb::WriteOptions(), family,
+                             EncodeOffsetKey("orders", 3), "x")
+                        .ok());
+      }));
+  Output r = Run({"verify"});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(r.err, HasSubstr("\"orders\" partition 3"));
+}
+
+TEST_F(IdemctlTest, ExportOfAnEmptyPartitionWritesNothing) {
+  const std::string file = dir_.Sub("empty.jsonl");
+  IdemctlArgs args;
+  args.store = db();
+  args.partition = "orders:4";
+  args.command = {"export", file};
+  Output r = RunArgs(args);
+  EXPECT_EQ(r.code, kExitNotFound);
+  EXPECT_THAT(r.err, HasSubstr("nothing stored for orders:4"));
+  EXPECT_FALSE(std::filesystem::exists(file));
+}
+
+TEST_F(IdemctlTest, ExportIntoAnExistingFileFails) {
+  IdemctlArgs args;
+  args.store = db();
+  args.source = "orders";
+  args.partition = "3";
+  args.command = {"export", dir_.path()};
+  Output r = RunArgs(args);
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("already exists"));
+}
+
+// Stores whose dedupe records are kept per partition (DedupeScope::kPartition):
+// the source store holds partition ("orders", 3) and ("orders", 4).
+class IdemctlPartitionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto engine = Engine::Open(source(), ScopedOptions());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    for (int64_t offset = 0; offset < 3; ++offset) {
+      const std::string id = absl::StrCat("m", offset);
+      for (int32_t partition : {3, 4}) {
+        ASSERT_TRUE((*engine)
+                        ->Process({.id = id,
+                                   .source = "orders",
+                                   .partition = partition,
+                                   .offset = offset},
+                                  Write)
+                        .ok());
+      }
+    }
+  }
+
+  // Writes the partition's "last" (the message ID) and a binary key, and
+  // returns a binary result.
+  static absl::Status Write(const Message& m, Txn& txn) {
+    PartitionTxn state(txn, m.source, m.partition);
+    state.Put("last", m.id);
+    state.Put(kBinaryKey, kBinaryValue);
+    state.SetResult(kBinaryValue + std::string(m.id));
+    return absl::OkStatus();
+  }
+
+  static Options ScopedOptions() {
+    Options options;
+    options.dedupe_scope = DedupeScope::kPartition;
+    return options;
+  }
+
+  std::string source() const { return dir_.Sub("source"); }
+  std::string target() const { return dir_.Sub("target"); }
+
+  // An empty partition-scoped store at target().
+  void CreateTarget() {
+    auto engine = Engine::Open(target(), ScopedOptions());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+  }
+
+  static Output Run(const std::string& store, std::vector<std::string> command,
+                    std::optional<std::string> partition = std::nullopt,
+                    bool json = false) {
+    IdemctlArgs args;
+    args.store = store;
+    args.json = json;
+    args.partition = std::move(partition);
+    args.command = std::move(command);
+    return RunArgs(args);
+  }
+
+  static PartitionSnapshot Export(const std::string& store, int32_t partition) {
+    Options options;
+    options.read_only = true;
+    auto engine = Engine::Open(store, options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return {};
+    absl::StatusOr<PartitionSnapshot> snapshot =
+        (*engine)->ExportPartition("orders", partition);
+    EXPECT_TRUE(snapshot.ok()) << snapshot.status();
+    return snapshot.ok() ? *snapshot : PartitionSnapshot{};
+  }
+
+  util::TempDir dir_;
+};
+
+TEST_F(IdemctlPartitionTest, SeenAndForgetNameThePartition) {
+  Output r = Run(source(), {"seen", "m1"});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("--source=S --partition=P"));
+  EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:3").code, kExitOk);
+  EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:5").code, kExitNotFound);
+
+  // Writable: the store's scope is found, not assumed.
+  r = Run(source(), {"forget", "m1"}, "orders:3", /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  const json v = ParseObjectLine(r.out);
+  EXPECT_EQ(BytesAt(v, "source"), "orders");
+  EXPECT_EQ(v.value("partition", json()), 3);
+  EXPECT_EQ(v.value("was_seen", json()), true);
+  EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:3").code, kExitNotFound);
+  EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:4").code, kExitOk);
+}
+
+TEST_F(IdemctlPartitionTest, WritableSubcommandsOpenAPartitionScopedStore) {
+  EXPECT_EQ(Run(source(), {"compact"}).code, kExitOk);
+  EXPECT_EQ(Run(source(), {"set-offset", "orders", "3", "0"}).code, kExitOk);
+  EXPECT_EQ(Run(source(), {"checkpoint", dir_.Sub("copy")}).code, kExitOk);
+}
+
+TEST_F(IdemctlPartitionTest, ExportThenImportMovesThePartitionExactly) {
+  const std::string file = dir_.Sub("orders-3.jsonl");
+  Output r = Run(source(), {"export", file}, "orders:3", /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  json v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("state_entries", json()), 2);
+  EXPECT_EQ(v.value("dedupe_records", json()), 3);
+  EXPECT_EQ(v.value("offset", json()), 2);
+
+  ASSERT_NO_FATAL_FAILURE(CreateTarget());
+  r = Run(target(), {"import", file}, std::nullopt, /*json=*/true);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  v = ParseObjectLine(r.out);
+  EXPECT_EQ(v.value("already_imported", json()), false);
+
+  const PartitionSnapshot want = Export(source(), 3);
+  const PartitionSnapshot got = Export(target(), 3);
+  EXPECT_EQ(got.offset, std::optional<int64_t>(2));
+  EXPECT_EQ(got.entries, want.entries);
+  // Every record, byte for byte; the import adds its own (ImportPartition).
+  EXPECT_EQ(got.records.size(), want.records.size() + 1);
+  for (const PartitionRecord& w : want.records) {
+    EXPECT_TRUE(std::any_of(got.records.begin(), got.records.end(),
+                            [&w](const PartitionRecord& g) {
+                              return g.id_hash == w.id_hash &&
+                                     g.expires_at == w.expires_at &&
+                                     g.result == w.result;
+                            }))
+        << "record missing: result " << w.result;
+  }
+  EXPECT_EQ(Export(target(), 4).offset, std::nullopt);  // only partition 3
+
+  r = Run(target(), {"import", file});
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("already imported"));
+}
+
+TEST_F(IdemctlPartitionTest, ImportOverAHigherOffsetFails) {
+  const std::string file = dir_.Sub("orders-3.jsonl");
+  ASSERT_EQ(Run(source(), {"export", file}, "orders:3").code, kExitOk);
+  ASSERT_EQ(Run(source(), {"set-offset", "orders", "3", "7"}).code, kExitOk);
+  Output r = Run(source(), {"import", file});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(r.err, HasSubstr("nothing imported"));
+}
+
+struct BadImport {
+  std::string name;
+  // The file's lines; "$P" stands for a valid partition line, "$END" for a
+  // valid end line of a file with one state entry.
+  std::vector<std::string> lines;
+  std::string message;  // names the line
+};
+
+class IdemctlBadImportTest : public IdemctlPartitionTest,
+                             public ::testing::WithParamInterface<BadImport> {};
+
+TEST_P(IdemctlBadImportTest, ExitsThreeNamingTheLineAndImportsNothing) {
+  ASSERT_NO_FATAL_FAILURE(CreateTarget());
+  const std::string file = dir_.Sub("bad.jsonl");
+  {
+    std::ofstream out(file, std::ios::binary);
+    for (std::string line : GetParam().lines) {
+      if (line == "$P") {
+        line = R"({"kind":"partition","source":"orders","partition":3,)"
+               R"("offset":9})";
+      } else if (line == "$END") {
+        line = R"({"kind":"end","state_entries":1,"dedupe_records":0})";
+      }
+      out << line << "\n";
+    }
+  }
+  Output r = Run(target(), {"import", file});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr(GetParam().message));
+  EXPECT_THAT(r.err, HasSubstr("nothing imported"));
+  EXPECT_THAT(r.out, IsEmpty());
+  const PartitionSnapshot after = Export(target(), 3);
+  EXPECT_EQ(after.offset, std::nullopt);
+  EXPECT_THAT(after.entries, IsEmpty());
+}
+
+const char kState[] = R"({"kind":"state","key":"k","value":"v"})";
+
+INSTANTIATE_TEST_SUITE_P(
+    MalformedFiles, IdemctlBadImportTest,
+    ::testing::Values(
+        BadImport{"Empty", {}, "line 1: missing the \"end\" line"},
+        BadImport{
+            "NotJson", {"$P", "{\"kind\":", "$END"}, "line 2: not a JSON"},
+        BadImport{"NoPartitionLine", {kState, "$END"}, "line 1: the first"},
+        BadImport{"TwoPartitionLines",
+                  {"$P", "$P", kState, "$END"},
+                  "line 2: a second \"partition\" line"},
+        BadImport{"Truncated", {"$P", kState}, "line 3: missing the \"end\""},
+        BadImport{
+            "Miscounted", {"$P", kState, kState, "$END"}, "line 4: counts"},
+        BadImport{"AfterEnd", {"$P", kState, "$END", kState}, "line 4: a line"},
+        BadImport{"UnknownKind",
+                  {"$P", R"({"kind":"outbox"})", "$END"},
+                  "line 2: unknown kind \"outbox\""},
+        BadImport{"UnknownMember",
+                  {"$P", R"({"kind":"state","key":"k","vaule":"v"})", "$END"},
+                  "line 2: missing member \"value\""},
+        BadImport{
+            "ExtraMember",
+            {"$P", R"({"kind":"state","key":"k","value":"v","x":1})", "$END"},
+            "line 2: unexpected member \"x\""},
+        BadImport{
+            "NotAByte",
+            {"$P", R"({"kind":"state","key":"k","value":"\u0100"})", "$END"},
+            "line 2: \"value\" must be a string of code points up to"},
+        BadImport{"ValueNotAString",
+                  {"$P", R"({"kind":"state","key":"k","value":1})", "$END"},
+                  "line 2: \"value\" must be a string"},
+        BadImport{"BadIdHash",
+                  {"$P", kState,
+                   R"({"kind":"dedupe","id_hash":"00ff","result":"",)"
+                   R"("expires_at_unix_micros":1})",
+                   R"({"kind":"end","state_entries":1,"dedupe_records":1})"},
+                  "line 3: \"id_hash\" must be 32 lowercase hex digits"},
+        BadImport{"BadExpiry",
+                  {"$P", kState,
+                   R"({"kind":"dedupe","id_hash":")" + std::string(32, 'a') +
+                       R"(","result":"","expires_at_unix_micros":"soon"})",
+                   R"({"kind":"end","state_entries":1,"dedupe_records":1})"},
+                  "line 3: \"expires_at_unix_micros\" must be an integer"},
+        BadImport{"NegativeOffset",
+                  {R"({"kind":"partition","source":"orders","partition":3,)"
+                   R"("offset":-1})",
+                   kState, "$END"},
+                  "line 1: \"offset\" must be an integer from 0"},
+        BadImport{"PartitionOutOfRange",
+                  {R"({"kind":"partition","source":"orders",)"
+                   R"("partition":4294967296,"offset":null})",
+                   kState, "$END"},
+                  "line 1: \"partition\" must be an integer"},
+        BadImport{"EmptySource",
+                  {R"({"kind":"partition","source":"","partition":3,)"
+                   R"("offset":null})",
+                   kState, "$END"},
+                  "line 1: \"source\" must not be empty"}),
+    [](const ::testing::TestParamInfo<BadImport>& info) {
+      return info.param.name;
+    });
+
+TEST_F(IdemctlPartitionTest, ImportOfAMissingFileFails) {
+  ASSERT_NO_FATAL_FAILURE(CreateTarget());
+  Output r = Run(target(), {"import", dir_.Sub("missing.jsonl")});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("cannot open"));
+}
+
 struct UsageCase {
   std::string name;
   std::string store;
   std::vector<std::string> command;
   std::string message;
+  std::optional<std::string> source;     // --source
+  std::optional<std::string> partition;  // --partition
 };
 
 class IdemctlUsageTest : public ::testing::TestWithParam<UsageCase> {};
@@ -350,6 +760,8 @@ TEST_P(IdemctlUsageTest, ExitsWithUsageCodeAndTouchesNothing) {
   IdemctlArgs args;
   args.store = c.store.empty() ? "" : dir.Sub(c.store);
   args.command = c.command;
+  args.source = c.source;
+  args.partition = c.partition;
   std::ostringstream out, err;
   EXPECT_EQ(RunIdemctl(args, out, err), kExitUsage);
   EXPECT_THAT(err.str(), HasSubstr(c.message));
@@ -382,7 +794,81 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"TooLongId",
                   "db",
                   {"seen", std::string(1025, 'x')},
-                  "ID must be 1 to"}),
+                  "ID must be 1 to"},
+        UsageCase{"GetWithoutKey", "db", {"get"}, "exactly one argument, KEY"},
+        UsageCase{"SetOffsetWithTwoArguments",
+                  "db",
+                  {"set-offset", "orders", "3"},
+                  "takes 3 arguments, SOURCE PARTITION OFFSET"},
+        UsageCase{"SetOffsetWithEmptySource",
+                  "db",
+                  {"set-offset", "", "3", "10"},
+                  "SOURCE must be 1 to"},
+        UsageCase{"SetOffsetWithBadPartition",
+                  "db",
+                  {"set-offset", "orders", "-1", "10"},
+                  "PARTITION: '-1' is not a partition number"},
+        UsageCase{"SetOffsetWithNegativeOffset",
+                  "db",
+                  {"set-offset", "orders", "3", "-1"},
+                  "OFFSET: '-1' is not an offset"},
+        UsageCase{"SetOffsetWithTextOffset",
+                  "db",
+                  {"set-offset", "orders", "3", "ten"},
+                  "OFFSET: 'ten' is not an offset"},
+        UsageCase{"ExportWithoutFile", "db", {"export"}, "argument, FILE"},
+        UsageCase{"ExportWithEmptyFile",
+                  "db",
+                  {"export", ""},
+                  "FILE must not be empty"},
+        UsageCase{"ImportWithoutFile", "db", {"import"}, "argument, FILE"},
+        UsageCase{
+            "VerifyWithArgument", "db", {"verify", "x"}, "takes no arguments"},
+        UsageCase{"StatsWithPartition",
+                  "db",
+                  {"stats"},
+                  "'stats' takes neither --source nor --partition",
+                  std::nullopt,
+                  "1"},
+        UsageCase{"SetOffsetWithPartitionFlag",
+                  "db",
+                  {"set-offset", "orders", "3", "10"},
+                  "takes neither --source nor --partition",
+                  std::nullopt,
+                  "orders:3"},
+        UsageCase{"SourceWithoutPartition",
+                  "db",
+                  {"seen", "order-1"},
+                  "--source needs --partition",
+                  "orders"},
+        UsageCase{"SourceTwice",
+                  "db",
+                  {"forget", "order-1"},
+                  "not both",
+                  "orders",
+                  "orders:3"},
+        UsageCase{"PartitionNotANumber",
+                  "db",
+                  {"seen", "order-1"},
+                  "--partition: 'orders:x' is not P or SOURCE:P",
+                  std::nullopt,
+                  "orders:x"},
+        UsageCase{"NegativePartition",
+                  "db",
+                  {"seen", "order-1"},
+                  "is not P or SOURCE:P",
+                  "orders",
+                  "-3"},
+        UsageCase{"ExportWithoutPartition",
+                  "db",
+                  {"export", "out.jsonl"},
+                  "'export' needs --partition=SOURCE:P"},
+        UsageCase{"ExportWithoutSource",
+                  "db",
+                  {"export", "out.jsonl"},
+                  "'export' needs a source",
+                  std::nullopt,
+                  "3"}),
     [](const ::testing::TestParamInfo<UsageCase>& info) {
       return info.param.name;
     });
@@ -390,9 +876,17 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
   const std::string usage = IdemctlUsage();
   for (const char* sub :
-       {"stats", "seen ID", "forget ID", "compact", "checkpoint DIR", "dump"}) {
+       {"stats", "seen ID", "forget ID", "get KEY", "offsets",
+        "set-offset SOURCE PARTITION OFFSET", "compact", "checkpoint DIR",
+        "dump", "verify", "export --partition=SOURCE:P FILE", "import FILE"}) {
     EXPECT_THAT(usage, HasSubstr(sub));
   }
+  // The list tools/idemctl_main.cc declares is the one RunIdemctl runs.
+  for (const IdemctlSubcommand& sub : IdemctlSubcommands()) {
+    EXPECT_THAT(usage, HasSubstr(std::string(sub.name)));
+    EXPECT_THAT(sub.help, Not(IsEmpty())) << sub.name;
+  }
+  EXPECT_EQ(IdemctlSubcommands().size(), 12u);
 }
 
 }  // namespace

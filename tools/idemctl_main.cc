@@ -1,8 +1,11 @@
 // idem-ctl: inspect and maintain an idem store. Parses flags and hands over
-// to idem::cli::RunIdemctl (cli/idemctl.h), which holds the logic.
+// to idem::cli::RunIdemctl (cli/idemctl.h), which holds the logic and the
+// list of subcommands.
 
+#include <deque>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "cli/idemctl.h"
 #include "cli/tool_usage.h"
@@ -15,47 +18,40 @@ int main(int argc, char** argv) {
                   "Path of an existing idem store (required).");
   app->add_flag("--json", args.json,
                 "Machine-readable output: one JSON object per result. dump "
-                "always writes JSON lines.");
+                "and export always write JSON lines.");
+  std::string source, partition;
+  CLI::Option* source_flag = app->add_option(
+      "--source", source,
+      "seen, forget, export: the source of the partition (or give it in "
+      "--partition=SOURCE:P); seen and forget need it in a partition-scoped "
+      "store.");
+  CLI::Option* partition_flag = app->add_option(
+      "--partition", partition,
+      "seen, forget, export: the partition, P (with --source) or SOURCE:P.");
   app->require_subcommand(1);
-  std::string arg;
-  struct Subcommand {
-    const char* name;
-    const char* arg_name;  // nullptr: takes no argument
-    const char* help;
-  };
-  for (const Subcommand& s : {
-           Subcommand{"stats", nullptr, "Store size figures and counters."},
-           Subcommand{"seen", "ID",
-                      "Whether a live dedupe record exists for ID (exit 0: "
-                      "seen, 1: not seen)."},
-           Subcommand{"forget", "ID",
-                      "Remove ID's dedupe record so its next delivery runs "
-                      "again."},
-           Subcommand{"compact", nullptr,
-                      "Flush and compact, dropping expired dedupe records."},
-           Subcommand{"checkpoint", "DIR",
-                      "Write a consistent copy of the store to DIR (must not "
-                      "exist)."},
-           Subcommand{"dump", nullptr,
-                      "Every dedupe record, state entry and offset as JSON "
-                      "lines."},
-       }) {
-    CLI::App* sub = app->add_subcommand(s.name, s.help);
-    sub->fallthrough();  // --store and --json may follow the subcommand
-    if (s.arg_name != nullptr) {
-      sub->add_option(s.arg_name, arg, s.help)->required();
+  // One string per positional argument of every subcommand; a deque keeps
+  // them where CLI11 writes them.
+  std::deque<std::string> values;
+  for (const idem::cli::IdemctlSubcommand& s :
+       idem::cli::IdemctlSubcommands()) {
+    CLI::App* sub =
+        app->add_subcommand(std::string(s.name), std::string(s.help));
+    sub->fallthrough();  // the flags may follow the subcommand
+    for (std::string_view arg : s.args) {
+      sub->add_option(std::string(arg), values.emplace_back())->required();
     }
   }
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;
   }
+  if (source_flag->count() > 0) args.source = source;
+  if (partition_flag->count() > 0) args.partition = partition;
   CLI::App* sub = app->get_subcommands().front();
   args.command.push_back(sub->get_name());
-  if (!sub->get_options(
-              [](const CLI::Option* o) { return o->get_positional(); })
-           .empty()) {
-    args.command.push_back(arg);
+  for (const CLI::Option* o : sub->get_options(
+           [](const CLI::Option* o) { return o->get_positional(); })) {
+    args.command.push_back(o->as<std::string>());
   }
   return idem::cli::RunIdemctl(args, std::cout, std::cerr);
 }

@@ -161,6 +161,20 @@ class Engine {
   virtual absl::StatusOr<std::optional<int64_t>> CommittedOffset(
       std::string_view source, int32_t partition) = 0;
 
+  // Sets the committed offset of (source, partition) to `offset`, rewinding
+  // or advancing it, in one durable commit; a consumer that resumes from the
+  // engine then starts at offset + 1. State and dedupe records are untouched
+  // (so messages replayed within the dedupe window are still duplicates:
+  // Forget them to run them again). On success CommittedOffset returns
+  // `offset`; on error nothing is changed. kInvalidArgument for a bad source
+  // or partition or offset < 0; kFailedPrecondition from inside a handler or
+  // on a read-only engine; a storage error if the write or its sync failed.
+  // REQUIRES: nothing consumes the partition on this engine meanwhile (its
+  // next commit would move the offset on from wherever it stands).
+  virtual absl::Status SetCommittedOffset(std::string_view source,
+                                          int32_t partition,
+                                          int64_t offset) = 0;
+
   // Returns once every commit with a sequence <= `sequence` is durable,
   // syncing the write-ahead log if needed (one sync serves all waiters).
   // kInvalidArgument for a sequence the engine never issued; a storage error
