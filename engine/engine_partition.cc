@@ -301,6 +301,17 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
         st.partition_scope
             ? RecordKey::ForPartition(snapshot.source, snapshot.partition, hash)
             : RecordKey::ForStore(hash);
+    if (!st.partition_scope) {
+      // The store's own record of the ID may live in another family: one
+      // live record per key, as lookups assume.
+      for (rocksdb::ColumnFamilyHandle* other : AllDedupeFamilies(st)) {
+        if (other == *family) continue;
+        if (absl::Status s = check(batch.Delete(other, ToSlice(key.view())));
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
     if (absl::Status s = check(batch.Put(
             *family, ToSlice(key.view()),
             EncodeDedupeRecord(placement.expiry_micros, live[i]->result)));

@@ -195,14 +195,28 @@ TEST_P(PartitionExportTest, RecordsImportedIntoAStoreScopedStoreAreAdded) {
   std::unique_ptr<Engine> to = Open("to", DedupeScope::kStore);
   ASSERT_NE(from, nullptr);
   ASSERT_NE(to, nullptr);
+  // The target has its own record of "a"; the source's is half a window
+  // younger (with expiry buckets, in a later bucket).
+  ASSERT_NO_FATAL_FAILURE(
+      Process(*to, {On("kept", "orders", 0, 0), On("a", "payments", 5, 0)}));
+  clock_.Advance(absl::Minutes(30));
   ASSERT_NO_FATAL_FAILURE(Process(*from, {On("a", "orders", 0, 1)}));
-  ASSERT_NO_FATAL_FAILURE(Process(*to, {On("kept", "orders", 0, 0)}));
   absl::StatusOr<PartitionSnapshot> snapshot =
       ExportPartitionState(*from, "orders", 0);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   ASSERT_TRUE(ImportPartitionState(*to, *snapshot).ok());
   EXPECT_TRUE(*to->Seen("a"));
   EXPECT_TRUE(*to->Seen("kept"));
+  // One record of "a" remains, the imported one.
+  std::vector<absl::Time> expiries;
+  ASSERT_TRUE(to->Dump([&](const DumpEntry& e) {
+                  if (e.kind == DumpEntry::Kind::kDedupe &&
+                      e.key == test::HexOfIdHash("a")) {
+                    expiries.push_back(e.expires_at);
+                  }
+                  return absl::OkStatus();
+                }).ok());
+  EXPECT_THAT(expiries, ElementsAre(clock_.Now() + absl::Hours(1)));
   // A store-scoped export has no records to give.
   absl::StatusOr<PartitionSnapshot> back =
       ExportPartitionState(*to, "orders", 0);
