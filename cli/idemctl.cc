@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cli/idemctl_request.h"
 #include "cli/partition_file.h"
 #include "idem/engine.h"
 #include "idem/message.h"
@@ -33,58 +34,10 @@
 #include "util/json_writer.h"
 
 namespace idem::cli {
-namespace {
 
-using Json = nlohmann::json;
-using util::JsonWriter;
+namespace idemctl {
 
 constexpr char kHint[] = "Run 'idem-ctl --help' for usage.";
-
-// The column family that marks a partition-scoped store (engine/store.h's
-// kPartitionScopeColumnFamily; cli/ uses only the public headers).
-constexpr char kPartitionScopeFamily[] = "idem.scope.partition";
-
-// A partition: --source and --partition, or set-offset's SOURCE PARTITION.
-struct Position {
-  std::string source;
-  int32_t partition = 0;
-};
-
-// What the command line asks for, checked and parsed before the store is
-// opened.
-struct Request {
-  explicit Request(const IdemctlArgs& a) : args(a) {}
-
-  const IdemctlArgs& args;
-  std::optional<Position> position;
-  int64_t offset = -1;         // set-offset's OFFSET
-  PartitionSnapshot snapshot;  // import's FILE
-};
-
-enum class Access { kReadOnly, kWritable };
-
-// Whether a subcommand takes --source/--partition.
-enum class PositionFlags { kNone, kOptional, kRequired };
-
-// One subcommand.
-struct Command {
-  std::string_view name;
-  std::array<std::string_view, 3> args;  // positional arguments; "" ends them
-  std::string_view help;
-  Access access;
-  PositionFlags position;
-  // Checks and parses the arguments before the store is opened: nullopt to
-  // go on, or the exit code to return. nullptr: nothing beyond the generic
-  // checks of RunIdemctl.
-  std::optional<int> (*prepare)(Request& request, std::ostream& err);
-  int (*run)(Engine& engine, const Request& r, std::ostream& out,
-             std::ostream& err);
-};
-
-size_t ArgCount(const Command& c) {
-  return std::find(c.args.begin(), c.args.end(), std::string_view()) -
-         c.args.begin();
-}
 
 int Fail(std::ostream& err, std::string_view what, const absl::Status& s) {
   err << "idem-ctl: " << what << ": " << s.ToString() << "\n";
@@ -116,6 +69,56 @@ std::optional<int32_t> ParsePartition(absl::string_view text) {
       ParseNonNegative(text, std::numeric_limits<int32_t>::max());
   if (!p.has_value()) return std::nullopt;
   return static_cast<int32_t>(*p);
+}
+
+}  // namespace idemctl
+
+namespace {
+
+using idemctl::Fail;
+using idemctl::ParseNonNegative;
+using idemctl::ParsePartition;
+using idemctl::Position;
+using idemctl::PositionName;
+using idemctl::PrepareImport;
+using idemctl::PrepareSetOffset;
+using idemctl::Request;
+using idemctl::RunExport;
+using idemctl::RunImport;
+using idemctl::RunOffsets;
+using idemctl::RunSetOffset;
+using idemctl::UsageError;
+
+using Json = nlohmann::json;
+using util::JsonWriter;
+
+// The column family that marks a partition-scoped store (engine/store.h's
+// kPartitionScopeColumnFamily; cli/ uses only the public headers).
+constexpr char kPartitionScopeFamily[] = "idem.scope.partition";
+
+enum class Access { kReadOnly, kWritable };
+
+// Whether a subcommand takes --source/--partition.
+enum class PositionFlags { kNone, kOptional, kRequired };
+
+// One subcommand.
+struct Command {
+  std::string_view name;
+  std::array<std::string_view, 3> args;  // positional arguments; "" ends them
+  std::string_view help;
+  Access access;
+  PositionFlags position;
+  // Checks and parses the arguments before the store is opened: nullopt to
+  // go on, or the exit code to return. nullptr: nothing beyond the generic
+  // checks of RunIdemctl.
+  std::optional<int> (*prepare)(Request& request, std::ostream& err);
+  int (*run)(Engine& engine, const Request& r, std::ostream& out,
+             std::ostream& err);
+};
+
+size_t ArgCount(const Command& c) {
+  return std::find(c.args.begin(), c.args.end(), std::string_view()) -
+         c.args.begin();
 }
 
 // --source and --partition into request.position: a usage error if the
@@ -354,98 +357,6 @@ int RunGet(Engine& engine, const Request& r, std::ostream& out,
   return value->has_value() ? kExitOk : kExitNotFound;
 }
 
-int RunOffsets(Engine& engine, const Request& r, std::ostream& out,
-               std::ostream& err) {
-  std::vector<DumpEntry> offsets;
-  absl::Status s = engine.Dump([&offsets](const DumpEntry& e) {
-    if (e.kind == DumpEntry::Kind::kOffset) offsets.push_back(e);
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return Fail(err, "reading the offsets", s);
-  if (r.args.json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("offsets");
-    j.BeginArray();
-    for (const DumpEntry& e : offsets) {
-      j.BeginObject();
-      j.Key("source");
-      j.Bytes(e.source);
-      j.Field("partition", e.partition);
-      j.Field("offset", e.offset);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.EndObject();
-    out << j.str() << "\n";
-    return kExitOk;
-  }
-  if (offsets.empty()) out << "no offsets stored\n";
-  for (const DumpEntry& e : offsets) {
-    out << PositionName(e.source, e.partition) << " " << e.offset
-        << " (a consumer resumes at " << e.offset + 1 << ")\n";
-  }
-  return kExitOk;
-}
-
-std::optional<int> PrepareSetOffset(Request& request, std::ostream& err) {
-  const std::vector<std::string>& command = request.args.command;
-  Position position;
-  position.source = command[1];
-  if (position.source.empty() || position.source.size() > kMaxSourceBytes) {
-    return UsageError(err, absl::StrCat("SOURCE must be 1 to ", kMaxSourceBytes,
-                                        " bytes long"));
-  }
-  std::optional<int32_t> partition = ParsePartition(command[2]);
-  if (!partition.has_value()) {
-    return UsageError(err, absl::StrCat("PARTITION: '", command[2],
-                                        "' is not a partition number (0 or "
-                                        "more)"));
-  }
-  position.partition = *partition;
-  std::optional<int64_t> offset =
-      ParseNonNegative(command[3], std::numeric_limits<int64_t>::max());
-  if (!offset.has_value()) {
-    return UsageError(err, absl::StrCat("OFFSET: '", command[3],
-                                        "' is not an offset (0 or more)"));
-  }
-  request.position = std::move(position);
-  request.offset = *offset;
-  return std::nullopt;
-}
-
-int RunSetOffset(Engine& engine, const Request& r, std::ostream& out,
-                 std::ostream& err) {
-  const Position& p = *r.position;
-  absl::StatusOr<std::optional<int64_t>> previous =
-      engine.CommittedOffset(p.source, p.partition);
-  if (!previous.ok()) return Fail(err, "reading the offset", previous.status());
-  if (absl::Status s =
-          engine.SetCommittedOffset(p.source, p.partition, r.offset);
-      !s.ok()) {
-    return Fail(err, "setting the offset", s);
-  }
-  if (r.args.json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("source");
-    j.Bytes(p.source);
-    j.Field("partition", p.partition);
-    j.Field("previous_offset", *previous);
-    j.Field("offset", r.offset);
-    j.Field("resumes_at", r.offset + 1);
-    j.EndObject();
-    out << j.str() << "\n";
-  } else {
-    out << PositionName(p.source, p.partition) << ": offset "
-        << (previous->has_value() ? absl::StrCat(**previous) : "(none)")
-        << " -> " << r.offset << "; a consumer resumes at " << r.offset + 1
-        << ". State and dedupe records are unchanged: messages replayed "
-           "within the dedupe window are duplicates unless forgotten.\n";
-  }
-  return kExitOk;
-}
-
 int RunCompact(Engine& engine, const Request& r, std::ostream& out,
                std::ostream& err) {
   absl::StatusOr<Stats> before = engine.GetStats();
@@ -607,98 +518,6 @@ int RunVerify(Engine& engine, const Request& r, std::ostream& out,
         "intact: %d dedupe records (%d expired), %d state entries, %d "
         "offsets, %d outbox entries\n",
         dedupe, expired, state, offsets, outbox);
-  }
-  return kExitOk;
-}
-
-// The counts of an export or import, as members of the innermost object or
-// as text.
-void WriteSnapshotJson(const PartitionSnapshot& s, JsonWriter& j) {
-  j.Key("source");
-  j.Bytes(s.source);
-  j.Field("partition", s.partition);
-  j.Field("offset", s.offset);
-  j.Field("state_entries", s.entries.size());
-  j.Field("dedupe_records", s.records.size());
-}
-
-std::string SnapshotText(const PartitionSnapshot& s) {
-  return absl::StrCat(PositionName(s.source, s.partition), ": offset ",
-                      s.offset.has_value() ? absl::StrCat(*s.offset) : "(none)",
-                      ", ", s.entries.size(), " state entries, ",
-                      s.records.size(), " dedupe records");
-}
-
-int RunExport(Engine& engine, const Request& r, std::ostream& out,
-              std::ostream& err) {
-  const std::string& file = r.args.command[1];
-  absl::StatusOr<PartitionSnapshot> snapshot =
-      engine.ExportPartition(r.position->source, r.position->partition);
-  if (!snapshot.ok()) {
-    return Fail(err, "exporting the partition", snapshot.status());
-  }
-  if (!snapshot->offset.has_value() && snapshot->entries.empty() &&
-      snapshot->records.empty()) {
-    // Importing an empty export would clear the partition: more likely a
-    // mistyped source or partition than what was meant.
-    err << "idem-ctl: nothing stored for "
-        << PositionName(snapshot->source, snapshot->partition)
-        << " (no offset, state or dedupe records); nothing written\n";
-    return kExitNotFound;
-  }
-  if (absl::Status s = WritePartitionFile(*snapshot, file); !s.ok()) {
-    return Fail(err, "writing the export", s);
-  }
-  if (r.args.json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("export");
-    j.Bytes(file);
-    WriteSnapshotJson(*snapshot, j);
-    j.EndObject();
-    out << j.str() << "\n";
-  } else {
-    out << "exported " << SnapshotText(*snapshot) << " to " << file << "\n";
-  }
-  return kExitOk;
-}
-
-std::optional<int> PrepareImport(Request& request, std::ostream& err) {
-  absl::StatusOr<PartitionSnapshot> snapshot =
-      ReadPartitionFile(request.args.command[1]);
-  if (!snapshot.ok()) {
-    return Fail(err, "reading the import file (nothing imported)",
-                snapshot.status());
-  }
-  request.snapshot = *std::move(snapshot);
-  return std::nullopt;
-}
-
-int RunImport(Engine& engine, const Request& r, std::ostream& out,
-              std::ostream& err) {
-  const std::string& file = r.args.command[1];
-  if (absl::Status s = engine.ImportPartition(r.snapshot); !s.ok()) {
-    return Fail(err, "importing (nothing imported)", s);
-  }
-  // An import is deduplicated: a repeat of one already committed writes
-  // nothing and counts as a duplicate.
-  absl::StatusOr<Stats> stats = engine.GetStats();
-  if (!stats.ok()) return Fail(err, "reading stats", stats.status());
-  const bool repeat = stats->duplicates > 0;
-  if (r.args.json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Key("import");
-    j.Bytes(file);
-    WriteSnapshotJson(r.snapshot, j);
-    j.Field("already_imported", repeat);
-    j.EndObject();
-    out << j.str() << "\n";
-  } else if (repeat) {
-    out << "already imported: " << SnapshotText(r.snapshot) << " from " << file
-        << " (nothing written)\n";
-  } else {
-    out << "imported " << SnapshotText(r.snapshot) << " from " << file << "\n";
   }
   return kExitOk;
 }

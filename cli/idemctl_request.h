@@ -1,0 +1,72 @@
+// The parts idem-ctl's subcommands share (cli/idemctl.cc, which holds the
+// subcommand table and the store-inspecting subcommands, and
+// cli/idemctl_partition.cc, the subcommands that read or move one
+// partition's position and state): the parsed request and the error and
+// parsing helpers. Internal to idem-ctl.
+
+#ifndef IDEM_CLI_IDEMCTL_REQUEST_H_
+#define IDEM_CLI_IDEMCTL_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "cli/idemctl.h"
+#include "idem/engine.h"
+#include "idem/partition_snapshot.h"
+
+namespace idem::cli::idemctl {
+
+// A partition: --source and --partition, or set-offset's SOURCE PARTITION.
+struct Position {
+  std::string source;
+  int32_t partition = 0;
+};
+
+// What the command line asks for, checked and parsed before the store is
+// opened.
+struct Request {
+  explicit Request(const IdemctlArgs& a) : args(a) {}
+
+  const IdemctlArgs& args;
+  std::optional<Position> position;
+  int64_t offset = -1;         // set-offset's OFFSET
+  PartitionSnapshot snapshot;  // import's FILE
+};
+
+// Writes "idem-ctl: <what>: <status>" to `err`; returns kExitStoreFailure.
+int Fail(std::ostream& err, std::string_view what, const absl::Status& s);
+
+// Writes "idem-ctl: <message>" and the --help hint; returns kExitUsage.
+int UsageError(std::ostream& err, std::string_view message);
+
+// "SOURCE:P", as --partition takes it and the text output names it.
+std::string PositionName(absl::string_view source, int32_t partition);
+
+// A partition number (0..INT32_MAX) or an offset (0..INT64_MAX) written in
+// decimal; nullopt otherwise.
+std::optional<int64_t> ParseNonNegative(absl::string_view text, int64_t max);
+std::optional<int32_t> ParsePartition(absl::string_view text);
+
+// The subcommands of cli/idemctl_partition.cc, as the table in
+// cli/idemctl.cc runs them: Prepare* check and parse the arguments before
+// the store is opened (nullopt to go on, or the exit code); Run* run on the
+// open store and return the exit code.
+int RunOffsets(Engine& engine, const Request& r, std::ostream& out,
+               std::ostream& err);
+std::optional<int> PrepareSetOffset(Request& request, std::ostream& err);
+int RunSetOffset(Engine& engine, const Request& r, std::ostream& out,
+                 std::ostream& err);
+int RunExport(Engine& engine, const Request& r, std::ostream& out,
+              std::ostream& err);
+std::optional<int> PrepareImport(Request& request, std::ostream& err);
+int RunImport(Engine& engine, const Request& r, std::ostream& out,
+              std::ostream& err);
+
+}  // namespace idem::cli::idemctl
+
+#endif  // IDEM_CLI_IDEMCTL_REQUEST_H_
