@@ -118,6 +118,20 @@ absl::StatusOr<StoredOffsets> ReadStoredOffsets(
   return stored;
 }
 
+absl::StatusOr<std::optional<int64_t>> ReadStoredOffset(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* offsets,
+    const rocksdb::ReadOptions& read, std::string_view source,
+    int32_t partition) {
+  const std::string key = EncodeOffsetKey(source, partition);
+  std::string value;
+  rocksdb::Status s = db->Get(read, offsets, key, &value);
+  if (s.IsNotFound()) return std::nullopt;
+  if (!s.ok()) return FromRocksStatus(s, "reading a committed offset");
+  std::optional<int64_t> offset = DecodeOffsetValue(value);
+  if (!offset.has_value()) return UndecodableOffsetError(key);
+  return *offset;
+}
+
 absl::Status UndecodableOffsetError(std::string_view offset_key) {
   std::optional<OffsetKey> key = DecodeOffsetKey(offset_key);
   if (!key.has_value()) {

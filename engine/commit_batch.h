@@ -77,6 +77,14 @@ absl::StatusOr<StoredOffsets> ReadStoredOffsets(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* offsets,
     absl::Span<const Message> messages);
 
+// The stored offset of (source, partition), read through `read`; nullopt if
+// none. kDataLoss if it does not decode; the converted RocksDB error if the
+// read fails.
+absl::StatusOr<std::optional<int64_t>> ReadStoredOffset(
+    rocksdb::DB* db, rocksdb::ColumnFamilyHandle* offsets,
+    const rocksdb::ReadOptions& read, std::string_view source,
+    int32_t partition);
+
 // kDataLoss for a stored offset that does not decode, naming its source and
 // partition, or showing `offset_key` in hex if it is too short to hold them.
 // For the commit path, CommittedOffset and Dump.

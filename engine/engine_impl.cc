@@ -554,15 +554,8 @@ absl::StatusOr<std::optional<int64_t>> EngineImpl::CommittedOffset(
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  const std::string key = EncodeOffsetKey(source, partition);
-  std::string value;
-  rocksdb::Status s =
-      (*store)->db->Get(rocksdb::ReadOptions(), (*store)->offsets, key, &value);
-  if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok()) return FromRocksStatus(s, "reading a committed offset");
-  std::optional<int64_t> offset = DecodeOffsetValue(value);
-  if (!offset.has_value()) return UndecodableOffsetError(key);
-  return *offset;
+  return ReadStoredOffset((*store)->db, (*store)->offsets,
+                          rocksdb::ReadOptions(), source, partition);
 }
 
 absl::Status EngineImpl::WaitDurable(uint64_t sequence) {

@@ -31,18 +31,6 @@ rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
 }
 
-// The stored offset under `key`, read through `read`; nullopt if none.
-absl::StatusOr<std::optional<int64_t>> ReadOffset(
-    Store& store, const rocksdb::ReadOptions& read, const std::string& key) {
-  std::string value;
-  rocksdb::Status s = store.db->Get(read, store.offsets, key, &value);
-  if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok()) return FromRocksStatus(s, "reading a committed offset");
-  std::optional<int64_t> offset = DecodeOffsetValue(value);
-  if (!offset.has_value()) return UndecodableOffsetError(key);
-  return *offset;
-}
-
 // Visits every (key, value) of `cf` in [begin, end) as read through `read`.
 template <typename Visit>
 absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
@@ -148,7 +136,7 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   }
 
   absl::StatusOr<std::optional<int64_t>> offset =
-      ReadOffset(st, read, EncodeOffsetKey(source, partition));
+      ReadStoredOffset(st.db, st.offsets, read, source, partition);
   if (!offset.ok()) return offset.status();
   snapshot.offset = *offset;
 
@@ -230,8 +218,8 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
   Store& st = **store;
 
   absl::StatusOr<std::optional<int64_t>> current =
-      ReadOffset(st, rocksdb::ReadOptions(),
-                 EncodeOffsetKey(snapshot.source, snapshot.partition));
+      ReadStoredOffset(st.db, st.offsets, rocksdb::ReadOptions(),
+                       snapshot.source, snapshot.partition);
   if (!current.ok()) return current.status();
   if (current->has_value() &&
       (!snapshot.offset.has_value() || **current > *snapshot.offset)) {
