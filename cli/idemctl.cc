@@ -445,6 +445,7 @@ std::string DumpEntryJson(const DumpEntry& e) {
       j.Bytes(e.message_id);
       j.Key("destination");
       j.Bytes(e.destination);
+      j.Field("partition", e.partition);
       j.Key("key");
       j.Bytes(e.key);
       j.Key("value");

@@ -53,12 +53,31 @@ void BatchTxn::Emit(std::string_view destination, std::string_view key,
 void BatchTxn::EmitWithHeaders(std::string_view destination,
                                std::string_view key, std::string_view value,
                                absl::Span<const Header> headers) {
+  EmitWithOptions(destination, key, value, EmitOptions{.headers = headers});
+}
+
+void BatchTxn::EmitWithOptions(std::string_view destination,
+                               std::string_view key, std::string_view value,
+                               const EmitOptions& options) {
   constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
+  const absl::Span<const Header> headers = options.headers;
   if (!emit_error_.ok()) return;
   if (destination.empty() || destination.size() > kMaxSourceBytes) {
     emit_error_ = absl::InvalidArgumentError(absl::StrCat(
         "emit ", emitted_.size(), ": destination is ", destination.size(),
         " bytes; it must be 1 to ", kMaxSourceBytes));
+    return;
+  }
+  if (options.partition < -1) {
+    emit_error_ = absl::InvalidArgumentError(
+        absl::StrCat("emit ", emitted_.size(), ": partition ",
+                     options.partition, " is below -1"));
+    return;
+  }
+  if (options.tombstone && !value.empty()) {
+    emit_error_ = absl::InvalidArgumentError(
+        absl::StrCat("emit ", emitted_.size(), ": a tombstone with a ",
+                     value.size(), "-byte value; it must be empty"));
     return;
   }
   bool too_large = key.size() > kMaxBytes || value.size() > kMaxBytes ||
@@ -75,8 +94,10 @@ void BatchTxn::EmitWithHeaders(std::string_view destination,
   }
   Emitted& emitted = emitted_.emplace_back();
   emitted.destination = destination;
+  emitted.partition = options.partition;
   emitted.key = key;
   emitted.value = value;
+  emitted.tombstone = options.tombstone;
   for (const auto& [name, header_value] : headers) {
     emitted.headers.emplace_back(name, header_value);
   }

@@ -34,8 +34,10 @@ using BatchOverlay =
 // One Txn::Emit call.
 struct Emitted {
   std::string destination;
+  int32_t partition = -1;
   std::string key;
   std::string value;
+  bool tombstone = false;
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
@@ -54,6 +56,9 @@ class BatchTxn : public Txn {
   void EmitWithHeaders(std::string_view destination, std::string_view key,
                        std::string_view value,
                        absl::Span<const Header> headers) override;
+  void EmitWithOptions(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       const EmitOptions& options) override;
 
   const std::string& result() const { return result_; }
 

@@ -161,11 +161,13 @@ absl::Status CommitBuilder::BuildOutbox(const OutboxCursor& outbox,
   }
   OutboxCursor next = outbox;
   for (const NewEmit& emit : emits_) {
-    OutboxFields fields{emit.message_id,
-                        emit.emitted.destination,
-                        emit.emitted.key,
-                        emit.emitted.value,
-                        {}};
+    OutboxFields fields{.message_id = emit.message_id,
+                        .destination = emit.emitted.destination,
+                        .key = emit.emitted.key,
+                        .value = emit.emitted.value,
+                        .headers = {},
+                        .partition = emit.emitted.partition,
+                        .tombstone = emit.emitted.tombstone};
     for (const auto& [name, header_value] : emit.emitted.headers) {
       fields.headers.emplace_back(name, header_value);
     }

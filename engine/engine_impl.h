@@ -72,13 +72,17 @@ class EngineImpl : public Engine {
   absl::StatusOr<PartitionSnapshot> ExportPartition(std::string_view source,
                                                     int32_t partition) override;
   absl::Status ImportPartition(const PartitionSnapshot& snapshot) override;
+  Options options() override;
+  absl::Status ImportPartition(const PartitionSnapshot& snapshot,
+                               const ImportOptions& options) override;
   absl::Status SetCommittedOffset(std::string_view source, int32_t partition,
                                   int64_t offset) override;
 
  private:
   // ImportPartition's commit (engine/engine_partition.cc), under the commit
   // lock: returns the sequence number to make durable.
-  absl::StatusOr<uint64_t> CommitImport(const PartitionSnapshot& snapshot)
+  absl::StatusOr<uint64_t> CommitImport(const PartitionSnapshot& snapshot,
+                                        const ImportOptions& options)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
   // SetCommittedOffset's write, under the commit lock: returns the sequence
   // number to make durable.

@@ -105,6 +105,7 @@ absl::Status DumpOutbox(
       entry.position = outbox.position;
       entry.message_id = std::move(outbox.message_id);
       entry.destination = std::move(outbox.destination);
+      entry.partition = outbox.partition;
       entry.headers = std::move(outbox.headers);
       if (absl::Status s = visit(entry); !s.ok()) return s;
     }
@@ -149,6 +150,16 @@ double DedupeCompactionWriteAmp(
 }
 
 }  // namespace
+
+Options EngineImpl::options() {
+  Options options = options_;
+  absl::ReaderMutexLock lock(&store_mu_);
+  if (store_ != nullptr) {
+    options.dedupe_scope =
+        store_->partition_scope ? DedupeScope::kPartition : DedupeScope::kStore;
+  }
+  return options;
+}
 
 absl::StatusOr<Stats> EngineImpl::GetStats() {
   Stats stats;

@@ -172,12 +172,17 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
 }
 
 absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot) {
+  return ImportPartition(snapshot, ImportOptions());
+}
+
+absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
+                                         const ImportOptions& options) {
   if (absl::Status s = ValidateSnapshot(snapshot); !s.ok()) return s;
   if (absl::Status s = RejectInsideHandler("ImportPartition"); !s.ok()) {
     return s;
   }
   if (absl::Status s = RejectIfReadOnly("ImportPartition"); !s.ok()) return s;
-  absl::StatusOr<uint64_t> sequence = CommitImport(snapshot);
+  absl::StatusOr<uint64_t> sequence = CommitImport(snapshot, options);
   if (!sequence.ok()) return sequence.status();
   // Outside the commit lock: a sync waits for the commits in flight, which
   // may be waiting for that lock.
@@ -185,7 +190,7 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot) {
 }
 
 absl::StatusOr<uint64_t> EngineImpl::CommitImport(
-    const PartitionSnapshot& snapshot) {
+    const PartitionSnapshot& snapshot, const ImportOptions& options) {
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
@@ -221,7 +226,7 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
       ReadStoredOffset(st.db, st.offsets, rocksdb::ReadOptions(),
                        snapshot.source, snapshot.partition);
   if (!current.ok()) return current.status();
-  if (current->has_value() &&
+  if (current->has_value() && !options.allow_rewind &&
       (!snapshot.offset.has_value() || **current > *snapshot.offset)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "ImportPartition: the engine is at offset ", **current,
@@ -316,11 +321,16 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
       !s.ok()) {
     return s;
   }
+  const std::string offset_key =
+      EncodeOffsetKey(snapshot.source, snapshot.partition);
   if (snapshot.offset.has_value()) {
-    if (absl::Status s = check(batch.Put(
-            st.offsets, EncodeOffsetKey(snapshot.source, snapshot.partition),
-            EncodeOffsetValue(*snapshot.offset)));
+    if (absl::Status s = check(batch.Put(st.offsets, offset_key,
+                                         EncodeOffsetValue(*snapshot.offset)));
         !s.ok()) {
+      return s;
+    }
+  } else if (current->has_value()) {  // allow_rewind to no offset at all
+    if (absl::Status s = check(batch.Delete(st.offsets, offset_key)); !s.ok()) {
       return s;
     }
   }

@@ -63,7 +63,13 @@ std::string EncodeOutboxValue(const OutboxFields& fields) {
   value.reserve(1 + 16 + 8 * fields.headers.size() + fields.message_id.size() +
                 fields.destination.size() + fields.key.size() +
                 fields.value.size());
-  value.push_back(static_cast<char>(kOutboxEntryVersion));
+  if (fields.partition == -1 && !fields.tombstone) {
+    value.push_back(static_cast<char>(kOutboxEntryVersion));
+  } else {
+    value.push_back(static_cast<char>(kOutboxPartitionedEntryVersion));
+    PutFixed32LE(&value, static_cast<uint32_t>(fields.partition));
+    value.push_back(fields.tombstone ? 1 : 0);
+  }
   PutLengthPrefixed(&value, fields.message_id);
   PutLengthPrefixed(&value, fields.destination);
   PutLengthPrefixed(&value, fields.key);
@@ -77,12 +83,21 @@ std::string EncodeOutboxValue(const OutboxFields& fields) {
 }
 
 std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
-  if (value.empty() ||
-      static_cast<uint8_t>(value.front()) != kOutboxEntryVersion) {
-    return std::nullopt;
-  }
+  if (value.empty()) return std::nullopt;
+  const uint8_t version = static_cast<uint8_t>(value.front());
   value.remove_prefix(1);
   OutboxFields fields;
+  if (version == kOutboxPartitionedEntryVersion) {
+    if (value.size() < 5) return std::nullopt;
+    fields.partition = static_cast<int32_t>(
+        static_cast<uint32_t>(GetFixedLE(value.substr(0, 4))));
+    const uint8_t flags = static_cast<uint8_t>(value[4]);
+    value.remove_prefix(5);
+    if (fields.partition < -1 || flags > 1) return std::nullopt;
+    fields.tombstone = flags == 1;
+  } else if (version != kOutboxEntryVersion) {
+    return std::nullopt;
+  }
   if (!GetLengthPrefixed(&value, &fields.message_id) ||
       !GetLengthPrefixed(&value, &fields.destination) ||
       !GetLengthPrefixed(&value, &fields.key) || value.size() < 4) {
@@ -102,6 +117,7 @@ std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
     }
     fields.headers.emplace_back(name, header_value);
   }
+  if (fields.tombstone && !value.empty()) return std::nullopt;
   fields.value = value;
   return fields;
 }

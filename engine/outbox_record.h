@@ -3,11 +3,15 @@
 //
 // Entry key:    the position, 8 bytes big-endian (so key order is position
 //               order). Positions start at 1.
-// Entry value:  1 byte version (kOutboxEntryVersion), then the message ID,
-//               the destination and the key, each as a 4-byte little-endian
-//               length and its bytes, then the number of headers (4 bytes
-//               little-endian) and each header's name and value, length-
-//               prefixed alike, then the value (the rest).
+// Entry value:  1 byte version, then for version 2 only the destination
+//               partition (int32, 4 bytes little-endian, -1 for "by key")
+//               and a flags byte (bit 0: tombstone, the value is null),
+//               then the message ID, the destination and the key, each as a
+//               4-byte little-endian length and its bytes, then the number
+//               of headers (4 bytes little-endian) and each header's name
+//               and value, length-prefixed alike, then the value (the rest).
+//               Entries without a partition or tombstone are written as
+//               version 1 (kOutboxEntryVersion), which has neither field.
 // Cursor key:   position 0's key (never an entry's).
 // Cursor value: 1 byte version, then the last position issued and the last
 //               position acknowledged, each 8 bytes little-endian. Written by
@@ -32,6 +36,7 @@
 namespace idem {
 
 inline constexpr uint8_t kOutboxEntryVersion = 1;
+inline constexpr uint8_t kOutboxPartitionedEntryVersion = 2;
 inline constexpr uint8_t kOutboxCursorVersion = 1;
 inline constexpr size_t kOutboxKeyBytes = 8;
 
@@ -49,8 +54,10 @@ struct OutboxFields {
   std::string_view message_id;
   std::string_view destination;
   std::string_view key;
-  std::string_view value;
+  std::string_view value;  // empty if tombstone
   std::vector<std::pair<std::string_view, std::string_view>> headers;
+  int32_t partition = -1;  // >= -1
+  bool tombstone = false;
 };
 
 std::string EncodeOutboxValue(const OutboxFields& fields);

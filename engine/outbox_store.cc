@@ -52,8 +52,10 @@ absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxEntries(
     entry.position = *position;
     entry.message_id = std::string(fields->message_id);
     entry.destination = std::string(fields->destination);
+    entry.partition = fields->partition;
     entry.key = std::string(fields->key);
     entry.value = std::string(fields->value);
+    entry.tombstone = fields->tombstone;
     for (const auto& [name, header_value] : fields->headers) {
       entry.headers.emplace_back(name, header_value);
     }

@@ -80,6 +80,12 @@ void PartitionTxn::EmitWithHeaders(std::string_view destination,
   txn_.EmitWithHeaders(destination, key, value, headers);
 }
 
+void PartitionTxn::EmitWithOptions(std::string_view destination,
+                                   std::string_view key, std::string_view value,
+                                   const EmitOptions& options) {
+  txn_.EmitWithOptions(destination, key, value, options);
+}
+
 absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
                                                        std::string_view source,
                                                        int32_t partition) {

@@ -225,6 +225,9 @@ TEST_F(DedupeScopeTest, TheScopeIsFixedWhenTheStoreIsCreated) {
   // A read-only open uses the store's scope.
   store_scope.read_only = true;
   ASSERT_OPEN(reader, dir_.Sub("db"), store_scope);
+  EXPECT_EQ(reader->options().dedupe_scope, DedupeScope::kPartition);
+  EXPECT_TRUE(reader->options().read_only);
+  EXPECT_EQ(reader->options().clock, &clock_);
   EXPECT_TRUE(*reader->Seen("m", "t", 0));
   EXPECT_EQ(*reader->CommittedOffset("t", 0), 5);
   // The store is format 3, which builds reading formats 1 and 2 refuse.

@@ -337,6 +337,68 @@ TEST_F(OutboxTest, PartitionTxnForwardsEmitAndHeaders) {
   EXPECT_EQ(dumped[1].headers, entries[1].headers);
 }
 
+// EmitWithOptions stores the destination partition and the tombstone flag
+// (the second entry version) beside entries of the first, through
+// PartitionTxn too, and they survive a reopen; Dump shows the partition.
+TEST_F(OutboxTest, EmitWithOptionsKeepsPartitionAndTombstone) {
+  Deliver("o", [](const Message&, Txn& txn) {
+    PartitionTxn partition(txn, "topic", 3);
+    txn.Emit("out", "plain", "v");
+    const Txn::Header headers[] = {{"h", "x"}};
+    partition.EmitWithOptions(
+        "log", "s/a", "",
+        {.partition = 3, .tombstone = true, .headers = headers});
+    txn.EmitWithOptions("log", "s/b", "", {.partition = 0});
+    txn.EmitWithOptions("log", "s/c", "", {.tombstone = true});
+    return absl::OkStatus();
+  });
+  Reopen();
+  std::vector<OutboxEntry> entries = ReadAll(*engine_);
+  ASSERT_THAT(entries, SizeIs(4));
+  EXPECT_EQ(entries[0].partition, -1);
+  EXPECT_FALSE(entries[0].tombstone);
+  EXPECT_EQ(entries[1].partition, 3);
+  EXPECT_TRUE(entries[1].tombstone);
+  EXPECT_EQ(entries[1].key, "s/a");
+  EXPECT_THAT(entries[1].headers,
+              ElementsAre(std::pair<std::string, std::string>("h", "x")));
+  EXPECT_EQ(entries[2].partition, 0);
+  EXPECT_FALSE(entries[2].tombstone);
+  EXPECT_EQ(entries[3].partition, -1);
+  EXPECT_TRUE(entries[3].tombstone);
+  std::vector<int32_t> dumped;
+  ASSERT_TRUE(engine_
+                  ->Dump([&](const DumpEntry& e) {
+                    if (e.kind == DumpEntry::Kind::kOutbox) {
+                      dumped.push_back(e.partition);
+                    }
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_THAT(dumped, ElementsAre(-1, 3, 0, -1));
+}
+
+// A partition below -1 or a tombstone with a value fails the message with
+// kInvalidArgument, and nothing of it commits.
+TEST_F(OutboxTest, BadEmitOptionsFailTheMessage) {
+  const std::pair<Txn::EmitOptions, std::string_view> bad[] = {
+      {{.partition = -2}, "partition -2"},
+      {{.tombstone = true}, "tombstone"},
+  };
+  for (const auto& [options, message] : bad) {
+    Result r = Deliver(message, [&](const Message&, Txn& txn) {
+      txn.Put("state-of-bad", "1");
+      txn.EmitWithOptions("log", "k", options.tombstone ? "v" : "", options);
+      return absl::OkStatus();
+    });
+    EXPECT_EQ(r.outcome, Outcome::kFailed) << message;
+    EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.error.message(), HasSubstr(message));
+  }
+  EXPECT_EQ(*engine_->GetState("state-of-bad"), std::nullopt);
+  EXPECT_THAT(ReadAll(*engine_), IsEmpty());
+}
+
 TEST_F(OutboxTest, CallsFromInsideAHandlerAndOnAReadOnlyEngine) {
   Deliver("a", kEmitTwo);
   absl::Status read_inside;
@@ -406,7 +468,7 @@ TEST(OutboxRecordTest, KeysSortByPositionAndCursorsAreChecked) {
   std::string bogus = EncodeOutboxValue(OutboxFields{"id", "d", "k", "", {}});
   bogus[bogus.size() - 1] = '\x7f';
   EXPECT_EQ(DecodeOutboxValue(bogus), std::nullopt);
-  value[0] = 2;  // a newer entry version
+  value[0] = 3;  // a newer entry version
   EXPECT_EQ(DecodeOutboxValue(value), std::nullopt);
 }
 

@@ -150,6 +150,44 @@ TEST_P(PartitionExportTest, ImportReplacesThePartitionsRecordsAndNoOthers) {
   EXPECT_FALSE(*to->Seen("b", "orders", 0));
 }
 
+// A stale copy ahead of the snapshot is refused, unless allow_rewind: then
+// state, records and offset all go back to the snapshot's (to no offset at
+// all for a snapshot without one).
+TEST_P(PartitionExportTest, ImportWithAllowRewindMovesAStoreBack) {
+  std::unique_ptr<Engine> from = Open("from");
+  std::unique_ptr<Engine> to = Open("to");
+  ASSERT_NE(from, nullptr);
+  ASSERT_NE(to, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Process(*from, {On("a", "orders", 0, 10, "5")}));
+  ASSERT_NO_FATAL_FAILURE(Process(
+      *to, {On("a", "orders", 0, 10, "5"), On("ahead", "orders", 0, 11, "7")}));
+  absl::StatusOr<PartitionSnapshot> snapshot =
+      from->ExportPartition("orders", 0);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+
+  EXPECT_EQ(to->ImportPartition(*snapshot).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(to->ImportPartition(*snapshot, {.allow_rewind = false}).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), 11);
+
+  ASSERT_TRUE(to->ImportPartition(*snapshot, {.allow_rewind = true}).ok());
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), 10);
+  EXPECT_FALSE(*to->Seen("ahead", "orders", 0));
+  EXPECT_TRUE(*to->Seen("a", "orders", 0));
+  EXPECT_EQ(*to->GetState(PartitionStatePrefix("orders", 0) + "total"),
+            std::optional<std::string>("5"));
+
+  PartitionSnapshot empty;
+  empty.source = "orders";
+  empty.partition = 0;
+  ASSERT_TRUE(to->ImportPartition(empty, {.allow_rewind = true}).ok());
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), std::nullopt);
+  EXPECT_FALSE(*to->Seen("a", "orders", 0));
+  EXPECT_EQ(*to->GetState(PartitionStatePrefix("orders", 0) + "total"),
+            std::nullopt);
+}
+
 TEST_P(PartitionExportTest, ExportAndImportReadOnlyThePartitionsRanges) {
   {
     std::unique_ptr<Engine> engine = Open("db");

@@ -53,7 +53,8 @@ struct DumpEntry {
   bool expired = false;
   // kOffset: the offset's source (as `key`) and partition. kDedupe in a
   // partition-scoped store (DedupeScope::kPartition): the record's source
-  // and partition; otherwise empty and 0.
+  // and partition; otherwise empty and 0. kOutbox: `partition` is the
+  // entry's destination partition (OutboxEntry::partition, -1 by key).
   std::string source;
   int32_t partition = 0;
   // kOffset only.
@@ -185,6 +186,11 @@ class Engine {
   // Returns counters and RocksDB-derived figures; see Stats.
   virtual absl::StatusOr<Stats> GetStats() = 0;
 
+  // The options the engine was opened with, but with the store's own
+  // dedupe_scope (which a read-only open adopts). The default, for Engine
+  // implementations outside idem, returns Options().
+  virtual Options options() { return Options(); }
+
   // Drops the expiry buckets that have ended (Options::expiry_buckets), then
   // flushes memtables and compacts every dedupe record through the TTL
   // filter now, so expired records are dropped from disk. kFailedPrecondition
@@ -238,6 +244,24 @@ class Engine {
   // REQUIRES: nothing consumes the partition on this engine meanwhile
   // (import before the partition is assigned here).
   virtual absl::Status ImportPartition(const PartitionSnapshot& snapshot) = 0;
+
+  // How ImportPartition(snapshot, options) imports.
+  struct ImportOptions {
+    // Also replace a partition whose committed offset is past the
+    // snapshot's, moving the offset back to the snapshot's: a stale copy
+    // corrected from a changelog. Default: false (kFailedPrecondition).
+    bool allow_rewind = false;
+  };
+  // As ImportPartition(snapshot), with `options`. The default, for Engine
+  // implementations outside idem, imports as ImportPartition(snapshot) and
+  // returns kUnimplemented for allow_rewind.
+  virtual absl::Status ImportPartition(const PartitionSnapshot& snapshot,
+                                       const ImportOptions& options) {
+    if (options.allow_rewind) {
+      return absl::UnimplementedError("ImportPartition: allow_rewind");
+    }
+    return ImportPartition(snapshot);
+  }
 
   // Writes a consistent copy of the store to `dir`, which must not exist;
   // Engine::Open can open it. kInvalidArgument if `dir` exists.

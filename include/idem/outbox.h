@@ -28,8 +28,14 @@ struct OutboxEntry {
   // Where the relay sends it (a topic or queue name), 1 to kMaxSourceBytes
   // bytes, as the handler gave it.
   std::string destination;
+  // The partition of `destination` the relay publishes to; -1 (Emit,
+  // EmitWithHeaders): the relay's partitioner chooses one from the key.
+  int32_t partition = -1;
   std::string key;
+  // Empty when `tombstone` is set: then the relay publishes a null value
+  // (Txn::EmitOptions::tombstone).
   std::string value;
+  bool tombstone = false;
   // Headers given with Txn::EmitWithHeaders (name, value), in order; a relay
   // publishes them after its own message-ID header. Empty for Txn::Emit.
   std::vector<std::pair<std::string, std::string>> headers;

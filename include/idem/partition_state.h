@@ -45,7 +45,7 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
     std::string_view state_key);
 
 // A Txn whose keys live under PartitionStatePrefix(source, partition).
-// SetResult, Emit and EmitWithHeaders pass through unchanged.
+// SetResult, Emit, EmitWithHeaders and EmitWithOptions pass through unchanged.
 class PartitionTxn final : public Txn {
  public:
   PartitionTxn(Txn& txn, std::string_view source, int32_t partition)
@@ -60,6 +60,9 @@ class PartitionTxn final : public Txn {
   void EmitWithHeaders(std::string_view destination, std::string_view key,
                        std::string_view value,
                        absl::Span<const Header> headers) override;
+  void EmitWithOptions(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       const EmitOptions& options) override;
 
  private:
   std::string Scoped(std::string_view key) const;

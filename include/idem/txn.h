@@ -9,6 +9,7 @@
 #ifndef IDEM_TXN_H_
 #define IDEM_TXN_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,30 @@ class Txn {
                                absl::Span<const Header> headers) {
     (void)headers;
     Emit(destination, key, value);
+  }
+
+  // Where and how EmitWithOptions publishes a message.
+  struct EmitOptions {
+    // The partition of `destination` to publish to (>= 0), or -1 to let the
+    // relay's partitioner choose one by key, as Emit does.
+    int32_t partition = -1;
+    // Publish a null value, a Kafka tombstone (log compaction then removes
+    // `key`), instead of an empty one. `value` must be empty.
+    bool tombstone = false;
+    // As EmitWithHeaders.
+    absl::Span<const Header> headers;
+  };
+
+  // As EmitWithHeaders, with a destination partition and tombstones
+  // (OutboxEntry::partition, OutboxEntry::tombstone). A partition < -1, or a
+  // tombstone with a non-empty value, fails the message with
+  // kInvalidArgument. The engine's and PartitionTxn's Txns implement it; the
+  // default, for Txn implementations outside idem, emits with the headers
+  // only.
+  virtual void EmitWithOptions(std::string_view destination,
+                               std::string_view key, std::string_view value,
+                               const EmitOptions& options) {
+    EmitWithHeaders(destination, key, value, options.headers);
   }
 };
 

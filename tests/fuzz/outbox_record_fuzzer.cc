@@ -66,8 +66,12 @@ void CheckEncode(std::string_view input) {
   }
   parts.push_back(rest);
   OutboxFields fields{parts[0], parts[1], parts[2], parts[7], {}};
-  const size_t headers =
-      input.empty() ? 0 : static_cast<uint8_t>(input.back()) % 3;
+  const uint8_t last = input.empty() ? 0 : static_cast<uint8_t>(input.back());
+  const size_t headers = last % 3;
+  // A destination partition (-1, 0 or a large one) and, with an empty
+  // value, a tombstone: the second entry version.
+  fields.partition = last / 3 % 3 == 0 ? -1 : (last / 3 % 3 == 1 ? 0 : 1 << 30);
+  fields.tombstone = fields.value.empty() && last / 9 % 2 == 1;
   for (size_t h = 0; h < headers; ++h) {
     fields.headers.emplace_back(parts[3 + 2 * h], parts[4 + 2 * h]);
   }
@@ -79,6 +83,8 @@ void CheckEncode(std::string_view input) {
   IDEM_FUZZ_CHECK(decoded->key == fields.key);
   IDEM_FUZZ_CHECK(decoded->value == fields.value);
   IDEM_FUZZ_CHECK(decoded->headers == fields.headers);
+  IDEM_FUZZ_CHECK(decoded->partition == fields.partition);
+  IDEM_FUZZ_CHECK(decoded->tombstone == fields.tombstone);
   uint64_t position = 0;
   std::memcpy(&position, input.data(),
               std::min(input.size(), sizeof(position)));
@@ -102,6 +108,11 @@ std::vector<std::string> Seeds() {
                                      "payload",
                                      {{"idem.error", "bad"}, {"h", ""}}}),
       EncodeOutboxValue(OutboxFields{}),
+      EncodeOutboxValue(OutboxFields{.message_id = "id-2",
+                                     .destination = "orders-changelog",
+                                     .key = "s/k",
+                                     .partition = 3,
+                                     .tombstone = true}),
       EncodeOutboxCursor(OutboxCursor{10, 4}),
       EncodeOutboxCursor(OutboxCursor{0, 0}),
   };
