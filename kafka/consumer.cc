@@ -24,6 +24,7 @@
 #include "engine/absl_view.h"
 #include "idem/kafka/outbox_relay.h"
 #include "kafka/batch_processor.h"
+#include "kafka/changelog_keeper.h"
 #include "kafka/consumer_hooks.h"
 #include "kafka/rdkafka_util.h"
 #include "kafka/record_ids.h"
@@ -99,8 +100,10 @@ class ConsumerImpl final : public Consumer {
     Close().IgnoreError();
   }
 
-  absl::Status Init(std::unique_ptr<OutboxRelay> relay) {
+  absl::Status Init(std::unique_ptr<OutboxRelay> relay,
+                    std::unique_ptr<ChangelogKeeper> changelog) {
     relay_ = std::move(relay);
+    changelog_ = std::move(changelog);
     dead_letter_ = options_.dead_letter;
     ConfPtr conf(rd_kafka_conf_new());
     ConfigList config = {{"auto.offset.reset", "earliest"}};
@@ -203,6 +206,8 @@ class ConsumerImpl final : public Consumer {
   std::vector<std::pair<std::string, int32_t>> Assignment() const override {
     return {assignment_.begin(), assignment_.end()};
   }
+
+  const ConsumerOptions& options() const { return options_; }
 
   ConsumerStats stats() const override {
     ConsumerStats stats = stats_;
@@ -348,6 +353,9 @@ class ConsumerImpl final : public Consumer {
       absl::StatusOr<std::optional<int64_t>> engine_offset =
           engine_->CommittedOffset(tp.topic, tp.partition);
       stats_.engine_time += absl::Now() - begin;
+      if (engine_offset.ok() && changelog_ != nullptr) {
+        engine_offset = CheckChangelog(tp.topic, tp.partition);
+      }
       if (!engine_offset.ok()) {
         // The consumer cannot tell where its state is: it stops for good.
         failed_ = engine_offset.status();
@@ -361,6 +369,10 @@ class ConsumerImpl final : public Consumer {
       if (start.engine_offset.has_value() && !hooks_.ignore_engine_offsets) {
         start.start_offset = *start.engine_offset + 1;
         tp.offset = start.start_offset;
+      } else if (changelog_ != nullptr) {
+        // The changelog holds nothing of it: everything is to be processed.
+        start.start_offset = 0;
+        tp.offset = RD_KAFKA_OFFSET_BEGINNING;
       } else {
         tp.offset = RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
       }
@@ -400,6 +412,13 @@ class ConsumerImpl final : public Consumer {
         DropInFlight(partitions);
       }
     }
+    if (!lost && changelog_ != nullptr && callback_error_.ok()) {
+      // The next owner restores from the changelog: publish it first.
+      BatchReport published;
+      if (absl::Status s = RelayOutbox(published); !s.ok()) {
+        callback_error_ = s;
+      }
+    }
     if (!lost && !hooks_.skip_revoke_commit) {
       CommitEngineOffsets(partitions);
     }
@@ -407,6 +426,7 @@ class ConsumerImpl final : public Consumer {
     for (int i = 0; i < partitions->cnt; ++i) {
       const rd_kafka_topic_partition_t& tp = partitions->elems[i];
       assignment_.erase({tp.topic, tp.partition});
+      if (changelog_ != nullptr) changelog_->Release(tp.partition);
       if (listener) {
         const std::string topic = tp.topic;
         absl::Status s = CallUserCode(lost ? "on_lost" : "on_revoke", [&] {
@@ -474,11 +494,24 @@ class ConsumerImpl final : public Consumer {
       records.push_back(RecordFromMessage(*message));
     }
     const absl::Time start = absl::Now();
+    auto with_changelog = [this](const Record& record, Txn& txn) {
+      return changelog_->Handle(record, txn, *handler_);
+    };
     absl::StatusOr<ProcessedBatch> batch = ProcessRecords(
-        *engine_, absl::MakeSpan(records), options_, dead_letter_, *handler_);
+        *engine_, absl::MakeSpan(records), options_, dead_letter_,
+        changelog_ != nullptr ? Handler(with_changelog) : *handler_);
     stats_.engine_time += absl::Now() - start;
     if (!batch.ok()) return batch.status();
     in_flight_.clear();
+    if (changelog_ != nullptr) {
+      for (const auto& [tp, next] : batch->next_offsets) {
+        if (absl::Status s =
+                changelog_->MarkHandled(tp.first, tp.second, next - 1);
+            !s.ok()) {
+          return s;
+        }
+      }
+    }
 
     const BatchReport& done = batch->report;
     if (report_ != nullptr) {
@@ -563,18 +596,55 @@ class ConsumerImpl final : public Consumer {
     return status;
   }
 
+  // Changelog mode, on assignment: checks (and restores) the partition and
+  // returns the engine's offset afterwards.
+  absl::StatusOr<std::optional<int64_t>> CheckChangelog(
+      const std::string& topic, int32_t partition) {
+    const absl::Time begin = absl::Now();
+    absl::StatusOr<RestoreReport> report = changelog_->Check(topic, partition);
+    stats_.restore_time += absl::Now() - begin;
+    stats_.engine_time += absl::Now() - begin;
+    if (!report.ok()) return report.status();
+    ++stats_.restore_checks;
+    stats_.restore_records_read += report->records_read;
+    if (report->restored) {
+      ++stats_.restores;
+      stats_.restored_records += report->state_entries + report->dedupe_records;
+    }
+    if (options_.on_restore) {
+      absl::Status s = CallUserCode("on_restore", [&] {
+        options_.on_restore(*report);
+        return absl::OkStatus();
+      });
+      if (!s.ok()) NoteError(s);
+    }
+    return report->offset;
+  }
+
   // Publishes what the engine's outbox holds (ConsumerOptions::relay_outbox):
   // the handlers' emits and the dead letters, committed with their records.
   // The batch is committed either way; an error is returned so the caller
   // sees it, and the next call publishes the rest again.
   absl::Status RelayOutbox(BatchReport& report) {
-    if (relay_ == nullptr) return absl::OkStatus();
+    if (relay_ == nullptr || hooks_.skip_relay) return absl::OkStatus();
     const absl::Time start = absl::Now();
     absl::StatusOr<RelayReport> relayed = relay_->Drain();
     stats_.kafka_time += absl::Now() - start;
     if (!relayed.ok()) {
       ++stats_.kafka_errors;
       stats_.last_kafka_error = relayed.status().ToString();
+      if (changelog_ != nullptr) {
+        // Some of the changelog may have reached Kafka and some not: only a
+        // check against the changelog (a new consumer's assignment) can
+        // tell which, so this consumer stops.
+        changelog_->ReleaseAll();
+        failed_ = absl::Status(
+            relayed.status().code(),
+            absl::StrCat("changelog mode: publishing failed, the consumer "
+                         "stopped (create a new one to resume): ",
+                         relayed.status().message()));
+        return failed_;
+      }
       return relayed.status();
     }
     report.outbox_published += relayed->published;
@@ -587,6 +657,9 @@ class ConsumerImpl final : public Consumer {
   const ConsumerOptions options_;
   const ConsumerHooks hooks_;
   std::unique_ptr<OutboxRelay> relay_;  // null without relay_outbox
+  // Null without a changelog_topic. Used from the polling thread only (the
+  // relay's skip calls it there too).
+  std::unique_ptr<ChangelogKeeper> changelog_;
   DeadLetterFunction dead_letter_;
 
   // ---- Used from the polling thread only ----
@@ -612,6 +685,15 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
   if (absl::Status s = ValidateConsumerOptions(options); !s.ok()) return s;
+  auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
+  std::unique_ptr<ChangelogKeeper> changelog;
+  if (!options.changelog_topic.empty()) {
+    // Borrows the consumer's copy of the options, which outlives it.
+    absl::StatusOr<std::unique_ptr<ChangelogKeeper>> created =
+        ChangelogKeeper::Create(engine, consumer->options(), hooks);
+    if (!created.ok()) return created.status();
+    changelog = *std::move(created);
+  }
   std::unique_ptr<OutboxRelay> relay;
   if (options.relay_outbox) {
     OutboxRelayOptions relay_options;
@@ -622,6 +704,13 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
                                       options.relay_kafka_config.begin(),
                                       options.relay_kafka_config.end());
     relay_options.max_batch = options.max_batch;
+    if (changelog != nullptr) {
+      ChangelogKeeper* keeper = changelog.get();
+      relay_options.skip = [keeper](const OutboxEntry& entry) {
+        return keeper->Skip(entry);
+      };
+      relay_options.publish_first = {keeper->dedupe_topic()};
+    }
     absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
         OutboxRelay::Create(engine, relay_options);
     if (!created.ok()) {
@@ -631,8 +720,10 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     }
     relay = *std::move(created);
   }
-  auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
-  if (absl::Status s = consumer->Init(std::move(relay)); !s.ok()) return s;
+  if (absl::Status s = consumer->Init(std::move(relay), std::move(changelog));
+      !s.ok()) {
+    return s;
+  }
   return consumer;
 }
 

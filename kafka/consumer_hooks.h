@@ -27,6 +27,20 @@ struct ConsumerHooks {
   // Called inside PollBatch once the first record of a batch is in flight,
   // so a test can make a rebalance arrive mid-collection.
   std::function<void()> after_first_record;
+  // Never publish the outbox (after batches and on revocation): as a member
+  // killed right after each commit would leave it. Not a broken variant.
+  bool skip_relay = false;
+  // Changelog mode, broken: publish every changelog entry of the outbox,
+  // without the fence that keeps a returning member's stale entries out.
+  bool changelog_unfenced = false;
+  // Changelog mode, broken: produce each record's changelog records to
+  // Kafka as soon as its handler returns, outside the engine's commit.
+  bool changelog_outside_commit = false;
+  // Changelog mode: called at each step of a restore, "imported" (the
+  // changelog's copy committed, the new epoch's mark not yet) and "marked"
+  // (the mark committed, not yet published), so a test can kill the
+  // process there.
+  std::function<void(const char* step)> restore_step;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.

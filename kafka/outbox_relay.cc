@@ -3,9 +3,11 @@
 
 #include "idem/kafka/outbox_relay.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
@@ -45,8 +47,10 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
 OutgoingRecord ToRecord(const OutboxEntry& entry, const std::string& header) {
   OutgoingRecord record;
   record.topic = entry.destination;
+  record.partition = entry.partition;
   record.key = entry.key;
   record.value = entry.value;
+  record.tombstone = entry.tombstone;
   record.headers.reserve(entry.headers.size() + 1);
   record.headers.emplace_back(header, entry.message_id);
   for (const auto& [name, value] : entry.headers) {
@@ -55,6 +59,10 @@ OutgoingRecord ToRecord(const OutboxEntry& entry, const std::string& header) {
   }
   return record;
 }
+
+// What a round does with an entry: acknowledge it unpublished (skip), or
+// publish it in the round's first produce call (publish_first) or second.
+enum Phase : uint8_t { kSkip, kFirst, kSecond };
 
 class OutboxRelayImpl final : public OutboxRelay {
  public:
@@ -72,6 +80,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     absl::Status status = Round(report);
     stats_.published += report.published;
     stats_.acknowledged += report.acknowledged;
+    stats_.skipped += report.skipped;
     if (!status.ok()) {
       ++stats_.errors;
       stats_.last_error = status.ToString();
@@ -87,8 +96,11 @@ class OutboxRelayImpl final : public OutboxRelay {
       if (!round.ok()) return round.status();
       total.published += round->published;
       total.acknowledged += round->acknowledged;
+      total.skipped += round->skipped;
       if (round->last_position > 0) total.last_position = round->last_position;
-      if (round->published < options_.max_batch) return total;
+      if (round->published + round->skipped < options_.max_batch) {
+        return total;
+      }
     }
   }
 
@@ -113,42 +125,68 @@ class OutboxRelayImpl final : public OutboxRelay {
         engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
     if (!entries.ok()) return entries.status();
     if (entries->empty()) return absl::OkStatus();
-    std::vector<OutgoingRecord> records;
-    records.reserve(entries->size());
-    for (const OutboxEntry& entry : *entries) {
-      records.push_back(ToRecord(entry, options_.id_header));
+    std::vector<Phase> phase(entries->size(), kSecond);
+    std::vector<OutgoingRecord> records[2];
+    for (size_t i = 0; i < entries->size(); ++i) {
+      const OutboxEntry& entry = (*entries)[i];
+      if (options_.skip && options_.skip(entry)) {
+        phase[i] = kSkip;
+        continue;
+      }
+      if (absl::c_linear_search(options_.publish_first, entry.destination)) {
+        phase[i] = kFirst;
+      }
+      records[phase[i] - kFirst].push_back(ToRecord(entry, options_.id_header));
     }
     if (hooks_.ack_before_publish) {
-      if (absl::Status s = Ack(*entries, entries->size(), report); !s.ok()) {
+      if (absl::Status s = Ack(*entries, entries->size(), phase, report);
+          !s.ok()) {
         return s;
       }
       if (absl::Status s = Between(); !s.ok()) return s;
     }
-    size_t delivered = 0;
-    absl::Status published = producer_->ProduceCounted(records, &delivered);
-    report.published = static_cast<int64_t>(delivered);
+    // Records delivered per phase; the second is produced only once the
+    // first is delivered in full.
+    size_t delivered[2] = {0, 0};
+    absl::Status published =
+        producer_->ProduceCounted(records[0], &delivered[0]);
+    if (published.ok()) {
+      published = producer_->ProduceCounted(records[1], &delivered[1]);
+    }
+    report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
+    // The acknowledgeable prefix: entries skipped or delivered.
+    size_t prefix = 0;
+    for (size_t seen[2] = {0, 0}; prefix < entries->size(); ++prefix) {
+      if (phase[prefix] == kSkip) continue;
+      const int p = phase[prefix] - kFirst;
+      if (seen[p]++ >= delivered[p]) break;
+    }
     if (!hooks_.ack_before_publish) {
       if (absl::Status s = Between(); !s.ok()) return s;
-      if (absl::Status s = Ack(*entries, delivered, report); !s.ok()) return s;
+      if (absl::Status s = Ack(*entries, prefix, phase, report); !s.ok()) {
+        return s;
+      }
     }
     if (!published.ok()) {
+      const OutboxEntry& failed = (*entries)[prefix];
       return absl::Status(
           published.code(),
-          absl::StrCat(
-              "publishing outbox entry ", (*entries)[delivered].position,
-              " (message ", (*entries)[delivered].message_id, " to ",
-              (*entries)[delivered].destination, "): ", published.message()));
+          absl::StrCat("publishing outbox entry ", failed.position,
+                       " (message ", failed.message_id, " to ",
+                       failed.destination, "): ", published.message()));
     }
     return absl::OkStatus();
   }
 
-  // Acknowledges the first `count` of `entries`.
+  // Acknowledges the first `count` of `entries`; `phase` tells which were
+  // skipped.
   absl::Status Ack(const std::vector<OutboxEntry>& entries, size_t count,
-                   RelayReport& report) {
+                   const std::vector<Phase>& phase, RelayReport& report) {
     if (count == 0) return absl::OkStatus();
     const uint64_t position = entries[count - 1].position;
     if (absl::Status s = engine_->AckOutbox(position); !s.ok()) return s;
     report.acknowledged = static_cast<int64_t>(count);
+    report.skipped = std::count(phase.begin(), phase.begin() + count, kSkip);
     report.last_position = position;
     return absl::OkStatus();
   }

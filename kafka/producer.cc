@@ -84,8 +84,10 @@ class ProducerImpl final : public Producer {
                                                         : record.partition),
             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
             RD_KAFKA_V_KEY(record.key.data(), record.key.size()),
-            RD_KAFKA_V_VALUE(const_cast<char*>(record.value.data()),
-                             record.value.size()),
+            RD_KAFKA_V_VALUE(record.tombstone
+                                 ? nullptr
+                                 : const_cast<char*>(record.value.data()),
+                             record.tombstone ? 0 : record.value.size()),
             RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(&contexts[i]),
             RD_KAFKA_V_END);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;

@@ -2,25 +2,48 @@
 // group <group> from <brokers> into the store at <store> with
 // test::ApplyRecord (slowed down, so a kill lands inside a batch) until it is
 // killed; with <downstream>, with test::ApplyAndForward to that topic (stage
-// one of a pipeline; the consumer's relay publishes the outbox).
-// Usage: kafka_consumer_child <brokers> <topic> <group> <store> [<downstream>]
+// one of a pipeline; the consumer's relay publishes the outbox); with
+// --changelog=<changelog>, in changelog mode (a partition-scoped store,
+// test::ApplyInPartition), and with --die_at=<step> it SIGKILLs itself at
+// that step of a restore (ConsumerHooks::restore_step).
+// Usage: kafka_consumer_child <brokers> <topic> <group> <store>
+//            [<downstream> | --changelog=<changelog> [--die_at=<step>]]
+
+#include <signal.h>
 
 #include <cstdio>
+#include <string>
 
 #include "absl/time/clock.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
+#include "kafka/consumer_hooks.h"
 #include "tests/testing/kafka_test_util.h"
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
+  if (argc < 5 || argc > 7) {
     std::fprintf(stderr,
-                 "usage: %s <brokers> <topic> <group> <store> [<downstream>]\n",
+                 "usage: %s <brokers> <topic> <group> <store> "
+                 "[<downstream> | --changelog=<changelog> [--die_at=<step>]]\n",
                  argv[0]);
     return 2;
   }
-  const std::string downstream = argc == 6 ? argv[5] : "";
-  auto engine = idem::Engine::Open(argv[4], idem::Options());
+  std::string downstream = argc >= 6 ? argv[5] : "";
+  std::string changelog;
+  std::string die_at = argc == 7 ? argv[6] : "";
+  idem::Options engine_options;
+  if (downstream.starts_with("--changelog=")) {
+    changelog = downstream.substr(12);
+    downstream.clear();
+    engine_options.dedupe_scope = idem::DedupeScope::kPartition;
+  }
+  if (!die_at.starts_with("--die_at=")) die_at.clear();
+  if (!die_at.empty()) die_at = die_at.substr(9);
+  idem::kafka::ConsumerHooks hooks;
+  hooks.restore_step = [&die_at](const char* step) {
+    if (die_at == step) raise(SIGKILL);
+  };
+  auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
     return 1;
@@ -30,10 +53,12 @@ int main(int argc, char** argv) {
   options.topics = {argv[2]};
   options.group_id = argv[3];
   options.max_batch = 25;
+  options.changelog_topic = changelog;
   options.kafka_config = {{"session.timeout.ms", "3000"},
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
-  auto consumer = idem::kafka::Consumer::Create(engine->get(), options);
+  auto consumer =
+      idem::kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
   if (!consumer.ok()) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
@@ -41,6 +66,9 @@ int main(int argc, char** argv) {
   absl::Status status =
       (*consumer)->Run([&](const idem::kafka::Record& record, idem::Txn& txn) {
         absl::SleepFor(absl::Milliseconds(2));
+        if (!changelog.empty()) {
+          return idem::test::ApplyInPartition(record, txn);
+        }
         if (!downstream.empty()) {
           return idem::test::ApplyAndForward(record, txn, downstream);
         }

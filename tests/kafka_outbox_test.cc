@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/outbox_relay.h"
 #include "kafka/outbox_relay_hooks.h"
+#include "kafka/partition_reader.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
 #include "util/temp_dir.h"
@@ -162,6 +164,98 @@ TEST_F(KafkaOutboxTest, RelayPublishesKeysValuesAndMessageIdHeaderThenAcks) {
   absl::StatusOr<kafka::RelayReport> again = (*relay)->RelayOnce();
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->published, 0);
+}
+
+// An entry's partition (Txn::EmitOptions) is where the relay publishes it,
+// and a tombstone is published as a null value, unlike an empty one.
+TEST_F(KafkaOutboxTest, RelayPublishesToTheEntrysPartitionAndTombstones) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  Message m;
+  m.id = "m";
+  absl::StatusOr<Result> r = engine->Process(m, [](const Message&, Txn& txn) {
+    txn.EmitWithOptions(kDownstream, "a", "x", {.partition = 2});
+    txn.EmitWithOptions(kDownstream, "b", "",
+                        {.partition = 1, .tombstone = true});
+    txn.EmitWithOptions(kDownstream, "c", "", {.partition = 1});
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed);
+  auto relay = OutboxRelay::Create(engine.get(), RelayOptions());
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  ASSERT_TRUE((*relay)->Drain().ok());
+
+  auto reader = kafka::PartitionReader::Create(
+      bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  // (partition, key, tombstone, value) of every record, partition by partition.
+  std::vector<std::tuple<int32_t, std::string, bool, std::string>> read;
+  for (int32_t p = 0; p < kPartitions; ++p) {
+    absl::Status s = (*reader)->Read(
+        kDownstream, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& l) {
+          read.emplace_back(p, std::string(l.record.key), l.tombstone,
+                            std::string(l.record.value));
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  using T = std::tuple<int32_t, std::string, bool, std::string>;
+  EXPECT_THAT(read, ElementsAre(T(1, "b", true, ""), T(1, "c", false, ""),
+                                T(2, "a", false, "x")));
+  EXPECT_EQ(*(*reader)->PartitionCount(kDownstream, absl::Seconds(10)),
+            kPartitions);
+}
+
+// OutboxRelayOptions::skip acknowledges entries without publishing them
+// (counted as skipped); publish_first destinations are published too, and
+// the prefix acknowledged covers both produce calls.
+TEST_F(KafkaOutboxTest, RelaySkipsEntriesAndPublishesSomeDestinationsFirst) {
+  ASSERT_TRUE(bed_.cluster->CreateTopic("early", 1).ok());
+  ASSERT_OPEN(engine, dir_.Sub("store"), Options());
+  Message m;
+  m.id = "m";
+  absl::StatusOr<Result> r = engine->Process(m, [](const Message&, Txn& txn) {
+    for (int i = 0; i < 3; ++i) {
+      txn.EmitWithOptions(kDownstream, absl::StrCat("late-", i), "v",
+                          {.partition = 0});
+      txn.EmitWithOptions("early", absl::StrCat("early-", i), "v",
+                          {.partition = 0});
+      txn.EmitWithOptions(kDownstream, absl::StrCat("skip-", i), "v",
+                          {.partition = 0});
+    }
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed);
+  OutboxRelayOptions options = RelayOptions();
+  options.max_batch = 4;  // rounds that cut through the three kinds
+  options.publish_first = {"early"};
+  options.skip = [](const OutboxEntry& entry) {
+    return entry.key.starts_with("skip-");
+  };
+  auto relay = OutboxRelay::Create(engine.get(), options);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  absl::StatusOr<kafka::RelayReport> drained = (*relay)->Drain();
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(drained->published, 6);
+  EXPECT_EQ(drained->skipped, 3);
+  EXPECT_EQ(drained->acknowledged, 9);
+  EXPECT_EQ((*relay)->stats().skipped, 3);
+  EXPECT_THAT(*engine->ReadOutbox(10), IsEmpty());
+
+  auto reader = kafka::PartitionReader::Create(
+      bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::vector<std::string> keys;
+  for (const char* topic : {"early", kDownstream}) {
+    ASSERT_TRUE((*reader)
+                    ->Read(topic, 0, 0, absl::Seconds(10),
+                           [&](const kafka::LogRecord& l) {
+                             keys.emplace_back(l.record.key);
+                             return absl::OkStatus();
+                           })
+                    .ok());
+  }
+  EXPECT_THAT(keys, ElementsAre("early-0", "early-1", "early-2", "late-0",
+                                "late-1", "late-2"));
 }
 
 TEST_F(KafkaOutboxTest, RelayRejectsBadOptionsNamingThem) {

@@ -48,27 +48,61 @@ ProducedStream MakeStream(const std::string& topic, int partitions, int count,
   return stream;
 }
 
-absl::Status ApplyRecord(const kafka::Record& record, Txn& txn) {
+namespace {
+
+absl::Status Bump(Txn& txn, const std::string& key, int64_t by) {
+  absl::StatusOr<std::optional<std::string>> current = txn.Get(key);
+  if (!current.ok()) return current.status();
+  int64_t value = 0;
+  if (current->has_value() && !absl::SimpleAtoi(**current, &value)) {
+    return absl::DataLossError("bad counter");
+  }
+  txn.Put(key, absl::StrCat(value + by));
+  return absl::OkStatus();
+}
+
+// ApplyRecord's effect, its "applied/<id>" counter kept in `applied`.
+absl::Status Apply(const kafka::Record& record, Txn& txn, Txn& applied) {
   const std::string id(record.id);
-  auto bump = [](Txn& t, const std::string& key, int64_t by) -> absl::Status {
-    absl::StatusOr<std::optional<std::string>> current = t.Get(key);
-    if (!current.ok()) return current.status();
-    int64_t value = 0;
-    if (current->has_value() && !absl::SimpleAtoi(**current, &value)) {
-      return absl::DataLossError("bad counter");
-    }
-    t.Put(key, absl::StrCat(value + by));
-    return absl::OkStatus();
-  };
   int64_t amount = 0;
   if (!absl::SimpleAtoi(std::string(record.value), &amount)) {
     return absl::InvalidArgumentError("bad amount");
   }
-  if (absl::Status s = bump(txn, "applied/" + id, 1); !s.ok()) return s;
+  if (absl::Status s = Bump(applied, "applied/" + id, 1); !s.ok()) return s;
   PartitionTxn partition(txn, record.topic, record.partition);
-  if (absl::Status s = bump(partition, "total", amount); !s.ok()) return s;
+  if (absl::Status s = Bump(partition, "total", amount); !s.ok()) return s;
   txn.SetResult("ok:" + id);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyRecord(const kafka::Record& record, Txn& txn) {
+  return Apply(record, txn, txn);
+}
+
+absl::Status ApplyInPartition(const kafka::Record& record, Txn& txn) {
+  PartitionTxn partition(txn, record.topic, record.partition);
+  return Apply(record, txn, partition);
+}
+
+std::map<std::string, int> PartitionAppliedCounts(Engine& engine,
+                                                  const std::string& topic,
+                                                  int partitions) {
+  std::map<std::string, int> counts;
+  for (int p = 0; p < partitions; ++p) {
+    absl::StatusOr<PartitionSnapshot> snapshot =
+        engine.ExportPartition(topic, p);
+    if (!snapshot.ok()) {
+      ADD_FAILURE() << snapshot.status();
+      return counts;
+    }
+    for (const auto& [key, value] : snapshot->entries) {
+      if (!key.starts_with("applied/")) continue;
+      counts[key.substr(8)] += std::stoi(value);
+    }
+  }
+  return counts;
 }
 
 absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,

@@ -47,6 +47,16 @@ ProducedStream MakeStream(const std::string& topic, int partitions, int count,
 // "total" (PartitionTxn) += amount. Result: "ok:<id>".
 absl::Status ApplyRecord(const kafka::Record& record, Txn& txn);
 
+// As ApplyRecord with every write made through PartitionTxn(topic,
+// partition), as changelog mode requires: "applied/<id>" and "total" are
+// the partition's.
+absl::Status ApplyInPartition(const kafka::Record& record, Txn& txn);
+
+// "applied/<id>" of ApplyInPartition over `partitions` partitions of `topic`.
+std::map<std::string, int> PartitionAppliedCounts(Engine& engine,
+                                                  const std::string& topic,
+                                                  int partitions);
+
 // Stage one of a pipeline: ApplyRecord, then emits the record's key and
 // value to `downstream` (committed with it, through the outbox).
 absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,

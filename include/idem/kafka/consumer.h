@@ -97,6 +97,30 @@ struct PartitionStart {
   int64_t start_offset = -1;
 };
 
+// What the consumer did for one assigned partition in changelog mode
+// (ConsumerOptions::changelog_topic) before processing it.
+struct RestoreReport {
+  std::string topic;
+  int32_t partition = 0;
+  // Whether the engine's copy was replaced: false when it was the
+  // changelog's last complete commit already.
+  bool restored = false;
+  // The partition's committed offset afterwards (the changelog's); nullopt
+  // if nothing was processed yet: the partition is read from its start.
+  std::optional<int64_t> offset;
+  // Records read from both changelog topics, and their keys' and values'
+  // bytes; what was restored: state entries, live dedupe records, and state
+  // keys set back because a previous owner left a commit half-published.
+  int64_t records_read = 0;
+  int64_t bytes_read = 0;
+  int64_t state_entries = 0;
+  int64_t dedupe_records = 0;
+  int64_t orphans = 0;
+  // The member's epoch of the partition (drawn anew on every restore).
+  int64_t epoch = 0;
+  absl::Duration duration;
+};
+
 struct ConsumerOptions {
   // ---- Where from ----
 
@@ -183,6 +207,29 @@ struct ConsumerOptions {
   // enable.idempotence and acks are the relay's own. Default: none.
   std::vector<std::pair<std::string, std::string>> relay_kafka_config;
 
+  // ---- State that follows its partitions (docs/scale-out.md) ----
+
+  // If set, the changelog: every commit's changes of input partition p (the
+  // writes made through PartitionTxn(topic, p), idem/partition_state.h;
+  // the record's dedupe record; its offset) are emitted to partition p of
+  // this topic (log-compacted) and of `<changelog_topic>.dedupe`
+  // (time-retained), through the outbox in the same commit. On assignment
+  // the consumer restores a partition whose engine copy is not the
+  // changelog's last complete commit (behind, ahead, or absent), before
+  // processing it, and starts it at the changelog's offset + 1. Requires:
+  // exactly one input topic, relay_outbox, an engine with
+  // DedupeScope::kPartition, and that no other consumer or relay uses the
+  // engine for these partitions. A handler write outside PartitionTxn(topic,
+  // p) fails the record with kFailedPrecondition (dead-lettered at once:
+  // see non_retriable_codes). Missing topics are created with the input's
+  // partition count; an existing one with fewer partitions is refused. At
+  // most kMaxSourceBytes - 7 bytes. Default: empty (no changelog).
+  std::string changelog_topic;
+  // Called once per assigned partition in changelog mode, after it was
+  // checked (and restored if needed), before its records are fetched.
+  // Default: unset.
+  std::function<void(const RestoreReport&)> on_restore;
+
   // ---- Observation ----
 
   // Called on every assignment, once per partition, before fetching starts.
@@ -261,6 +308,14 @@ struct ConsumerStats {
   // Records dead-lettered at once for a handler error with a non-retriable
   // code (ConsumerOptions::non_retriable_codes); also in dead_lettered.
   int64_t non_retriable = 0;
+  // Changelog mode: partitions checked on assignment, those restored, the
+  // changelog records read and the state entries and dedupe records
+  // restored, and the time spent.
+  int64_t restore_checks = 0;
+  int64_t restores = 0;
+  int64_t restore_records_read = 0;
+  int64_t restored_records = 0;
+  absl::Duration restore_time;
 };
 
 class Consumer {

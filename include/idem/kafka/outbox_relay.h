@@ -25,6 +25,7 @@
 #define IDEM_KAFKA_OUTBOX_RELAY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
+#include "idem/outbox.h"
 
 namespace idem::kafka {
 
@@ -52,12 +54,23 @@ struct OutboxRelayOptions {
   // How long Run waits before looking again when the outbox is empty. Must
   // be >= 0 and finite. Default: 100 ms.
   absl::Duration idle_wait = absl::Milliseconds(100);
+  // If set, an entry for which it returns true is acknowledged without
+  // being published (counted as skipped): for entries that must not reach
+  // Kafka any more, such as a changelog's entries for a partition another
+  // member owns now. Called on the relay's thread. Default: unset.
+  std::function<bool(const OutboxEntry&)> skip;
+  // Destinations whose entries of a round are all delivered before the
+  // round's other entries are produced: a record published to one of them
+  // is in Kafka before any later entry of another destination. Default:
+  // none (one produce call per round).
+  std::vector<std::string> publish_first;
 };
 
 // What one RelayOnce or Drain call did.
 struct RelayReport {
   int64_t published = 0;     // entries produced and acknowledged by Kafka
   int64_t acknowledged = 0;  // entries removed from the outbox
+  int64_t skipped = 0;       // of acknowledged: not published (skip)
   // The last position acknowledged; 0 if none was.
   uint64_t last_position = 0;
 };
@@ -67,6 +80,7 @@ struct RelayStats {
   int64_t rounds = 0;
   int64_t published = 0;
   int64_t acknowledged = 0;
+  int64_t skipped = 0;
   int64_t errors = 0;
   std::string last_error;
 };

@@ -29,6 +29,9 @@ struct OutgoingRecord {
   std::string key;
   std::string value;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Produce a null value (a tombstone for log compaction); `value` is then
+  // ignored.
+  bool tombstone = false;
 };
 
 class Producer {

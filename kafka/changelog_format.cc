@@ -1,0 +1,96 @@
+#include "kafka/changelog_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+
+namespace idem::kafka {
+namespace {
+
+constexpr char kStatePrefix[] = "s/";
+constexpr char kOffsetPrefix[] = "o/";
+constexpr size_t kPrefixBytes = 2;
+
+// A non-negative decimal spelt without sign or leading zeros (so each value
+// has one spelling).
+std::optional<int64_t> ParseCount(std::string_view text) {
+  if (text.empty() || text.size() > 18 || (text.size() > 1 && text[0] == '0')) {
+    return std::nullopt;
+  }
+  int64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string DedupeTopicOf(std::string_view changelog_topic) {
+  return absl::StrCat(AbslView(changelog_topic), ".dedupe");
+}
+
+std::string EncodeMark(const ChangelogMark& mark) {
+  return absl::StrCat(mark.epoch, " ", mark.offset);
+}
+
+std::optional<ChangelogMark> DecodeMark(std::string_view text) {
+  const size_t space = text.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::optional<int64_t> epoch = ParseCount(text.substr(0, space));
+  std::optional<int64_t> offset = DecodeOffsetValue(text.substr(space + 1));
+  if (!epoch.has_value() || !offset.has_value()) return std::nullopt;
+  return ChangelogMark{*epoch, *offset};
+}
+
+std::optional<int64_t> DecodeOffsetValue(std::string_view value) {
+  if (value == "-1") return -1;
+  return ParseCount(value);
+}
+
+std::string StateRecordKey(std::string_view state_key) {
+  return absl::StrCat(kStatePrefix, AbslView(state_key));
+}
+
+std::string OffsetRecordKey(int64_t epoch) {
+  return absl::StrCat(kOffsetPrefix, epoch);
+}
+
+std::optional<ChangelogKey> DecodeChangelogKey(std::string_view key) {
+  ChangelogKey decoded;
+  if (key.starts_with(kStatePrefix)) {
+    decoded.kind = ChangelogKey::Kind::kState;
+    decoded.state_key = key.substr(kPrefixBytes);
+    return decoded;
+  }
+  if (key.starts_with(kOffsetPrefix)) {
+    std::optional<int64_t> epoch = ParseCount(key.substr(kPrefixBytes));
+    if (!epoch.has_value()) return std::nullopt;
+    decoded.kind = ChangelogKey::Kind::kOffset;
+    decoded.epoch = *epoch;
+    return decoded;
+  }
+  return std::nullopt;
+}
+
+std::string EncodeDedupeValue(absl::Time expires_at, std::string_view result) {
+  const int64_t micros = absl::ToUnixMicros(expires_at);
+  std::string value(8, '\0');
+  for (int i = 0; i < 8; ++i) {
+    value[i] = static_cast<char>(static_cast<uint64_t>(micros) >> (8 * i));
+  }
+  value.append(result);
+  return value;
+}
+
+std::optional<DedupeValue> DecodeDedupeValue(std::string_view value) {
+  if (value.size() < 8) return std::nullopt;
+  uint64_t micros = 0;
+  for (int i = 0; i < 8; ++i) {
+    micros |= uint64_t{static_cast<unsigned char>(value[i])} << (8 * i);
+  }
+  return DedupeValue{absl::FromUnixMicros(static_cast<int64_t>(micros)),
+                     value.substr(8)};
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,107 @@
+#include "kafka/changelog_image.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+
+namespace idem::kafka {
+namespace {
+
+absl::Status Undecodable(std::string_view topic, const LogRecord& record,
+                         std::string_view why) {
+  return absl::DataLossError(absl::StrCat(
+      "changelog record ", AbslView(topic), "/", record.record.partition, "@",
+      record.record.offset, ": ", AbslView(why)));
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// 32 lowercase hex digits to 16 bytes; nullopt otherwise.
+std::optional<std::string> IdHashFromHex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  std::string bytes(16, '\0');
+  for (size_t i = 0; i < 16; ++i) {
+    const int high = HexDigit(hex[2 * i]);
+    const int low = HexDigit(hex[2 * i + 1]);
+    if (high < 0 || low < 0) return std::nullopt;
+    bytes[i] = static_cast<char>(high * 16 + low);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+absl::Status ChangelogImageBuilder::AddChangelogRecord(const LogRecord& record) {
+  const Record& r = record.record;
+  ++image_.records_read;
+  image_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
+  std::optional<ChangelogKey> key = DecodeChangelogKey(r.key);
+  if (!key.has_value()) return Undecodable(r.topic, record, "unknown key");
+  if (key->kind == ChangelogKey::Kind::kState) {
+    std::optional<std::string> value;
+    if (!record.tombstone) value = std::string(r.value);
+    pending_.insert_or_assign(std::string(key->state_key), std::move(value));
+    return absl::OkStatus();
+  }
+  std::optional<int64_t> offset;
+  if (!record.tombstone) offset = DecodeOffsetValue(r.value);
+  if (!offset.has_value()) {
+    return Undecodable(r.topic, record, "an offset record without an offset");
+  }
+  // A commit is complete: its changes join the state.
+  for (auto& [state_key, value] : pending_) {
+    if (value.has_value()) {
+      image_.state.insert_or_assign(state_key, std::move(*value));
+    } else {
+      image_.state.erase(state_key);
+    }
+  }
+  pending_.clear();
+  image_.last = ChangelogMark{key->epoch, *offset};
+  last_offset_[key->epoch] = *offset;
+  return absl::OkStatus();
+}
+
+absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
+  const Record& r = record.record;
+  ++image_.records_read;
+  image_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
+  std::optional<std::string> id_hash = IdHashFromHex(r.key);
+  std::optional<std::string_view> mark_text = r.Header(kChangelogMarkHeader);
+  std::optional<ChangelogMark> mark;
+  if (mark_text.has_value()) mark = DecodeMark(*mark_text);
+  std::optional<DedupeValue> value;
+  if (!record.tombstone) value = DecodeDedupeValue(r.value);
+  if (!id_hash.has_value() || !mark.has_value() || !value.has_value()) {
+    return Undecodable(r.topic, record, "not a dedupe record");
+  }
+  dedupe_.push_back(Dedupe{*mark, *std::move(id_hash), value->expires_at,
+                           std::string(value->result)});
+  return absl::OkStatus();
+}
+
+ChangelogImage ChangelogImageBuilder::Finish(absl::Time now) && {
+  for (const auto& [state_key, value] : pending_) {
+    image_.orphans.insert(state_key);
+  }
+  // The latest complete record of each ID.
+  absl::btree_map<std::string, Dedupe*> latest;
+  for (Dedupe& d : dedupe_) {
+    auto last = last_offset_.find(d.mark.epoch);
+    if (last == last_offset_.end() || d.mark.offset > last->second) continue;
+    latest.insert_or_assign(d.id_hash, &d);
+  }
+  for (auto& [id_hash, d] : latest) {
+    if (d->expires_at <= now) continue;
+    image_.records.push_back(
+        PartitionRecord{id_hash, d->expires_at, std::move(d->result)});
+  }
+  return std::move(image_);
+}
+
+}  // namespace idem::kafka

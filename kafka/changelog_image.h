@@ -1,0 +1,78 @@
+// ChangelogImage is what one changelog partition says about its input
+// partition (kafka/changelog_format.h): the state, dedupe records and offset
+// of the last complete commit. ChangelogImageBuilder folds the records of
+// both changelog topics into one, without Kafka, so restores are tested on
+// their own. Not thread-safe.
+//
+// Only complete commits count: a commit's changes become part of the image
+// when its "o/" record arrives. Changes after the last "o/" record are the
+// remains of a commit whose publication an owner did not finish (it was
+// killed, or a delivery failed); they are `orphans`, which the next owner
+// sets back (docs/scale-out.md). A dedupe record counts only if the commit
+// that wrote it is complete: its offset is at most the last offset of its
+// epoch.
+
+#ifndef IDEM_KAFKA_CHANGELOG_IMAGE_H_
+#define IDEM_KAFKA_CHANGELOG_IMAGE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "idem/partition_snapshot.h"
+#include "kafka/changelog_format.h"
+#include "kafka/partition_reader.h"
+
+namespace idem::kafka {
+
+struct ChangelogImage {
+  // The last complete commit's mark; nullopt if the changelog has none.
+  std::optional<ChangelogMark> last;
+  // The state as of `last`: (key as PartitionTxn wrote it, value).
+  absl::btree_map<std::string, std::string> state;
+  // Keys written after `last` by an unfinished commit.
+  absl::btree_set<std::string> orphans;
+  // The live dedupe records as of `last`, in id_hash order.
+  std::vector<PartitionRecord> records;
+  // What was read: records of both topics, and their keys' and values'
+  // bytes.
+  int64_t records_read = 0;
+  int64_t bytes_read = 0;
+};
+
+class ChangelogImageBuilder {
+ public:
+  // A record of the changelog topic, in log order. kDataLoss naming its
+  // offset if it does not decode (an unknown key, an "o/" record without
+  // an offset).
+  absl::Status AddChangelogRecord(const LogRecord& record);
+  // A record of the dedupe topic, in log order. kDataLoss as above.
+  absl::Status AddDedupeRecord(const LogRecord& record);
+  // The image; dedupe records that expired by `now` are left out.
+  ChangelogImage Finish(absl::Time now) &&;
+
+ private:
+  struct Dedupe {
+    ChangelogMark mark;
+    std::string id_hash;
+    absl::Time expires_at;
+    std::string result;
+  };
+
+  ChangelogImage image_;
+  // Changes since the last "o/" record (nullopt: deleted).
+  absl::btree_map<std::string, std::optional<std::string>> pending_;
+  // The last offset of each epoch, from its last "o/" record.
+  absl::flat_hash_map<int64_t, int64_t> last_offset_;
+  std::vector<Dedupe> dedupe_;  // in log order
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CHANGELOG_IMAGE_H_

@@ -1,0 +1,350 @@
+#include "kafka/changelog_keeper.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+#include "idem/clock.h"
+#include "idem/partition_state.h"
+#include "kafka/changelog_format.h"
+#include "kafka/changelog_image.h"
+#include "kafka/topic_admin.h"
+
+namespace idem::kafka {
+namespace {
+
+// How long a changelog read or topic request may go without progress.
+constexpr absl::Duration kKafkaTimeout = absl::Seconds(60);
+
+// Entries of a checked epoch that may all be published (a restore's).
+constexpr int64_t kNothingPublished = std::numeric_limits<int64_t>::min();
+
+std::string EpochKey(const std::string& topic, int32_t partition) {
+  return PartitionStatePrefix(topic, partition) + std::string(kEpochStateKey);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ChangelogKeeper>> ChangelogKeeper::Create(
+    Engine* engine, const ConsumerOptions& options,
+    const ConsumerHooks& hooks) {
+  auto invalid = [](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ConsumerOptions::changelog_topic: ", AbslView(why)));
+  };
+  if (options.topics.size() != 1) {
+    return invalid("needs exactly one input topic (one changelog each)");
+  }
+  if (!options.relay_outbox) {
+    return invalid("needs relay_outbox: the consumer publishes its changelog");
+  }
+  // The dedupe topic's name must fit a destination too.
+  if (DedupeTopicOf(options.changelog_topic).size() > kMaxSourceBytes) {
+    return invalid(absl::StrCat("longer than ", kMaxSourceBytes - 7, " bytes"));
+  }
+  if (options.changelog_topic == options.topics[0]) {
+    return invalid("must differ from the input topic");
+  }
+  const Options engine_options = engine->options();
+  if (engine_options.read_only ||
+      engine_options.dedupe_scope != DedupeScope::kPartition) {
+    return absl::FailedPreconditionError(
+        "ConsumerOptions::changelog_topic: needs a writable engine with "
+        "Options::dedupe_scope = DedupeScope::kPartition, so that each "
+        "partition's dedupe records move with it");
+  }
+  ConfigList config = options.kafka_config;
+  absl::StatusOr<std::unique_ptr<PartitionReader>> reader =
+      PartitionReader::Create(options.brokers, config);
+  if (!reader.ok()) return reader.status();
+  std::unique_ptr<Producer> direct;
+  if (hooks.changelog_outside_commit) {
+    absl::StatusOr<std::unique_ptr<Producer>> producer =
+        Producer::Create(options.brokers, options.kafka_config);
+    if (!producer.ok()) return producer.status();
+    direct = *std::move(producer);
+  }
+  return std::unique_ptr<ChangelogKeeper>(new ChangelogKeeper(
+      engine, options, hooks, *std::move(reader), std::move(direct)));
+}
+
+ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
+                                 const ConsumerHooks& hooks,
+                                 std::unique_ptr<PartitionReader> reader,
+                                 std::unique_ptr<Producer> direct)
+    : engine_(engine),
+      options_(options),
+      hooks_(hooks),
+      reader_(std::move(reader)),
+      direct_(std::move(direct)),
+      target_{options.changelog_topic, DedupeTopicOf(options.changelog_topic)} {
+  const Options engine_options = engine->options();
+  ttl_ = options.ttl > absl::ZeroDuration() ? options.ttl
+                                            : engine_options.dedupe_window;
+  clock_ = engine_options.clock != nullptr ? engine_options.clock
+                                           : SystemClock();
+}
+
+absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
+  absl::StatusOr<int32_t> partitions =
+      reader_->PartitionCount(topic, kKafkaTimeout);
+  if (!partitions.ok()) return partitions.status();
+  // Dedupe records must outlive their window plus the longest a partition
+  // may wait for its next owner.
+  const absl::Duration retention = ttl_ + std::max(ttl_, absl::Hours(1));
+  const struct {
+    const std::string& name;
+    ConfigList config;
+  } topics[] = {
+      {target_.changelog_topic, {{"cleanup.policy", "compact"}}},
+      {target_.dedupe_topic,
+       {{"cleanup.policy", "delete"},
+        {"retention.ms", absl::StrCat(absl::ToInt64Milliseconds(retention))}}},
+  };
+  for (const auto& [name, config] : topics) {
+    if (absl::Status s = CreateTopicIfMissing(
+            *reader_, options_.brokers, options_.kafka_config, name,
+            *partitions, config, kKafkaTimeout);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<int64_t>> ChangelogKeeper::ReadEpoch(
+    const std::string& topic, int32_t partition) {
+  absl::StatusOr<std::optional<std::string>> stored =
+      engine_->GetState(EpochKey(topic, partition));
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::nullopt;
+  int64_t epoch = 0;
+  if (!absl::SimpleAtoi(**stored, &epoch) || epoch < 0) {
+    return absl::DataLossError(absl::StrCat("the changelog epoch of ", topic,
+                                            "/", partition, " is damaged"));
+  }
+  return epoch;
+}
+
+absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
+                                                     int32_t partition) {
+  const absl::Time start = absl::Now();
+  if (!topics_ready_) {
+    if (absl::Status s = PrepareTopics(topic); !s.ok()) return s;
+    topics_ready_ = true;
+  }
+  ChangelogImageBuilder builder;
+  if (absl::Status s = reader_->Read(
+          target_.changelog_topic, partition, 0, kKafkaTimeout,
+          [&](const LogRecord& r) { return builder.AddChangelogRecord(r); });
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = reader_->Read(
+          target_.dedupe_topic, partition, 0, kKafkaTimeout,
+          [&](const LogRecord& r) { return builder.AddDedupeRecord(r); });
+      !s.ok()) {
+    return s;
+  }
+  const ChangelogImage image = std::move(builder).Finish(clock_->Now());
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine_->CommittedOffset(topic, partition);
+  if (!offset.ok()) return offset.status();
+  absl::StatusOr<std::optional<int64_t>> epoch = ReadEpoch(topic, partition);
+  if (!epoch.ok()) return epoch.status();
+
+  RestoreReport report;
+  report.topic = topic;
+  report.partition = partition;
+  report.records_read = image.records_read;
+  report.bytes_read = image.bytes_read;
+  std::optional<int64_t> changelog_offset;
+  if (image.last.has_value() && image.last->offset >= 0) {
+    changelog_offset = image.last->offset;
+  }
+  if (image.last.has_value() && *offset == changelog_offset &&
+      *epoch == image.last->epoch && image.orphans.empty()) {
+    // The engine's copy is the changelog's last commit, and its own.
+    fences_[partition] =
+        Fence{image.last->epoch, image.last->offset, image.last->offset};
+    report.offset = changelog_offset;
+    report.epoch = image.last->epoch;
+    report.duration = absl::Now() - start;
+    return report;
+  }
+  if (!image.last.has_value() && offset->has_value() && !epoch->has_value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "changelog mode: the store holds ", topic, "/", partition,
+        " up to offset ", **offset, " but its changelog ",
+        target_.changelog_topic,
+        " is empty, and the store was not written in changelog mode; "
+        "restoring would drop that state (see docs/scale-out.md)"));
+  }
+
+  // Replace the engine's copy with the changelog's, under a new epoch. An
+  // epoch is drawn at random: two members that restore from the same
+  // changelog (the first one's mark never published) must not share one.
+  int64_t new_epoch = 0;
+  do {
+    new_epoch = absl::Uniform<int64_t>(bitgen_, 0, int64_t{1} << 59);
+  } while (epoch->has_value() && new_epoch == **epoch);
+  PartitionSnapshot snapshot;
+  snapshot.source = topic;
+  snapshot.partition = partition;
+  snapshot.offset = changelog_offset;
+  snapshot.entries.reserve(image.state.size() + 1);
+  snapshot.entries.emplace_back(std::string(kEpochStateKey),
+                                absl::StrCat(new_epoch));
+  for (const auto& [key, value] : image.state) {
+    snapshot.entries.emplace_back(key, value);
+  }
+  snapshot.records = image.records;
+  if (absl::Status s =
+          engine_->ImportPartition(snapshot, {.allow_rewind = true});
+      !s.ok()) {
+    return s;
+  }
+
+  if (hooks_.restore_step) hooks_.restore_step("imported");
+  // The new epoch's mark: keys a half-published commit left go back to the
+  // restored values, then "o/<epoch>" makes this the last complete commit.
+  if (absl::Status s =
+          CommitMark(topic, partition, new_epoch, changelog_offset.value_or(-1),
+                     image.orphans, image.state);
+      !s.ok()) {
+    return s;
+  }
+  if (hooks_.restore_step) hooks_.restore_step("marked");
+  fences_[partition] =
+      Fence{new_epoch, kNothingPublished, changelog_offset.value_or(-1)};
+
+  report.restored = true;
+  report.offset = changelog_offset;
+  report.state_entries = static_cast<int64_t>(image.state.size());
+  report.dedupe_records = static_cast<int64_t>(image.records.size());
+  report.orphans = static_cast<int64_t>(image.orphans.size());
+  report.epoch = new_epoch;
+  report.duration = absl::Now() - start;
+  return report;
+}
+
+absl::Status ChangelogKeeper::CommitMark(
+    const std::string& topic, int32_t partition, int64_t epoch, int64_t offset,
+    const absl::btree_set<std::string>& orphans,
+    const absl::btree_map<std::string, std::string>& state) {
+  const std::string mark = EncodeMark({epoch, offset});
+  // Unique per (epoch, offset), so that committing the same mark twice
+  // emits it once.
+  const std::string id = absl::StrCat("idem.changelog.mark/", topic, "/",
+                                      partition, "/", epoch, "/", offset);
+  Message message;
+  message.id = id;
+  message.source = topic;
+  message.partition = partition;
+  absl::StatusOr<Result> marked =
+      engine_->Process(message, [&](const Message&, Txn& txn) {
+        const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
+        for (const std::string& key : orphans) {
+          auto restored = state.find(key);
+          const bool absent = restored == state.end();
+          txn.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
+                              absent ? "" : restored->second,
+                              {.partition = partition,
+                               .tombstone = absent,
+                               .headers = headers});
+        }
+        txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
+                            absl::StrCat(offset),
+                            {.partition = partition, .headers = headers});
+        return absl::OkStatus();
+      });
+  if (!marked.ok()) return marked.status();
+  if (marked->outcome == Outcome::kFailed) return marked->error;
+  return absl::OkStatus();
+}
+
+absl::Status ChangelogKeeper::MarkHandled(const std::string& topic,
+                                          int32_t partition, int64_t offset) {
+  auto fence = fences_.find(partition);
+  if (fence == fences_.end() || fence->second.marked >= offset) {
+    return absl::OkStatus();
+  }
+  if (absl::Status s =
+          CommitMark(topic, partition, fence->second.epoch, offset, {}, {});
+      !s.ok()) {
+    return s;
+  }
+  fence->second.marked = offset;
+  return absl::OkStatus();
+}
+
+// The broken variant: the records go straight to Kafka, committed or not.
+absl::Status ChangelogKeeper::ProduceOutsideCommit(ChangelogTxn& changelog) {
+  class Collector final : public Txn {
+   public:
+    absl::StatusOr<std::optional<std::string>> Get(std::string_view) override {
+      return std::nullopt;
+    }
+    void Put(std::string_view, std::string_view) override {}
+    void Delete(std::string_view) override {}
+    void SetResult(std::string_view) override {}
+    void Emit(std::string_view, std::string_view, std::string_view) override {}
+    void EmitWithOptions(std::string_view destination, std::string_view key,
+                         std::string_view value,
+                         const EmitOptions& options) override {
+      OutgoingRecord& record = records.emplace_back();
+      record.topic = destination;
+      record.partition = options.partition;
+      record.key = key;
+      record.value = value;
+      record.tombstone = options.tombstone;
+      for (const auto& [name, header] : options.headers) {
+        record.headers.emplace_back(name, header);
+      }
+    }
+    std::vector<OutgoingRecord> records;
+  } collector;
+  if (absl::Status s = changelog.FinishInto(collector); !s.ok()) return s;
+  return direct_->Produce(collector.records);
+}
+
+bool ChangelogKeeper::Skip(const OutboxEntry& entry) const {
+  if (entry.destination != target_.changelog_topic &&
+      entry.destination != target_.dedupe_topic) {
+    return false;
+  }
+  if (hooks_.changelog_unfenced) return false;
+  auto fence = fences_.find(entry.partition);
+  if (fence == fences_.end()) return true;
+  std::optional<ChangelogMark> mark;
+  for (const auto& [name, value] : entry.headers) {
+    if (name == kChangelogMarkHeader) mark = DecodeMark(value);
+  }
+  return !mark.has_value() || mark->epoch != fence->second.epoch ||
+         mark->offset <= fence->second.published_up_to;
+}
+
+absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
+                                     Handler handler) {
+  auto fence = fences_.find(record.partition);
+  if (fence == fences_.end()) {
+    return absl::AbortedError(absl::StrCat(
+        "changelog mode: a record of ", AbslView(record.topic), "/",
+        record.partition, ", which was not checked against its changelog"));
+  }
+  ChangelogTxn changelog(txn, record, target_, fence->second.epoch,
+                         clock_->Now() + ttl_);
+  if (absl::Status s = handler(record, changelog); !s.ok()) return s;
+  if (direct_ != nullptr) return ProduceOutsideCommit(changelog);
+  if (absl::Status s = changelog.Finish(); !s.ok()) return s;
+  // If this commit fails after all, the partition's next check restores it.
+  fence->second.marked = std::max(fence->second.marked, record.offset);
+  return absl::OkStatus();
+}
+
+}  // namespace idem::kafka

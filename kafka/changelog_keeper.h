@@ -1,0 +1,127 @@
+// ChangelogKeeper is a Consumer's changelog mode
+// (ConsumerOptions::changelog_topic; docs/scale-out.md): it checks and
+// restores each partition on assignment, wraps the handler so every commit
+// emits its changelog records (ChangelogTxn), and decides which outbox
+// entries the relay may publish.
+//
+// Fencing. Each member keeps an epoch per partition in the partition's
+// state (kEpochStateKey), and every changelog record carries the epoch and
+// offset of the commit that wrote it. On assignment the keeper reads the
+// changelog; if its last complete commit is not exactly the engine's (same
+// offset, same epoch, nothing half-published after it), it replaces the
+// engine's copy with the changelog's and takes a new epoch (a random one,
+// so no two restores share it), publishing a mark ("o/<epoch>") that also
+// sets back keys a half-published commit left.
+// The relay publishes a partition's changelog entries only while this
+// member holds the partition and only for the epoch it checked, and never
+// entries it has published before: so a member that returns with entries it
+// never published cannot append them after another owner's.
+//
+// Not thread-safe: used from the consumer's polling thread.
+
+#ifndef IDEM_KAFKA_CHANGELOG_KEEPER_H_
+#define IDEM_KAFKA_CHANGELOG_KEEPER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/random/random.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/producer.h"
+#include "kafka/consumer_hooks.h"
+#include "idem/outbox.h"
+#include "kafka/changelog_txn.h"
+#include "kafka/partition_reader.h"
+
+namespace idem::kafka {
+
+class ChangelogKeeper {
+ public:
+  // kInvalidArgument unless `options` suit changelog mode (one input topic,
+  // relay_outbox, a topic name that fits) and `engine` is writable and
+  // partition-scoped (kFailedPrecondition otherwise).
+  // `hooks`: the consumer's test seams (kafka/consumer_hooks.h).
+  static absl::StatusOr<std::unique_ptr<ChangelogKeeper>> Create(
+      Engine* engine, const ConsumerOptions& options,
+      const ConsumerHooks& hooks);
+
+  const std::string& changelog_topic() const { return target_.changelog_topic; }
+  const std::string& dedupe_topic() const { return target_.dedupe_topic; }
+
+  // Checks (topic, partition) against its changelog and restores it if
+  // needed; afterwards the engine's offset is where to start. Creates the
+  // changelog topics first if they are missing. REQUIRES: the partition is
+  // not being processed (call before fetching it).
+  absl::StatusOr<RestoreReport> Check(const std::string& topic,
+                                      int32_t partition);
+
+  // The partition left this member: its entries are no longer published.
+  void Release(int32_t partition) { fences_.erase(partition); }
+  void ReleaseAll() { fences_.clear(); }
+
+  // For OutboxRelayOptions::skip: true for a changelog entry this member
+  // must not publish (see the file comment).
+  bool Skip(const OutboxEntry& entry) const;
+
+  // Runs `handler` on `record` through a ChangelogTxn and emits the
+  // commit's changelog records. kAborted if the partition was not checked.
+  absl::Status Handle(const Record& record, Txn& txn, Handler handler);
+
+  // After a batch committed: if the partition's committed offset is now
+  // `offset` but its last changelog mark is older (the batch ended with
+  // records that emit nothing: duplicates, dead letters), commits a mark
+  // with that offset, so the changelog's last complete commit is the
+  // engine's again.
+  absl::Status MarkHandled(const std::string& topic, int32_t partition,
+                           int64_t offset);
+
+ private:
+  struct Fence {
+    int64_t epoch = 0;
+    // Entries of this epoch up to this offset were published before.
+    int64_t published_up_to = -1;
+    // The offset of the last mark committed ("o/<epoch>"), -1 for none.
+    int64_t marked = -1;
+  };
+
+  // Commits a mark of (topic, partition) at `offset` (-1: none) under
+  // `epoch`, after setting `orphans` back to `state` (absent: deleted).
+  absl::Status CommitMark(
+      const std::string& topic, int32_t partition, int64_t epoch,
+      int64_t offset, const absl::btree_set<std::string>& orphans,
+      const absl::btree_map<std::string, std::string>& state);
+
+  ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
+                  const ConsumerHooks& hooks,
+                  std::unique_ptr<PartitionReader> reader,
+                  std::unique_ptr<Producer> direct);
+  absl::Status PrepareTopics(const std::string& topic);
+  absl::StatusOr<std::optional<int64_t>> ReadEpoch(const std::string& topic,
+                                                   int32_t partition);
+  absl::Status ProduceOutsideCommit(ChangelogTxn& changelog);
+
+  Engine* const engine_;
+  const ConsumerOptions& options_;  // the consumer's, which outlives this
+  const ConsumerHooks hooks_;
+  const std::unique_ptr<PartitionReader> reader_;
+  // ConsumerHooks::changelog_outside_commit only.
+  const std::unique_ptr<Producer> direct_;
+  ChangelogTarget target_;
+  absl::Duration ttl_;
+  Clock* clock_;
+  bool topics_ready_ = false;
+  absl::flat_hash_map<int32_t, Fence> fences_;
+  absl::BitGen bitgen_;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CHANGELOG_KEEPER_H_

@@ -1,0 +1,104 @@
+#include "kafka/changelog_txn.h"
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
+#include "engine/record.h"
+#include "idem/partition_state.h"
+
+namespace idem::kafka {
+
+ChangelogTxn::ChangelogTxn(Txn& txn, const Record& record,
+                           const ChangelogTarget& target, int64_t epoch,
+                           absl::Time expires_at)
+    : txn_(txn),
+      record_(record),
+      target_(target),
+      epoch_(epoch),
+      expires_at_(expires_at),
+      prefix_(PartitionStatePrefix(record.topic, record.partition)) {}
+
+absl::StatusOr<std::optional<std::string>> ChangelogTxn::Get(
+    std::string_view key) {
+  return txn_.Get(key);
+}
+
+std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
+  std::string_view relative = key;
+  if (relative.starts_with(prefix_)) {
+    relative.remove_prefix(prefix_.size());
+    if (relative != kEpochStateKey) return relative;
+  }
+  if (refused_.ok()) {
+    refused_ = absl::FailedPreconditionError(absl::StrCat(
+        "changelog mode: the handler wrote key \"",
+        absl::CHexEscape(AbslView(key)),
+        "\", which is not a key of PartitionTxn(\"", AbslView(record_.topic),
+        "\", ", record_.partition,
+        ") and would not follow the partition to another member"));
+  }
+  return std::nullopt;
+}
+
+void ChangelogTxn::Put(std::string_view key, std::string_view value) {
+  std::optional<std::string_view> relative = Relative(key);
+  if (!relative.has_value()) return;
+  txn_.Put(key, value);
+  writes_.insert_or_assign(std::string(*relative), std::string(value));
+}
+
+void ChangelogTxn::Delete(std::string_view key) {
+  std::optional<std::string_view> relative = Relative(key);
+  if (!relative.has_value()) return;
+  txn_.Delete(key);
+  writes_.insert_or_assign(std::string(*relative), std::nullopt);
+}
+
+void ChangelogTxn::SetResult(std::string_view result) {
+  result_ = result;
+  txn_.SetResult(result);
+}
+
+void ChangelogTxn::Emit(std::string_view destination, std::string_view key,
+                        std::string_view value) {
+  txn_.Emit(destination, key, value);
+}
+
+void ChangelogTxn::EmitWithHeaders(std::string_view destination,
+                                   std::string_view key, std::string_view value,
+                                   absl::Span<const Header> headers) {
+  txn_.EmitWithHeaders(destination, key, value, headers);
+}
+
+void ChangelogTxn::EmitWithOptions(std::string_view destination,
+                                   std::string_view key, std::string_view value,
+                                   const EmitOptions& options) {
+  txn_.EmitWithOptions(destination, key, value, options);
+}
+
+absl::Status ChangelogTxn::FinishInto(Txn& out) {
+  if (!refused_.ok()) return refused_;
+  const std::string mark = EncodeMark({epoch_, record_.offset});
+  const Header headers[] = {{kChangelogMarkHeader, mark}};
+  const int32_t p = record_.partition;
+  // The dedupe record first: its topic is published before the changelog
+  // (OutboxRelayOptions::publish_first), so a complete commit's record is
+  // never missing.
+  out.EmitWithOptions(target_.dedupe_topic,
+                       DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
+                       EncodeDedupeValue(expires_at_, result_),
+                       {.partition = p, .headers = headers});
+  for (const auto& [key, value] : writes_) {
+    out.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
+                         value.value_or(""),
+                         {.partition = p,
+                          .tombstone = !value.has_value(),
+                          .headers = headers});
+  }
+  out.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch_),
+                       absl::StrCat(record_.offset),
+                       {.partition = p, .headers = headers});
+  return absl::OkStatus();
+}
+
+}  // namespace idem::kafka

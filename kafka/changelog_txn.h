@@ -1,0 +1,85 @@
+// ChangelogTxn is the Txn a Consumer in changelog mode
+// (ConsumerOptions::changelog_topic) hands its handler for one record of
+// input partition p. It passes reads, results and emits through to the
+// engine's Txn, passes and keeps the writes made through
+// PartitionTxn(topic, p), and refuses every other write: such a write would
+// not follow the partition to its next owner, so the message fails with
+// kFailedPrecondition and nothing of it commits. After the handler returns
+// OK, Finish emits the commit's changelog records (kafka/changelog_format.h)
+// through the engine's outbox, so they commit with the state writes, the
+// dedupe record and the offset, or not at all.
+//
+// Valid during one handler call; not thread-safe, as any Txn.
+
+#ifndef IDEM_KAFKA_CHANGELOG_TXN_H_
+#define IDEM_KAFKA_CHANGELOG_TXN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/kafka/consumer.h"
+#include "idem/txn.h"
+#include "kafka/changelog_format.h"
+
+namespace idem::kafka {
+
+// Where a partition's changelog records go, and as which commit.
+struct ChangelogTarget {
+  std::string changelog_topic;
+  std::string dedupe_topic;
+};
+
+class ChangelogTxn final : public Txn {
+ public:
+  // `txn`, `record` and `target` are borrowed for the ChangelogTxn's life.
+  // `epoch`: the member's epoch of the partition. `expires_at`: the
+  // record's dedupe expiry, as the changelog carries it.
+  ChangelogTxn(Txn& txn, const Record& record, const ChangelogTarget& target,
+               int64_t epoch, absl::Time expires_at);
+
+  absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
+  void Put(std::string_view key, std::string_view value) override;
+  void Delete(std::string_view key) override;
+  void SetResult(std::string_view result) override;
+  void Emit(std::string_view destination, std::string_view key,
+            std::string_view value) override;
+  void EmitWithHeaders(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       absl::Span<const Header> headers) override;
+  void EmitWithOptions(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       const EmitOptions& options) override;
+
+  // Call once the handler returned OK: the first refused write's error, or
+  // OK after emitting the changelog records (the dedupe record, the state
+  // changes in key order, then the offset record).
+  absl::Status Finish() { return FinishInto(txn_); }
+  // As Finish, emitting into `out` instead of the engine's Txn.
+  absl::Status FinishInto(Txn& out);
+
+ private:
+  // The key relative to the partition's prefix, or nullopt (and the write
+  // refused) if `key` is outside it or is the epoch key.
+  std::optional<std::string_view> Relative(std::string_view key);
+
+  Txn& txn_;
+  const Record& record_;
+  const ChangelogTarget& target_;
+  const int64_t epoch_;
+  const absl::Time expires_at_;
+  const std::string prefix_;
+  // Relative key -> value (nullopt: deleted), the last write of each.
+  absl::btree_map<std::string, std::optional<std::string>> writes_;
+  std::string result_;
+  absl::Status refused_;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CHANGELOG_TXN_H_

@@ -1,0 +1,151 @@
+#include "kafka/partition_reader.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "kafka/record_ids.h"
+
+namespace idem::kafka {
+namespace {
+
+int TimeoutMs(absl::Duration timeout) {
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, 1 << 30));
+}
+
+struct MetadataDeleter {
+  void operator()(const rd_kafka_metadata_t* metadata) const {
+    rd_kafka_metadata_destroy(metadata);
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
+    const std::string& brokers, const ConfigList& config) {
+  ConfPtr conf(rd_kafka_conf_new());
+  // librdkafka's assign needs a group.id, but the group is never joined:
+  // partitions are assigned by hand and nothing is committed.
+  ConfigList settings = {{"bootstrap.servers", brokers},
+                         {"group.id", "idem.partition-reader"},
+                         {"enable.auto.commit", "false"},
+                         {"enable.auto.offset.store", "false"},
+                         {"enable.partition.eof", "true"},
+                         {"auto.offset.reset", "earliest"},
+                         {"queued.min.messages", "1000000"},
+                         {"fetch.max.bytes", "52428800"}};
+  settings.insert(settings.end(), config.begin(), config.end());
+  if (absl::Status s = SetConfig(conf.get(), settings); !s.ok()) return s;
+  absl::StatusOr<HandlePtr> handle =
+      NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
+  if (!handle.ok()) return handle.status();
+  rd_kafka_poll_set_consumer(handle->get());
+  return std::unique_ptr<PartitionReader>(
+      new PartitionReader(std::move(*handle)));
+}
+
+absl::StatusOr<int32_t> PartitionReader::PartitionCount(
+    const std::string& topic, absl::Duration timeout) {
+  std::unique_ptr<rd_kafka_topic_t, void (*)(rd_kafka_topic_t*)> rkt(
+      rd_kafka_topic_new(handle_.get(), topic.c_str(), nullptr),
+      rd_kafka_topic_destroy);
+  if (rkt == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topic '", topic, "': ",
+                     rd_kafka_err2str(rd_kafka_last_error())));
+  }
+  const rd_kafka_metadata_t* raw = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_.get(), 0, rkt.get(),
+                                              &raw, TimeoutMs(timeout));
+  if (absl::Status s =
+          FromKafkaError(err, absl::StrCat("metadata of topic ", topic));
+      !s.ok()) {
+    return s;
+  }
+  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  if (metadata->topic_cnt != 1 ||
+      metadata->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+      metadata->topics[0].partition_cnt == 0) {
+    return absl::NotFoundError(absl::StrCat("topic ", topic, " does not exist"));
+  }
+  if (absl::Status s = FromKafkaError(metadata->topics[0].err,
+                                      absl::StrCat("metadata of topic ", topic));
+      !s.ok()) {
+    return s;
+  }
+  return metadata->topics[0].partition_cnt;
+}
+
+absl::StatusOr<Watermarks> PartitionReader::GetWatermarks(
+    const std::string& topic, int32_t partition, absl::Duration timeout) {
+  Watermarks marks;
+  rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+      handle_.get(), topic.c_str(), partition, &marks.low, &marks.high,
+      TimeoutMs(timeout));
+  if (absl::Status s = FromKafkaError(
+          err, absl::StrCat("watermarks of ", topic, "/", partition));
+      !s.ok()) {
+    return s;
+  }
+  return marks;
+}
+
+absl::Status PartitionReader::Read(
+    const std::string& topic, int32_t partition, int64_t from,
+    absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
+  absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
+  if (!marks.ok()) return marks.status();
+  const int64_t start = std::max(from, marks->low);
+  if (start >= marks->high) return absl::OkStatus();
+
+  PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
+  rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)
+      ->offset = start;
+  if (absl::Status s = FromKafkaError(
+          rd_kafka_assign(handle_.get(), list.get()),
+          absl::StrCat("assigning ", topic, "/", partition));
+      !s.ok()) {
+    return s;
+  }
+  // Unassigns on every return, so the next Read starts afresh.
+  struct Unassign {
+    rd_kafka_t* rk;
+    ~Unassign() { rd_kafka_assign(rk, nullptr); }
+  } unassign{handle_.get()};
+
+  int64_t next = start;
+  absl::Time last_progress = absl::Now();
+  while (next < marks->high) {
+    MessagePtr message(rd_kafka_consumer_poll(handle_.get(), 100));
+    if (message == nullptr) {
+      if (absl::Now() - last_progress > timeout) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "reading ", topic, "/", partition, ": no record for ",
+            absl::FormatDuration(timeout), " at offset ", next, " of ",
+            marks->high));
+      }
+      continue;
+    }
+    if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      // The end moved back (records deleted meanwhile): what is there is read.
+      if (message->offset >= next) break;
+      continue;
+    }
+    if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      return FromKafkaError(message->err, absl::StrCat("reading ", topic, "/",
+                                                       partition));
+    }
+    if (message->offset < next) continue;  // a refetch after an error
+    last_progress = absl::Now();
+    LogRecord record{RecordFromMessage(*message), message->payload == nullptr};
+    next = message->offset + 1;
+    if (absl::Status s = visit(record); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace idem::kafka

@@ -1,0 +1,76 @@
+// PartitionReader reads one topic partition of Kafka from its first
+// retained record up to the end it had when the read started, without a
+// consumer group: what a changelog restore needs (docs/scale-out.md). It
+// keeps a record's null value (a tombstone) apart from an empty one.
+//
+// Not thread-safe: one call at a time.
+
+#ifndef IDEM_KAFKA_PARTITION_READER_H_
+#define IDEM_KAFKA_PARTITION_READER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/kafka/consumer.h"
+#include "kafka/rdkafka_util.h"
+
+namespace idem::kafka {
+
+// One record as read: `record`'s views are valid only during the visit;
+// `tombstone` tells a null value (log compaction's deletion marker) from an
+// empty one, which Record::value cannot.
+struct LogRecord {
+  Record record;
+  bool tombstone = false;
+};
+
+// A partition's retained offsets: [low, high); high is the offset the next
+// produced record gets, so the partition is empty when low == high.
+struct Watermarks {
+  int64_t low = 0;
+  int64_t high = 0;
+};
+
+class PartitionReader {
+ public:
+  // `config` is applied after the reader's own settings (e.g. security
+  // properties). kInvalidArgument for a bad property, kUnavailable if
+  // librdkafka cannot be set up.
+  static absl::StatusOr<std::unique_ptr<PartitionReader>> Create(
+      const std::string& brokers, const ConfigList& config);
+
+  // The number of partitions of `topic`; kNotFound if it does not exist.
+  absl::StatusOr<int32_t> PartitionCount(const std::string& topic,
+                                         absl::Duration timeout);
+
+  absl::StatusOr<Watermarks> GetWatermarks(const std::string& topic,
+                                           int32_t partition,
+                                           absl::Duration timeout);
+
+  // Visits every record of (topic, partition) from `from` (or the first
+  // retained one, if later) up to, not including, the high watermark read
+  // when the call starts, in offset order. Stops at and returns the first
+  // non-OK status of `visit`. kDeadlineExceeded if no record arrives for
+  // `timeout` while records are still due; Kafka errors as FromKafkaError.
+  absl::Status Read(const std::string& topic, int32_t partition, int64_t from,
+                    absl::Duration timeout,
+                    absl::FunctionRef<absl::Status(const LogRecord&)> visit);
+
+ private:
+  explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}
+
+  HandlePtr handle_;
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_PARTITION_READER_H_

@@ -1,0 +1,166 @@
+// The changelog's record format (kafka/changelog_format.h) and what a restore
+// makes of a changelog partition (kafka/changelog_image.h), without Kafka:
+// only complete commits count, a half-published commit's keys are orphans,
+// and a dedupe record counts only if its commit is complete.
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "engine/record.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kafka/changelog_format.h"
+#include "kafka/changelog_image.h"
+
+namespace idem::kafka {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
+
+// Owns the bytes a LogRecord points to.
+struct Stored {
+  std::string key;
+  std::optional<std::string> value;
+  std::string mark;
+  int64_t offset = 0;
+
+  LogRecord View() const {
+    LogRecord record;
+    record.record.topic = "log";
+    record.record.offset = offset;
+    record.record.key = key;
+    if (value.has_value()) record.record.value = *value;
+    record.tombstone = !value.has_value();
+    if (!mark.empty()) record.record.headers = {{kChangelogMarkHeader, mark}};
+    return record;
+  }
+};
+
+class ChangelogImageTest : public ::testing::Test {
+ protected:
+  void State(const std::string& key, std::optional<std::string> value,
+             ChangelogMark mark = {}) {
+    Add(Stored{StateRecordKey(key), std::move(value), EncodeMark(mark)});
+  }
+  void Offset(ChangelogMark mark) {
+    Add(Stored{OffsetRecordKey(mark.epoch), absl::StrCat(mark.offset),
+               EncodeMark(mark)});
+  }
+  void Dedupe(const std::string& id, absl::Time expires, ChangelogMark mark) {
+    Stored s{DedupeKeyToHex(KeyView(HashMessageId(id))),
+             EncodeDedupeValue(expires, "r-" + id), EncodeMark(mark)};
+    ASSERT_TRUE(builder_.AddDedupeRecord(s.View()).ok());
+  }
+  void Add(const Stored& s) {
+    ASSERT_TRUE(builder_.AddChangelogRecord(s.View()).ok()) << s.key;
+  }
+  static std::vector<std::string> Results(const ChangelogImage& image) {
+    std::vector<std::string> results;
+    for (const PartitionRecord& r : image.records) results.push_back(r.result);
+    std::sort(results.begin(), results.end());
+    return results;
+  }
+
+  ChangelogImageBuilder builder_;
+};
+
+TEST(ChangelogFormatTest, MarksKeysAndValuesRoundTrip) {
+  EXPECT_EQ(DecodeMark(EncodeMark({3, 41})), (ChangelogMark{3, 41}));
+  EXPECT_EQ(DecodeMark("0 -1"), (ChangelogMark{0, -1}));
+  for (const char* bad : {"", "1", "1 2 3", "-1 2", "01 2", "1 -2", "1 +2",
+                          "a b", "1  2", "99999999999999999999 1"}) {
+    EXPECT_EQ(DecodeMark(bad), std::nullopt) << bad;
+  }
+  std::optional<ChangelogKey> key = DecodeChangelogKey(StateRecordKey("k/1"));
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->kind, ChangelogKey::Kind::kState);
+  EXPECT_EQ(key->state_key, "k/1");
+  key = DecodeChangelogKey(OffsetRecordKey(12));
+  ASSERT_TRUE(key.has_value());
+  EXPECT_EQ(key->kind, ChangelogKey::Kind::kOffset);
+  EXPECT_EQ(key->epoch, 12);
+  EXPECT_EQ(DecodeChangelogKey("x/1"), std::nullopt);
+  EXPECT_EQ(DecodeChangelogKey("o/x"), std::nullopt);
+  std::optional<DedupeValue> value =
+      DecodeDedupeValue(EncodeDedupeValue(kNow, "result"));
+  ASSERT_TRUE(value.has_value());
+  EXPECT_EQ(value->expires_at, kNow);
+  EXPECT_EQ(value->result, "result");
+  EXPECT_EQ(DecodeDedupeValue("short"), std::nullopt);
+  EXPECT_EQ(DedupeTopicOf("orders.changelog"), "orders.changelog.dedupe");
+}
+
+TEST_F(ChangelogImageTest, AnEmptyChangelogHasNoLastCommit) {
+  ChangelogImage image = std::move(builder_).Finish(kNow);
+  EXPECT_EQ(image.last, std::nullopt);
+  EXPECT_THAT(image.state, IsEmpty());
+}
+
+// Changes join the state when their commit's offset record arrives;
+// tombstones delete; the changes after the last one are orphans.
+TEST_F(ChangelogImageTest, OnlyCompleteCommitsCount) {
+  State("a", "1");
+  State("b", "1");
+  Offset({0, 5});
+  State("a", "2");
+  State("b", std::nullopt);
+  Offset({0, 6});
+  State("c", "half");  // the next commit, never finished
+  State("a", "half");
+  ChangelogImage image = std::move(builder_).Finish(kNow);
+  ASSERT_TRUE(image.last.has_value());
+  EXPECT_EQ(*image.last, (ChangelogMark{0, 6}));
+  EXPECT_THAT(image.state, ElementsAre(Pair("a", "2")));
+  EXPECT_THAT(image.orphans, ElementsAre("a", "c"));
+  EXPECT_EQ(image.records_read, 8);
+}
+
+// A dedupe record counts only if its epoch's last offset covers it; expired
+// ones are left out; the latest of an ID wins.
+TEST_F(ChangelogImageTest, DedupeRecordsOfIncompleteCommitsAreLeftOut) {
+  const absl::Time live = kNow + absl::Hours(1);
+  Dedupe("a", live, {0, 5});
+  Dedupe("b", live, {0, 7});         // epoch 0 ended at 6: never complete
+  Dedupe("c", kNow, {0, 4});         // expired
+  Dedupe("d", live, {2, 9});         // an epoch with no offset record
+  Dedupe("e", live, {1, 8});
+  State("x", "1");
+  Offset({0, 6});
+  Offset({1, 8});
+  ChangelogImage image = std::move(builder_).Finish(kNow);
+  EXPECT_THAT(Results(image), ElementsAre("r-a", "r-e"));
+  for (const PartitionRecord& r : image.records) {
+    EXPECT_EQ(r.id_hash.size(), 16u);
+    EXPECT_EQ(r.expires_at, live);
+  }
+}
+
+TEST_F(ChangelogImageTest, UndecodableRecordsAreDataLoss) {
+  EXPECT_EQ(builder_.AddChangelogRecord(Stored{"q/1", "v"}.View()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(builder_.AddChangelogRecord(Stored{"o/1", "x"}.View()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      builder_.AddChangelogRecord(Stored{"o/1", std::nullopt}.View()).code(),
+      absl::StatusCode::kDataLoss);
+  const std::string hex = DedupeKeyToHex(KeyView(HashMessageId("a")));
+  const std::string value = EncodeDedupeValue(kNow, "");
+  EXPECT_EQ(builder_.AddDedupeRecord(Stored{"zz", value, "0 1"}.View()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(builder_.AddDedupeRecord(Stored{hex, value, ""}.View()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(builder_.AddDedupeRecord(Stored{hex, "short", "0 1"}.View()).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(builder_.AddDedupeRecord(Stored{hex, value, "0 1"}.View()).ok());
+}
+
+}  // namespace
+}  // namespace idem::kafka

@@ -1,0 +1,632 @@
+// Changelog mode (ConsumerOptions::changelog_topic) against librdkafka's mock
+// cluster: a partition's state, dedupe records and offset follow it to
+// another member, which restores them before processing it; a member that
+// was killed, or that comes back with a stale copy, is corrected from the
+// changelog; and every total stays exact.
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/clock.h"
+#include "idem/engine.h"
+#include "idem/kafka/consumer.h"
+#include "idem/partition_state.h"
+#include "kafka/changelog_format.h"
+#include "kafka/consumer_hooks.h"
+#include "kafka/partition_reader.h"
+#include "tests/testing/engine_test_util.h"
+#include "tests/testing/kafka_test_util.h"
+#include "util/temp_dir.h"
+
+extern char** environ;
+
+namespace idem {
+namespace {
+
+using ::idem::kafka::Consumer;
+using ::idem::kafka::ConsumerOptions;
+using ::idem::kafka::Record;
+using ::idem::kafka::RestoreReport;
+using ::idem::test::KafkaTestBed;
+using ::idem::test::StartKafka;
+using ::idem::test::TestConsumerOptions;
+using ::idem::util::TempDir;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+constexpr int kPartitions = 3;
+constexpr char kTopic[] = "orders";
+constexpr char kChangelog[] = "orders-state";
+
+// What was produced: every ID on one partition (a producer duplicate goes
+// where its original went), and per partition the sum of its IDs' amounts.
+struct Stream {
+  std::vector<kafka::OutgoingRecord> records;
+  std::set<std::string> ids;
+  std::map<int32_t, int64_t> totals;
+};
+
+void AddMessage(Stream& stream, const std::string& id, int32_t partition,
+                int amount, bool duplicate) {
+  kafka::OutgoingRecord record;
+  record.topic = kTopic;
+  record.partition = partition;
+  record.key = id;
+  record.value = absl::StrCat(amount);
+  record.headers = {{"message-id", id}};
+  stream.records.push_back(std::move(record));
+  if (!duplicate) {
+    stream.ids.insert(id);
+    stream.totals[partition] += amount;
+  }
+}
+
+// `count` new messages "<prefix>-<i>" round-robin over the partitions, each
+// 10th followed by a producer duplicate of the one before it.
+Stream MakeStream(const std::string& prefix, int count) {
+  Stream stream;
+  for (int i = 0; i < count; ++i) {
+    const std::string id = absl::StrCat(prefix, "-", i);
+    AddMessage(stream, id, i % kPartitions, 1 + i % 7, false);
+    if (i % 10 == 9) AddMessage(stream, id, i % kPartitions, 1 + i % 7, true);
+  }
+  return stream;
+}
+
+class KafkaChangelogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StartKafka(kTopic, kPartitions, bed_);
+    ASSERT_NE(bed_.cluster, nullptr);
+    // The mock cluster has no admin API: the topics exist beforehand, as
+    // an operator would create them.
+    ASSERT_TRUE(bed_.cluster->CreateTopic(kChangelog, kPartitions).ok());
+    ASSERT_TRUE(bed_.cluster
+                    ->CreateTopic(kafka::DedupeTopicOf(kChangelog), kPartitions)
+                    .ok());
+  }
+
+  std::unique_ptr<Engine> OpenStore(const std::string& name) {
+    ::idem::Options options;
+    options.dedupe_scope = DedupeScope::kPartition;
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(dir_.Sub(name), options);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  ConsumerOptions MemberOptions(std::vector<RestoreReport>* reports) {
+    ConsumerOptions options = TestConsumerOptions(bed_, "members");
+    options.changelog_topic = kChangelog;
+    options.max_batch = 40;
+    options.on_restore = [reports](const RestoreReport& report) {
+      reports->push_back(report);
+    };
+    return options;
+  }
+
+  void Produce(const Stream& stream) {
+    ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
+  }
+
+  // Offsets committed in `engine`, summed as "records handled".
+  static int64_t Handled(Engine& engine) {
+    int64_t handled = 0;
+    for (int p = 0; p < kPartitions; ++p) {
+      absl::StatusOr<std::optional<int64_t>> offset =
+          engine.CommittedOffset(kTopic, p);
+      if (offset.ok() && offset->has_value()) handled += **offset + 1;
+    }
+    return handled;
+  }
+
+  // Consumes with `engine` until it handled `records` records in all,
+  // then closes the consumer (an orderly leave: its changelog published,
+  // unless `hooks` say otherwise).
+  void ConsumeUntil(Engine& engine, int64_t records,
+                    std::vector<RestoreReport>* reports,
+                    const kafka::ConsumerHooks& hooks = {},
+                    kafka::Handler handler = test::ApplyInPartition) {
+    ConsumerOptions options = MemberOptions(reports);
+    options.dead_letter = [this](const Record& record, const absl::Status&) {
+      dead_lettered_.insert(std::string(record.id));
+      return absl::OkStatus();
+    };
+    auto consumer = kafka::CreateConsumerWithHooks(&engine, options, hooks);
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    absl::Status s = test::PollUntil(**consumer, handler,
+                                     [&] { return Handled(engine) >= records; });
+    ASSERT_TRUE(s.ok()) << s;
+    ASSERT_TRUE((*consumer)->Close().ok());
+  }
+
+  // The engine holds every ID of `ids` applied once and nothing else, and
+  // each partition's total.
+  static void ExpectExact(Engine& engine, const Stream& all) {
+    EXPECT_THAT(
+        test::EffectErrors(all.ids, test::PartitionAppliedCounts(
+                                        engine, kTopic, kPartitions)),
+        IsEmpty());
+    for (const auto& [partition, total] : all.totals) {
+      EXPECT_EQ(*engine.GetState(PartitionStatePrefix(kTopic, partition) +
+                                 "total"),
+                std::optional<std::string>(absl::StrCat(total)))
+          << "partition " << partition;
+    }
+  }
+
+  static void Append(Stream& all, const Stream& more) {
+    all.records.insert(all.records.end(), more.records.begin(),
+                       more.records.end());
+    all.ids.insert(more.ids.begin(), more.ids.end());
+    for (const auto& [p, total] : more.totals) all.totals[p] += total;
+  }
+
+  // Member A processes a first stream but publishes none of it (as if
+  // killed after each commit); B restores (nothing), processes it and a
+  // second stream, and leaves. A returns with its stale store and pending
+  // entries, with `returning` hooks, and leaves; C, with an empty store,
+  // restores and processes everything. Returns C's applied counts; fails
+  // the test if C's totals are not `all`'s only when `expect_exact`.
+  std::map<std::string, int> StaleReturn(const kafka::ConsumerHooks& returning,
+                                         Stream& all, bool expect_exact) {
+    all = MakeStream("first", 30);
+    Produce(all);
+    std::vector<RestoreReport> reports;
+    std::unique_ptr<Engine> a = OpenStore("a");
+    EXPECT_NE(a, nullptr);
+    if (a == nullptr) return {};
+    ConsumeUntil(*a, Handled(all), &reports, {.skip_relay = true});
+    Stream second = MakeStream("second", 30);
+    Produce(second);
+    Append(all, second);
+    std::unique_ptr<Engine> b = OpenStore("b");
+    ConsumeUntil(*b, Handled(all), &reports);
+    ConsumeUntil(*a, Handled(all), &reports, returning);
+    std::unique_ptr<Engine> c = OpenStore("c");
+    ConsumeUntil(*c, Handled(all), &reports);
+    if (expect_exact) {
+      ExpectExact(*c, all);
+      EXPECT_THAT(MarksGoingBack(), IsEmpty());
+    }
+    return test::PartitionAppliedCounts(*c, kTopic, kPartitions);
+  }
+
+  // The offsets of every changelog partition's offset records ("o/"), in log
+  // order, go backwards nowhere: each commit, and each new owner's mark,
+  // continues from the last complete commit. Returns the partitions where
+  // they do, as "p<partition>: <offset> after <offset>".
+  std::vector<std::string> MarksGoingBack() {
+    std::vector<std::string> back;
+    auto reader = kafka::PartitionReader::Create(
+        bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return {"no reader"};
+    for (int32_t p = 0; p < kPartitions; ++p) {
+      int64_t last = -1;
+      absl::Status s = (*reader)->Read(
+          kChangelog, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& r) {
+            std::optional<kafka::ChangelogKey> key =
+                kafka::DecodeChangelogKey(r.record.key);
+            if (!key.has_value() ||
+                key->kind != kafka::ChangelogKey::Kind::kOffset) {
+              return absl::OkStatus();
+            }
+            const int64_t offset =
+                kafka::DecodeOffsetValue(r.record.value).value_or(-2);
+            if (offset < last) {
+              back.push_back(absl::StrCat("p", p, ": ", offset, " after ", last));
+            }
+            last = std::max(last, offset);
+            return absl::OkStatus();
+          });
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    return back;
+  }
+
+  // A processes a stream in which the commit of "m-4" fails after its
+  // handler returned OK (an emit to an empty destination: kInvalidArgument,
+  // dead-lettered at once), with the changelog produced in or outside the
+  // commit; B restores. Returns how often B's state applied "m-4".
+  int AppliedByNextOwner(bool outside_commit) {
+    Stream all = MakeStream("m", 12);
+    Produce(all);
+    auto handler = [](const Record& record, Txn& txn) {
+      if (absl::Status s = test::ApplyInPartition(record, txn); !s.ok()) {
+        return s;
+      }
+      if (record.id == "m-4") txn.Emit("", "k", "v");  // fails the commit
+      return absl::OkStatus();
+    };
+    std::vector<RestoreReport> reports;
+    std::unique_ptr<Engine> a = OpenStore("a");
+    std::unique_ptr<Engine> b = OpenStore("b");
+    if (a == nullptr || b == nullptr) return -1;
+    ConsumeUntil(*a, Handled(all), &reports,
+                 {.changelog_outside_commit = outside_commit}, handler);
+    EXPECT_TRUE(dead_lettered_.contains("m-4"));
+    EXPECT_EQ(test::PartitionAppliedCounts(*a, kTopic, kPartitions).count("m-4"),
+              0u);
+    ConsumeUntil(*b, Handled(all), &reports);
+    std::map<std::string, int> applied =
+        test::PartitionAppliedCounts(*b, kTopic, kPartitions);
+    return applied.contains("m-4") ? applied["m-4"] : 0;
+  }
+
+  // Starts the child consumer (tests/kafka_consumer_child.cc) in changelog
+  // mode on the store `store`, dying at restore step `die_at` if not empty.
+  void SpawnChild(const std::string& store, const std::string& die_at,
+                  pid_t* pid) {
+    std::vector<std::string> args = {IDEM_KAFKA_CHILD,
+                                     bed_.cluster->bootstrap_servers(),
+                                     kTopic,
+                                     "members",
+                                     store,
+                                     absl::StrCat("--changelog=", kChangelog)};
+    if (!die_at.empty()) args.push_back(absl::StrCat("--die_at=", die_at));
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(posix_spawn(pid, IDEM_KAFKA_CHILD, nullptr, nullptr,
+                          argv.data(), environ),
+              0);
+  }
+
+  // Runs the child consumer (tests/kafka_consumer_child.cc) in changelog
+  // mode on the store `store` until it SIGKILLs itself at restore step
+  // `step`; fails the test unless it did.
+  void RunChildDyingAt(const std::string& store, const std::string& step) {
+    pid_t pid = 0;
+    ASSERT_NO_FATAL_FAILURE(SpawnChild(store, step, &pid));
+    int wstatus = 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (waitpid(pid, &wstatus, WNOHANG) == 0) {
+      if (absl::Now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &wstatus, 0);
+        FAIL() << "the child never reached restore step " << step;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
+        << "the child ended otherwise than at restore step " << step;
+  }
+
+  static int64_t Handled(const Stream& stream) {
+    return static_cast<int64_t>(stream.records.size());
+  }
+
+  TempDir dir_;
+  KafkaTestBed bed_;
+  std::set<std::string> dead_lettered_;
+};
+
+// Member A processes the first half and leaves; member B, with an empty
+// store, restores every partition from the changelog and processes the
+// rest. B's totals are exact, and a producer duplicate of a message only A
+// processed is caught by B.
+TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
+  Stream all = MakeStream("first", 60);
+  Produce(all);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> a_reports;
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &a_reports));
+  ASSERT_EQ(a_reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : a_reports) {
+    EXPECT_EQ(r.offset, std::nullopt);  // an empty changelog: from the start
+    EXPECT_EQ(r.state_entries, 0);
+  }
+
+  Stream second = MakeStream("second", 30);
+  // A producer duplicate of "first-0", which only A processed.
+  AddMessage(second, "first-0", 0, 1, true);
+  Produce(second);
+  Append(all, second);
+  std::unique_ptr<Engine> b = OpenStore("b");
+  ASSERT_NE(b, nullptr);
+  std::vector<RestoreReport> b_reports;
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*b, static_cast<int64_t>(all.records.size()), &b_reports));
+  ASSERT_EQ(b_reports.size(), static_cast<size_t>(kPartitions));
+  int64_t restored_entries = 0;
+  for (const RestoreReport& r : b_reports) {
+    EXPECT_TRUE(r.restored);
+    EXPECT_TRUE(r.offset.has_value());
+    EXPECT_GT(r.dedupe_records, 0);
+    EXPECT_EQ(r.orphans, 0);
+    restored_entries += r.state_entries;
+  }
+  // Per partition: "total" and one "applied/<id>" per ID A processed.
+  EXPECT_EQ(restored_entries, kPartitions + 60);
+  ExpectExact(*b, all);
+  EXPECT_TRUE(*b->Seen("first-0", kTopic, 0));
+}
+
+// A, killed mid-stream (SIGKILL, in a process of its own), leaves commits it
+// never published; B restores what the changelog holds and processes from
+// there. Then A comes back with its stale store, gets every partition back
+// (B leaves) and is corrected before it processes anything.
+TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
+  Stream all = MakeStream("m", 300);
+  Produce(all);
+  const std::string store_a = dir_.Sub("a");
+  {
+    std::unique_ptr<Engine> create = OpenStore("a");
+    ASSERT_NE(create, nullptr);
+  }
+  auto handled_a = [&]() -> int64_t {
+    ::idem::Options read_only;
+    read_only.read_only = true;
+    auto engine = Engine::Open(store_a, read_only);
+    return engine.ok() ? Handled(**engine) : 0;
+  };
+  pid_t pid = 0;
+  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (handled_a() < 100 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the child ended on its own";
+  const int64_t a_handled = handled_a();
+  ASSERT_GE(a_handled, 100);
+  ASSERT_LT(a_handled, static_cast<int64_t>(all.records.size()))
+      << "killed too late to be mid-stream";
+
+  // B takes over once A's session has timed out.
+  std::unique_ptr<Engine> b = OpenStore("b");
+  ASSERT_NE(b, nullptr);
+  std::vector<RestoreReport> b_reports;
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*b, static_cast<int64_t>(all.records.size()), &b_reports));
+  ExpectExact(*b, all);
+  for (const RestoreReport& r : b_reports) EXPECT_TRUE(r.restored);
+
+  // More input; A returns with its stale copy and gets everything back.
+  Stream more = MakeStream("late", 30);
+  Produce(more);
+  Append(all, more);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_LT(Handled(*a), Handled(*b));
+  std::vector<RestoreReport> a_reports;
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &a_reports));
+  ASSERT_EQ(a_reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : a_reports) EXPECT_TRUE(r.restored);
+  ExpectExact(*a, all);
+  EXPECT_THAT(MarksGoingBack(), IsEmpty());
+}
+
+// A member returning with committed entries it never published does not
+// publish them after the new owner's: a third member's restore is exact.
+TEST_F(KafkaChangelogTest, ChangelogFencesAReturningMembersStaleEntries) {
+  Stream all;
+  StaleReturn({}, all, /*expect_exact=*/true);
+}
+
+// The broken variant without the fence: the returning member publishes its
+// stale entries after the new owner's, before it even knows whether it owns
+// a partition; the changelog goes back to an older commit, which the check
+// above catches. (Its state is not wrong here only because the returning
+// member then redoes the lost commits with the same deterministic handler.)
+TEST_F(KafkaChangelogTest, ChangelogBrokenVariantWithoutFenceIsCaught) {
+  Stream all;
+  StaleReturn({.changelog_unfenced = true}, all, /*expect_exact=*/false);
+  EXPECT_THAT(MarksGoingBack(), Not(IsEmpty()));
+}
+
+// A record whose commit fails after its handler returned OK (here an emit
+// to an empty destination) is dead-lettered, and nothing of it reaches the
+// changelog: the next owner's state leaves it out.
+TEST_F(KafkaChangelogTest, ChangelogLeavesOutARecordWhoseCommitFailed) {
+  EXPECT_EQ(AppliedByNextOwner(/*outside_commit=*/false), 0);
+}
+
+// The broken variant that produces changelog records outside the commit
+// puts the failed record's effect into the next owner's state.
+TEST_F(KafkaChangelogTest, ChangelogBrokenVariantOutsideTheCommitIsCaught) {
+  EXPECT_EQ(AppliedByNextOwner(/*outside_commit=*/true), 1);
+}
+
+// A member killed in the middle of restoring (after the changelog's copy
+// was committed, then after its mark was committed but not published)
+// restores again when it comes back, and its totals are exact.
+TEST_F(KafkaChangelogTest, ChangelogRestoreKilledMidRestoreIsRedone) {
+  Stream all = MakeStream("m", 60);
+  Produce(all);
+  std::vector<RestoreReport> reports;
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &reports));
+  const std::string store_c = dir_.Sub("c");
+  { ASSERT_NE(OpenStore("c"), nullptr); }
+  ASSERT_NO_FATAL_FAILURE(RunChildDyingAt(store_c, "imported"));
+  ASSERT_NO_FATAL_FAILURE(RunChildDyingAt(store_c, "marked"));
+
+  Stream more = MakeStream("n", 30);
+  Produce(more);
+  Append(all, more);
+  std::unique_ptr<Engine> c = OpenStore("c");
+  ASSERT_NE(c, nullptr);
+  reports.clear();
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*c, Handled(all), &reports));
+  ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : reports) EXPECT_TRUE(r.restored);
+  ExpectExact(*c, all);
+  EXPECT_THAT(MarksGoingBack(), IsEmpty());
+}
+
+// As windows pass (a simulated clock), what the changelog must keep stays
+// bounded: log compaction keeps one record per state key and one offset
+// record per epoch, and a restore takes only the dedupe records of the last
+// window (the dedupe topic's time retention drops the rest in Kafka; the
+// mock cluster keeps everything, so the test folds the topics as the
+// cleaner would).
+TEST_F(KafkaChangelogTest, ChangelogStaysBoundedAsWindowsPass) {
+  ManualClock clock(test::kStart);
+  ::idem::Options options;
+  options.dedupe_scope = DedupeScope::kPartition;
+  options.dedupe_window = absl::Hours(1);
+  options.clock = &clock;
+  auto engine = Engine::Open(dir_.Sub("a"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  // Only the partition's "total": a bounded state.
+  auto add = [](const Record& record, Txn& txn) {
+    PartitionTxn partition(txn, record.topic, record.partition);
+    absl::StatusOr<std::optional<std::string>> total = partition.Get("total");
+    if (!total.ok()) return total.status();
+    partition.Put("total", absl::StrCat((total->has_value() ? std::stoi(**total)
+                                                              : 0) +
+                                        std::stoi(std::string(record.value))));
+    return absl::OkStatus();
+  };
+  Stream all;
+  std::vector<RestoreReport> reports;
+  for (int window = 0; window < 4; ++window) {
+    if (window > 0) clock.Advance(absl::Hours(1) + absl::Seconds(1));
+    Stream more = MakeStream(absl::StrCat("w", window), 30);
+    Produce(more);
+    Append(all, more);
+    ASSERT_NO_FATAL_FAILURE(
+        ConsumeUntil(**engine, Handled(all), &reports, {}, add));
+  }
+  // The compacted changelog: the last record of each key.
+  auto reader = kafka::PartitionReader::Create(
+      bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (int32_t p = 0; p < kPartitions; ++p) {
+    std::set<std::string> keys;
+    int64_t records = 0;
+    ASSERT_TRUE((*reader)
+                    ->Read(kChangelog, p, 0, absl::Seconds(10),
+                           [&](const kafka::LogRecord& r) {
+                             keys.emplace(r.record.key);
+                             ++records;
+                             return absl::OkStatus();
+                           })
+                    .ok());
+    // "s/total" and one "o/<epoch>" (one member, one epoch), however many
+    // records were processed.
+    EXPECT_EQ(keys.size(), 2u) << "partition " << p;
+    EXPECT_GT(records, 40);
+  }
+  // A new member restores the last window's dedupe records only: its
+  // restore drops those whose window has passed by its clock.
+  ManualClock later(clock.Now());
+  options.clock = &later;
+  auto b = Engine::Open(dir_.Sub("b"), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Stream last = MakeStream("w4", 30);
+  Produce(last);
+  Append(all, last);
+  reports.clear();
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(**b, Handled(all), &reports, {}, add));
+  int64_t dedupe_records = 0;
+  for (const RestoreReport& r : reports) dedupe_records += r.dedupe_records;
+  EXPECT_EQ(dedupe_records, 30);  // the last window's IDs, no earlier one
+  for (const auto& [partition, total] : all.totals) {
+    EXPECT_EQ(*(*b)->GetState(PartitionStatePrefix(kTopic, partition) +
+                              "total"),
+              std::optional<std::string>(absl::StrCat(total)));
+  }
+}
+
+// A member that gets back partitions nobody else touched keeps its copy.
+TEST_F(KafkaChangelogTest, ChangelogCurrentCopyIsKept) {
+  Stream all = MakeStream("m", 30);
+  Produce(all);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> reports;
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &reports));
+  reports.clear();
+  Stream more = MakeStream("n", 30);
+  Produce(more);
+  Append(all, more);
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &reports));
+  ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : reports) {
+    EXPECT_FALSE(r.restored) << r.partition << " offset " << r.offset.value_or(-9) << " orphans " << r.orphans << " epoch " << r.epoch << " read " << r.records_read;
+    EXPECT_GT(r.records_read, 0);
+  }
+  ExpectExact(*a, all);
+}
+
+// A write outside PartitionTxn is refused: the record fails with
+// kFailedPrecondition and is dead-lettered at once, nothing of it commits.
+TEST_F(KafkaChangelogTest, ChangelogRefusesWritesOutsidePartitionTxn) {
+  Stream all = MakeStream("m", 3);
+  Produce(all);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> reports;
+  ConsumerOptions options = MemberOptions(&reports);
+  std::vector<absl::Status> dead;
+  options.dead_letter = [&](const Record&, const absl::Status& error) {
+    dead.push_back(error);
+    return absl::OkStatus();
+  };
+  auto consumer = Consumer::Create(a.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = test::PollUntil(
+      **consumer,
+      [](const Record&, Txn& txn) {
+        txn.Put("global", "1");
+        return absl::OkStatus();
+      },
+      [&] { return dead.size() >= 3; });
+  ASSERT_TRUE(s.ok()) << s;
+  for (const absl::Status& error : dead) {
+    EXPECT_EQ(error.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(error.message(), HasSubstr("PartitionTxn"));
+  }
+  EXPECT_EQ(*a->GetState("global"), std::nullopt);
+  EXPECT_EQ((*consumer)->stats().processed, 0);
+}
+
+TEST_F(KafkaChangelogTest, ChangelogOptionsAreChecked) {
+  std::unique_ptr<Engine> partitioned = OpenStore("p");
+  ASSERT_NE(partitioned, nullptr);
+  std::vector<RestoreReport> reports;
+  ConsumerOptions two_topics = MemberOptions(&reports);
+  two_topics.topics = {kTopic, "other"};
+  EXPECT_EQ(Consumer::Create(partitioned.get(), two_topics).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ConsumerOptions no_relay = MemberOptions(&reports);
+  no_relay.relay_outbox = false;
+  EXPECT_EQ(Consumer::Create(partitioned.get(), no_relay).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ConsumerOptions same = MemberOptions(&reports);
+  same.changelog_topic = kTopic;
+  EXPECT_EQ(Consumer::Create(partitioned.get(), same).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_OPEN(store_scoped, dir_.Sub("s"), ::idem::Options());
+  absl::Status scoped =
+      Consumer::Create(store_scoped.get(), MemberOptions(&reports)).status();
+  EXPECT_EQ(scoped.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(scoped.message(), HasSubstr("kPartition"));
+}
+
+}  // namespace
+}  // namespace idem
