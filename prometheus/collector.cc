@@ -150,11 +150,14 @@ class CollectorImpl final : public PrometheusCollector {
     return absl::OkStatus();
   }
 
-  // Observes the commits since the last Update (all of `now` if the count
-  // went back: another engine's figures).
+  // Observes the commits since the last Update (all of `now` if any figure
+  // went back: another engine's).
   void ObserveCommits(const CommitDurations& now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const bool restarted = now.count < last_commits_.count;
+    bool restarted = now.sum_seconds < last_commits_.sum_seconds;
+    for (size_t i = 0; i < now.counts.size(); ++i) {
+      restarted = restarted || now.counts[i] < last_commits_.counts[i];
+    }
     const CommitDurations& base = restarted ? CommitDurations() : last_commits_;
     std::vector<double> increments(now.counts.size());
     for (size_t i = 0; i < now.counts.size(); ++i) {

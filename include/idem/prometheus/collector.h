@@ -9,6 +9,9 @@
 //   idem_write_amplification, idem_live_sst_bytes, idem_memtable_bytes,
 //   idem_outbox_pending                                                 gauges
 //
+// (outcome="conflict" is registered and stays 0 while the engine returns no
+// such outcome.)
+//
 // prometheus-cpp 1.0's Registry holds only the families it builds itself,
 // so the collector creates these families in the registry and copies the
 // engine's figures into them when Update is called, or every refresh_period
@@ -58,8 +61,10 @@ class PrometheusCollector {
   // Registers the families and this collector's series (at zero) in
   // `registry`, then calls Update once (its failure is not Create's: a
   // store that is closed for now still gets its series). kInvalidArgument
-  // for a null engine, a bad label or a bad refresh_period; kAlreadyExists
-  // if a metric of the same name but another type is in the registry.
+  // for a null engine, a bad label, a bad refresh_period or a family of one
+  // of these names but another type in the registry; kAlreadyExists if
+  // another collector there has the same labels. On failure the registry
+  // keeps none of this collector's series.
   static absl::StatusOr<std::unique_ptr<PrometheusCollector>> Create(
       Engine* engine, prometheus::Registry& registry,
       const PrometheusCollectorOptions& options = {});
