@@ -41,6 +41,15 @@
 // stores only. import refuses, importing nothing, a file with any other
 // line, member or kind (the message names the line).
 //
+// `metrics` prints the store's figures as idem::PrometheusCollector
+// registers them (idem/prometheus/collector.h), in Prometheus' text
+// exposition format, or with --json as
+//   {"metrics":[{"name":"...","type":"counter|gauge|histogram","help":"...",
+//     "samples":[{"labels":{...},"value":N}]}]}
+// (a histogram's samples carry "count", "sum" and cumulative "buckets",
+// [{"le":N|null,"count":N}], null for +Inf). Its counters count from this
+// open, so they read 0. A build without prometheus-cpp fails it with exit 3.
+//
 // Keys, values and results are arbitrary bytes. They are written as JSON
 // strings in which every code point stands for one byte (Latin-1): bytes
 // 0x20-0x7E appear as themselves except '"' and '\' (escaped as \" and \\),
