@@ -81,10 +81,12 @@ using idemctl::ParsePartition;
 using idemctl::Position;
 using idemctl::PositionName;
 using idemctl::PrepareImport;
+using idemctl::PrepareMetrics;
 using idemctl::PrepareSetOffset;
 using idemctl::Request;
 using idemctl::RunExport;
 using idemctl::RunImport;
+using idemctl::RunMetrics;
 using idemctl::RunOffsets;
 using idemctl::RunSetOffset;
 using idemctl::UsageError;
@@ -598,6 +600,14 @@ constexpr Command kCommands[] = {
      PositionFlags::kNone,
      nullptr,
      RunVerify},
+    {"metrics",
+     {},
+     "The store's figures in Prometheus' text exposition format (counters "
+     "count from this idem-ctl's open, so read 0).",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     PrepareMetrics,
+     RunMetrics},
     {"export",
      {"FILE"},
      "Write one partition (--partition=SOURCE:P) to FILE (new) as JSON "
@@ -643,7 +653,8 @@ const std::vector<IdemctlSubcommand>& IdemctlSubcommands() {
 
 std::string IdemctlUsage() {
   return "Inspects and maintains an idem store. stats, seen, get, offsets, "
-         "dump, verify\nand export open it read-only (they work while a "
+         "dump, verify,\nmetrics and export open it read-only (they work while "
+         "a "
          "consumer holds it, seeing\nits commits as of that moment); forget, "
          "set-offset, compact, checkpoint and\nimport need it not to be open "
          "elsewhere. The store is never created. dump and\nexport write JSON "
@@ -653,7 +664,8 @@ std::string IdemctlUsage() {
          "Usage: idem-ctl --store=PATH [--json] SUBCOMMAND [ARG...]\n"
          "  stats | seen ID | forget ID | get KEY | offsets\n"
          "  | set-offset SOURCE PARTITION OFFSET | compact | checkpoint DIR\n"
-         "  | dump | verify | export --partition=SOURCE:P FILE | import FILE\n"
+         "  | dump | verify | metrics | export --partition=SOURCE:P FILE\n"
+         "  | import FILE\n"
          "In a partition-scoped store seen and forget need the message's\n"
          "partition: --source=S --partition=P (or --partition=S:P).\n"
          "\n"

@@ -2,7 +2,7 @@
 //
 //   idem-ctl --store=PATH [--json] stats | seen ID | forget ID | get KEY
 //       | offsets | set-offset SOURCE PARTITION OFFSET | compact
-//       | checkpoint DIR | dump | verify
+//       | checkpoint DIR | dump | verify | metrics
 //       | export --partition=SOURCE:P FILE | import FILE
 //
 // seen and forget take --source=S --partition=P (or --partition=S:P) for a
@@ -13,8 +13,8 @@
 // tests drive it directly. It opens the store with create_if_missing = false
 // and Durability::kSync, runs one subcommand, writes results to `out` and
 // errors (one line each, prefixed "idem-ctl: ") to `err`, and returns an exit
-// code. stats, seen, get, offsets, dump, verify and export open the store
-// read-only, so they work while a consumer holds it; forget, set-offset,
+// code. stats, seen, get, offsets, dump, verify, metrics and export open the
+// store read-only, so they work while a consumer holds it; forget, set-offset,
 // compact, checkpoint and import open it writable, which fails with
 // kFailedPrecondition while it is open in any other engine. The writable
 // open takes the store's own dedupe scope (from its column families).
@@ -40,6 +40,15 @@
 // wrote them through PartitionTxn; dedupe records come from partition-scoped
 // stores only. import refuses, importing nothing, a file with any other
 // line, member or kind (the message names the line).
+//
+// `metrics` prints the store's figures as idem::PrometheusCollector
+// registers them (idem/prometheus/collector.h), in Prometheus' text
+// exposition format, or with --json as
+//   {"metrics":[{"name":"...","type":"counter|gauge|histogram","help":"...",
+//     "samples":[{"labels":{...},"value":N}]}]}
+// (a histogram's samples carry "count", "sum" and cumulative "buckets",
+// [{"le":N|null,"count":N}], null for +Inf). Its counters count from this
+// open, so they read 0. A build without prometheus-cpp fails it with exit 3.
 //
 // Keys, values and results are arbitrary bytes. They are written as JSON
 // strings in which every code point stands for one byte (Latin-1): bytes

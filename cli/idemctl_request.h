@@ -1,8 +1,8 @@
 // The parts idem-ctl's subcommands share (cli/idemctl.cc, which holds the
 // subcommand table and the store-inspecting subcommands, and
 // cli/idemctl_partition.cc, the subcommands that read or move one
-// partition's position and state): the parsed request and the error and
-// parsing helpers. Internal to idem-ctl.
+// partition's position and state, and cli/idemctl_metrics.cc): the parsed
+// request and the error and parsing helpers. Internal to idem-ctl.
 
 #ifndef IDEM_CLI_IDEMCTL_REQUEST_H_
 #define IDEM_CLI_IDEMCTL_REQUEST_H_
@@ -66,6 +66,12 @@ int RunExport(Engine& engine, const Request& r, std::ostream& out,
 std::optional<int> PrepareImport(Request& request, std::ostream& err);
 int RunImport(Engine& engine, const Request& r, std::ostream& out,
               std::ostream& err);
+
+// metrics (cli/idemctl_metrics.cc): PrepareMetrics fails (exit 3) when
+// idem-ctl was built without prometheus-cpp.
+std::optional<int> PrepareMetrics(Request& request, std::ostream& err);
+int RunMetrics(Engine& engine, const Request& r, std::ostream& out,
+               std::ostream& err);
 
 }  // namespace idem::cli::idemctl
 

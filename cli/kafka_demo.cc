@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -27,6 +28,13 @@
 #include "idem/partition_state.h"
 #include "util/json_writer.h"
 #include "util/temp_dir.h"
+
+#if IDEM_HAVE_PROMETHEUS
+#include "idem/prometheus/collector.h"
+#include "idem/prometheus/consumer_collector.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#endif
 
 namespace idem::cli {
 namespace {
@@ -106,6 +114,58 @@ absl::Status ApplyPayment(const kafka::Record& record, Txn& txn) {
   return absl::OkStatus();
 }
 
+#if IDEM_HAVE_PROMETHEUS
+// --metrics_port: /metrics on 127.0.0.1 with the engine's and the running
+// consumer's figures.
+class DemoMetrics {
+ public:
+  static absl::StatusOr<std::unique_ptr<DemoMetrics>> Start(int port,
+                                                            Engine* engine) {
+    auto metrics = std::make_unique<DemoMetrics>();
+    PrometheusCollectorOptions options;
+    options.refresh_period = absl::Seconds(1);
+    auto collector =
+        PrometheusCollector::Create(engine, *metrics->registry_, options);
+    if (!collector.ok()) return collector.status();
+    metrics->engine_ = *std::move(collector);
+    auto consumer = PrometheusConsumerCollector::Create(*metrics->registry_);
+    if (!consumer.ok()) return consumer.status();
+    metrics->consumer_ = *std::move(consumer);
+    try {
+      metrics->exposer_ = std::make_unique<prometheus::Exposer>(
+          absl::StrCat("127.0.0.1:", port), /*num_threads=*/1);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "--metrics_port: cannot listen on 127.0.0.1:", port, ": ", e.what()));
+    }
+    metrics->exposer_->RegisterCollectable(metrics->registry_);
+    return metrics;
+  }
+
+  int port() const { return exposer_->GetListeningPorts().at(0); }
+  void Update(const kafka::ConsumerStats& stats) { consumer_->Update(stats); }
+  void UpdateEngine() { engine_->Update().IgnoreError(); }  // best effort
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_ =
+      std::make_shared<prometheus::Registry>();
+  std::unique_ptr<PrometheusCollector> engine_;
+  std::unique_ptr<PrometheusConsumerCollector> consumer_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+#else
+// Without prometheus-cpp ValidateKafkaDemoOptions refuses --metrics_port.
+class DemoMetrics {
+ public:
+  static absl::StatusOr<std::unique_ptr<DemoMetrics>> Start(int, Engine*) {
+    return absl::UnimplementedError("built without prometheus-cpp");
+  }
+  int port() const { return -1; }
+  void Update(const kafka::ConsumerStats&) {}
+  void UpdateEngine() {}
+};
+#endif
+
 class Demo {
  public:
   Demo(const KafkaDemoOptions& options, std::ostream& progress)
@@ -124,6 +184,13 @@ class Demo {
 
     auto engine = Engine::Open(report_.store, Options());
     if (!engine.ok()) return engine.status();
+    if (options_.metrics_port >= 0) {
+      auto metrics = DemoMetrics::Start(options_.metrics_port, engine->get());
+      if (!metrics.ok()) return metrics.status();
+      metrics_ = *std::move(metrics);
+      progress_ << "serving metrics at http://127.0.0.1:" << metrics_->port()
+                << "/metrics\n";
+    }
     if (absl::Status s = RunPhase("phase 1", first, **engine, report_.first);
         !s.ok()) {
       return s;
@@ -133,6 +200,13 @@ class Demo {
       return s;
     }
     if (absl::Status s = Check(stream, **engine); !s.ok()) return s;
+    if (metrics_ != nullptr && options_.metrics_linger > absl::ZeroDuration()) {
+      metrics_->UpdateEngine();
+      progress_ << "metrics stay up for "
+                << absl::FormatDuration(options_.metrics_linger) << "\n";
+      absl::SleepFor(options_.metrics_linger);
+    }
+    metrics_.reset();  // before the engine closes
     return report_;
   }
 
@@ -228,6 +302,7 @@ class Demo {
       absl::StatusOr<kafka::BatchReport> batch =
           (*consumer)->PollBatch(ApplyPayment);
       if (!batch.ok()) return batch.status();
+      if (metrics_ != nullptr) metrics_->Update((*consumer)->stats());
       const absl::Time now = absl::Now();
       if (batch->records > 0) {
         last_record = now;
@@ -326,6 +401,7 @@ class Demo {
   std::unique_ptr<kafka::Producer> producer_;
   std::optional<util::TempDir> temp_dir_;
   KafkaDemoReport report_;
+  std::unique_ptr<DemoMetrics> metrics_;  // with --metrics_port
 };
 
 void WritePhaseJson(const KafkaDemoPhase& p, util::JsonWriter& j) {
@@ -376,6 +452,19 @@ absl::Status ValidateKafkaDemoOptions(const KafkaDemoOptions& options) {
   if (options.batch < 1) return invalid("--batch must be >= 1");
   if (options.idle_timeout <= absl::ZeroDuration()) {
     return invalid("--idle_timeout must be positive");
+  }
+  if (options.metrics_port < -1 || options.metrics_port > 65535) {
+    return invalid("--metrics_port must be a port number (0: any free one)");
+  }
+#if !IDEM_HAVE_PROMETHEUS
+  if (options.metrics_port >= 0) {
+    return invalid(
+        "--metrics_port needs a build with prometheus-cpp "
+        "(IDEM_WITH_PROMETHEUS, Debian: prometheus-cpp-dev)");
+  }
+#endif
+  if (options.metrics_linger < absl::ZeroDuration()) {
+    return invalid("--metrics_linger must be >= 0");
   }
   return absl::OkStatus();
 }

@@ -57,6 +57,16 @@ struct KafkaDemoOptions {
   // How long a consumer may see nothing before the demo gives up.
   absl::Duration idle_timeout = absl::Seconds(30);
   uint64_t seed = 1;
+  // >= 0: serve /metrics in Prometheus' text format on 127.0.0.1 at this
+  // port (0: any free port; the port is named in the progress lines) while
+  // the demo runs: the engine's figures (idem::PrometheusCollector,
+  // refreshed every second) and the running consumer's
+  // (idem::PrometheusConsumerCollector, after each batch). Needs a build
+  // with prometheus-cpp. -1: no endpoint. Must be in [-1, 65535].
+  int metrics_port = -1;
+  // How long /metrics stays up after the checks, with the final figures.
+  // Must be >= 0.
+  absl::Duration metrics_linger = absl::ZeroDuration();
 };
 
 // What one consumer phase did.

@@ -25,9 +25,9 @@
 #include "crash/stream.h"
 #include "crash/verifier.h"
 #include "crash/worker.h"
+#include "engine/latency_histogram.h"
 #include "idem/crash/file_system.h"
 #include "util/json_writer.h"
-#include "util/latency_histogram.h"
 
 namespace idem::crash {
 namespace {
@@ -224,7 +224,7 @@ class Run {
     }
     if (absl::Status s = RunOnce(RunKind::kFinal).status(); !s.ok()) return s;
     if (open_times_.count() > 0) {
-      const util::LatencySummary open = open_times_.Summary();
+      const LatencySummary open = open_times_.Summary();
       report_.open_p50 = absl::Microseconds(open.p50);
       report_.open_max = absl::Microseconds(open.max);
     }
@@ -569,9 +569,9 @@ class Run {
   absl::flat_hash_set<std::string> delivered_;
   absl::flat_hash_set<std::string> acked_;
   absl::flat_hash_set<std::string> in_flight_;
-  PublishedContents published_;        // over the epoch's runs
-  util::LatencyHistogram open_times_;  // microseconds
-  std::vector<const char*> names_;     // the invariants, in report order
+  PublishedContents published_;     // over the epoch's runs
+  LatencyHistogram open_times_;     // microseconds
+  std::vector<const char*> names_;  // the invariants, in report order
   std::map<std::string, InvariantResult> invariants_;
   CrashTestReport report_;
   int runs_ = 0;     // worker runs so far, of every kind

@@ -1,15 +1,19 @@
 #include "engine/engine_impl.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/batch_txn.h"
 #include "engine/expiry_buckets.h"
+#include "engine/info_log.h"
 #include "engine/outbox_store.h"
 #include "engine/status_util.h"
+#include "engine/store_directory.h"
 #include "engine/validate.h"
 
 namespace idem {
@@ -99,10 +103,28 @@ absl::StatusOr<Store*> EngineImpl::CurrentStore() {
   return store_.get();
 }
 
+void EngineImpl::LogEvent(LogSeverity severity,
+                          std::string_view message) const {
+  const std::string line = absl::StrCat("idem: ", AbslView(message));
+  if (options_.logger != nullptr) {
+    try {
+      options_.logger->Log(severity, line);
+    } catch (...) {
+      // A logger that throws loses the line, as RocksDB's do.
+    }
+  } else if (!options_.read_only) {
+    StoreLogFile(CanonicalStorePath(path_) + "/LOG", options_.clock,
+                 /*rotate=*/false)
+        .Log(severity, line);
+  }
+}
+
 absl::Status EngineImpl::RecoverIfNeeded() {
   if (!needs_reopen_.load()) return absl::OkStatus();
   absl::MutexLock lock(&store_mu_);
   if (commits_lost_) return store_error_;
+  LogEvent(LogSeverity::kWarning,
+           "reopening the store after a failed write or sync");
   store_.reset();
   absl::StatusOr<std::unique_ptr<Store>> reopened =
       OpenStore(path_, options_, parts_);
@@ -115,6 +137,7 @@ absl::Status EngineImpl::RecoverIfNeeded() {
           "commits ", recovered + 1, "..", issued,
           " were lost by the file system after an I/O error; close the "
           "engine, reopen it and redeliver from the committed offsets"));
+      LogEvent(LogSeverity::kError, store_error_.ToString());
       return store_error_;
     }
     // A failed commit may still have reached the log: the cursor is what
@@ -124,6 +147,7 @@ absl::Status EngineImpl::RecoverIfNeeded() {
     if (!outbox.ok()) {
       store_ = std::move(*reopened);
       store_error_ = outbox.status();
+      LogEvent(LogSeverity::kError, store_error_.ToString());
       return store_error_;
     }
     outbox_issued_.store(outbox->issued);
@@ -134,10 +158,14 @@ absl::Status EngineImpl::RecoverIfNeeded() {
       syncer_.MarkDurable(recovered);
       store_error_ = absl::OkStatus();
       needs_reopen_.store(false);
+      LogEvent(LogSeverity::kInfo, "reopened the store; commits go on");
       return absl::OkStatus();
     }
     // Readable as it is; the next commit tries again.
-    return FromRocksStatus(s, "syncing the reopened store");
+    absl::Status synced = FromRocksStatus(s, "syncing the reopened store");
+    LogEvent(LogSeverity::kError,
+             absl::StrCat(synced.ToString(), "; the next commit tries again"));
+    return synced;
   }
   // Keep answering reads from the committed data while the cause lasts.
   absl::StatusOr<std::unique_ptr<Store>> readable =
@@ -146,6 +174,13 @@ absl::Status EngineImpl::RecoverIfNeeded() {
   store_error_ = absl::Status(reopened.status().code(),
                               absl::StrCat("reopening after an I/O error: ",
                                            reopened.status().message()));
+  LogEvent(LogSeverity::kError,
+           absl::StrCat(store_error_.ToString(),
+                        readable.ok() ? "; reads are answered from a "
+                                        "read-only open until a later commit "
+                                        "reopens the store"
+                                      : "; the store stays closed until a "
+                                        "later commit reopens it"));
   return store_error_;
 }
 
@@ -165,9 +200,11 @@ EngineImpl::ReadLock::~ReadLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (locked_) engine_->store_mu_.ReaderUnlock();
 }
 
-EngineImpl::CommitLock::CommitLock(EngineImpl* engine)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS : engine_(engine),
-                                     locked_(!engine->hooks_.skip_commit_lock) {
+EngineImpl::CommitLock::CommitLock(EngineImpl* engine,
+                                   Use use) ABSL_NO_THREAD_SAFETY_ANALYSIS
+    : engine_(engine),
+      locked_(!engine->hooks_.skip_commit_lock &&
+              !(use == kRead && engine->InsideOwnHandler())) {
   if (locked_) engine_->commit_mu_.Lock();
 }
 
@@ -295,7 +332,18 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
       DropExpiredBuckets(store, BucketDropHorizon(now_micros));
   if (!dropped.ok()) {
     needs_reopen_.store(true);
+    LogEvent(
+        LogSeverity::kError,
+        absl::StrCat("dropping expired buckets: ", dropped.status().ToString(),
+                     "; the store is reopened before the next commit"));
     return dropped.status();
+  }
+  if (dropped->families > 0) {
+    LogEvent(LogSeverity::kInfo,
+             absl::StrCat("dropped ", dropped->families,
+                          " expiry bucket(s) whose records had all expired "
+                          "(about ",
+                          dropped->records, " records)"));
   }
   buckets_dropped_.fetch_add(dropped->families, std::memory_order_relaxed);
   bucket_records_dropped_.fetch_add(dropped->records,
@@ -343,7 +391,14 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       !s.ok()) {
     return s;
   }
+  // A duration, not an expiry decision: the steady clock, not Options::clock.
+  const auto write_start = std::chrono::steady_clock::now();
   if (absl::Status s = Write(store, &batch); !s.ok()) return s;
+  if (!hooks_.skip_commit_lock) {
+    commit_micros_.Add(std::chrono::duration<double, std::micro>(
+                           std::chrono::steady_clock::now() - write_start)
+                           .count());
+  }
   if (absl::Status s = Write(store, &split_records); !s.ok()) return s;
   if (commit.emitted() > 0) {
     outbox_issued_.store(outbox.issued + commit.emitted());

@@ -29,12 +29,14 @@
 #include "engine/commit_batch.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
+#include "engine/latency_histogram.h"
 #include "engine/outbox_record.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "engine/ttl_filter.h"
 #include "engine/wal_syncer.h"
 #include "idem/engine.h"
+#include "idem/logger.h"
 
 namespace idem {
 
@@ -200,10 +202,13 @@ class EngineImpl : public Engine {
 
   // Holds commit_mu_ for one commit, except under the deliberately broken
   // variant EngineHooks::skip_commit_lock (no mutual exclusion between
-  // commits). To the thread-safety analysis it always holds the lock.
+  // commits). kRead (GetStats' read of the commit durations) also does not
+  // lock from inside one of this engine's handlers, whose commit holds it.
+  // To the thread-safety analysis it always holds the lock.
   class ABSL_SCOPED_LOCKABLE CommitLock {
    public:
-    explicit CommitLock(EngineImpl* engine)
+    enum Use { kCommit, kRead };
+    explicit CommitLock(EngineImpl* engine, Use use = kCommit)
         ABSL_EXCLUSIVE_LOCK_FUNCTION(engine->commit_mu_);
     CommitLock(const CommitLock&) = delete;
     CommitLock& operator=(const CommitLock&) = delete;
@@ -213,6 +218,11 @@ class EngineImpl : public Engine {
     EngineImpl* const engine_;
     const bool locked_;
   };
+
+  // One of the engine's own events (a reopen, bucket drops), prefixed
+  // "idem: ", to Options::logger; without one, appended to the store's LOG
+  // file (read-only engines: nowhere). Best effort: never fails.
+  void LogEvent(LogSeverity severity, std::string_view message) const;
 
   // Reopens the store if an earlier failure asked for it.
   absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
@@ -265,6 +275,9 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> outbox_issued_{0};
   std::atomic<uint64_t> outbox_acked_{0};
 
+  // The durations of the commits' writes since Open, in microseconds
+  // (Stats::commit_durations); not kept under skip_commit_lock.
+  LatencyHistogram commit_micros_ ABSL_GUARDED_BY(commit_mu_);
   // Counters since Open.
   std::atomic<uint64_t> processed_{0};
   std::atomic<uint64_t> duplicates_{0};

@@ -163,6 +163,22 @@ Options EngineImpl::options() {
 
 absl::StatusOr<Stats> EngineImpl::GetStats() {
   Stats stats;
+  {
+    // Waits for a commit in progress (none from inside a handler, whose
+    // commit this thread holds).
+    CommitLock lock(this, CommitLock::kRead);
+    const LatencyHistogram& h = commit_micros_;
+    CommitDurations& d = stats.commit_durations;
+    int64_t below = 0;
+    for (size_t i = 0; i < kCommitDurationBounds.size(); ++i) {
+      const int64_t at_most = h.CountAtMost(kCommitDurationBounds[i] * 1e6);
+      d.counts[i] = static_cast<uint64_t>(at_most - below);
+      below = at_most;
+    }
+    d.counts.back() = static_cast<uint64_t>(h.count() - below);
+    d.count = static_cast<uint64_t>(h.count());
+    d.sum_seconds = h.sum() / 1e6;
+  }
   stats.processed = processed_.load(std::memory_order_relaxed);
   stats.duplicates = duplicates_.load(std::memory_order_relaxed);
   stats.failed = failed_.load(std::memory_order_relaxed);

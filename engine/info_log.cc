@@ -88,10 +88,10 @@ const char* LogSeverityName(LogSeverity severity) {
 
 Logger::~Logger() = default;
 
-StoreLogFile::StoreLogFile(const std::string& path, Clock* clock)
+StoreLogFile::StoreLogFile(const std::string& path, Clock* clock, bool rotate)
     : clock_(clock != nullptr ? clock : SystemClock()) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 &&
+  if (rotate && ::stat(path.c_str(), &st) == 0 &&
       static_cast<size_t>(st.st_size) > kMaxBytes) {
     ::rename(path.c_str(), (path + ".old").c_str());  // best effort
   }

@@ -23,14 +23,16 @@
 namespace idem {
 
 // Appends lines to one file, best effort. The file is opened at
-// construction (created if missing; renamed to LOG.old first when it is over
-// kMaxBytes); if it cannot be opened, lines are dropped.
+// construction (created if missing; with `rotate`, renamed to LOG.old first
+// when it is over kMaxBytes); if it cannot be opened, lines are dropped.
 class StoreLogFile : public Logger {
  public:
   static constexpr size_t kMaxBytes = size_t{4} << 20;
 
   // Lines are stamped with `clock`'s time (borrowed; SystemClock() if null).
-  StoreLogFile(const std::string& path, Clock* clock);
+  // The engine's own events append without `rotate`: the file is RocksDB's
+  // info log's too, which rotates it when it opens.
+  StoreLogFile(const std::string& path, Clock* clock, bool rotate = true);
   ~StoreLogFile() override;
 
   void Log(LogSeverity severity, std::string_view message) override;

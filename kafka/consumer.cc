@@ -71,6 +71,10 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   if (!NonNegativeFinite(options.retry_backoff)) {
     return invalid("retry_backoff must be >= 0 and finite");
   }
+  if (options.statistics_interval < absl::Milliseconds(1) ||
+      options.statistics_interval == absl::InfiniteDuration()) {
+    return invalid("statistics_interval must be >= 1 ms and finite");
+  }
   for (const auto& [name, value] : options.kafka_config) {
     for (const char* owned : kOwnedProperties) {
       if (name == owned) {
@@ -81,6 +85,14 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
     }
   }
   return absl::OkStatus();
+}
+
+// librdkafka's syslog levels (0 emergency ... 7 debug) as idem's.
+LogSeverity SeverityOfSyslogLevel(int level) {
+  if (level <= 3) return LogSeverity::kError;
+  if (level == 4) return LogSeverity::kWarning;
+  if (level <= 6) return LogSeverity::kInfo;
+  return LogSeverity::kDebug;
 }
 
 int ToMillis(absl::Duration d) {
@@ -113,6 +125,14 @@ class ConsumerImpl final : public Consumer {
                                  {"group.id", options_.group_id},
                                  {"enable.auto.commit", "false"},
                                  {"enable.auto.offset.store", "false"}});
+    if (options_.on_statistics) {
+      config.push_back({"statistics.interval.ms",
+                        absl::StrCat(ToMillis(options_.statistics_interval))});
+      rd_kafka_conf_set_stats_cb(conf.get(), &ConsumerImpl::OnStatistics);
+    }
+    if (options_.logger != nullptr) {
+      rd_kafka_conf_set_log_cb(conf.get(), &ConsumerImpl::OnLog);
+    }
     if (absl::Status s = SetConfig(conf.get(), config); !s.ok()) return s;
     rd_kafka_conf_set_opaque(conf.get(), this);
     rd_kafka_conf_set_rebalance_cb(conf.get(), &ConsumerImpl::OnRebalance);
@@ -309,6 +329,30 @@ class ConsumerImpl final : public Consumer {
       return;
     }
     self->NoteError(absl::UnavailableError(reason));
+  }
+
+  // From librdkafka's threads: only the constant logger is touched.
+  static void OnLog(const rd_kafka_t* rk, int level, const char* facility,
+                    const char* text) {
+    ConsumerImpl* self = Self(rd_kafka_opaque(rk));
+    CallUserCode("ConsumerOptions::logger", [&] {
+      self->options_.logger->Log(
+          SeverityOfSyslogLevel(level),
+          absl::StrCat("librdkafka ", facility, ": ", text));
+      return absl::OkStatus();
+    }).IgnoreError();  // a logger that throws loses the line
+  }
+
+  // Served by rd_kafka_consumer_poll, on the polling thread.
+  static int OnStatistics(rd_kafka_t*, char* json, size_t length,
+                          void* opaque) {
+    ConsumerImpl* self = Self(opaque);
+    absl::Status s = CallUserCode("ConsumerOptions::on_statistics", [&] {
+      self->options_.on_statistics(std::string_view(json, length));
+      return absl::OkStatus();
+    });
+    if (!s.ok()) self->NoteError(s);
+    return 0;  // librdkafka frees `json`
   }
 
   void NoteError(const absl::Status& status) {

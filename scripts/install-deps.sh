@@ -6,13 +6,15 @@ set -euo pipefail
 
 # Everything the build uses, the optional parts included, so that
 # scripts/test.sh runs every suite: librdkafka-dev for the Kafka adapter
-# (kafka/) and its tests, libpq-dev and libhiredis-dev for bench/peers/.
+# (kafka/) and its tests, prometheus-cpp-dev for the Prometheus collectors
+# (prometheus/), idem-ctl metrics and idem-kafka-demo --metrics_port,
+# libpq-dev and libhiredis-dev for bench/peers/.
 packages=(
   cmake make g++ pkgconf
   librocksdb-dev libabsl-dev libxxhash-dev
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  librdkafka-dev libpq-dev libhiredis-dev
+  librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
   "$@"
 )
 

@@ -5,10 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# install-deps.sh installs librdkafka-dev; if the build still did not find
-# it, the Kafka suites are missing: say so rather than pass without them.
-if grep -q 'idem::kafka is not built' build/build.log; then
-  echo "test: idem::kafka is not built: the Kafka suites do not run" >&2
+# install-deps.sh installs librdkafka-dev and prometheus-cpp-dev; if the
+# build still did not find one, its suites are missing: say so rather than
+# pass without them, and fail under CI (CI=true), which must run them all.
+missing=0
+for part in idem::kafka idem::prometheus; do
+  if grep -q "$part is not built" build/build.log; then
+    echo "test: $part is not built: its suites do not run" >&2
+    missing=1
+  fi
+done
+if [ "$missing" = 1 ] && [ "${CI:-}" = true ]; then
+  echo "test: CI needs every optional part built" >&2
+  exit 1
 fi
 cd build
 exec ctest --output-on-failure -j"$(nproc)" "$@"

@@ -21,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
+#include "idem/stats.h"
 #include "rocksdb/db.h"
 #include "tests/testing/engine_test_util.h"
 #include "util/temp_dir.h"
@@ -361,6 +362,46 @@ TEST(EngineCallsTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
   EXPECT_GT(after->bloom_filter_useful, 100u);
   EXPECT_GE(after->bloom_filter_positive, 200u);
   EXPECT_GT(after->data_blocks_read, 0u);
+}
+
+TEST(EngineCallsTest, StatsTimeEachCommitCallInTheirBuckets) {
+  test::EngineHarness h(Options(),
+                        test::EngineHarness::Storage::kCrashFileSystem);
+  ASSERT_TRUE(h.Open().ok());
+  const std::vector<Message> batch = {{.id = "a"}, {.id = "b"}, {.id = "a"}};
+  ASSERT_TRUE(h.engine().ProcessBatch(batch, AddOne).ok());
+  ASSERT_TRUE(h.engine().Process({.id = "c"}, AddOne).ok());
+  // A slow device: this commit's WAL sync takes at least 30 ms.
+  h.fs().SetWalSyncDelay(absl::Milliseconds(30));
+  ASSERT_TRUE(h.engine().Process({.id = "d"}, AddOne).ok());
+  h.fs().SetWalSyncDelay(absl::ZeroDuration());
+
+  // From inside a handler (whose commit holds the commit lock) too.
+  absl::StatusOr<Stats> inside;
+  ASSERT_TRUE(h.engine()
+                  .Process({.id = "e"},
+                           [&](const Message& m, Txn& txn) {
+                             inside = h.engine().GetStats();
+                             return AddOne(m, txn);
+                           })
+                  .ok());
+  ASSERT_TRUE(inside.ok()) << inside.status();
+  EXPECT_EQ(inside->commit_durations.count, 3u);
+
+  auto stats = h.engine().GetStats();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const CommitDurations& d = stats->commit_durations;
+  EXPECT_EQ(d.count, 4u);  // one per call, whatever its batch size
+  uint64_t total = 0, at_least_25ms = 0;
+  for (size_t i = 0; i < d.counts.size(); ++i) {
+    total += d.counts[i];
+    if (i > 0 && kCommitDurationBounds[i - 1] >= 25e-3) {
+      at_least_25ms += d.counts[i];
+    }
+  }
+  EXPECT_EQ(total, d.count);
+  EXPECT_GE(at_least_25ms, 1u);  // the slow one (others may be slow too)
+  EXPECT_GE(d.sum_seconds, 0.03);
 }
 
 // ============================================================================

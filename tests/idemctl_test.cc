@@ -875,10 +875,10 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
   const std::string usage = IdemctlUsage();
-  for (const char* sub :
-       {"stats", "seen ID", "forget ID", "get KEY", "offsets",
-        "set-offset SOURCE PARTITION OFFSET", "compact", "checkpoint DIR",
-        "dump", "verify", "export --partition=SOURCE:P FILE", "import FILE"}) {
+  for (const char* sub : {"stats", "seen ID", "forget ID", "get KEY", "offsets",
+                          "set-offset SOURCE PARTITION OFFSET", "compact",
+                          "checkpoint DIR", "dump", "verify", "metrics",
+                          "export --partition=SOURCE:P FILE", "import FILE"}) {
     EXPECT_THAT(usage, HasSubstr(sub));
   }
   // The list tools/idemctl_main.cc declares is the one RunIdemctl runs.
@@ -886,7 +886,7 @@ TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
     EXPECT_THAT(usage, HasSubstr(std::string(sub.name)));
     EXPECT_THAT(sub.help, Not(IsEmpty())) << sub.name;
   }
-  EXPECT_EQ(IdemctlSubcommands().size(), 12u);
+  EXPECT_EQ(IdemctlSubcommands().size(), 13u);
 }
 
 }  // namespace

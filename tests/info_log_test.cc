@@ -1,7 +1,8 @@
 // The engine's info log: RocksDB's lines reach Options::logger (warnings and
 // above), a throwing logger cannot throw into RocksDB, and without a logger
 // the lines go to the store's LOG file, best effort (read-only opens write
-// nothing).
+// nothing). The engine's own events (a reopen after a failed write, expiry
+// bucket drops) go the same way.
 
 #include "engine/info_log.h"
 
@@ -19,6 +20,7 @@
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
+#include "tests/testing/recording_logger.h"
 #include "util/temp_dir.h"
 
 namespace idem {
@@ -26,25 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::kStart;
+using test::RecordingLogger;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-
-class RecordingLogger : public Logger {
- public:
-  void Log(LogSeverity severity, std::string_view message) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(severity, std::string(message));
-  }
-  std::vector<std::pair<LogSeverity, std::string>> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::pair<LogSeverity, std::string>> lines_;
-};
 
 class ThrowingLogger : public Logger {
  public:
@@ -115,6 +102,65 @@ TEST(InfoLogTest, AUserLoggerReplacesTheLogFile) {
   options.logger = &user;
   { ASSERT_OPEN(engine, path, options); }
   EXPECT_FALSE(fs::exists(path + "/LOG"));
+}
+
+// ---- The engine's own events ----
+
+Options BucketOptions(Clock* clock) {
+  Options options;
+  options.clock = clock;
+  options.dedupe_window = absl::Hours(1);
+  options.expiry_buckets = 2;
+  return options;
+}
+
+TEST(EngineEventLogTest, BucketDropsReachTheLogger) {
+  util::TempDir dir;
+  ManualClock clock(kStart);
+  RecordingLogger user;
+  Options options = BucketOptions(&clock);
+  options.logger = &user;
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  ASSERT_TRUE(engine->Process({.id = "a"}, test::AddOne).ok());
+  clock.Advance(absl::Hours(3));  // every record of a's bucket expired
+  ASSERT_TRUE(engine->Process({.id = "b"}, test::AddOne).ok());
+  EXPECT_TRUE(user.Has(LogSeverity::kInfo,
+                       "idem: dropped 1 expiry bucket(s) whose records had all "
+                       "expired"));
+}
+
+TEST(EngineEventLogTest, WithoutALoggerEventsGoToTheStoresLogFile) {
+  util::TempDir dir;
+  ManualClock clock(kStart);
+  const std::string path = dir.Sub("db");
+  ASSERT_OPEN(engine, path, BucketOptions(&clock));
+  ASSERT_TRUE(engine->Process({.id = "a"}, test::AddOne).ok());
+  clock.Advance(absl::Hours(3));
+  ASSERT_TRUE(engine->Process({.id = "b"}, test::AddOne).ok());
+  EXPECT_THAT(ReadFile(path + "/LOG"),
+              HasSubstr("info: idem: dropped 1 expiry bucket(s)"));
+}
+
+TEST(EngineEventLogTest, AReopenAfterAFailedWriteIsLogged) {
+  RecordingLogger user;
+  Options options;
+  options.logger = &user;
+  test::EngineHarness h(options,
+                        test::EngineHarness::Storage::kCrashFileSystem);
+  ASSERT_TRUE(h.Open().ok());
+  ASSERT_TRUE(h.engine().Process({.id = "a"}, test::AddOne).ok());
+  h.fs().SetFault(absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(h.engine().Process({.id = "b"}, test::AddOne).ok());
+  // The next commit reopens the store, which fails while the fault lasts.
+  EXPECT_FALSE(h.engine().Process({.id = "b"}, test::AddOne).ok());
+  EXPECT_TRUE(user.Has(LogSeverity::kWarning,
+                       "idem: reopening the store after a failed write or "
+                       "sync"));
+  EXPECT_TRUE(user.Has(LogSeverity::kError, "idem: "));
+  h.fs().SetFault(absl::StatusCode::kOk);
+  ASSERT_TRUE(h.engine().Process({.id = "b"}, test::AddOne).ok());
+  EXPECT_TRUE(
+      user.Has(LogSeverity::kInfo, "idem: reopened the store; commits go on"));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
-// util::LatencyHistogram: count, mean and max exact; a percentile is the
+// LatencyHistogram: count, mean and max exact; a percentile is the
 // nearest-rank one, at most 1% above the exact value and never above the
 // max; merging gives what adding everything to one would.
 
-#include "util/latency_histogram.h"
+#include "engine/latency_histogram.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 
-namespace idem::util {
+namespace idem {
 namespace {
 
 // The exact nearest-rank percentile: the ceil(q * n)-th smallest value.
@@ -80,4 +80,4 @@ TEST(LatencyHistogramTest, MergedHistogramEqualsOneFedEverything) {
 }
 
 }  // namespace
-}  // namespace idem::util
+}  // namespace idem

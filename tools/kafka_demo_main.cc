@@ -70,6 +70,14 @@ int main(int argc, char** argv) {
                              "Time without a record before the demo gives "
                              "up, e.g. 30s or 2m.");
   app->add_option("--seed", options.seed, "Seed of the generated stream.");
+  app->add_option("--metrics_port", options.metrics_port,
+                  "Serve /metrics (Prometheus text format: the engine's and "
+                  "the consumer's figures) on 127.0.0.1 at this port while "
+                  "the demo runs; 0: any free port (named on stderr); -1: "
+                  "none. Needs a build with prometheus-cpp.");
+  idem::cli::AddDurationFlag(*app, "metrics_linger", &options.metrics_linger,
+                             "How long /metrics stays up after the checks, "
+                             "e.g. 30s.");
   app->add_flag("--json", json, "Print the report as one JSON object.");
   bool pipeline = false;
   bool pipeline_worker = false;

@@ -38,8 +38,8 @@
 #include "bench/idem_bench/read_cost.h"
 #include "bench/idem_bench/targets.h"
 #include "bench/idem_bench/workload.h"
+#include "engine/latency_histogram.h"
 #include "idem/options.h"
-#include "util/latency_histogram.h"
 
 namespace idem::bench {
 
@@ -142,8 +142,8 @@ struct LayoutReport {
   // Speed.
   double wall_seconds = 0;
   double messages_per_second = 0;
-  util::LatencySummary batch_latency;    // one ProcessBatch (+ ack) call
-  util::LatencySummary message_latency;  // batch latency / messages in batch
+  LatencySummary batch_latency;    // one ProcessBatch (+ ack) call
+  LatencySummary message_latency;  // batch latency / messages in batch
   // Time covered.
   double clock_seconds = 0;
   double windows_covered = 0;

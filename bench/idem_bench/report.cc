@@ -21,8 +21,7 @@ namespace {
 
 using util::JsonWriter;
 
-void JsonLatency(JsonWriter& j, std::string_view key,
-                 const util::LatencySummary& l) {
+void JsonLatency(JsonWriter& j, std::string_view key, const LatencySummary& l) {
   j.Key(key);
   j.BeginObject();
   j.Key("count");
@@ -344,7 +343,7 @@ void PrintText(const BenchReport& report, std::ostream& out) {
     }
     if (r.outbox.has_value()) {
       const OutboxFigures& f = *r.outbox;
-      const util::LatencySummary& a = f.ack_latency;
+      const LatencySummary& a = f.ack_latency;
       out << absl::StrFormat(
           "  outbox        %d emitted, %d acknowledged, %d pending; %d "
           "AckOutbox calls: mean %.0f us, p50 %.0f us, p99 %.0f us, p99.9 "

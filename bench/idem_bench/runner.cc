@@ -23,11 +23,11 @@
 #include "bench/idem_bench/idem_bench.h"
 #include "bench/idem_bench/names.h"
 #include "bench/idem_bench/read_cost.h"
+#include "engine/latency_histogram.h"
 #include "engine/record.h"
 #include "idem/clock.h"
 #include "rocksdb/env.h"
 #include "util/directory.h"
-#include "util/latency_histogram.h"
 #include "util/temp_dir.h"
 
 namespace idem::bench {
@@ -148,7 +148,7 @@ class LayoutRun {
     r.messages_per_second =
         wall_seconds_ > 0 ? static_cast<double>(handed_out_) / wall_seconds_
                           : 0;
-    util::LatencyHistogram batch, message;
+    LatencyHistogram batch, message;
     for (const auto& [b, m] : latencies_) {
       batch.Merge(b);
       message.Merge(m);
@@ -329,8 +329,7 @@ class LayoutRun {
   const int64_t window_us_;
   // Per worker: batch latencies and per-message latencies. Each worker
   // touches only its own entry until the workers are joined.
-  std::vector<std::pair<util::LatencyHistogram, util::LatencyHistogram>>
-      latencies_;
+  std::vector<std::pair<LatencyHistogram, LatencyHistogram>> latencies_;
 
   absl::Mutex mu_;
   Workload workload_ ABSL_GUARDED_BY(mu_);

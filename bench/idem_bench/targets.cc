@@ -17,12 +17,12 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/idem_bench/layout_options.h"
 #include "engine/commit_batch.h"
+#include "engine/latency_histogram.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "idem/engine.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
-#include "util/latency_histogram.h"
 
 namespace idem::bench {
 namespace {
@@ -180,7 +180,7 @@ class EngineTarget : public Target {
   std::atomic<uint64_t> committed_emits_{0};
   std::atomic<int64_t> batches_{0};
   absl::Mutex ack_mu_;
-  util::LatencyHistogram ack_latency_ ABSL_GUARDED_BY(ack_mu_);
+  LatencyHistogram ack_latency_ ABSL_GUARDED_BY(ack_mu_);
 };
 
 // ---- RocksDB layouts ----

@@ -40,10 +40,10 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "bench/idem_bench/workload.h"
+#include "engine/latency_histogram.h"
 #include "idem/clock.h"
 #include "idem/options.h"
 #include "rocksdb/env.h"
-#include "util/latency_histogram.h"
 
 namespace idem::bench {
 
@@ -120,7 +120,7 @@ struct OutboxFigures {
   uint64_t pending = 0;
   // The wall time of each of the target's Engine::AckOutbox calls (part of
   // its batch's latency); count is the number of calls.
-  util::LatencySummary ack_latency;
+  LatencySummary ack_latency;
 };
 
 // RocksDB-internal figures that only a directly opened layout can report.

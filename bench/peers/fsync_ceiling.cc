@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-#include "util/latency_histogram.h"
+#include "engine/latency_histogram.h"
 
 namespace idem::peers {
 namespace {
@@ -44,7 +44,7 @@ ResultRow RunFsyncLoop(const std::string& scratch, double seconds) {
          static_cast<ssize_t>(block.size());
   }
   ok = ok && ::fsync(fd) == 0;
-  util::LatencyHistogram latencies;
+  LatencyHistogram latencies;
   const auto start = SteadyClock::now();
   const auto deadline = DeadlineAfter(start, seconds);
   while (ok && SteadyClock::now() < deadline && latencies.count() < 1000000) {

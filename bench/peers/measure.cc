@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
-#include "util/latency_histogram.h"
+#include "engine/latency_histogram.h"
 
 namespace idem::peers {
 
@@ -56,7 +56,7 @@ ResultRow RunConfig(const PeerConfig& config,
   struct ClientOutcome {
     size_t processed = 0;
     uint64_t news = 0;
-    util::LatencyHistogram latencies_us;
+    LatencyHistogram latencies_us;
     absl::Status status;
   };
   std::vector<ClientOutcome> outcomes(clients.size());
@@ -95,7 +95,7 @@ ResultRow RunConfig(const PeerConfig& config,
   const auto stop = SteadyClock::now();
   clients.clear();
 
-  util::LatencyHistogram latencies;
+  LatencyHistogram latencies;
   ExpectedOutcome expected(limits.accounts);
   absl::Status failure;
   for (size_t c = 0; c < outcomes.size(); ++c) {

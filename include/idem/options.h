@@ -81,9 +81,9 @@ struct Options {
   // nullptr: rocksdb::Env::Default(). Default: nullptr.
   rocksdb::Env* env = nullptr;
 
-  // Receives RocksDB's info log (warnings and errors). Borrowed; see
-  // idem/logger.h. nullptr: appended to the file LOG in the store directory
-  // (read-only opens log nowhere). Default: nullptr.
+  // Receives RocksDB's info log (warnings and errors) and the engine's own
+  // events. Borrowed; see idem/logger.h. nullptr: appended to the file LOG in
+  // the store directory (read-only opens log nowhere). Default: nullptr.
   Logger* logger = nullptr;
 
   // Create an empty store when `path` does not exist or is an empty

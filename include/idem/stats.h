@@ -5,9 +5,29 @@
 #ifndef IDEM_STATS_H_
 #define IDEM_STATS_H_
 
+#include <array>
 #include <cstdint>
 
 namespace idem {
+
+// Upper bounds, in seconds, of the buckets of CommitDurations: 10 us to 10 s
+// in steps of 1, 2.5 and 5.
+inline constexpr std::array<double, 19> kCommitDurationBounds = {
+    10e-6, 25e-6, 50e-6,  100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
+    25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,      2.5,  5,      10};
+
+// How long the engine's commits took (the WriteBatch write of each
+// Process/ProcessBatch call that committed, its WAL sync included under
+// Durability::kSync), as a histogram over kCommitDurationBounds. Buckets are
+// 1% wide inside the engine, so a commit within 1% above a bound may count
+// under that bound.
+struct CommitDurations {
+  // counts[i]: commits that took at most kCommitDurationBounds[i] and more
+  // than the bound before it; counts.back(): longer than the last bound.
+  std::array<uint64_t, kCommitDurationBounds.size() + 1> counts{};
+  uint64_t count = 0;      // the sum of counts
+  double sum_seconds = 0;  // the total time of those commits
+};
 
 struct Stats {
   // Outcomes returned since Open.
@@ -68,6 +88,9 @@ struct Stats {
   uint64_t bloom_filter_useful = 0;
   uint64_t bloom_filter_positive = 0;
   uint64_t data_blocks_read = 0;
+
+  // The commits since Open (see CommitDurations).
+  CommitDurations commit_durations;
 };
 
 }  // namespace idem

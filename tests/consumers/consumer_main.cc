@@ -4,7 +4,9 @@
 // an engine in a new temporary directory, processes one message twice (the
 // second is a duplicate), prints idem's version and, with
 // IDEM_CONSUMER_KAFKA, starts and stops librdkafka's mock cluster through
-// idem::kafka. Exits 0 on success; removes its directory.
+// idem::kafka, and with IDEM_CONSUMER_PROMETHEUS counts the message in a
+// prometheus::Registry through idem::prometheus. Exits 0 on success; removes
+// its directory.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +19,11 @@
 #include "idem/version.h"
 #ifdef IDEM_CONSUMER_KAFKA
 #include "idem/kafka/mock_cluster.h"
+#endif
+#ifdef IDEM_CONSUMER_PROMETHEUS
+#include "idem/prometheus/collector.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #endif
 
 namespace {
@@ -50,6 +57,19 @@ int Run(const std::string& dir) {
   if (!cluster.ok()) return Fail("MockCluster::Start", cluster.status());
   std::cout << "consumer: idem::kafka mock cluster at "
             << (*cluster)->bootstrap_servers() << "\n";
+#endif
+#ifdef IDEM_CONSUMER_PROMETHEUS
+  prometheus::Registry registry;
+  auto collector = idem::PrometheusCollector::Create(engine->get(), registry);
+  if (!collector.ok()) return Fail("PrometheusCollector", collector.status());
+  const std::string text =
+      prometheus::TextSerializer().Serialize(registry.Collect());
+  if (text.find("idem_messages_total{outcome=\"processed\"} 1") ==
+      std::string::npos) {
+    std::cerr << "consumer: unexpected metrics:\n" << text;
+    return 1;
+  }
+  std::cout << "consumer: idem::prometheus counted the message\n";
 #endif
   std::cout << "consumer: idem " << IDEM_VERSION
             << ": processed, then duplicate\n";

@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
+#include "idem/logger.h"
 #include "idem/txn.h"
 
 namespace idem::kafka {
@@ -252,6 +253,25 @@ struct ConsumerOptions {
   bool check_group_offsets = false;
   // Commit processed offsets to Kafka after each batch. Default: true.
   bool commit_to_kafka = true;
+
+  // ---- Logs and statistics ----
+
+  // Receives the consumer's librdkafka log lines ("librdkafka FACILITY:
+  // text"; syslog levels 0-3 as kError, 4 kWarning, 5-6 kInfo, 7 kDebug;
+  // kafka_config's log_level and debug choose which), from librdkafka's
+  // threads (see idem/logger.h). Borrowed; must outlive the Consumer.
+  // nullptr: librdkafka prints them to stderr. Default: nullptr.
+  Logger* logger = nullptr;
+  // Receives librdkafka's statistics, one JSON object (librdkafka's
+  // STATISTICS.md), every statistics_interval, on the thread that calls
+  // PollBatch; the view is valid during the call only. An exception it
+  // throws counts as a Kafka error (ConsumerStats::kafka_errors). Default:
+  // unset (no statistics).
+  std::function<void(std::string_view json)> on_statistics;
+  // How often on_statistics is called (librdkafka's statistics.interval.ms,
+  // set only with on_statistics). Must be >= 1 ms and finite.
+  // Default: 5 s.
+  absl::Duration statistics_interval = absl::Seconds(5);
 };
 
 // What one PollBatch call did.

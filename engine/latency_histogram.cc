@@ -1,9 +1,9 @@
-#include "util/latency_histogram.h"
+#include "engine/latency_histogram.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace idem::util {
+namespace idem {
 
 size_t LatencyHistogram::Bucket(double micros) {
   if (!(micros > kMin)) return 0;
@@ -23,6 +23,12 @@ void LatencyHistogram::Merge(const LatencyHistogram& other) {
   sum_ += other.sum_;
   max_ = std::max(max_, other.max_);
   for (size_t i = 0; i < kBuckets; ++i) counts_[i] += other.counts_[i];
+}
+
+int64_t LatencyHistogram::CountAtMost(double micros) const {
+  int64_t n = 0;
+  for (size_t i = 0; i <= Bucket(micros); ++i) n += counts_[i];
+  return n;
 }
 
 double LatencyHistogram::Percentile(double q) const {
@@ -50,4 +56,4 @@ LatencySummary LatencyHistogram::Summary() const {
   return s;
 }
 
-}  // namespace idem::util
+}  // namespace idem

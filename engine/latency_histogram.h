@@ -1,18 +1,20 @@
 // LatencyHistogram holds latencies in microseconds in logarithmic buckets
 // 1% wide, so its memory stays constant however many it is given (idem-bench
-// runs for billions of commits). Count, mean and max are exact; a percentile
-// is the upper edge of the bucket holding it, so at most 1% above the exact
-// value, and never above the max. A plain value type: not thread-safe (give
-// each thread its own and Merge them).
+// runs for billions of commits). Count, sum, mean and max are exact; a
+// percentile is the upper edge of the bucket holding it, so at most 1% above
+// the exact value, and never above the max. A plain value type: not
+// thread-safe (give each thread its own and Merge them). Part of the core
+// (the engine times its commits with it, Stats::commit_durations) and used by
+// idem-bench, the peers benchmark and the crash harness; not installed.
 
-#ifndef IDEM_UTIL_LATENCY_HISTOGRAM_H_
-#define IDEM_UTIL_LATENCY_HISTOGRAM_H_
+#ifndef IDEM_ENGINE_LATENCY_HISTOGRAM_H_
+#define IDEM_ENGINE_LATENCY_HISTOGRAM_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace idem::util {
+namespace idem {
 
 // Latencies in microseconds; all zero when there were none.
 struct LatencySummary {
@@ -26,6 +28,12 @@ class LatencyHistogram {
   void Merge(const LatencyHistogram& other);
 
   int64_t count() const { return count_; }
+  double sum() const { return sum_; }
+
+  // How many latencies are at most `micros`, as the bucket edge: every one
+  // <= micros, and also those in micros's own bucket above it (at most 1%
+  // above). Cumulative, so it never decreases as `micros` grows.
+  int64_t CountAtMost(double micros) const;
 
   // The nearest-rank `q` quantile, q in (0, 1]: the smallest recorded
   // latency L such that at least ceil(q * count()) latencies are <= L (as
@@ -47,6 +55,6 @@ class LatencyHistogram {
   std::vector<int64_t> counts_ = std::vector<int64_t>(kBuckets, 0);
 };
 
-}  // namespace idem::util
+}  // namespace idem
 
-#endif  // IDEM_UTIL_LATENCY_HISTOGRAM_H_
+#endif  // IDEM_ENGINE_LATENCY_HISTOGRAM_H_
