@@ -654,6 +654,21 @@ class ConsumerImpl final : public Consumer {
     if (report->restored) {
       ++stats_.restores;
       stats_.restored_records += report->state_entries + report->dedupe_records;
+      if (options_.logger != nullptr) {
+        const std::string line = absl::StrCat(
+            "idem: restored ", topic, "/", partition, " from changelog ",
+            options_.changelog_topic, " at offset ",
+            report->offset.has_value() ? absl::StrCat(*report->offset)
+                                       : std::string("(none)"),
+            ": ", report->state_entries, " state entries, ",
+            report->dedupe_records, " dedupe records, ", report->orphans,
+            " orphans, ", report->records_read, " records read in ",
+            absl::FormatDuration(report->duration));
+        CallUserCode("ConsumerOptions::logger", [&] {
+          options_.logger->Log(LogSeverity::kInfo, line);
+          return absl::OkStatus();
+        }).IgnoreError();  // a logger that throws loses the line
+      }
     }
     if (options_.on_restore) {
       absl::Status s = CallUserCode("on_restore", [&] {

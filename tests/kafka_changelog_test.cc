@@ -15,13 +15,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
+#include "idem/logger.h"
 #include "idem/partition_state.h"
 #include "kafka/changelog_format.h"
 #include "kafka/consumer_hooks.h"
@@ -43,6 +46,7 @@ using ::idem::test::KafkaTestBed;
 using ::idem::test::StartKafka;
 using ::idem::test::TestConsumerOptions;
 using ::idem::util::TempDir;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -86,6 +90,23 @@ Stream MakeStream(const std::string& prefix, int count) {
   return stream;
 }
 
+// Keeps the lines it gets (from any thread).
+class LinesLogger : public Logger {
+ public:
+  void Log(LogSeverity, std::string_view message) override {
+    absl::MutexLock lock(&mu_);
+    lines_.emplace_back(message);
+  }
+  std::vector<std::string> lines() {
+    absl::MutexLock lock(&mu_);
+    return lines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<std::string> lines_ ABSL_GUARDED_BY(mu_);
+};
+
 class KafkaChangelogTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -94,9 +115,9 @@ class KafkaChangelogTest : public ::testing::Test {
     // The mock cluster has no admin API: the topics exist beforehand, as
     // an operator would create them.
     ASSERT_TRUE(bed_.cluster->CreateTopic(kChangelog, kPartitions).ok());
-    ASSERT_TRUE(bed_.cluster
-                    ->CreateTopic(kafka::DedupeTopicOf(kChangelog), kPartitions)
-                    .ok());
+    ASSERT_TRUE(
+        bed_.cluster->CreateTopic(kafka::DedupeTopicOf(kChangelog), kPartitions)
+            .ok());
   }
 
   std::unique_ptr<Engine> OpenStore(const std::string& name) {
@@ -112,6 +133,7 @@ class KafkaChangelogTest : public ::testing::Test {
     ConsumerOptions options = TestConsumerOptions(bed_, "members");
     options.changelog_topic = kChangelog;
     options.max_batch = 40;
+    options.logger = &logger_;
     options.on_restore = [reports](const RestoreReport& report) {
       reports->push_back(report);
     };
@@ -147,8 +169,8 @@ class KafkaChangelogTest : public ::testing::Test {
     };
     auto consumer = kafka::CreateConsumerWithHooks(&engine, options, hooks);
     ASSERT_TRUE(consumer.ok()) << consumer.status();
-    absl::Status s = test::PollUntil(**consumer, handler,
-                                     [&] { return Handled(engine) >= records; });
+    absl::Status s = test::PollUntil(
+        **consumer, handler, [&] { return Handled(engine) >= records; });
     ASSERT_TRUE(s.ok()) << s;
     ASSERT_TRUE((*consumer)->Close().ok());
   }
@@ -156,14 +178,13 @@ class KafkaChangelogTest : public ::testing::Test {
   // The engine holds every ID of `ids` applied once and nothing else, and
   // each partition's total.
   static void ExpectExact(Engine& engine, const Stream& all) {
-    EXPECT_THAT(
-        test::EffectErrors(all.ids, test::PartitionAppliedCounts(
-                                        engine, kTopic, kPartitions)),
-        IsEmpty());
+    EXPECT_THAT(test::EffectErrors(all.ids, test::PartitionAppliedCounts(
+                                                engine, kTopic, kPartitions)),
+                IsEmpty());
     for (const auto& [partition, total] : all.totals) {
-      EXPECT_EQ(*engine.GetState(PartitionStatePrefix(kTopic, partition) +
-                                 "total"),
-                std::optional<std::string>(absl::StrCat(total)))
+      EXPECT_EQ(
+          *engine.GetState(PartitionStatePrefix(kTopic, partition) + "total"),
+          std::optional<std::string>(absl::StrCat(total)))
           << "partition " << partition;
     }
   }
@@ -228,7 +249,8 @@ class KafkaChangelogTest : public ::testing::Test {
             const int64_t offset =
                 kafka::DecodeOffsetValue(r.record.value).value_or(-2);
             if (offset < last) {
-              back.push_back(absl::StrCat("p", p, ": ", offset, " after ", last));
+              back.push_back(
+                  absl::StrCat("p", p, ": ", offset, " after ", last));
             }
             last = std::max(last, offset);
             return absl::OkStatus();
@@ -259,8 +281,8 @@ class KafkaChangelogTest : public ::testing::Test {
     ConsumeUntil(*a, Handled(all), &reports,
                  {.changelog_outside_commit = outside_commit}, handler);
     EXPECT_TRUE(dead_lettered_.contains("m-4"));
-    EXPECT_EQ(test::PartitionAppliedCounts(*a, kTopic, kPartitions).count("m-4"),
-              0u);
+    EXPECT_EQ(
+        test::PartitionAppliedCounts(*a, kTopic, kPartitions).count("m-4"), 0u);
     ConsumeUntil(*b, Handled(all), &reports);
     std::map<std::string, int> applied =
         test::PartitionAppliedCounts(*b, kTopic, kPartitions);
@@ -281,8 +303,8 @@ class KafkaChangelogTest : public ::testing::Test {
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(pid, IDEM_KAFKA_CHILD, nullptr, nullptr,
-                          argv.data(), environ),
+    ASSERT_EQ(posix_spawn(pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
+                          environ),
               0);
   }
 
@@ -313,6 +335,7 @@ class KafkaChangelogTest : public ::testing::Test {
   TempDir dir_;
   KafkaTestBed bed_;
   std::set<std::string> dead_lettered_;
+  LinesLogger logger_;
 };
 
 // Member A processes the first half and leaves; member B, with an empty
@@ -354,6 +377,10 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
   }
   // Per partition: "total" and one "applied/<id>" per ID A processed.
   EXPECT_EQ(restored_entries, kPartitions + 60);
+  EXPECT_THAT(
+      logger_.lines(),
+      Contains(HasSubstr("idem: restored orders/1 from changelog "
+                         "orders-state at offset 21: 21 state entries")));
   ExpectExact(*b, all);
   EXPECT_TRUE(*b->Seen("first-0", kTopic, 0));
 }
@@ -494,9 +521,9 @@ TEST_F(KafkaChangelogTest, ChangelogStaysBoundedAsWindowsPass) {
     PartitionTxn partition(txn, record.topic, record.partition);
     absl::StatusOr<std::optional<std::string>> total = partition.Get("total");
     if (!total.ok()) return total.status();
-    partition.Put("total", absl::StrCat((total->has_value() ? std::stoi(**total)
-                                                              : 0) +
-                                        std::stoi(std::string(record.value))));
+    partition.Put("total",
+                  absl::StrCat((total->has_value() ? std::stoi(**total) : 0) +
+                               std::stoi(std::string(record.value))));
     return absl::OkStatus();
   };
   Stream all;
@@ -544,9 +571,9 @@ TEST_F(KafkaChangelogTest, ChangelogStaysBoundedAsWindowsPass) {
   for (const RestoreReport& r : reports) dedupe_records += r.dedupe_records;
   EXPECT_EQ(dedupe_records, 30);  // the last window's IDs, no earlier one
   for (const auto& [partition, total] : all.totals) {
-    EXPECT_EQ(*(*b)->GetState(PartitionStatePrefix(kTopic, partition) +
-                              "total"),
-              std::optional<std::string>(absl::StrCat(total)));
+    EXPECT_EQ(
+        *(*b)->GetState(PartitionStatePrefix(kTopic, partition) + "total"),
+        std::optional<std::string>(absl::StrCat(total)));
   }
 }
 
@@ -567,7 +594,9 @@ TEST_F(KafkaChangelogTest, ChangelogCurrentCopyIsKept) {
       ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &reports));
   ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
   for (const RestoreReport& r : reports) {
-    EXPECT_FALSE(r.restored) << r.partition << " offset " << r.offset.value_or(-9) << " orphans " << r.orphans << " epoch " << r.epoch << " read " << r.records_read;
+    EXPECT_FALSE(r.restored)
+        << r.partition << " offset " << r.offset.value_or(-9) << " orphans "
+        << r.orphans << " epoch " << r.epoch << " read " << r.records_read;
     EXPECT_GT(r.records_read, 0);
   }
   ExpectExact(*a, all);

@@ -259,8 +259,9 @@ struct ConsumerOptions {
   // Receives the consumer's librdkafka log lines ("librdkafka FACILITY:
   // text"; syslog levels 0-3 as kError, 4 kWarning, 5-6 kInfo, 7 kDebug;
   // kafka_config's log_level and debug choose which), from librdkafka's
-  // threads (see idem/logger.h). Borrowed; must outlive the Consumer.
-  // nullptr: librdkafka prints them to stderr. Default: nullptr.
+  // threads (see idem/logger.h), and, in changelog mode, a kInfo line
+  // ("idem: restored ...") for each partition restored. Borrowed; must outlive
+  // the Consumer. nullptr: librdkafka prints them to stderr. Default: nullptr.
   Logger* logger = nullptr;
   // Receives librdkafka's statistics, one JSON object (librdkafka's
   // STATISTICS.md), every statistics_interval, on the thread that calls
