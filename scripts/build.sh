@@ -8,7 +8,9 @@ build_dir=${BUILD_DIR:-build}
 start=$(date +%s)
 echo "build: configuring and building in $build_dir/ (log: $build_dir/build.log)" >&2
 mkdir -p "$build_dir"
-if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
+source scripts/compiler-cache.sh
+if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+         "${cache_flags[@]}" "$@" &&
        cmake --build "$build_dir" -j"$(nproc)"; } >"$build_dir/build.log" 2>&1; then
   tail -n 60 "$build_dir/build.log" >&2
   echo "build: FAILED (full log: $build_dir/build.log)" >&2

@@ -23,8 +23,10 @@ start=$(date +%s)
 
 echo "fuzz: building the targets in $build_dir/ (log: $build_dir/build.log)"
 mkdir -p "$build_dir"
+source scripts/compiler-cache.sh
 # -O1 with line tables: the usual libFuzzer setting, and readable stacks.
 if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
+         "${cache_flags[@]}" \
          -DIDEM_FUZZ=ON -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_TOOLS=OFF \
          -DIDEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release \
          "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" &&

@@ -8,9 +8,10 @@ set -euo pipefail
 # scripts/test.sh runs every suite: librdkafka-dev for the Kafka adapter
 # (kafka/) and its tests, prometheus-cpp-dev for the Prometheus collectors
 # (prometheus/), idem-ctl metrics and idem-kafka-demo --metrics_port,
-# libpq-dev and libhiredis-dev for bench/peers/.
+# libpq-dev and libhiredis-dev for bench/peers/; ccache, which the build
+# scripts put in front of the compilers (scripts/compiler-cache.sh).
 packages=(
-  cmake make g++ pkgconf
+  cmake make g++ pkgconf ccache
   librocksdb-dev libabsl-dev libxxhash-dev
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
