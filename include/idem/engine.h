@@ -51,6 +51,15 @@ struct DumpEntry {
   // kDedupe only: the record's absolute expiry and whether it has passed.
   absl::Time expires_at = absl::InfinitePast();
   bool expired = false;
+  // kDedupe only: the record format's version (1 or 2); when the ID was
+  // first processed (absl::InfinitePast() if the record does not say, as
+  // version 1 records do not); the first delivery's fingerprint
+  // (Options::detect_conflicts); and a remembered permanent failure (then
+  // `value` is empty), otherwise OK.
+  int record_version = 0;
+  absl::Time first_processed_at = absl::InfinitePast();
+  std::optional<uint64_t> fingerprint;
+  absl::Status failure;
   // kOffset: the offset's source (as `key`) and partition. kDedupe in a
   // partition-scoped store (DedupeScope::kPartition): the record's source
   // and partition; otherwise empty and 0.
