@@ -430,7 +430,8 @@ std::string DumpEntryJson(const DumpEntry& e) {
       if (!e.failure.ok()) {
         j.Field("failure_code", absl::StatusCodeToString(e.failure.code()));
         j.Key("failure");
-        j.Bytes(e.failure.message());
+        const absl::string_view message = e.failure.message();
+        j.Bytes(std::string_view(message.data(), message.size()));
       }
       if (!e.source.empty() || e.partition != 0) {  // partition-scoped
         j.Key("source");

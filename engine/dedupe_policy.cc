@@ -25,10 +25,10 @@ bool IsLateDuplicate(int64_t first_micros, int64_t expiry_micros,
     return false;
   }
   // age / window > 4 / 5, in floating point: the spans may be near 2^63.
-  const double age = static_cast<double>(now_micros) -
-                     static_cast<double>(first_micros);
-  const double window = static_cast<double>(expiry_micros) -
-                        static_cast<double>(first_micros);
+  const double age =
+      static_cast<double>(now_micros) - static_cast<double>(first_micros);
+  const double window =
+      static_cast<double>(expiry_micros) - static_cast<double>(first_micros);
   return age * 5 > window * 4;
 }
 
@@ -41,8 +41,8 @@ int RedeliveryAges::Bucket(int64_t age_micros) {
 
 int64_t RedeliveryAges::UpperEdgeMicros(int b) {
   if (b == 0) return 1000;
-  return static_cast<int64_t>(
-      std::exp2(static_cast<double>(b) / kPerDoubling) * 1000.0);
+  return static_cast<int64_t>(std::exp2(static_cast<double>(b) / kPerDoubling) *
+                              1000.0);
 }
 
 void RedeliveryAges::Add(absl::Span<const int64_t> ages_micros) {

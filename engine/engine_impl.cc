@@ -402,7 +402,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   absl::flat_hash_map<RecordKey, size_t> committed_here;
   std::vector<Result> results(messages.size());
   const absl::Time now = absl::FromUnixMicros(now_micros);
-  const bool conflicts = options_.detect_conflicts;
+  const bool conflicts = options_.detect_conflicts && !hooks_.ignore_conflicts;
   // A message's fingerprint, hashed only when conflicts are detected.
   auto fingerprint = [&](size_t i) -> std::optional<uint64_t> {
     if (!conflicts) return std::nullopt;
@@ -444,7 +444,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       const DedupeRecord record = live->AsRecord();
       const int64_t first_micros = FirstProcessedMicros(record);
       result.outcome = redelivery(i, live->fingerprint);
-      result.result = live->result;
+      // A failed record's bytes are its error message, not a result.
+      if (live->failure == absl::StatusCode::kOk) result.result = live->result;
       if (first_micros != kUnknownFirstProcessed) {
         result.first_processed_at = absl::FromUnixMicros(first_micros);
       }
@@ -454,7 +455,6 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
         result.error =
             PermanentError(absl::Status(live->failure, live->result));
         result.permanent = true;
-        result.result.clear();
       }
       if (result.outcome == Outcome::kDuplicate) {
         if (first_micros != kUnknownFirstProcessed) {

@@ -29,8 +29,8 @@ struct Delivery {
   bool handler_ran = false;
 };
 Delivery Deliver(Engine& engine, std::string_view id, std::string_view payload,
-            int64_t offset = -1, std::string_view fingerprint = "",
-            absl::Duration ttl = absl::ZeroDuration()) {
+                 int64_t offset = -1, std::string_view fingerprint = "",
+                 absl::Duration ttl = absl::ZeroDuration()) {
   Message m;
   m.id = id;
   m.payload = payload;
@@ -159,8 +159,8 @@ TEST(DedupePoliciesTest, ConflictWithinOneBatch) {
     batch[i].source = "orders";
     batch[i].offset = i;
   }
-  absl::StatusOr<std::vector<Result>> results = h.engine().ProcessBatch(
-      batch, [](const Message& m, Txn& txn) {
+  absl::StatusOr<std::vector<Result>> results =
+      h.engine().ProcessBatch(batch, [](const Message& m, Txn& txn) {
         txn.SetResult(m.payload);
         return absl::OkStatus();
       });
@@ -220,8 +220,7 @@ TEST(DedupePoliciesTest, FirstProcessedAtIsTheFirstCommitsTime) {
   const std::vector<DumpEntry> records = RecordsOf(h.engine(), "a");
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].record_version, 2);
-  EXPECT_EQ(records[0].first_processed_at,
-            duplicate.result.first_processed_at);
+  EXPECT_EQ(records[0].first_processed_at, duplicate.result.first_processed_at);
 }
 
 // A store written by a build before record version 2: its records are
@@ -444,8 +443,8 @@ TEST(DedupePoliciesTest, PermanentFailureAnswersLaterCopiesInItsBatch) {
   std::vector<Message> batch(2);
   batch[0].id = batch[1].id = "bad";
   int runs = 0;
-  absl::StatusOr<std::vector<Result>> results = h.engine().ProcessBatch(
-      batch, [&](const Message& m, Txn& txn) {
+  absl::StatusOr<std::vector<Result>> results =
+      h.engine().ProcessBatch(batch, [&](const Message& m, Txn& txn) {
         ++runs;
         return RejectUnknownAccount(m, txn);
       });

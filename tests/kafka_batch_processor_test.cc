@@ -191,7 +191,7 @@ TEST_F(BatchProcessorTest, PermanentErrorsAreDeadLetteredAtOnce) {
   options_.max_attempts = 3;
   std::vector<std::string> dead;
   dead_letter_ = [&](const Record& r, const absl::Status& error) {
-    dead.push_back(absl::StrCat(r.id, " ", error.message()));
+    dead.push_back(std::string(r.id) + " " + std::string(error.message()));
     return absl::OkStatus();
   };
   int bad_calls = 0;
