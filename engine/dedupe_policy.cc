@@ -56,24 +56,25 @@ void RedeliveryAges::Add(absl::Span<const int64_t> ages_micros) {
   }
 }
 
+absl::Duration RedeliveryAges::Percentile(double q) const {
+  const uint64_t rank = std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(total_))));
+  uint64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += counts_[b];
+    if (seen >= rank) {
+      return absl::Microseconds(std::min(UpperEdgeMicros(b), max_micros_));
+    }
+  }
+  return absl::Microseconds(max_micros_);
+}
+
 RedeliveryAges::Summary RedeliveryAges::Get() const {
   absl::MutexLock lock(&mu_);
   Summary summary;
   if (total_ == 0) return summary;
-  auto percentile = [&](double q) {
-    const uint64_t rank = std::max<uint64_t>(
-        1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(total_))));
-    uint64_t seen = 0;
-    for (int b = 0; b < kBuckets; ++b) {
-      seen += counts_[b];
-      if (seen >= rank) {
-        return absl::Microseconds(std::min(UpperEdgeMicros(b), max_micros_));
-      }
-    }
-    return absl::Microseconds(max_micros_);
-  };
-  summary.p50 = percentile(0.5);
-  summary.p99 = percentile(0.99);
+  summary.p50 = Percentile(0.5);
+  summary.p99 = Percentile(0.99);
   summary.max = absl::Microseconds(max_micros_);
   return summary;
 }

@@ -52,6 +52,8 @@ class RedeliveryAges {
   static int Bucket(int64_t age_micros);
   // The upper edge of bucket `b`, in microseconds.
   static int64_t UpperEdgeMicros(int b);
+  // The nearest-rank `q` quantile. REQUIRES: total_ > 0.
+  absl::Duration Percentile(double q) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::array<uint64_t, kBuckets> counts_ ABSL_GUARDED_BY(mu_) = {};
