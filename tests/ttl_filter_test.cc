@@ -336,6 +336,26 @@ TEST(TtlFilterTest, RecordExpiringExactlyNowIsRemoved) {
             Decision::kKeep);
 }
 
+// Both record versions: version 1 records of stores written before version 2,
+// and version 2 records with every optional field.
+TEST(TtlFilterTest, JudgesBothRecordVersionsByTheirExpiry) {
+  std::atomic<uint64_t> dropped{0};
+  TtlFilter filter(kStartMicros, &dropped);
+  EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(kStartMicros, "r")),
+            Decision::kRemove);
+  EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(kStartMicros + 1, "r")),
+            Decision::kKeep);
+  DedupeRecord full;
+  full.fingerprint = 42;
+  full.failure = absl::StatusCode::kInvalidArgument;
+  full.result = "no account";
+  full.expiry_micros = kStartMicros;
+  EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), Decision::kRemove);
+  full.expiry_micros = kStartMicros + 1;
+  EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), Decision::kKeep);
+  EXPECT_EQ(dropped.load(), 2u);
+}
+
 TEST(TtlFilterTest, DoesNotChangeValues) {
   std::atomic<uint64_t> dropped{0};
   TtlFilter filter(kStartMicros, &dropped);
