@@ -339,20 +339,20 @@ TEST(TtlFilterTest, RecordExpiringExactlyNowIsRemoved) {
 // Both record versions: version 1 records of stores written before version 2,
 // and version 2 records with every optional field.
 TEST(TtlFilterTest, JudgesBothRecordVersionsByTheirExpiry) {
-  std::atomic<uint64_t> dropped{0};
-  TtlFilter filter(kStartMicros, &dropped);
-  EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(kStartMicros, "r")),
-            Decision::kRemove);
-  EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(kStartMicros + 1, "r")),
-            Decision::kKeep);
   DedupeRecord full;
   full.fingerprint = 42;
   full.failure = absl::StatusCode::kInvalidArgument;
   full.result = "no account";
-  full.expiry_micros = kStartMicros;
-  EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), Decision::kRemove);
-  full.expiry_micros = kStartMicros + 1;
-  EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), Decision::kKeep);
+  std::atomic<uint64_t> dropped{0};
+  TtlFilter filter(kStartMicros, &dropped);
+  for (int64_t ahead : {0, 1}) {
+    full.expiry_micros = kStartMicros + ahead;
+    const Decision expected = ahead > 0 ? Decision::kKeep : Decision::kRemove;
+    EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), expected) << ahead;
+    EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(full.expiry_micros, "r")),
+              expected)
+        << ahead;
+  }
   EXPECT_EQ(dropped.load(), 2u);
 }
 
