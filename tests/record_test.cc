@@ -126,8 +126,8 @@ TEST(RecordTest, RecordExpiryIsLittleEndianAfterVersionByte) {
 }
 
 TEST(RecordTest, VersionOneRecordDecodesWithoutTheNewFields) {
-  const std::optional<DedupeRecord> record =
-      DecodeDedupeRecord(EncodeDedupeRecordV1(1700000000123456, "ok:42"));
+  const std::string value = EncodeDedupeRecordV1(1700000000123456, "ok:42");
+  const std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->version, kRecordVersion1);
   EXPECT_EQ(record->expiry_micros, 1700000000123456);
