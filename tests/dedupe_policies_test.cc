@@ -454,6 +454,22 @@ TEST(DedupePoliciesTest, PermanentFailureAnswersLaterCopiesInItsBatch) {
   EXPECT_EQ((*results)[1].error.message(), "no account 42");
 }
 
+// Other content under a remembered failure's ID is a conflict; the failure's
+// message is not handed out as a result.
+TEST(DedupePoliciesTest, OtherContentUnderARememberedFailureIsAConflict) {
+  EngineHarness h(ConflictOptions());
+  ASSERT_TRUE(h.Open().ok());
+  Message m;
+  m.id = "bad";
+  m.payload = "v1";
+  ASSERT_TRUE(h.engine().Process(m, RejectUnknownAccount)->permanent);
+  const Delivery run = Deliver(h.engine(), "bad", "v2");
+  EXPECT_EQ(run.result.outcome, Outcome::kConflict);
+  EXPECT_FALSE(run.handler_ran);
+  EXPECT_TRUE(run.result.result.empty());
+  EXPECT_EQ(Deliver(h.engine(), "bad", "v1").result.outcome, Outcome::kFailed);
+}
+
 TEST(DedupePoliciesTest, PermanentErrorOfOkIsUnknown) {
   const absl::Status s = PermanentError(absl::OkStatus());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnknown);
