@@ -37,6 +37,8 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kEmitOutsideCommit;
   else if (s == "ack_before_publish")
     *self_test = crash::SelfTest::kAckBeforePublish;
+  else if (s == "ignore_conflicts")
+    *self_test = crash::SelfTest::kIgnoreConflicts;
   else
     return false;
   return true;
@@ -47,10 +49,12 @@ std::string ReproduceCommand(const CrashtestArgs& a) {
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
       "--seed=%d --threads=%d --messages=%d --partitions=%d --batch=%d "
       "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d "
-      "--dedupe_scope=%s",
+      "--dedupe_scope=%s%s%s",
       a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads, a.messages,
       a.partitions, a.batch, a.recovery_crash_rate, a.self_test,
-      a.expiry_buckets, a.dedupe_scope);
+      a.expiry_buckets, a.dedupe_scope,
+      a.detect_conflicts ? " --detect_conflicts" : "",
+      a.refresh_on_duplicate ? " --refresh_on_duplicate" : "");
 }
 
 void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
@@ -73,6 +77,10 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
       "acknowledged, %d duplicates suppressed\n",
       r.unique_messages, r.stream_entries, r.deliveries, r.acknowledged,
       r.duplicates_suppressed);
+  if (a.detect_conflicts) {
+    out << absl::StrFormat("conflicts:  %d conflicting redeliveries rejected\n",
+                           r.conflicts_rejected);
+  }
   if (r.published > 0) {
     out << absl::StrFormat("downstream: %d outbox entries published\n",
                            r.published);
@@ -138,7 +146,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   }
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable, "
-           "split_commit, emit_outside_commit or ack_before_publish, got '"
+           "split_commit, emit_outside_commit, ack_before_publish or "
+           "ignore_conflicts, got '"
         << args.self_test << "'\n";
     return 2;
   }
@@ -166,6 +175,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
         << args.dedupe_scope << "'\n";
     return 2;
   }
+  options.detect_conflicts = args.detect_conflicts;
+  options.refresh_on_duplicate = args.refresh_on_duplicate;
   options.recovery_crash_rate = args.recovery_crash_rate;
   // The option names are the flag names, but for max_batch (--batch).
   if (absl::Status s = crash::ValidateCrashTestOptions(options, **workload);

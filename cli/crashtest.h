@@ -33,9 +33,12 @@ struct CrashtestArgs {
   int batch = 32;                      // largest batch, in [1, 10000]
   int expiry_buckets = 0;              // in [0, 64]
   std::string dedupe_scope = "store";  // store | partition
+  bool detect_conflicts = false;       // Options::detect_conflicts
+  bool refresh_on_duplicate = false;   // Options::refresh_on_duplicate
   double recovery_crash_rate = 0.2;    // in [0, 1]
   // none | ack_before_durable | split_commit | emit_outside_commit |
-  // ack_before_publish (the last two with the pipeline workload)
+  // ack_before_publish (these two with the pipeline workload) |
+  // ignore_conflicts (with detect_conflicts)
   std::string self_test = "none";
 };
 

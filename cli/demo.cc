@@ -158,6 +158,7 @@ absl::Status Deliver(Engine& engine, const Stream& stream, int batch_size,
           ++report.processed;
           first = r.result;
           break;
+        case Outcome::kConflict:  // never: the demo leaves detect_conflicts off
         case Outcome::kDuplicate:
           ++report.duplicates;
           if (first != r.result) ++report.result_mismatches;

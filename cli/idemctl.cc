@@ -194,6 +194,8 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
       {"processed", s.processed},
       {"duplicates", s.duplicates},
       {"failed", s.failed},
+      {"conflicts", s.conflicts},
+      {"late_duplicates", s.late_duplicates},
       {"expired_dropped", s.expired_dropped},
       {"outbox_pending", s.outbox_pending},
       {"outbox_emitted", s.outbox_emitted},
@@ -420,6 +422,19 @@ std::string DumpEntryJson(const DumpEntry& e) {
       j.Field("expires_at", FormatUtc(e.expires_at));
       j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
       j.Field("expired", e.expired);
+      j.Field("record_version", e.record_version);
+      if (e.first_processed_at != absl::InfinitePast()) {
+        j.Field("first_processed_at", FormatUtc(e.first_processed_at));
+      }
+      if (e.fingerprint.has_value()) {
+        j.Field("fingerprint", absl::StrFormat("%016x", *e.fingerprint));
+      }
+      if (!e.failure.ok()) {
+        j.Field("failure_code", absl::StatusCodeToString(e.failure.code()));
+        j.Key("failure");
+        const absl::string_view message = e.failure.message();
+        j.Bytes(std::string_view(message.data(), message.size()));
+      }
       if (!e.source.empty() || e.partition != 0) {  // partition-scoped
         j.Key("source");
         j.Bytes(e.source);

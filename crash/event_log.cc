@@ -61,6 +61,15 @@ void EventLogWriter::Publish(const std::string& message_id,
                          absl::CEscape(content)));
 }
 
+void EventLogWriter::Conflicts(uint64_t count) {
+  WriteLine(absl::StrCat("K\t", count));
+}
+
+void EventLogWriter::UnrejectedConflict(const std::string& id,
+                                        const std::string& outcome) {
+  WriteLine(absl::StrCat("X\t", id, "\t", outcome));
+}
+
 void EventLogWriter::Error(const std::string& message) {
   std::string clean = message;
   for (char& c : clean) {
@@ -127,6 +136,18 @@ absl::StatusOr<CycleEvents> ReadCycleEvents(const std::string& path,
                                       std::move(content));
         break;
       }
+      case 'K': {
+        uint64_t count = 0;
+        if (f.size() != 2 || !absl::SimpleAtoi(f[1], &count)) {
+          return absl::DataLossError(absl::StrCat("bad log line: ", line));
+        }
+        events.conflicts += count;
+        break;
+      }
+      case 'X':
+        events.unrejected_conflicts.push_back(absl::StrCat(
+            f.size() > 1 ? f[1] : "", ": ", f.size() > 2 ? f[2] : ""));
+        break;
       case 'E':
         events.errors.push_back(f.size() > 1 ? f[1] : "");
         break;

@@ -9,6 +9,9 @@
 //   A <partition> <offset> <id>...    acknowledged (partition -1: no position)
 //   P <message id> <content>          about to publish an outbox entry to the
 //                                     downstream (content: C-escaped)
+//   K <count>                         a batch returned this many kConflict
+//   X <id> <outcome>                  a conflicting redelivery of <id> was
+//                                     not kConflict (but <outcome>)
 //   E <message>                       the worker hit an error
 //   D                                 the worker consumed the whole stream
 // EventLogWriter is safe for concurrent use (one write(2) per line).
@@ -39,6 +42,8 @@ class EventLogWriter {
   void Ack(int partition, int64_t offset, const std::vector<std::string>& ids);
   // `content` is any bytes (the log holds it escaped).
   void Publish(const std::string& message_id, const std::string& content);
+  void Conflicts(uint64_t count);
+  void UnrejectedConflict(const std::string& id, const std::string& outcome);
   void Error(const std::string& message);
   void Done();
 
@@ -54,6 +59,10 @@ struct CycleEvents {
   uint64_t deliveries = 0;
   uint64_t acked_deliveries = 0;
   uint64_t duplicates = 0;
+  uint64_t conflicts = 0;  // kConflict outcomes
+  // "<id>: <outcome>" of each conflicting redelivery that was not
+  // kConflict.
+  std::vector<std::string> unrejected_conflicts;
   struct Commit {
     uint64_t sequence = 0;
     std::vector<std::string> processed;

@@ -182,6 +182,10 @@ class Run {
       names_.insert(names_.end(), std::begin(kOutboxInvariantNames),
                     std::end(kOutboxInvariantNames));
     }
+    if (o_.detect_conflicts) {
+      names_.insert(names_.end(), std::begin(kConflictInvariantNames),
+                    std::end(kConflictInvariantNames));
+    }
     for (const char* name : names_) {
       InvariantResult r;
       r.name = name;
@@ -250,7 +254,8 @@ class Run {
           absl::StrCat("clearing the previous epoch: ", ec.message()));
     }
     stream_ = BuildStream(workload_.Generate(seed, messages_per_epoch_),
-                          o_.partitions, o_.producer_duplicate_rate, seed);
+                          o_.partitions, o_.producer_duplicate_rate, seed,
+                          o_.detect_conflicts);
     acked_offsets_.assign(o_.partitions, -1);
     delivered_.clear();
     acked_.clear();
@@ -384,6 +389,8 @@ class Run {
     config.max_batch = o_.max_batch;
     config.expiry_buckets = o_.expiry_buckets;
     config.dedupe_scope = o_.dedupe_scope;
+    config.detect_conflicts = o_.detect_conflicts;
+    config.refresh_on_duplicate = o_.refresh_on_duplicate;
     config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
     config.seed = o_.seed * 1000003 + static_cast<uint64_t>(runs_);
     config.crash_fs.journal_path = journal_;
@@ -479,6 +486,15 @@ class Run {
     report_.deliveries += events->deliveries;
     report_.acknowledged += events->acked_deliveries;
     report_.duplicates_suppressed += events->duplicates;
+    report_.conflicts_rejected += events->conflicts;
+    if (o_.detect_conflicts) {
+      ++invariants_["conflicts_rejected"].checks;
+      if (!events->unrejected_conflicts.empty()) {
+        RecordViolation("conflicts_rejected", label,
+                        absl::StrCat("the conflicting redelivery of ",
+                                     events->unrejected_conflicts.front()));
+      }
+    }
     report_.published += events->published.size();
     if (!downstream_.empty()) {
       // One message ID published with two contents, over the epoch's runs.
@@ -623,6 +639,10 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
           absl::StrCat(name, " must be in [0, 1], got ", rate));
     }
   }
+  if (o.self_test == SelfTest::kIgnoreConflicts && !o.detect_conflicts) {
+    return absl::InvalidArgumentError(
+        "self_test=ignore_conflicts needs detect_conflicts");
+  }
   if (o.max_kill_delay < absl::ZeroDuration() ||
       o.max_kill_delay > kMaxKillDelay) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -683,6 +703,7 @@ std::string CrashTestReportToJson(const CrashTestReport& r) {
   j.Field("delivered", r.deliveries);
   j.Field("acknowledged", r.acknowledged);
   j.Field("duplicates_suppressed", r.duplicates_suppressed);
+  j.Field("conflicts_rejected", r.conflicts_rejected);
   j.Field("published", r.published);
   j.EndObject();
   j.Field("unsynced_bytes_dropped", r.unsynced_bytes_dropped);

@@ -21,12 +21,22 @@ struct Stream {
   std::vector<StreamMessage> messages;  // unique, by index
   // partitions[p][offset] = index into messages.
   std::vector<std::vector<uint32_t>> partitions;
+  // conflicting[p][offset]: that entry is a conflicting redelivery (its
+  // message's ID again, delivered with another fingerprint,
+  // kConflictFingerprint); the same shape as partitions.
+  std::vector<std::vector<bool>> conflicting;
 
   size_t entries() const;
 };
 
+// The fingerprint a conflicting redelivery carries (Message::fingerprint).
+inline constexpr char kConflictFingerprint[] = "idem-crash/conflicting";
+
+// With `conflicting_redeliveries`, about half the producer duplicates are
+// conflicting redeliveries; the stream is otherwise the same as without.
 Stream BuildStream(std::vector<StreamMessage> messages, int partitions,
-                   double producer_duplicate_rate, uint64_t seed);
+                   double producer_duplicate_rate, uint64_t seed,
+                   bool conflicting_redeliveries = false);
 
 }  // namespace idem::crash
 

@@ -44,6 +44,11 @@ inline constexpr const char* kOutboxInvariantNames[] = {
                                 // committed message, applied once
 };
 
+// With CrashTestOptions::detect_conflicts, also this, in report order.
+inline constexpr const char* kConflictInvariantNames[] = {
+    "conflicts_rejected",  // every conflicting redelivery was kConflict
+};
+
 // Message ID -> the content (EntryContent) first published under it.
 using PublishedContents = absl::flat_hash_map<std::string, std::string>;
 

@@ -22,6 +22,7 @@ EngineHooks HooksFor(SelfTest self_test) {
   EngineHooks hooks;
   hooks.skip_wal_sync = self_test == SelfTest::kAckBeforeDurable;
   hooks.split_commit = self_test == SelfTest::kSplitCommit;
+  hooks.ignore_conflicts = self_test == SelfTest::kIgnoreConflicts;
   return hooks;
 }
 
@@ -38,7 +39,8 @@ struct OpenedStores {
 absl::StatusOr<OpenedStores> OpenThroughCrashFs(
     const std::string& path, const std::string& downstream_path,
     const CrashFsOptions& crash_fs, Durability durability, int expiry_buckets,
-    DedupeScope dedupe_scope, SelfTest self_test) {
+    DedupeScope dedupe_scope, SelfTest self_test,
+    const WorkerConfig* policies = nullptr) {
   auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
                                               crash_fs);
   if (!fs->status().ok()) return fs->status();
@@ -48,6 +50,10 @@ absl::StatusOr<OpenedStores> OpenThroughCrashFs(
   options.durability = durability;
   options.expiry_buckets = expiry_buckets;
   options.dedupe_scope = dedupe_scope;
+  if (policies != nullptr) {
+    options.detect_conflicts = policies->detect_conflicts;
+    options.refresh_on_duplicate = policies->refresh_on_duplicate;
+  }
   options.env = opened.env.get();
   // Small memtables: flushes and compactions happen within a short cycle,
   // so crashes land in them too.
@@ -136,6 +142,7 @@ class Worker {
     for (int p = thread; p < partitions; p += config_.threads) own.push_back(p);
     std::vector<Message> batch;
     std::vector<std::string> ids;
+    std::vector<bool> conflicting;  // per message of `batch`
     size_t next = 0;
     while (!failed_.load()) {
       // Round-robin over this thread's partitions that have entries left.
@@ -157,6 +164,7 @@ class Worker {
           begin + 1 + static_cast<int64_t>(rng() % config_.max_batch));
       batch.clear();
       ids.clear();
+      conflicting.clear();
       for (int64_t o = begin; o < end; ++o) {
         const StreamMessage& m = stream_.messages[entries[o]];
         batch.push_back(Message{.id = m.id,
@@ -165,6 +173,8 @@ class Worker {
                                 .partition = p,
                                 .offset = o});
         ids.push_back(m.id);
+        conflicting.push_back(Conflicting(p, o));
+        if (conflicting.back()) batch.back().fingerprint = kConflictFingerprint;
       }
       // Now and then deliver, concurrently with its owner, the entry another
       // partition is about to deliver (as after a rebalance), without its
@@ -184,26 +194,40 @@ class Worker {
             duplicate.source = kStreamSource;
             duplicate.partition = q;
           }
+          conflicting.push_back(Conflicting(q, at));
+          if (conflicting.back()) duplicate.fingerprint = kConflictFingerprint;
           batch.push_back(duplicate);
           ids.push_back(m.id);
         }
       }
-      if (!Deliver(p, end - 1, batch, ids)) return;
+      if (!Deliver(p, end - 1, batch, ids, conflicting)) return;
       cursors_[p].store(end);
       if (relay_ != nullptr && !RelayOnce().ok()) return;
     }
   }
 
-  // Delivers one batch and acknowledges it once durable.
+  // Whether entry `offset` of `partition` is a conflicting redelivery.
+  bool Conflicting(int partition, int64_t offset) const {
+    const auto& flags = stream_.conflicting;
+    return static_cast<size_t>(partition) < flags.size() &&
+           static_cast<size_t>(offset) < flags[partition].size() &&
+           flags[partition][offset];
+  }
+
+  // Delivers one batch and acknowledges it once durable. A conflicting
+  // redelivery (`conflicting`) must be kConflict; any other outcome is
+  // logged for the conflicts_rejected invariant.
   bool Deliver(int partition, int64_t last_offset,
                const std::vector<Message>& batch,
-               const std::vector<std::string>& ids) {
+               const std::vector<std::string>& ids,
+               const std::vector<bool>& conflicting) {
     log_.Invoke(ids);
     absl::StatusOr<std::vector<Result>> results = engine_.ProcessBatch(
         batch, [this](const Message& m, Txn& txn) { return Handle(m, txn); });
     if (!results.ok()) return Fail(results.status().ToString());
     std::vector<std::string> processed;
     uint64_t duplicates = 0;
+    uint64_t conflicts = 0;
     uint64_t sequence = 0;
     for (size_t i = 0; i < results->size(); ++i) {
       const Result& r = (*results)[i];
@@ -213,8 +237,15 @@ class Worker {
       }
       if (r.outcome == Outcome::kProcessed) processed.push_back(ids[i]);
       if (r.outcome == Outcome::kDuplicate) ++duplicates;
+      if (r.outcome == Outcome::kConflict) ++conflicts;
+      if (conflicting[i] && r.outcome != Outcome::kConflict) {
+        log_.UnrejectedConflict(ids[i], r.outcome == Outcome::kProcessed
+                                            ? "processed"
+                                            : "duplicate");
+      }
       sequence = std::max(sequence, r.sequence);
     }
+    if (conflicts > 0) log_.Conflicts(conflicts);
     log_.Commit(sequence, duplicates, processed);
     if (absl::Status s = engine_.WaitDurable(sequence); !s.ok()) {
       return Fail(s.ToString());
@@ -251,7 +282,7 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
   absl::StatusOr<OpenedStores> opened = OpenThroughCrashFs(
       config.store_path, downstream != nullptr ? config.downstream_path : "",
       config.crash_fs, config.durability, config.expiry_buckets,
-      config.dedupe_scope, config.self_test);
+      config.dedupe_scope, config.self_test, &config);
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);

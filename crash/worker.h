@@ -31,6 +31,8 @@ struct WorkerConfig {
   int max_batch = 32;
   int expiry_buckets = 0;                          // Options::expiry_buckets
   DedupeScope dedupe_scope = DedupeScope::kStore;  // Options::dedupe_scope
+  bool detect_conflicts = false;                   // Options::detect_conflicts
+  bool refresh_on_duplicate = false;  // Options::refresh_on_duplicate
   double concurrent_duplicate_rate = 0;
   uint64_t seed = 0;
   // Per partition, the first offset to deliver (the broker's acknowledged

@@ -49,7 +49,17 @@ std::vector<RecordPlacement> PlaceRecords(const Options& options,
   return placements;
 }
 
-absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+DedupeRecord LiveRecord::AsRecord() const {
+  DedupeRecord record;
+  record.expiry_micros = expiry_micros;
+  record.result = result;
+  record.processed_before_expiry_s = processed_before_expiry_s;
+  record.fingerprint = fingerprint;
+  record.failure = failure;
+  return record;
+}
+
+absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros) {
   std::vector<RecordKey> record_keys;
@@ -60,13 +70,13 @@ absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
   return LookupLive(db, families, record_keys, now_micros);
 }
 
-absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const RecordKey> keys, int64_t now_micros) {
   std::vector<rocksdb::Slice> slices;
   slices.reserve(keys.size());
   for (const RecordKey& key : keys) slices.push_back(ToSlice(key.view()));
-  std::vector<std::optional<std::string>> live(keys.size());
+  std::vector<std::optional<LiveRecord>> live(keys.size());
   // At most one family holds a live record for a key (a live record makes
   // the next delivery a duplicate); expired ones may linger in others.
   for (rocksdb::ColumnFamilyHandle* family : families) {
@@ -87,7 +97,13 @@ absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
                          DedupeKeyToHex(keys[i].view())));
       }
       if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
-        live[i] = std::string(record->result);
+        LiveRecord& found = live[i].emplace();
+        found.result = std::string(record->result);
+        found.expiry_micros = record->expiry_micros;
+        found.processed_before_expiry_s = record->processed_before_expiry_s;
+        found.fingerprint = record->fingerprint;
+        found.failure = record->failure;
+        found.family = family;
       }
     }
   }
@@ -204,6 +220,11 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
               }
               return a.key.view() < b.key.view();
             });
+  for (const NewRecord& record : record_deletes_) {
+    rocksdb::Status s =
+        records.Delete(record.family, ToSlice(record.key.view()));
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
   for (const NewRecord& record : records_) {
     rocksdb::Status s =
         records.Put(record.family, ToSlice(record.key.view()), record.value);

@@ -54,15 +54,29 @@ std::vector<RecordPlacement> PlaceRecords(const Options& options,
                                           absl::Span<const Message> messages,
                                           int64_t now_micros);
 
-// For each key, the stored result if a live record exists in one of
-// `families` (one MultiGet per family; at most one family holds a live
-// record for a key). kDataLoss naming the key if a record does not decode;
-// the converted RocksDB error if a read fails.
-absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+// A live dedupe record as a lookup found it: its fields (DedupeRecord, with
+// `result` copied out of RocksDB's buffer) and the family holding it.
+struct LiveRecord {
+  std::string result;
+  int64_t expiry_micros = 0;
+  uint32_t processed_before_expiry_s = kUnknownAge;
+  std::optional<uint64_t> fingerprint;
+  absl::StatusCode failure = absl::StatusCode::kOk;
+  rocksdb::ColumnFamilyHandle* family = nullptr;
+
+  // The record's fields as a DedupeRecord (viewing `result`).
+  DedupeRecord AsRecord() const;
+};
+
+// For each key, the live record if one exists in one of `families` (one
+// MultiGet per family; at most one family holds a live record for a key).
+// kDataLoss naming the key if a record does not decode; the converted
+// RocksDB error if a read fails.
+absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const RecordKey> keys, int64_t now_micros);
 // The same for store-scoped keys (the hashes themselves).
-absl::StatusOr<std::vector<std::optional<std::string>>> LookupLive(
+absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros);
 
@@ -114,6 +128,13 @@ class CommitBuilder {
   // Records the outcome of `message` for the offsets (OffsetTracker::Add).
   void AddOutcome(const Message& message, Outcome outcome) {
     offsets_.Add(message, outcome);
+  }
+
+  // Deletes `key` from `family` (a refreshed record that moves to another
+  // expiry bucket leaves its old one), before the records are put.
+  void AddRecordDelete(rocksdb::ColumnFamilyHandle* family,
+                       const RecordKey& key) {
+    record_deletes_.push_back(NewRecord{family, key, std::string()});
   }
 
   // Adds the dedupe record `value` for `key` in `family`.
@@ -168,6 +189,7 @@ class CommitBuilder {
   rocksdb::ColumnFamilyHandle* const outbox_family_;
   BatchOverlay state_;
   std::vector<NewRecord> records_;
+  std::vector<NewRecord> record_deletes_;
   std::vector<NewEmit> emits_;
   OffsetTracker offsets_;
 };

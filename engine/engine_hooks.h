@@ -33,6 +33,9 @@ struct EngineHooks {
   // dropped are new again while the same records in idem.dedupe are live
   // (breaks agreement between expiry layouts and strict expiry).
   bool engine_time_follows_clock = false;
+  // Options::detect_conflicts has no effect: a conflicting redelivery is a
+  // duplicate (breaks conflict detection).
+  bool ignore_conflicts = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

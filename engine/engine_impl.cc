@@ -367,7 +367,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   }
   // Nothing else writes while the commit lock is held, so one lookup per
   // message before any handler runs stays true for the whole batch.
-  absl::StatusOr<std::vector<std::optional<std::string>>> stored =
+  absl::StatusOr<std::vector<std::optional<LiveRecord>>> stored =
       LiveRecords(store, record_keys, now_micros);
   if (!stored.ok()) return stored.status();
   // The same holds for the offsets: a malformed one fails the call before
@@ -377,8 +377,10 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   if (!stored_offsets.ok()) return stored_offsets.status();
 
   CommitBuilder commit(store.state, store.offsets, store.outbox);
-  absl::StatusOr<std::vector<Result>> results = HandleMessages(
-      store, messages, placements, keys, record_keys, *stored, handler, commit);
+  DuplicateAges ages;
+  absl::StatusOr<std::vector<Result>> results =
+      HandleMessages(store, messages, placements, keys, record_keys, *stored,
+                     handler, now_micros, commit, ages);
   if (!results.ok()) return results.status();
 
   // One WriteBatch: state, dedupe records and offsets commit together.
@@ -417,38 +419,120 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
         result.sequence = sequence;
         duplicates_.fetch_add(1, std::memory_order_relaxed);
         break;
+      case Outcome::kConflict:
+        result.sequence = sequence;
+        conflicts_.fetch_add(1, std::memory_order_relaxed);
+        break;
       case Outcome::kFailed:
+        if (result.permanent) result.sequence = sequence;
         failed_.fetch_add(1, std::memory_order_relaxed);
         break;
     }
   }
+  if (!ages.ages_micros.empty()) {
+    redelivery_ages_.Add(ages.ages_micros);
+    late_duplicates_.fetch_add(ages.late, std::memory_order_relaxed);
+  }
   return results;
+}
+
+absl::StatusOr<rocksdb::ColumnFamilyHandle*> EngineImpl::FamilyFor(
+    const Store& store, const RecordPlacement& placement) const {
+  if (!placement.bucket_end.has_value()) return store.dedupe;
+  auto bucket = store.buckets.find(*placement.bucket_end);
+  if (bucket == store.buckets.end()) {
+    return absl::InternalError("expiry bucket missing at commit");
+  }
+  return bucket->second;
 }
 
 absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements,
     absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
-    absl::Span<const std::optional<std::string>> stored, Handler handler,
-    CommitBuilder& commit) {
-  // Record key -> index of its first successful occurrence in this batch.
+    absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
+    int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages) {
+  // Record key -> index of its first occurrence in this batch that committed
+  // a record (processed, or failed permanently).
   absl::flat_hash_map<RecordKey, size_t> committed_here;
   std::vector<Result> results(messages.size());
+  const absl::Time now = absl::FromUnixMicros(now_micros);
+  const bool conflicts = options_.detect_conflicts && !hooks_.ignore_conflicts;
+  // A message's fingerprint, hashed only when conflicts are detected.
+  auto fingerprint = [&](size_t i) -> std::optional<uint64_t> {
+    if (!conflicts) return std::nullopt;
+    return MessageFingerprint(messages[i]);
+  };
+  // The outcome for a live record whose first delivery had `stored_print`:
+  // kConflict if the fingerprints are known and differ.
+  auto redelivery = [&](size_t i, const std::optional<uint64_t>& stored_print) {
+    return conflicts && stored_print.has_value() &&
+                   *stored_print != MessageFingerprint(messages[i])
+               ? Outcome::kConflict
+               : Outcome::kDuplicate;
+  };
 
   for (size_t i = 0; i < messages.size(); ++i) {
     const Message& message = messages[i];
     Result& result = results[i];
     if (auto it = committed_here.find(record_keys[i]);
         it != committed_here.end()) {
-      result.outcome = Outcome::kDuplicate;
-      result.result = results[it->second].result;
-      commit.AddOutcome(message, result.outcome);
+      const Result& first = results[it->second];
+      result.outcome = redelivery(
+          i, conflicts ? std::optional<uint64_t>(
+                             MessageFingerprint(messages[it->second]))
+                       : std::nullopt);
+      if (result.outcome == Outcome::kDuplicate &&
+          first.outcome == Outcome::kFailed) {
+        result.outcome = Outcome::kFailed;
+        result.error = first.error;
+        result.permanent = true;
+      }
+      result.result = first.result;
+      result.first_processed_at = now;
+      if (result.outcome == Outcome::kDuplicate) ages.ages_micros.push_back(0);
+      // Offsets: every outcome here advances, as a duplicate.
+      commit.AddOutcome(message, Outcome::kDuplicate);
       continue;
     }
-    if (stored[i].has_value()) {
-      result.outcome = Outcome::kDuplicate;
-      result.result = *stored[i];
-      commit.AddOutcome(message, result.outcome);
+    if (const std::optional<LiveRecord>& live = stored[i]; live.has_value()) {
+      const DedupeRecord record = live->AsRecord();
+      const int64_t first_micros = FirstProcessedMicros(record);
+      result.outcome = redelivery(i, live->fingerprint);
+      // A failed record's bytes are its error message, not a result.
+      if (live->failure == absl::StatusCode::kOk) result.result = live->result;
+      if (first_micros != kUnknownFirstProcessed) {
+        result.first_processed_at = absl::FromUnixMicros(first_micros);
+      }
+      if (result.outcome == Outcome::kDuplicate &&
+          live->failure != absl::StatusCode::kOk) {
+        result.outcome = Outcome::kFailed;
+        result.error =
+            PermanentError(absl::Status(live->failure, live->result));
+        result.permanent = true;
+      }
+      if (result.outcome == Outcome::kDuplicate) {
+        if (first_micros != kUnknownFirstProcessed) {
+          ages.ages_micros.push_back(now_micros - first_micros);
+          if (IsLateDuplicate(first_micros, live->expiry_micros, now_micros)) {
+            ++ages.late;
+          }
+        }
+        if (options_.refresh_on_duplicate) {
+          absl::StatusOr<rocksdb::ColumnFamilyHandle*> family =
+              FamilyFor(store, placements[i]);
+          if (!family.ok()) return family.status();
+          DedupeRecord moved = record;
+          moved.expiry_micros = placements[i].expiry_micros;
+          moved.processed_before_expiry_s =
+              ProcessedBeforeExpiry(first_micros, moved.expiry_micros);
+          if (*family != live->family) {
+            commit.AddRecordDelete(live->family, record_keys[i]);
+          }
+          commit.AddRecord(*family, record_keys[i], EncodeDedupeRecord(moved));
+        }
+      }
+      commit.AddOutcome(message, Outcome::kDuplicate);
       continue;
     }
 
@@ -459,35 +543,46 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       status = CallHandler(handler, message, txn);
     }
     if (!txn.read_error().ok()) return txn.read_error();
+    const bool permanent = IsPermanentError(status);
     // A failed message's writes are dropped with its BatchTxn.
     if (status.ok()) status = txn.Apply(&commit.state());
-    if (!status.ok()) {
+    if (!status.ok() && !permanent) {
       result.outcome = Outcome::kFailed;
       result.error = std::move(status);
       commit.AddOutcome(message, result.outcome);
       continue;
     }
-    rocksdb::ColumnFamilyHandle* family = store.dedupe;
-    if (const std::optional<int64_t>& end = placements[i].bucket_end) {
-      auto bucket = store.buckets.find(*end);
-      if (bucket == store.buckets.end()) {
-        return absl::InternalError("expiry bucket missing at commit");
-      }
-      family = bucket->second;
+    absl::StatusOr<rocksdb::ColumnFamilyHandle*> family =
+        FamilyFor(store, placements[i]);
+    if (!family.ok()) return family.status();
+    DedupeRecord record;
+    record.expiry_micros = placements[i].expiry_micros;
+    record.processed_before_expiry_s =
+        ProcessedBeforeExpiry(now_micros, record.expiry_micros);
+    record.fingerprint = fingerprint(i);
+    if (permanent) {
+      // Remembered: the error instead of a result; no writes, no emits.
+      record.failure = status.code();
+      const absl::string_view message = status.message();
+      record.result = std::string_view(message.data(), message.size());
+      result.outcome = Outcome::kFailed;
+      result.permanent = true;
+    } else {
+      record.result = txn.result();
+      commit.AddEmits(keys[i], std::move(txn.emitted()));
+      result.outcome = Outcome::kProcessed;
+      result.result = txn.result();
     }
-    commit.AddRecord(
-        family, record_keys[i],
-        EncodeDedupeRecord(placements[i].expiry_micros, txn.result()));
-    commit.AddEmits(keys[i], std::move(txn.emitted()));
-    result.outcome = Outcome::kProcessed;
-    result.result = txn.result();
+    commit.AddRecord(*family, record_keys[i], EncodeDedupeRecord(record));
+    if (permanent) result.error = std::move(status);
+    result.first_processed_at = now;
     committed_here.emplace(record_keys[i], i);
-    commit.AddOutcome(message, result.outcome);
+    commit.AddOutcome(message, Outcome::kProcessed);
   }
   return results;
 }
 
-absl::StatusOr<std::vector<std::optional<std::string>>> EngineImpl::LiveRecords(
+absl::StatusOr<std::vector<std::optional<LiveRecord>>> EngineImpl::LiveRecords(
     Store& store, absl::Span<const RecordKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
@@ -565,7 +660,7 @@ absl::StatusOr<bool> EngineImpl::SeenAt(std::string_view id,
   // bucket dropped before was dropped at an engine time at most this one.
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
-  absl::StatusOr<std::vector<std::optional<std::string>>> stored =
+  absl::StatusOr<std::vector<std::optional<LiveRecord>>> stored =
       LiveRecords(**store, absl::MakeConstSpan(&*key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/commit_batch.h"
+#include "engine/dedupe_policy.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
 #include "engine/latency_histogram.h"
@@ -123,18 +124,34 @@ class EngineImpl : public Engine {
       const Store& store, std::string_view id,
       std::optional<SourcePartition> where) const;
 
+  // What HandleMessages found besides the outcomes, for the counters once
+  // the commit is written: the ages of the records at their duplicates
+  // (those that know their first processing) and how many came late.
+  struct DuplicateAges {
+    std::vector<int64_t> ages_micros;
+    uint64_t late = 0;
+  };
+
   // The duplicate check and handler of each message in order (`stored`: the
-  // live stored result per message, `keys` their IDs' hashes, `record_keys`
-  // the keys of their records). A success
-  // adds its state writes and dedupe record to `commit`; every message adds
-  // its outcome. Fails only on a storage error a handler's read met, or a
+  // live stored record per message, `keys` their IDs' hashes, `record_keys`
+  // the keys of their records), at `now_micros`. A success adds its state
+  // writes and dedupe record to `commit`, a permanent failure its failed
+  // record, a refreshed duplicate its moved record; every message adds its
+  // outcome. Fails only on a storage error a handler's read met, or a
   // bucket MaintainBuckets should have created (kInternal).
   absl::StatusOr<std::vector<Result>> HandleMessages(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements,
       absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
-      absl::Span<const std::optional<std::string>> stored, Handler handler,
-      CommitBuilder& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
+      int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // The family `placement` puts a record in (kInternal if its bucket is
+  // missing).
+  absl::StatusOr<rocksdb::ColumnFamilyHandle*> FamilyFor(
+      const Store& store, const RecordPlacement& placement) const
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Expiry buckets (engine/expiry_buckets.h): drops the buckets that have
@@ -154,7 +171,7 @@ class EngineImpl : public Engine {
 
   // For each key, the stored result if a live record exists in a dedupe
   // family live at `now_micros` (LookupLive, engine/commit_batch.h).
-  absl::StatusOr<std::vector<std::optional<std::string>>> LiveRecords(
+  absl::StatusOr<std::vector<std::optional<LiveRecord>>> LiveRecords(
       Store& store, absl::Span<const RecordKey> keys, int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
@@ -282,6 +299,9 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> processed_{0};
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> conflicts_{0};
+  std::atomic<uint64_t> late_duplicates_{0};
+  RedeliveryAges redelivery_ages_;
   std::atomic<uint64_t> user_bytes_{0};
   std::atomic<uint64_t> outbox_emitted_{0};
   std::atomic<uint64_t> outbox_acknowledged_{0};

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
 #include "engine/outbox_store.h"
@@ -43,6 +44,16 @@ absl::StatusOr<DumpEntry> DedupeEntry(bool partition_scope,
   entry.value = std::string(record->result);
   entry.expires_at = absl::FromUnixMicros(record->expiry_micros);
   entry.expired = IsExpired(*record, now_micros);
+  entry.record_version = record->version;
+  if (const int64_t first = FirstProcessedMicros(*record);
+      first != kUnknownFirstProcessed) {
+    entry.first_processed_at = absl::FromUnixMicros(first);
+  }
+  entry.fingerprint = record->fingerprint;
+  if (record->failure != absl::StatusCode::kOk) {
+    entry.failure = absl::Status(record->failure, AbslView(record->result));
+    entry.value.clear();
+  }
   return entry;
 }
 
@@ -182,6 +193,12 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.processed = processed_.load(std::memory_order_relaxed);
   stats.duplicates = duplicates_.load(std::memory_order_relaxed);
   stats.failed = failed_.load(std::memory_order_relaxed);
+  stats.conflicts = conflicts_.load(std::memory_order_relaxed);
+  stats.late_duplicates = late_duplicates_.load(std::memory_order_relaxed);
+  const RedeliveryAges::Summary ages = redelivery_ages_.Get();
+  stats.redelivery_age_p50 = ages.p50;
+  stats.redelivery_age_p99 = ages.p99;
+  stats.redelivery_age_max = ages.max;
   stats.expired_dropped = ttl_filter_->dropped();
   stats.user_bytes = user_bytes_.load(std::memory_order_relaxed);
   const OutboxCursor outbox = CurrentOutboxCursor();

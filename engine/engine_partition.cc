@@ -154,7 +154,12 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
               return absl::DataLossError(absl::StrCat(
                   "undecodable dedupe record for key ", DedupeKeyToHex(key)));
             }
-            if (IsExpired(*record, *now_micros)) return absl::OkStatus();
+            // A remembered failure has no result to carry: it stays behind
+            // (the partition's next engine runs a redelivery again).
+            if (IsExpired(*record, *now_micros) ||
+                record->failure != absl::StatusCode::kOk) {
+              return absl::OkStatus();
+            }
             snapshot.records.push_back(
                 PartitionRecord{std::string(scoped->hash),
                                 absl::FromUnixMicros(record->expiry_micros),
@@ -238,7 +243,7 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
   const DedupeKey import_hash = HashMessageId(import.id);
   const RecordKey import_key =
       RecordKeyFor(st.partition_scope, import, import_hash);
-  absl::StatusOr<std::vector<std::optional<std::string>>> imported =
+  absl::StatusOr<std::vector<std::optional<LiveRecord>>> imported =
       LiveRecords(st, absl::MakeConstSpan(&import_key, 1), *now_micros);
   if (!imported.ok()) return imported.status();
   if ((*imported)[0].has_value()) {  // imported before: write nothing

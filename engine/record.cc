@@ -126,23 +126,123 @@ int64_t TimeToMicros(absl::Time t) {
   return absl::ToUnixMicros(t);
 }
 
-std::string EncodeDedupeRecord(int64_t expiry_micros, std::string_view result) {
+namespace {
+
+void PutFixed32LE(std::string* out, uint32_t v) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  out->append(buf, 4);
+}
+
+uint32_t GetFixed32LE(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= uint32_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  }
+  return v;
+}
+
+constexpr int64_t kMicrosPerSecond = 1'000'000;
+
+}  // namespace
+
+uint32_t ProcessedBeforeExpiry(int64_t first_micros, int64_t expiry_micros) {
+  if (first_micros == kUnknownFirstProcessed || first_micros > expiry_micros) {
+    return kUnknownAge;
+  }
+  // expiry - first may overflow int64; as uint64 it is exact.
+  const uint64_t micros = static_cast<uint64_t>(expiry_micros) -
+                          static_cast<uint64_t>(first_micros);
+  const uint64_t seconds =
+      micros / kMicrosPerSecond + (micros % kMicrosPerSecond != 0 ? 1 : 0);
+  return seconds >= kUnknownAge ? kUnknownAge : static_cast<uint32_t>(seconds);
+}
+
+int64_t FirstProcessedMicros(const DedupeRecord& record) {
+  if (record.processed_before_expiry_s == kUnknownAge) {
+    return kUnknownFirstProcessed;
+  }
+  const int64_t micros =
+      int64_t{record.processed_before_expiry_s} * kMicrosPerSecond;
+  if (record.expiry_micros < std::numeric_limits<int64_t>::min() + micros) {
+    return kUnknownFirstProcessed;
+  }
+  return record.expiry_micros - micros;
+}
+
+std::string EncodeDedupeRecord(const DedupeRecord& record) {
+  const bool failed = record.failure != absl::StatusCode::kOk;
+  uint8_t first = kRecordVersion;
+  if (record.fingerprint.has_value()) first |= kRecordFingerprint;
+  if (failed) first |= kRecordFailed;
   std::string value;
-  value.reserve(kRecordHeaderBytes + result.size());
-  value.push_back(static_cast<char>(kRecordVersion));
+  value.reserve(kRecordHeaderBytes +
+                (record.fingerprint.has_value() ? kFingerprintBytes : 0) +
+                (failed ? 1 : 0) + record.result.size());
+  value.push_back(static_cast<char>(first));
+  PutFixed64LE(&value, static_cast<uint64_t>(record.expiry_micros));
+  PutFixed32LE(&value, record.processed_before_expiry_s);
+  if (record.fingerprint.has_value()) PutFixed64LE(&value, *record.fingerprint);
+  if (failed) value.push_back(static_cast<char>(record.failure));
+  value.append(record.result);
+  return value;
+}
+
+std::string EncodeDedupeRecord(int64_t expiry_micros, std::string_view result) {
+  DedupeRecord record;
+  record.expiry_micros = expiry_micros;
+  record.result = result;
+  return EncodeDedupeRecord(record);
+}
+
+std::string EncodeDedupeRecordV1(int64_t expiry_micros,
+                                 std::string_view result) {
+  std::string value;
+  value.reserve(kRecordV1HeaderBytes + result.size());
+  value.push_back(static_cast<char>(kRecordVersion1));
   PutFixed64LE(&value, static_cast<uint64_t>(expiry_micros));
   value.append(result);
   return value;
 }
 
+uint64_t MessageFingerprint(const Message& message) {
+  const std::string_view content =
+      message.fingerprint.empty() ? message.payload : message.fingerprint;
+  return XXH3_64bits(content.data(), content.size());
+}
+
 std::optional<DedupeRecord> DecodeDedupeRecord(std::string_view value) {
-  if (value.size() < kRecordHeaderBytes ||
-      static_cast<uint8_t>(value[0]) != kRecordVersion) {
+  if (value.empty()) return std::nullopt;
+  const uint8_t first = static_cast<uint8_t>(value[0]);
+  DedupeRecord record;
+  if (first == kRecordVersion1) {
+    if (value.size() < kRecordV1HeaderBytes) return std::nullopt;
+    record.version = kRecordVersion1;
+    record.expiry_micros = static_cast<int64_t>(GetFixed64LE(value.data() + 1));
+    record.result = value.substr(kRecordV1HeaderBytes);
+    return record;
+  }
+  constexpr uint8_t kKnownFlags = kRecordFingerprint | kRecordFailed;
+  if ((first & 0x0f) != kRecordVersion || (first & 0xf0 & ~kKnownFlags) != 0 ||
+      value.size() < kRecordHeaderBytes) {
     return std::nullopt;
   }
-  DedupeRecord record;
   record.expiry_micros = static_cast<int64_t>(GetFixed64LE(value.data() + 1));
-  record.result = value.substr(kRecordHeaderBytes);
+  record.processed_before_expiry_s = GetFixed32LE(value.data() + 9);
+  size_t pos = kRecordHeaderBytes;
+  if ((first & kRecordFingerprint) != 0) {
+    if (value.size() < pos + kFingerprintBytes) return std::nullopt;
+    record.fingerprint = GetFixed64LE(value.data() + pos);
+    pos += kFingerprintBytes;
+  }
+  if ((first & kRecordFailed) != 0) {
+    if (value.size() < pos + 1) return std::nullopt;
+    const uint8_t code = static_cast<uint8_t>(value[pos]);
+    if (code == 0 || code > 16) return std::nullopt;
+    record.failure = static_cast<absl::StatusCode>(code);
+    pos += 1;
+  }
+  record.result = value.substr(pos);
   return record;
 }
 

@@ -6,9 +6,19 @@
 //               bytes big-endian), the source, the partition (4 bytes
 //               big-endian), then those 16 bytes, so that one partition's
 //               records form one key range.
-// Dedupe value: 1 byte record version (kRecordVersion), 8 bytes absolute
-//               expiry in microseconds since the Unix epoch (int64,
-//               little-endian), then the handler's result bytes.
+// Dedupe value: version 2 (written): 1 byte, the version (2) in its low
+//               four bits and flags in its high four (kRecordFingerprint:
+//               a fingerprint follows; kRecordFailed: a remembered
+//               permanent failure); 8 bytes absolute expiry in
+//               microseconds since the Unix epoch (int64, little-endian);
+//               4 bytes, the whole seconds from the first processing to the
+//               expiry (uint32 little-endian, rounded up; 0xffffffff:
+//               unknown); with kRecordFingerprint, the 8-byte XXH3-64
+//               fingerprint (little-endian); with kRecordFailed, 1 byte,
+//               the failure's absl::StatusCode (1 to 16); then the
+//               handler's result bytes, or a failure's error message.
+//               Version 1 (read only, written by earlier builds): the
+//               byte 1, the 8-byte expiry, then the result bytes.
 // Offset key:   the source name followed by the partition as 4 bytes
 //               big-endian (the name is the key minus its last 4 bytes).
 // Offset value: the offset, int64 little-endian.
@@ -20,21 +30,32 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/hash/hash.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "idem/message.h"
 
 namespace idem {
 
-inline constexpr uint8_t kRecordVersion = 1;
+// The version written; kRecordVersion1 is still read.
+inline constexpr uint8_t kRecordVersion = 2;
+inline constexpr uint8_t kRecordVersion1 = 1;
+// Flags in the high bits of a version 2 record's first byte.
+inline constexpr uint8_t kRecordFingerprint = 0x10;
+inline constexpr uint8_t kRecordFailed = 0x20;
 inline constexpr size_t kDedupeKeyBytes = 16;
-inline constexpr size_t kRecordHeaderBytes = 9;
+// The shortest record of each version (no flags, empty result).
+inline constexpr size_t kRecordHeaderBytes = 13;
+inline constexpr size_t kRecordV1HeaderBytes = 9;
+// What a fingerprint adds to a record.
+inline constexpr size_t kFingerprintBytes = 8;
 
 using DedupeKey = std::array<char, kDedupeKeyBytes>;
 
@@ -100,18 +121,63 @@ struct PartitionRecordKey {
 std::optional<PartitionRecordKey> DecodePartitionRecordKey(
     std::string_view key);
 
+// A first-processed time the record does not know (version 1 records, and
+// a processing more than 2^32 - 2 seconds before the expiry).
+inline constexpr int64_t kUnknownFirstProcessed =
+    std::numeric_limits<int64_t>::min();
+inline constexpr uint32_t kUnknownAge = 0xffffffff;
+
 struct DedupeRecord {
   int64_t expiry_micros = 0;
-  std::string_view result;  // points into the decoded value
+  // The handler's result, or a remembered failure's error message; points
+  // into the decoded value.
+  std::string_view result;
+  // When the ID was first processed, as whole seconds before the expiry
+  // (FirstProcessedMicros); kUnknownAge if not known.
+  uint32_t processed_before_expiry_s = kUnknownAge;
+  // XXH3-64 of the first delivery's fingerprint field or payload, if the
+  // record keeps one (Options::detect_conflicts).
+  std::optional<uint64_t> fingerprint;
+  // kOk, or the code of a remembered permanent failure (whose message is
+  // `result`).
+  absl::StatusCode failure = absl::StatusCode::kOk;
+  // The version the record was decoded from (kRecordVersion when encoded).
+  uint8_t version = kRecordVersion;
 };
 
 // Converts an absolute time to the stored int64 microseconds, saturating at
 // the int64 range (absl::InfiniteFuture() maps to INT64_MAX).
 int64_t TimeToMicros(absl::Time t);
 
-std::string EncodeDedupeRecord(int64_t expiry_micros, std::string_view result);
+// The stored form of a first processing at `first_micros` of a record
+// expiring at `expiry_micros`: whole seconds before the expiry, rounded up
+// (so it reads back at most a second early); kUnknownAge if `first_micros`
+// is kUnknownFirstProcessed, after the expiry, or 2^32 - 1 seconds or more
+// before it.
+uint32_t ProcessedBeforeExpiry(int64_t first_micros, int64_t expiry_micros);
 
-// Returns nullopt if `value` is not a record this version understands.
+// When `record`'s ID was first processed (microseconds since the epoch), or
+// kUnknownFirstProcessed.
+int64_t FirstProcessedMicros(const DedupeRecord& record);
+
+// A version 2 record of `record`'s fields (its version is ignored).
+// REQUIRES: record.failure is kOk or a valid non-OK code.
+std::string EncodeDedupeRecord(const DedupeRecord& record);
+// A version 2 record of a success with an unknown first-processed time and
+// no fingerprint.
+std::string EncodeDedupeRecord(int64_t expiry_micros, std::string_view result);
+// A version 1 record, as builds before version 2 wrote them (for tests of
+// stores written by them).
+std::string EncodeDedupeRecordV1(int64_t expiry_micros,
+                                 std::string_view result);
+
+// The 64-bit fingerprint of a delivery's content: XXH3-64 of
+// `message.fingerprint` if it is non-empty, otherwise of the payload.
+uint64_t MessageFingerprint(const Message& message);
+
+// Returns nullopt if `value` is not a record of a version this build reads:
+// version 1, or version 2 with known flags, enough bytes for the fields its
+// flags announce and, if failed, a non-OK code up to 16.
 std::optional<DedupeRecord> DecodeDedupeRecord(std::string_view value);
 
 // A record is live while now < expiry.

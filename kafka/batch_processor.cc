@@ -42,7 +42,12 @@ struct Entry {
   // then, if it had one.
   absl::Status dead_letter_error;
   std::string source_id;
+  // Why it was given up on (the dead letter's idem.reason header): "id",
+  // "attempts", "non_retriable", "permanent" or "conflict".
+  std::string_view reason;
   int attempts = 0;
+  // Its handler returned PermanentError (idem/message.h).
+  bool permanent = false;
   bool dead_lettered = false;
   bool deferred = false;  // in this round: an earlier record of its
                           // partition failed, so it did not run
@@ -74,7 +79,9 @@ class BatchRun {
     // Retrying cannot repair an ID: such records are given up on at once.
     for (size_t i = 0; i < records_.size(); ++i) {
       if (entries_[i].id_error.ok()) continue;
-      if (absl::Status s = GiveUp(i, entries_[i].id_error); !s.ok()) return s;
+      if (absl::Status s = GiveUp(i, entries_[i].id_error, "id"); !s.ok()) {
+        return s;
+      }
     }
 
     std::vector<size_t> round(records_.size());
@@ -131,6 +138,13 @@ class BatchRun {
       record.id = entry.id;
       absl::Status status = handler_(record, txn);
       if (!status.ok()) blocked.insert(PartitionOf(record));
+      if (IsPermanentError(status)) {
+        // Dead-lettered at once, as a non-retriable code: the dead-letter
+        // marker's commit moves the offset past it (so the engine does not
+        // keep the failure: a corrected redelivery runs).
+        entry.permanent = true;
+        return absl::Status(status.code(), status.message());
+      }
       return status;
     };
     absl::StatusOr<std::vector<Result>> results =
@@ -152,10 +166,17 @@ class BatchRun {
           next.push_back(i);
         }
         if (entry.deferred) continue;  // not an attempt of its own
-        const bool retriable = Retriable(result.error);
+        // A permanent failure: returned now, or remembered by the engine.
+        const bool permanent = entry.permanent || result.permanent;
+        const bool retriable = !permanent && Retriable(result.error);
         if (!retriable || ++entry.attempts >= options_.max_attempts) {
           if (!retriable) ++out_.report.non_retriable;
-          if (absl::Status s = GiveUp(i, result.error); !s.ok()) return s;
+          const std::string_view reason = permanent    ? "permanent"
+                                          : !retriable ? "non_retriable"
+                                                       : "attempts";
+          if (absl::Status s = GiveUp(i, result.error, reason); !s.ok()) {
+            return s;
+          }
         } else {
           ++out_.report.retries;
           wait = true;
@@ -163,6 +184,20 @@ class BatchRun {
         continue;
       }
       max_sequence_ = std::max(max_sequence_, result.sequence);
+      if (result.outcome == Outcome::kConflict && !entry.dead_lettered) {
+        // Its commit moved the offset past it; the dead letter follows
+        // (through the outbox: in the next round's commit).
+        if (absl::Status s =
+                GiveUp(i, ConflictError(records_[i], entry), "conflict");
+            !s.ok()) {
+          return s;
+        }
+        if (!entry.dead_letter_error.ok() &&
+            !failed_partitions.contains(PartitionOf(records_[i]))) {
+          next.push_back(i);
+        }
+        continue;
+      }
       if (entry.counted || entry.dead_lettered) continue;
       entry.counted = true;
       if (result.outcome == Outcome::kProcessed) {
@@ -192,6 +227,8 @@ class BatchRun {
     if (!entry.source_id.empty()) {
       headers.emplace_back("idem.source.id", entry.source_id);
     }
+    if (!entry.reason.empty())
+      headers.emplace_back("idem.reason", entry.reason);
     txn.EmitWithHeaders(options_.dead_letter_topic, record.key, record.value,
                         headers);
   }
@@ -207,8 +244,18 @@ class BatchRun {
                      error.code()) == options_.non_retriable_codes.end();
   }
 
-  absl::Status GiveUp(size_t i, const absl::Status& error) {
+  // The error a conflicting record is dead-lettered with.
+  static absl::Status ConflictError(const Record& record, const Entry& entry) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "conflict: message ID \"", entry.id, "\" of ", AbslView(record.topic),
+        "/", record.partition, "/", record.offset,
+        " was processed before with other content"));
+  }
+
+  absl::Status GiveUp(size_t i, const absl::Status& error,
+                      std::string_view reason) {
     const Record& record = records_[i];
+    entries_[i].reason = reason;
     const std::string position =
         PositionId(record.topic, record.partition, record.offset);
     if (!dead_letter_ && !options_.dead_letter_topic.empty()) {

@@ -197,6 +197,9 @@ absl::StatusOr<int64_t> CommittedCounter(Engine& engine,
       case Outcome::kDuplicate:
         ++duplicates;
         break;
+      case Outcome::kConflict:
+        f.Expect(false, "Process(" + id + ") was a conflict");
+        break;
     }
   }
   f.Expect(runs.load() == 2, id + ": " + std::to_string(runs.load()) +

@@ -128,6 +128,48 @@ TEST(CrashHarnessTest, MixedCrashesWithPartitionScopeKeepEveryInvariant) {
   EXPECT_GT(report->duplicates_suppressed, 0u);
 }
 
+// With detect_conflicts about half the producer duplicates are conflicting
+// redeliveries, and with refresh_on_duplicate every duplicate rewrites its
+// record: under crashes every invariant holds, and every conflicting
+// redelivery is rejected (conflicts_rejected).
+TEST(CrashHarnessTest, ConflictsAndRefreshKeepEveryInvariant) {
+  util::TempDir dir;
+  auto workload = NewLedgerWorkload();
+  CrashTestOptions options =
+      ShortRun(dir, CrashMode::kMixed, Durability::kBuffered);
+  options.detect_conflicts = true;
+  options.refresh_on_duplicate = true;
+  options.expiry_buckets = 4;
+  options.producer_duplicate_rate = 0.2;
+  options.cycles = 10;
+  options.seed = 17;
+  absl::StatusOr<CrashTestReport> report = RunCrashTest(options, *workload);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ExpectAllPass(*report, 11);
+  EXPECT_GT(report->conflicts_rejected, 0u);
+  EXPECT_GE(Invariant(*report, "conflicts_rejected").checks, 1u);
+}
+
+// ... and it catches an engine that answers them as duplicates.
+TEST(CrashHarnessTest, ReportsConflictingRedeliveriesTakenForDuplicates) {
+  util::TempDir dir;
+  CrashTestOptions options = ShortRun(dir, CrashMode::kKill, Durability::kSync);
+  options.self_test = SelfTest::kIgnoreConflicts;
+  options.producer_duplicate_rate = 0.2;
+  options.cycles = 2;
+  auto workload = NewLedgerWorkload();
+  EXPECT_EQ(RunCrashTest(options, *workload).status().code(),
+            absl::StatusCode::kInvalidArgument);  // needs detect_conflicts
+  options.detect_conflicts = true;
+  absl::StatusOr<CrashTestReport> report = RunCrashTest(options, *workload);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->passed());
+  EXPECT_FALSE(Invariant(*report, "conflicts_rejected").passed);
+  EXPECT_THAT(Invariant(*report, "conflicts_rejected").first_counterexample,
+              HasSubstr("the conflicting redelivery of"));
+  EXPECT_EQ(report->conflicts_rejected, 0u);
+}
+
 // The harness must be able to fail: acknowledging before the WAL is synced
 // loses acknowledged messages at a power loss.
 TEST(CrashHarnessTest, ReportsLostAcksWhenTheEngineAcksBeforeDurability) {

@@ -258,6 +258,47 @@ TEST_F(IdemctlTest, CheckpointIntoAnExistingDirectoryFails) {
   EXPECT_THAT(r.out, IsEmpty());
 }
 
+// The dedupe policies' fields (record version 2): when the ID was first
+// processed, its fingerprint (Options::detect_conflicts) and a remembered
+// permanent failure.
+TEST_F(IdemctlTest, DumpShowsTheDedupePoliciesFields) {
+  const std::string path = dir_.Sub("policies");
+  {
+    Options options;
+    options.detect_conflicts = true;
+    auto engine = Engine::Open(path, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    ASSERT_TRUE(
+        (*engine)->Process({.id = "fine", .payload = "p"}, Record).ok());
+    ASSERT_TRUE((*engine)
+                    ->Process({.id = "bad"},
+                              [](const Message&, Txn&) {
+                                return PermanentError(
+                                    absl::InvalidArgumentError("no account"));
+                              })
+                    .ok());
+  }
+  Output r = Run({"dump"}, /*json=*/false, path);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  int records = 0;
+  for (const std::string& line : std::vector<std::string>(
+           absl::StrSplit(r.out, '\n', absl::SkipEmpty()))) {
+    const json v = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (BytesAt(v, "kind") != "dedupe") continue;
+    ++records;
+    EXPECT_EQ(v.value("record_version", 0), 2) << line;
+    EXPECT_TRUE(v.contains("first_processed_at")) << line;
+    EXPECT_EQ(BytesAt(v, "fingerprint").size(), 16u) << line;
+    if (BytesAt(v, "key") == test::HexOfIdHash("bad")) {
+      EXPECT_EQ(BytesAt(v, "failure_code"), "INVALID_ARGUMENT") << line;
+      EXPECT_EQ(BytesAt(v, "failure"), "no account") << line;
+    } else {
+      EXPECT_FALSE(v.contains("failure")) << line;
+    }
+  }
+  EXPECT_EQ(records, 2);
+}
+
 TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
   Output r = Run({"dump"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

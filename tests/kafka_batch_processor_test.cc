@@ -61,6 +61,16 @@ class BatchProcessorTest : public ::testing::Test {
                           dead_letter_, handler);
   }
 
+  // Replaces the engine by one with Options::detect_conflicts.
+  void UseConflictDetectingEngine() {
+    engine_.reset();
+    Options options;
+    options.detect_conflicts = true;
+    auto engine = Engine::Open(dir_.Sub("conflicts"), options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+
   std::optional<int64_t> Offset(int32_t partition) {
     auto offset = engine_->CommittedOffset("t", partition);
     EXPECT_TRUE(offset.ok());
@@ -182,6 +192,80 @@ TEST_F(BatchProcessorTest, NonRetriableHandlerErrorsAreDeadLetteredAtOnce) {
   EXPECT_EQ(calls["bad"], 3);
   EXPECT_EQ(retried->report.non_retriable, 0);
   EXPECT_EQ(retried->report.dead_lettered, 1);
+}
+
+// A handler's PermanentError (idem/message.h) is dead-lettered at its
+// first attempt, whatever its code, through the non-retriable path.
+TEST_F(BatchProcessorTest, PermanentErrorsAreDeadLetteredAtOnce) {
+  specs_ = {{0, 0, "bad", "x"}, {0, 1, "ok", "x"}};
+  options_.max_attempts = 3;
+  std::vector<std::string> dead;
+  dead_letter_ = [&](const Record& r, const absl::Status& error) {
+    dead.push_back(std::string(r.id) + " " + std::string(error.message()));
+    return absl::OkStatus();
+  };
+  int bad_calls = 0;
+  auto ok = Process([&](const Record& r, Txn&) {
+    if (r.id != "bad") return absl::OkStatus();
+    ++bad_calls;
+    // kUnavailable would be retried; permanent wins.
+    return PermanentError(absl::UnavailableError("never valid"));
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(bad_calls, 1);
+  EXPECT_THAT(dead, ElementsAre("bad never valid"));
+  EXPECT_EQ(ok->report.non_retriable, 1);
+  EXPECT_EQ(ok->report.dead_lettered, 1);
+  EXPECT_EQ(ok->report.retries, 0);
+  EXPECT_EQ(Offset(0), 1);
+}
+
+// Under Options::detect_conflicts, a record whose ID was processed with
+// other content is dead-lettered with reason "conflict"; the offset moves
+// past it and its handler does not run.
+TEST_F(BatchProcessorTest, ConflictsAreDeadLettered) {
+  ASSERT_NO_FATAL_FAILURE(UseConflictDetectingEngine());
+  specs_ = {{0, 0, "a", "first"}, {0, 1, "a", "second"}, {0, 2, "b", "x"}};
+  std::vector<std::pair<std::string, std::string>> dead;
+  dead_letter_ = [&](const Record& r, const absl::Status& error) {
+    dead.emplace_back(absl::StrCat(r.offset),
+                      std::string(error.message().substr(0, 9)));
+    return absl::OkStatus();
+  };
+  std::vector<std::string> ran;
+  auto ok = Process([&](const Record& r, Txn&) {
+    ran.push_back(std::string(r.value));
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_THAT(ran, ElementsAre("first", "x"));
+  EXPECT_THAT(dead, ElementsAre(Pair("1", "conflict:")));
+  EXPECT_EQ(ok->report.processed, 2);
+  EXPECT_EQ(ok->report.dead_lettered, 1);
+  EXPECT_EQ(Offset(0), 2);
+}
+
+// Through dead_letter_topic the conflict's dead letter is emitted in a commit
+// of its own, after the one that moved the offset, with idem.reason
+// "conflict".
+TEST_F(BatchProcessorTest, ConflictsGoToTheDeadLetterTopicWithTheirReason) {
+  ASSERT_NO_FATAL_FAILURE(UseConflictDetectingEngine());
+  options_.dead_letter_topic = "dlq";
+  specs_ = {{0, 0, "a", "first"}, {0, 1, "a", "second"}};
+  auto ok = Process([](const Record&, Txn&) { return absl::OkStatus(); });
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->report.dead_lettered, 1);
+  EXPECT_EQ(Offset(0), 1);
+  absl::StatusOr<std::vector<OutboxEntry>> entries = engine_->ReadOutbox(10);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 1u);
+  EXPECT_EQ((*entries)[0].destination, "dlq");
+  EXPECT_EQ((*entries)[0].value, "second");
+  std::map<std::string, std::string> headers((*entries)[0].headers.begin(),
+                                             (*entries)[0].headers.end());
+  EXPECT_EQ(headers["idem.reason"], "conflict");
+  EXPECT_THAT(headers["idem.error"], HasSubstr("conflict:"));
+  EXPECT_EQ(headers["idem.source.offset"], "1");
 }
 
 TEST_F(BatchProcessorTest, WithoutADeadLetterPathGivingUpAbortsTheBatch) {

@@ -418,6 +418,7 @@ TEST_F(KafkaOutboxTest, DeadLetterCommitsWithTheOffsetAndIsPublishedOnce) {
   EXPECT_EQ(headers["idem.source.topic"], "orders");
   EXPECT_EQ(headers["idem.source.offset"], "1");
   EXPECT_THAT(headers["idem.error"], HasSubstr("bad amount"));
+  EXPECT_EQ(headers["idem.reason"], "non_retriable");  // kInvalidArgument
   // Its own message ID, not the poisoned record's.
   EXPECT_EQ(headers["message-id"], dead[0].id);
   EXPECT_NE(dead[0].id, "d1");

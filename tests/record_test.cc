@@ -120,7 +120,74 @@ TEST(RecordTest, RecordRoundTripsInt64Extremes) {
 
 TEST(RecordTest, RecordExpiryIsLittleEndianAfterVersionByte) {
   const std::string value = EncodeDedupeRecord(0x0102030405060708, "");
-  EXPECT_EQ(value, "\x01\x08\x07\x06\x05\x04\x03\x02\x01"s);
+  EXPECT_EQ(value, "\x02\x08\x07\x06\x05\x04\x03\x02\x01\xff\xff\xff\xff"s);
+  EXPECT_EQ(EncodeDedupeRecordV1(0x0102030405060708, ""),
+            "\x01\x08\x07\x06\x05\x04\x03\x02\x01"s);
+}
+
+TEST(RecordTest, VersionOneRecordDecodesWithoutTheNewFields) {
+  const std::string value = EncodeDedupeRecordV1(1700000000123456, "ok:42");
+  const std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->version, kRecordVersion1);
+  EXPECT_EQ(record->expiry_micros, 1700000000123456);
+  EXPECT_EQ(record->result, "ok:42");
+  EXPECT_EQ(FirstProcessedMicros(*record), kUnknownFirstProcessed);
+  EXPECT_FALSE(record->fingerprint.has_value());
+  EXPECT_EQ(record->failure, absl::StatusCode::kOk);
+  EXPECT_FALSE(
+      DecodeDedupeRecord(EncodeDedupeRecordV1(1, "").substr(0, 8)).has_value());
+}
+
+TEST(RecordTest, EveryFieldRoundTrips) {
+  DedupeRecord in;
+  in.expiry_micros = 1700000000123456;
+  in.processed_before_expiry_s = ProcessedBeforeExpiry(
+      in.expiry_micros - 3'600'000'000 - 1, in.expiry_micros);
+  in.fingerprint = 0x1122334455667788;
+  in.failure = absl::StatusCode::kInvalidArgument;
+  in.result = "no account 42";
+  const std::string value = EncodeDedupeRecord(in);
+  // The fingerprint costs 8 bytes, a failure 1.
+  EXPECT_EQ(value.size(),
+            kRecordHeaderBytes + kFingerprintBytes + 1 + in.result.size());
+  EXPECT_EQ(static_cast<uint8_t>(value[0]),
+            kRecordVersion | kRecordFingerprint | kRecordFailed);
+  const std::optional<DedupeRecord> out = DecodeDedupeRecord(value);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->expiry_micros, in.expiry_micros);
+  EXPECT_EQ(out->fingerprint, in.fingerprint);
+  EXPECT_EQ(out->failure, in.failure);
+  EXPECT_EQ(out->result, in.result);
+  // 3600 s and 1 µs before the expiry, rounded up to whole seconds.
+  EXPECT_EQ(out->processed_before_expiry_s, 3601u);
+  EXPECT_EQ(FirstProcessedMicros(*out), in.expiry_micros - 3'601'000'000);
+}
+
+TEST(RecordTest, FirstProcessedOutOfRangeIsUnknown) {
+  EXPECT_EQ(ProcessedBeforeExpiry(kUnknownFirstProcessed, 0), kUnknownAge);
+  EXPECT_EQ(ProcessedBeforeExpiry(5, 4), kUnknownAge);  // after the expiry
+  EXPECT_EQ(ProcessedBeforeExpiry(kInt64Min + 1, kInt64Max), kUnknownAge);
+  EXPECT_EQ(ProcessedBeforeExpiry(7, 7), 0u);
+  DedupeRecord near_min;
+  near_min.expiry_micros = kInt64Min + 5;
+  near_min.processed_before_expiry_s = 10;
+  EXPECT_EQ(FirstProcessedMicros(near_min), kUnknownFirstProcessed);
+}
+
+TEST(RecordTest, DecodeRejectsMissingFlaggedFieldsAndBadFailureCodes) {
+  DedupeRecord in;
+  in.fingerprint = 1;
+  in.failure = absl::StatusCode::kInternal;
+  const std::string value = EncodeDedupeRecord(in);
+  for (size_t n = kRecordHeaderBytes; n < value.size(); ++n) {
+    EXPECT_FALSE(DecodeDedupeRecord(value.substr(0, n)).has_value()) << n;
+  }
+  for (int code : {0, 17, 0xff}) {
+    std::string bad = value;
+    bad[kRecordHeaderBytes + kFingerprintBytes] = static_cast<char>(code);
+    EXPECT_FALSE(DecodeDedupeRecord(bad).has_value()) << code;
+  }
 }
 
 TEST(RecordTest, DecodeRejectsValuesShorterThanTheHeader) {
@@ -136,7 +203,8 @@ TEST(RecordTest, DecodeRejectsValuesShorterThanTheHeader) {
 
 TEST(RecordTest, DecodeRejectsUnknownVersionBytes) {
   std::string value = EncodeDedupeRecord(123, "result");
-  for (int version : {0, 2, 0x7f, 0xff}) {
+  // 3: a version not written yet; 0x42: version 2 with an unknown flag.
+  for (int version : {0, 3, 0x7f, 0xff, 0x42, 0x82}) {
     value[0] = static_cast<char>(version);
     EXPECT_FALSE(DecodeDedupeRecord(value).has_value()) << version;
   }

@@ -336,6 +336,26 @@ TEST(TtlFilterTest, RecordExpiringExactlyNowIsRemoved) {
             Decision::kKeep);
 }
 
+// Both record versions: version 1 records of stores written before version 2,
+// and version 2 records with every optional field.
+TEST(TtlFilterTest, JudgesBothRecordVersionsByTheirExpiry) {
+  DedupeRecord full;
+  full.fingerprint = 42;
+  full.failure = absl::StatusCode::kInvalidArgument;
+  full.result = "no account";
+  std::atomic<uint64_t> dropped{0};
+  TtlFilter filter(kStartMicros, &dropped);
+  for (int64_t ahead : {0, 1}) {
+    full.expiry_micros = kStartMicros + ahead;
+    const Decision expected = ahead > 0 ? Decision::kKeep : Decision::kRemove;
+    EXPECT_EQ(Decide(filter, EncodeDedupeRecord(full)), expected) << ahead;
+    EXPECT_EQ(Decide(filter, EncodeDedupeRecordV1(full.expiry_micros, "r")),
+              expected)
+        << ahead;
+  }
+  EXPECT_EQ(dropped.load(), 2u);
+}
+
 TEST(TtlFilterTest, DoesNotChangeValues) {
   std::atomic<uint64_t> dropped{0};
   TtlFilter filter(kStartMicros, &dropped);

@@ -61,6 +61,12 @@ int main(int argc, char** argv) {
   app->add_option("--dedupe_scope", args.dedupe_scope,
                   "Options::dedupe_scope of the worker's engine: store or "
                   "partition.");
+  app->add_flag("--detect_conflicts", args.detect_conflicts,
+                "Options::detect_conflicts of the worker's engine; about half "
+                "the producer duplicates become conflicting redeliveries, "
+                "which must all be rejected (invariant conflicts_rejected).");
+  app->add_flag("--refresh_on_duplicate", args.refresh_on_duplicate,
+                "Options::refresh_on_duplicate of the worker's engine.");
   app->add_option("--recovery_crash_rate", args.recovery_crash_rate,
                   "Fraction of crash cycles whose recovery is crashed too, "
                   "in [0, 1].");
@@ -71,7 +77,9 @@ int main(int argc, char** argv) {
                   "--workload=pipeline emit_outside_commit (the handler "
                   "publishes its emits itself, outside the commit) or "
                   "ack_before_publish (the relay acknowledges outbox "
-                  "entries before publishing them).");
+                  "entries before publishing them), and with "
+                  "--detect_conflicts ignore_conflicts (conflicting "
+                  "redeliveries answered as duplicates).");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;

@@ -91,6 +91,9 @@ int main(int argc, char** argv) {
       "Options::expiry_buckets of the engine layout: 0 keeps one dedupe "
       "column family with the TTL filter; N in [1, 64] groups records "
       "into time buckets dropped whole once expired.");
+  app->add_flag("--detect_conflicts", o.detect_conflicts,
+                "Options::detect_conflicts of the engine layout: each record "
+                "keeps the fingerprint of its payload (here the ID).");
   app->add_option(
       "--emit", o.emit,
       "Outbox records each processed message's handler emits (Txn::Emit "

@@ -84,6 +84,8 @@ struct BenchOptions {
   size_t write_buffer_bytes = size_t{64} << 20;
   // Options::expiry_buckets for the engine layout, in [0, 64].
   int expiry_buckets = 0;
+  // Options::detect_conflicts for the engine layout.
+  bool detect_conflicts = false;
   // The outbox (engine layout only): each processed message's handler
   // emits this many records (Txn::Emit to kEmitDestination, keyed by the
   // message ID, a value of `emit_bytes` bytes), in [0, 1000]; 0: none.

@@ -48,6 +48,7 @@ Options EngineOptions(const TargetOptions& t) {
   o.bloom_bits_per_key = t.bloom_bits_per_key;
   o.max_background_jobs = t.max_background_jobs;
   o.expiry_buckets = t.expiry_buckets;
+  o.detect_conflicts = t.detect_conflicts;
   return o;
 }
 

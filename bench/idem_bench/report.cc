@@ -112,6 +112,8 @@ void PrintJson(const BenchReport& report, std::ostream& out) {
   j.Int(static_cast<int64_t>(o.write_buffer_bytes));
   j.Key("expiry_buckets");
   j.Int(o.expiry_buckets);
+  j.Key("detect_conflicts");
+  j.Bool(o.detect_conflicts);
   j.Key("emit");
   j.Int(o.emit);
   j.Key("emit_bytes");

@@ -380,6 +380,7 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   t.state_keys = options.state_keys;
   t.write_buffer_bytes = options.write_buffer_bytes;
   t.expiry_buckets = options.expiry_buckets;
+  t.detect_conflicts = options.detect_conflicts;
   t.emit = options.emit;
   t.emit_bytes = options.emit_bytes;
   t.outbox_ack_every = options.outbox_ack_every;

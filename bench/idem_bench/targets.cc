@@ -53,7 +53,8 @@ class EngineTarget : public Target {
     std::vector<Message> messages;
     messages.reserve(batch.size());
     for (const Delivery& d : batch) {
-      Message m{.id = d.id};
+      // The ID as the payload: what Options::detect_conflicts hashes.
+      Message m{.id = d.id, .payload = d.id};
       if (d.offset >= 0) {
         m.source = kBenchTopic;
         m.partition = d.partition;
@@ -244,7 +245,7 @@ class RawTarget : public Target {
         }
         keys[i] = HashMessageId(batch[i].id);
       }
-      absl::StatusOr<std::vector<std::optional<std::string>>> live =
+      auto live =
           LookupLive(db_, absl::MakeConstSpan(&dedupe_, 1), keys, now_us);
       if (!live.ok()) return live.status();
       absl::StatusOr<StoredOffsets> stored =

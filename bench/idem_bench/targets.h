@@ -68,6 +68,8 @@ struct TargetOptions {
   size_t write_buffer_bytes = size_t{64} << 20;  // per column family
   // Options::expiry_buckets of the engine layout (the others ignore it).
   int expiry_buckets = 0;
+  // Options::detect_conflicts of the engine layout (the others ignore it).
+  bool detect_conflicts = false;
   // kEngine only (OpenTarget refuses emit > 0 for the others): records each
   // processed message emits (to kEmitDestination, keyed by its ID, values of
   // emit_bytes bytes), and every how many batches ProcessBatch acknowledges

@@ -51,6 +51,15 @@ struct DumpEntry {
   // kDedupe only: the record's absolute expiry and whether it has passed.
   absl::Time expires_at = absl::InfinitePast();
   bool expired = false;
+  // kDedupe only: the record format's version (1 or 2); when the ID was
+  // first processed (absl::InfinitePast() if the record does not say, as
+  // version 1 records do not); the first delivery's fingerprint
+  // (Options::detect_conflicts); and a remembered permanent failure (then
+  // `value` is empty), otherwise OK.
+  int record_version = 0;
+  absl::Time first_processed_at = absl::InfinitePast();
+  std::optional<uint64_t> fingerprint;
+  absl::Status failure;
   // kOffset: the offset's source (as `key`) and partition. kDedupe in a
   // partition-scoped store (DedupeScope::kPartition): the record's source
   // and partition; otherwise empty and 0. kOutbox: `partition` is the
@@ -96,7 +105,10 @@ class Engine {
   virtual ~Engine() = default;
 
   // Processes one delivery: if a live record for message.id exists, returns
-  // kDuplicate with the stored result and runs nothing; otherwise runs
+  // kDuplicate with the stored result and runs nothing (or kConflict, or a
+  // remembered permanent kFailed: see Outcome, Options::detect_conflicts,
+  // PermanentError; under Options::refresh_on_duplicate a duplicate
+  // commits its record's new expiry); otherwise runs
   // `handler` and, if it returns OK, commits its writes and emits, the dedupe
   // record (expiring at now + ttl) and the source offset in one write
   // (kProcessed).
@@ -117,10 +129,10 @@ class Engine {
   // the same order. Within the batch the first occurrence of an ID wins and
   // later ones are kDuplicate of it (or run again if it failed). Handlers see
   // the writes of earlier messages of the batch. Per (source, partition) the
-  // recorded offset is the highest offset of a kProcessed or kDuplicate
-  // message that comes before the partition's first kFailed message in the
-  // batch. Errors as for Process; any invalid message rejects the whole batch
-  // before anything runs.
+  // recorded offset is the highest offset of a kProcessed, kDuplicate,
+  // kConflict or permanent kFailed message that comes before the
+  // partition's first transient kFailed message in the batch. Errors as for
+  // Process; any invalid message rejects the whole batch before anything runs.
   virtual absl::StatusOr<std::vector<Result>> ProcessBatch(
       absl::Span<const Message> messages, Handler handler) = 0;
 

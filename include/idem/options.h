@@ -86,6 +86,19 @@ struct Options {
   // the store directory (read-only opens log nowhere). Default: nullptr.
   Logger* logger = nullptr;
 
+  // Dedupe policies (docs/design.md, "Dedupe policies").
+  // Each record keeps a 64-bit fingerprint of its first delivery
+  // (Message::fingerprint, or the payload), and a later delivery of a live
+  // ID with another fingerprint is kConflict instead of kDuplicate (a reused
+  // ID with other content: silent message loss otherwise). Costs 8 bytes
+  // per record and one hash per message. Default: false.
+  bool detect_conflicts = false;
+  // A sliding window: a duplicate moves its record's expiry to now + its
+  // ttl (in the duplicate's own commit, into the right expiry bucket), so an
+  // ID redelivered more often than its window never expires. Costs a write
+  // per duplicate. Default: false (expiry fixed at the first processing).
+  bool refresh_on_duplicate = false;
+
   // Create an empty store when `path` does not exist or is an empty
   // directory. Default: true.
   bool create_if_missing = true;

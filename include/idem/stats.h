@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdint>
 
+#include "absl/time/time.h"
+
 namespace idem {
 
 // Upper bounds, in seconds, of the buckets of CommitDurations: 10 us to 10 s
@@ -34,6 +36,18 @@ struct Stats {
   uint64_t processed = 0;
   uint64_t duplicates = 0;
   uint64_t failed = 0;
+  // Options::detect_conflicts: kConflict outcomes since Open.
+  uint64_t conflicts = 0;
+  // Duplicates whose record was more than 80% through its window (from its
+  // first processing to its expiry) when they arrived: a window too short
+  // for the broker's redelivery delays (make it at least twice the longest).
+  // And the age of the record at each duplicate (now - first processed),
+  // over the duplicates since Open whose record knows it (an estimate from
+  // a log-scale histogram, within about 4%); zero before the first.
+  uint64_t late_duplicates = 0;
+  absl::Duration redelivery_age_p50;
+  absl::Duration redelivery_age_p99;
+  absl::Duration redelivery_age_max;
   // The outbox (idem/outbox.h): entries committed and not yet acknowledged
   // (a figure of the store, not since Open), entries committed since Open,
   // and entries acknowledged (removed by Engine::AckOutbox) since Open.

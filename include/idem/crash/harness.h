@@ -157,6 +157,8 @@ enum class SelfTest {
   kAckBeforePublish,   // the relay acknowledges outbox entries before it
                        // publishes them (needs a workload with a
                        // Downstream)
+  kIgnoreConflicts,    // the engine answers a conflicting redelivery as a
+                       // duplicate (needs detect_conflicts)
 };
 
 // What RunCrashTest reports after each run of a worker, for progress
@@ -234,6 +236,13 @@ struct CrashTestOptions {
   // its original's partition, so it is still a duplicate) and the verifier
   // looks each record up on it.
   DedupeScope dedupe_scope = DedupeScope::kStore;
+  // Options::detect_conflicts and Options::refresh_on_duplicate of the
+  // worker's engine. With detect_conflicts, about half the producer
+  // duplicates are conflicting redeliveries (the same ID with another
+  // fingerprint), which must all be kConflict (invariant
+  // conflicts_rejected).
+  bool detect_conflicts = false;
+  bool refresh_on_duplicate = false;
   // Fraction of crash cycles whose recovery is crashed once before
   // verifying. In [0, 1].
   double recovery_crash_rate = 0.2;
@@ -288,6 +297,7 @@ struct CrashTestReport {
   uint64_t deliveries = 0;             // messages passed to the engine
   uint64_t acknowledged = 0;           // deliveries acknowledged to the broker
   uint64_t duplicates_suppressed = 0;  // kDuplicate outcomes
+  uint64_t conflicts_rejected = 0;     // kConflict outcomes
   uint64_t unsynced_bytes_dropped = 0;
   // With a Downstream: outbox entries published to it, republications
   // included.

@@ -168,7 +168,10 @@ struct ConsumerOptions {
   // repair it. Default: the codes Abseil documents as not fixed by retrying
   // (absl/status/status.h): kInvalidArgument, kFailedPrecondition,
   // kOutOfRange, kUnimplemented, kPermissionDenied. Every other code is
-  // retried up to max_attempts.
+  // retried up to max_attempts, unless the handler marked the error with
+  // idem::PermanentError (idem/message.h): that goes at once too. A record
+  // whose ID the engine reports as kConflict (Options::detect_conflicts) is
+  // dead-lettered as well, with a kAlreadyExists error ("conflict: ...").
   std::vector<absl::StatusCode> non_retriable_codes = {
       absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
       absl::StatusCode::kOutOfRange, absl::StatusCode::kUnimplemented,
@@ -180,7 +183,8 @@ struct ConsumerOptions {
   // for each (at-least-once: a crash right after it may repeat it).
   // Otherwise, if dead_letter_topic is set, the record (key, value, headers,
   // plus headers idem.error, idem.source.topic, idem.source.partition,
-  // idem.source.offset and, if it had one, its ID as idem.source.id; its
+  // idem.source.offset, idem.reason (id, attempts, non_retriable, permanent
+  // or conflict) and, if it had one, its ID as idem.source.id; its
   // message-id header becomes the dead letter's own) is emitted to that topic
   // through the engine's outbox, in the same commit that moves the partition's
   // offset past it: a crash can neither lose nor skip a dead letter, and the
@@ -282,7 +286,8 @@ struct BatchReport {
   int64_t duplicates = 0;     // suppressed: the ID was seen
   int64_t dead_lettered = 0;  // given up on and passed to the dead-letter path
   int64_t retries = 0;        // extra attempts of failed records
-  int64_t non_retriable = 0;  // of dead_lettered: non_retriable_codes
+  int64_t non_retriable = 0;  // of dead_lettered: non_retriable_codes or
+                              // idem::PermanentError
   int64_t outbox_published = 0;  // outbox entries the relay published
   bool rebalanced = false;       // an assignment or revocation happened
 };
@@ -327,7 +332,8 @@ struct ConsumerStats {
   // Per assigned partition, sorted, as of the stats() call.
   std::vector<PartitionLag> lag;
   // Records dead-lettered at once for a handler error with a non-retriable
-  // code (ConsumerOptions::non_retriable_codes); also in dead_lettered.
+  // code (ConsumerOptions::non_retriable_codes) or an idem::PermanentError;
+  // also in dead_lettered.
   int64_t non_retriable = 0;
   // Changelog mode: partitions checked on assignment, those restored, the
   // changelog records read and the state entries and dedupe records
