@@ -36,7 +36,8 @@ std::optional<std::string> IdHashFromHex(std::string_view hex) {
 
 }  // namespace
 
-absl::Status ChangelogImageBuilder::AddChangelogRecord(const LogRecord& record) {
+absl::Status ChangelogImageBuilder::AddChangelogRecord(
+    const LogRecord& record) {
   const Record& r = record.record;
   ++image_.records_read;
   image_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());

@@ -86,8 +86,8 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
   const Options engine_options = engine->options();
   ttl_ = options.ttl > absl::ZeroDuration() ? options.ttl
                                             : engine_options.dedupe_window;
-  clock_ = engine_options.clock != nullptr ? engine_options.clock
-                                           : SystemClock();
+  clock_ =
+      engine_options.clock != nullptr ? engine_options.clock : SystemClock();
 }
 
 absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
@@ -246,23 +246,22 @@ absl::Status ChangelogKeeper::CommitMark(
   message.id = id;
   message.source = topic;
   message.partition = partition;
-  absl::StatusOr<Result> marked =
-      engine_->Process(message, [&](const Message&, Txn& txn) {
-        const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
-        for (const std::string& key : orphans) {
-          auto restored = state.find(key);
-          const bool absent = restored == state.end();
-          txn.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
-                              absent ? "" : restored->second,
-                              {.partition = partition,
-                               .tombstone = absent,
-                               .headers = headers});
-        }
-        txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
-                            absl::StrCat(offset),
-                            {.partition = partition, .headers = headers});
-        return absl::OkStatus();
-      });
+  absl::StatusOr<Result> marked = engine_->Process(message, [&](const Message&,
+                                                                Txn& txn) {
+    const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
+    for (const std::string& key : orphans) {
+      auto restored = state.find(key);
+      const bool absent = restored == state.end();
+      txn.EmitWithOptions(
+          target_.changelog_topic, StateRecordKey(key),
+          absent ? "" : restored->second,
+          {.partition = partition, .tombstone = absent, .headers = headers});
+    }
+    txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
+                        absl::StrCat(offset),
+                        {.partition = partition, .headers = headers});
+    return absl::OkStatus();
+  });
   if (!marked.ok()) return marked.status();
   if (marked->outcome == Outcome::kFailed) return marked->error;
   return absl::OkStatus();

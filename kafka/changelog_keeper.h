@@ -36,9 +36,9 @@
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/producer.h"
-#include "kafka/consumer_hooks.h"
 #include "idem/outbox.h"
 #include "kafka/changelog_txn.h"
+#include "kafka/consumer_hooks.h"
 #include "kafka/partition_reader.h"
 
 namespace idem::kafka {

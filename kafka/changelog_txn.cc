@@ -30,12 +30,12 @@ std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
     if (relative != kEpochStateKey) return relative;
   }
   if (refused_.ok()) {
-    refused_ = absl::FailedPreconditionError(absl::StrCat(
-        "changelog mode: the handler wrote key \"",
-        absl::CHexEscape(AbslView(key)),
-        "\", which is not a key of PartitionTxn(\"", AbslView(record_.topic),
-        "\", ", record_.partition,
-        ") and would not follow the partition to another member"));
+    refused_ = absl::FailedPreconditionError(
+        absl::StrCat("changelog mode: the handler wrote key \"",
+                     absl::CHexEscape(AbslView(key)),
+                     "\", which is not a key of PartitionTxn(\"",
+                     AbslView(record_.topic), "\", ", record_.partition,
+                     ") and would not follow the partition to another member"));
   }
   return std::nullopt;
 }
@@ -85,19 +85,17 @@ absl::Status ChangelogTxn::FinishInto(Txn& out) {
   // (OutboxRelayOptions::publish_first), so a complete commit's record is
   // never missing.
   out.EmitWithOptions(target_.dedupe_topic,
-                       DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
-                       EncodeDedupeValue(expires_at_, result_),
-                       {.partition = p, .headers = headers});
+                      DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
+                      EncodeDedupeValue(expires_at_, result_),
+                      {.partition = p, .headers = headers});
   for (const auto& [key, value] : writes_) {
-    out.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
-                         value.value_or(""),
-                         {.partition = p,
-                          .tombstone = !value.has_value(),
-                          .headers = headers});
+    out.EmitWithOptions(
+        target_.changelog_topic, StateRecordKey(key), value.value_or(""),
+        {.partition = p, .tombstone = !value.has_value(), .headers = headers});
   }
   out.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch_),
-                       absl::StrCat(record_.offset),
-                       {.partition = p, .headers = headers});
+                      absl::StrCat(record_.offset),
+                      {.partition = p, .headers = headers});
   return absl::OkStatus();
 }
 

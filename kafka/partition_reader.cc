@@ -29,14 +29,11 @@ absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
   ConfPtr conf(rd_kafka_conf_new());
   // librdkafka's assign needs a group.id, but the group is never joined:
   // partitions are assigned by hand and nothing is committed.
-  ConfigList settings = {{"bootstrap.servers", brokers},
-                         {"group.id", "idem.partition-reader"},
-                         {"enable.auto.commit", "false"},
-                         {"enable.auto.offset.store", "false"},
-                         {"enable.partition.eof", "true"},
-                         {"auto.offset.reset", "earliest"},
-                         {"queued.min.messages", "1000000"},
-                         {"fetch.max.bytes", "52428800"}};
+  ConfigList settings = {
+      {"bootstrap.servers", brokers},     {"group.id", "idem.partition-reader"},
+      {"enable.auto.commit", "false"},    {"enable.auto.offset.store", "false"},
+      {"enable.partition.eof", "true"},   {"auto.offset.reset", "earliest"},
+      {"queued.min.messages", "1000000"}, {"fetch.max.bytes", "52428800"}};
   settings.insert(settings.end(), config.begin(), config.end());
   if (absl::Status s = SetConfig(conf.get(), settings); !s.ok()) return s;
   absl::StatusOr<HandlePtr> handle =
@@ -53,13 +50,12 @@ absl::StatusOr<int32_t> PartitionReader::PartitionCount(
       rd_kafka_topic_new(handle_.get(), topic.c_str(), nullptr),
       rd_kafka_topic_destroy);
   if (rkt == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("topic '", topic, "': ",
-                     rd_kafka_err2str(rd_kafka_last_error())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "topic '", topic, "': ", rd_kafka_err2str(rd_kafka_last_error())));
   }
   const rd_kafka_metadata_t* raw = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_.get(), 0, rkt.get(),
-                                              &raw, TimeoutMs(timeout));
+  rd_kafka_resp_err_t err =
+      rd_kafka_metadata(handle_.get(), 0, rkt.get(), &raw, TimeoutMs(timeout));
   if (absl::Status s =
           FromKafkaError(err, absl::StrCat("metadata of topic ", topic));
       !s.ok()) {
@@ -69,10 +65,11 @@ absl::StatusOr<int32_t> PartitionReader::PartitionCount(
   if (metadata->topic_cnt != 1 ||
       metadata->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
       metadata->topics[0].partition_cnt == 0) {
-    return absl::NotFoundError(absl::StrCat("topic ", topic, " does not exist"));
+    return absl::NotFoundError(
+        absl::StrCat("topic ", topic, " does not exist"));
   }
-  if (absl::Status s = FromKafkaError(metadata->topics[0].err,
-                                      absl::StrCat("metadata of topic ", topic));
+  if (absl::Status s = FromKafkaError(
+          metadata->topics[0].err, absl::StrCat("metadata of topic ", topic));
       !s.ok()) {
     return s;
   }
@@ -105,9 +102,9 @@ absl::Status PartitionReader::Read(
   PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)
       ->offset = start;
-  if (absl::Status s = FromKafkaError(
-          rd_kafka_assign(handle_.get(), list.get()),
-          absl::StrCat("assigning ", topic, "/", partition));
+  if (absl::Status s =
+          FromKafkaError(rd_kafka_assign(handle_.get(), list.get()),
+                         absl::StrCat("assigning ", topic, "/", partition));
       !s.ok()) {
     return s;
   }
@@ -123,10 +120,10 @@ absl::Status PartitionReader::Read(
     MessagePtr message(rd_kafka_consumer_poll(handle_.get(), 100));
     if (message == nullptr) {
       if (absl::Now() - last_progress > timeout) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "reading ", topic, "/", partition, ": no record for ",
-            absl::FormatDuration(timeout), " at offset ", next, " of ",
-            marks->high));
+        return absl::DeadlineExceededError(
+            absl::StrCat("reading ", topic, "/", partition, ": no record for ",
+                         absl::FormatDuration(timeout), " at offset ", next,
+                         " of ", marks->high));
       }
       continue;
     }
@@ -136,8 +133,8 @@ absl::Status PartitionReader::Read(
       continue;
     }
     if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      return FromKafkaError(message->err, absl::StrCat("reading ", topic, "/",
-                                                       partition));
+      return FromKafkaError(message->err,
+                            absl::StrCat("reading ", topic, "/", partition));
     }
     if (message->offset < next) continue;  // a refetch after an error
     last_progress = absl::Now();

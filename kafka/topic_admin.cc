@@ -39,10 +39,10 @@ absl::Status CreateTopic(const std::string& brokers,
         absl::StrCat("creating topic ", topic, ": ", reason));
   }
   for (const auto& [name, value] : topic_config) {
-    if (absl::Status s = FromKafkaError(
-            rd_kafka_NewTopic_set_config(new_topic.get(), name.c_str(),
-                                         value.c_str()),
-            absl::StrCat("topic ", topic, " config ", name));
+    if (absl::Status s =
+            FromKafkaError(rd_kafka_NewTopic_set_config(
+                               new_topic.get(), name.c_str(), value.c_str()),
+                           absl::StrCat("topic ", topic, " config ", name));
         !s.ok()) {
       return s;
     }
@@ -50,8 +50,9 @@ absl::Status CreateTopic(const std::string& brokers,
   std::unique_ptr<rd_kafka_queue_t, void (*)(rd_kafka_queue_t*)> queue(
       rd_kafka_queue_new(rk->get()), rd_kafka_queue_destroy);
   std::unique_ptr<rd_kafka_AdminOptions_t, void (*)(rd_kafka_AdminOptions_t*)>
-      options(rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS),
-              rd_kafka_AdminOptions_destroy);
+      options(
+          rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS),
+          rd_kafka_AdminOptions_destroy);
   rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout),
                                             reason, sizeof(reason));
   rd_kafka_NewTopic_t* topics[] = {new_topic.get()};

@@ -128,9 +128,9 @@ TEST_F(ChangelogImageTest, OnlyCompleteCommitsCount) {
 TEST_F(ChangelogImageTest, DedupeRecordsOfIncompleteCommitsAreLeftOut) {
   const absl::Time live = kNow + absl::Hours(1);
   Dedupe("a", live, {0, 5});
-  Dedupe("b", live, {0, 7});         // epoch 0 ended at 6: never complete
-  Dedupe("c", kNow, {0, 4});         // expired
-  Dedupe("d", live, {2, 9});         // an epoch with no offset record
+  Dedupe("b", live, {0, 7});  // epoch 0 ended at 6: never complete
+  Dedupe("c", kNow, {0, 4});  // expired
+  Dedupe("d", live, {2, 9});  // an epoch with no offset record
   Dedupe("e", live, {1, 8});
   State("x", "1");
   Offset({0, 6});
