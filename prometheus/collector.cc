@@ -127,6 +127,7 @@ class CollectorImpl final : public PrometheusCollector {
     processed_.Follow(static_cast<double>(stats->processed));
     duplicates_.Follow(static_cast<double>(stats->duplicates));
     failed_.Follow(static_cast<double>(stats->failed));
+    conflicts_.Follow(static_cast<double>(stats->conflicts));
     expired_dropped_.Follow(static_cast<double>(stats->expired_dropped));
     write_amplification_->Set(stats->write_amplification);
     live_sst_bytes_->Set(static_cast<double>(stats->live_sst_bytes));
@@ -173,7 +174,6 @@ class CollectorImpl final : public PrometheusCollector {
   FollowedCounter processed_ ABSL_GUARDED_BY(mu_);
   FollowedCounter duplicates_ ABSL_GUARDED_BY(mu_);
   FollowedCounter failed_ ABSL_GUARDED_BY(mu_);
-  // Registered at zero: the engine has no conflict outcome to count yet.
   FollowedCounter conflicts_ ABSL_GUARDED_BY(mu_);
   FollowedCounter expired_dropped_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> write_amplification_ ABSL_GUARDED_BY(mu_);

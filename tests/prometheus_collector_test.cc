@@ -150,6 +150,25 @@ TEST_F(PrometheusCollectorTest, CountersFollowTheEngineAndNeverGoBack) {
   EXPECT_FALSE(HasSeries(registry_, "idem_memtable_bytes", {}));
 }
 
+TEST_F(PrometheusCollectorTest, ConflictsAreCounted) {
+  util::TempDir dir;
+  Options options;
+  options.detect_conflicts = true;
+  auto engine = Engine::Open(dir.Sub("db"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  auto collector = PrometheusCollector::Create(engine->get(), registry_);
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  ASSERT_TRUE((*engine)->Process({.id = "k", .payload = "1"}, AddOne).ok());
+  absl::StatusOr<Result> other =
+      (*engine)->Process({.id = "k", .payload = "2"}, AddOne);
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_EQ(other->outcome, Outcome::kConflict);
+  ASSERT_TRUE((*collector)->Update().ok());
+  EXPECT_EQ(
+      CounterValue(registry_, "idem_messages_total", {{"outcome", "conflict"}}),
+      1);
+}
+
 TEST_F(PrometheusCollectorTest, CollectorsOfOneRegistryNeedTheirOwnLabels) {
   util::TempDir other_dir;
   auto other = Engine::Open(other_dir.Sub("db"), Options());

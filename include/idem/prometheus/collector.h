@@ -9,8 +9,8 @@
 //   idem_write_amplification, idem_live_sst_bytes, idem_memtable_bytes,
 //   idem_outbox_pending                                                 gauges
 //
-// (outcome="conflict" is registered and stays 0 while the engine returns no
-// such outcome.)
+// (outcome="conflict" counts Stats::conflicts: it stays 0 unless
+// Options::detect_conflicts is set.)
 //
 // prometheus-cpp 1.0's Registry holds only the families it builds itself,
 // so the collector creates these families in the registry and copies the
