@@ -191,7 +191,16 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
   if (!sequence.ok()) return sequence.status();
   // Outside the commit lock: a sync waits for the commits in flight, which
   // may be waiting for that lock.
-  return WaitDurable(*sequence);
+  if (absl::Status s = WaitDurable(*sequence); !s.ok()) return s;
+  LogEvent(
+      LogSeverity::kInfo,
+      absl::StrCat("imported partition ", snapshot.source, "/",
+                   snapshot.partition, " at offset ",
+                   snapshot.offset.has_value() ? absl::StrCat(*snapshot.offset)
+                                               : std::string("(none)"),
+                   ": ", snapshot.entries.size(), " state entries, ",
+                   snapshot.records.size(), " dedupe records"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<uint64_t> EngineImpl::CommitImport(

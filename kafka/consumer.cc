@@ -87,14 +87,6 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   return absl::OkStatus();
 }
 
-// librdkafka's syslog levels (0 emergency ... 7 debug) as idem's.
-LogSeverity SeverityOfSyslogLevel(int level) {
-  if (level <= 3) return LogSeverity::kError;
-  if (level == 4) return LogSeverity::kWarning;
-  if (level <= 6) return LogSeverity::kInfo;
-  return LogSeverity::kDebug;
-}
-
 int ToMillis(absl::Duration d) {
   return static_cast<int>(
       std::min<int64_t>(absl::ToInt64Milliseconds(d), 1 << 30));
@@ -763,6 +755,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
                                       options.relay_kafka_config.begin(),
                                       options.relay_kafka_config.end());
     relay_options.max_batch = options.max_batch;
+    relay_options.logger = options.logger;
     if (changelog != nullptr) {
       ChangelogKeeper* keeper = changelog.get();
       relay_options.skip = [keeper](const OutboxEntry& entry) {

@@ -218,7 +218,7 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
   config.insert(config.end(), options.kafka_config.begin(),
                 options.kafka_config.end());
   absl::StatusOr<std::unique_ptr<Producer>> producer =
-      Producer::Create(options.brokers, config);
+      Producer::Create(options.brokers, config, options.logger);
   if (!producer.ok()) return producer.status();
   return std::unique_ptr<OutboxRelay>(
       new OutboxRelayImpl(engine, options, hooks, *std::move(producer)));

@@ -122,7 +122,8 @@ class ProducerImpl final : public Producer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
-    const std::string& brokers, const ConfigList& kafka_config) {
+    const std::string& brokers, const ConfigList& kafka_config,
+    Logger* logger) {
   if (brokers.empty()) {
     return absl::InvalidArgumentError("Producer: brokers must not be empty");
   }
@@ -134,6 +135,7 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
   config.insert(config.end(), kafka_config.begin(), kafka_config.end());
   if (absl::Status s = SetConfig(conf.get(), config); !s.ok()) return s;
   rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
+  if (logger != nullptr) SetLogger(conf.get(), logger);
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
   if (!rk.ok()) return rk.status();
   return std::make_unique<ProducerImpl>(*std::move(rk));

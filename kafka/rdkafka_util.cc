@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "kafka/user_code.h"
 
 namespace idem::kafka {
 
@@ -15,6 +16,26 @@ absl::Status SetConfig(rd_kafka_conf_t* conf, const ConfigList& config) {
     }
   }
   return absl::OkStatus();
+}
+
+LogSeverity SeverityOfSyslogLevel(int level) {
+  if (level <= 3) return LogSeverity::kError;
+  if (level == 4) return LogSeverity::kWarning;
+  if (level <= 6) return LogSeverity::kInfo;
+  return LogSeverity::kDebug;
+}
+
+void SetLogger(rd_kafka_conf_t* conf, Logger* logger) {
+  rd_kafka_conf_set_opaque(conf, logger);
+  rd_kafka_conf_set_log_cb(conf, [](const rd_kafka_t* rk, int level,
+                                    const char* facility, const char* text) {
+    Logger* sink = static_cast<Logger*>(rd_kafka_opaque(rk));
+    CallUserCode("the Kafka client's logger", [&] {
+      sink->Log(SeverityOfSyslogLevel(level),
+                absl::StrCat("librdkafka ", facility, ": ", text));
+      return absl::OkStatus();
+    }).IgnoreError();  // a logger that throws loses the line
+  });
 }
 
 absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf) {

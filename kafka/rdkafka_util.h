@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "idem/logger.h"
 
 namespace idem::kafka {
 
@@ -44,6 +45,15 @@ using ConfigList = std::vector<std::pair<std::string, std::string>>;
 // naming the property and librdkafka's reason for an unknown property or a
 // bad value.
 absl::Status SetConfig(rd_kafka_conf_t* conf, const ConfigList& config);
+
+// librdkafka's syslog levels (0 emergency ... 7 debug) as idem's: 0-3
+// kError, 4 kWarning, 5-6 kInfo, 7 kDebug.
+LogSeverity SeverityOfSyslogLevel(int level);
+
+// Sends the log lines of the handle made from `conf` to `logger` ("librdkafka
+// FACILITY: text"), a throwing logger losing the line. Uses `conf`'s opaque:
+// for handles that keep no opaque of their own.
+void SetLogger(rd_kafka_conf_t* conf, Logger* logger);
 
 // Creates a client handle of `type`, taking `conf` (on success and failure
 // alike). kUnavailable with librdkafka's reason on failure.

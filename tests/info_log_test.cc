@@ -129,6 +129,25 @@ TEST(EngineEventLogTest, BucketDropsReachTheLogger) {
                        "expired"));
 }
 
+// A partition's import (a restore from a changelog or a snapshot) is
+// logged with what it replaced the partition with.
+TEST(EngineEventLogTest, PartitionImportsReachTheLogger) {
+  util::TempDir dir;
+  RecordingLogger user;
+  Options options;
+  options.logger = &user;
+  ASSERT_OPEN(engine, dir.Sub("db"), options);
+  PartitionSnapshot snapshot;
+  snapshot.source = "orders";
+  snapshot.partition = 3;
+  snapshot.offset = 41;
+  snapshot.entries = {{"total", "7"}};
+  ASSERT_TRUE(engine->ImportPartition(snapshot).ok());
+  EXPECT_TRUE(user.Has(LogSeverity::kInfo,
+                       "idem: imported partition orders/3 at offset 41: 1 "
+                       "state entries, 0 dedupe records"));
+}
+
 TEST(EngineEventLogTest, WithoutALoggerEventsGoToTheStoresLogFile) {
   util::TempDir dir;
   ManualClock clock(kStart);

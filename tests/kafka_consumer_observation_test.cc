@@ -68,6 +68,23 @@ TEST_F(KafkaConsumerObservationTest, LoggerReceivesLibrdkafkasDebugLines) {
       << logger.lines().size() << " lines";
 }
 
+// The outbox relay's producer logs to the consumer's logger too.
+TEST_F(KafkaConsumerObservationTest, LoggerReceivesTheRelaysProducerLines) {
+  RecordingLogger logger;
+  ConsumerOptions options = TestConsumerOptions(bed_, "g");
+  options.relay_kafka_config = {{"log_level", "7"}, {"debug", "eos"}};
+  options.logger = &logger;
+  auto consumer = Consumer::Create(engine_.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  ASSERT_TRUE(PollUntil(**consumer, ApplyRecord, [&] {
+                return (*consumer)->stats().records == 10 &&
+                       logger.Has(LogSeverity::kDebug, "librdkafka");
+              }).ok());
+  ASSERT_TRUE((*consumer)->Close().ok());
+  // Only the producer was asked for debug lines (its idempotence: "eos").
+  EXPECT_TRUE(logger.Has(LogSeverity::kDebug, "librdkafka"));
+}
+
 TEST_F(KafkaConsumerObservationTest, LoggerReceivesErrorsAsErrors) {
   RecordingLogger logger;
   ConsumerOptions options = TestConsumerOptions(bed_, "g");

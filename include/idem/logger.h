@@ -1,7 +1,8 @@
 // idem::Logger receives the engine's log lines: RocksDB's own info log (what
 // it would otherwise write to the LOG file in the store) at warning level and
 // above, and the engine's own events, prefixed "idem: " (a reopen after a
-// failed write or sync and how it ended, expiry buckets dropped). Set one
+// failed write or sync and how it ended, expiry buckets dropped, partition
+// imports, which is how changelog restores reach the store). Set one
 // through Options::logger to route them into the application's logging;
 // without one, the engine appends them to a LOG file in the store directory
 // (nothing for read-only opens). The Kafka consumer routes librdkafka's

@@ -260,11 +260,12 @@ struct ConsumerOptions {
 
   // ---- Logs and statistics ----
 
-  // Receives the consumer's librdkafka log lines ("librdkafka FACILITY:
-  // text"; syslog levels 0-3 as kError, 4 kWarning, 5-6 kInfo, 7 kDebug;
-  // kafka_config's log_level and debug choose which), from librdkafka's
-  // threads (see idem/logger.h), and, in changelog mode, a kInfo line
-  // ("idem: restored ...") for each partition restored. Borrowed; must outlive
+  // Receives the librdkafka log lines of the consumer and of its outbox
+  // relay's producer ("librdkafka FACILITY: text"; syslog levels 0-3 as
+  // kError, 4 kWarning, 5-6 kInfo, 7 kDebug; kafka_config's log_level and
+  // debug choose which), from librdkafka's threads (see idem/logger.h), and,
+  // in changelog mode, a kInfo line ("idem: restored ...") for each
+  // partition restored. Borrowed; must outlive
   // the Consumer. nullptr: librdkafka prints them to stderr. Default: nullptr.
   Logger* logger = nullptr;
   // Receives librdkafka's statistics, one JSON object (librdkafka's

@@ -35,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
+#include "idem/logger.h"
 #include "idem/outbox.h"
 
 namespace idem::kafka {
@@ -64,6 +65,10 @@ struct OutboxRelayOptions {
   // is in Kafka before any later entry of another destination. Default:
   // none (one produce call per round).
   std::vector<std::string> publish_first;
+  // Receives the relay's producer's librdkafka log lines (see
+  // Producer::Create); borrowed, must outlive the relay. Default: nullptr
+  // (stderr).
+  Logger* logger = nullptr;
 };
 
 // What one RelayOnce or Drain call did.

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "idem/logger.h"
 
 namespace idem::kafka {
 
@@ -38,11 +39,14 @@ class Producer {
  public:
   // Returns kInvalidArgument for empty brokers or a bad property (named) and
   // kUnavailable if librdkafka cannot be set up. `kafka_config` holds further
-  // librdkafka properties (name, value), applied in order.
+  // librdkafka properties (name, value), applied in order. `logger`, if set,
+  // receives librdkafka's log lines as ConsumerOptions::logger does (from
+  // librdkafka's threads); borrowed, it must outlive the Producer. Without
+  // one librdkafka prints them to stderr.
   static absl::StatusOr<std::unique_ptr<Producer>> Create(
       const std::string& brokers,
-      const std::vector<std::pair<std::string, std::string>>& kafka_config =
-          {});
+      const std::vector<std::pair<std::string, std::string>>& kafka_config = {},
+      Logger* logger = nullptr);
 
   Producer() = default;
   Producer(const Producer&) = delete;
