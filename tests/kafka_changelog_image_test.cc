@@ -79,18 +79,20 @@ TEST(ChangelogFormatTest, MarksKeysAndValuesRoundTrip) {
                           "a b", "1  2", "99999999999999999999 1"}) {
     EXPECT_EQ(DecodeMark(bad), std::nullopt) << bad;
   }
-  std::optional<ChangelogKey> key = DecodeChangelogKey(StateRecordKey("k/1"));
+  const std::string state_key = StateRecordKey("k/1");  // the views' bytes
+  std::optional<ChangelogKey> key = DecodeChangelogKey(state_key);
   ASSERT_TRUE(key.has_value());
   EXPECT_EQ(key->kind, ChangelogKey::Kind::kState);
   EXPECT_EQ(key->state_key, "k/1");
-  key = DecodeChangelogKey(OffsetRecordKey(12));
+  const std::string offset_key = OffsetRecordKey(12);
+  key = DecodeChangelogKey(offset_key);
   ASSERT_TRUE(key.has_value());
   EXPECT_EQ(key->kind, ChangelogKey::Kind::kOffset);
   EXPECT_EQ(key->epoch, 12);
   EXPECT_EQ(DecodeChangelogKey("x/1"), std::nullopt);
   EXPECT_EQ(DecodeChangelogKey("o/x"), std::nullopt);
-  std::optional<DedupeValue> value =
-      DecodeDedupeValue(EncodeDedupeValue(kNow, "result"));
+  const std::string encoded = EncodeDedupeValue(kNow, "result");
+  std::optional<DedupeValue> value = DecodeDedupeValue(encoded);
   ASSERT_TRUE(value.has_value());
   EXPECT_EQ(value->expires_at, kNow);
   EXPECT_EQ(value->result, "result");
