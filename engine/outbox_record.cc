@@ -93,8 +93,12 @@ std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
         static_cast<uint32_t>(GetFixedLE(value.substr(0, 4))));
     const uint8_t flags = static_cast<uint8_t>(value[4]);
     value.remove_prefix(5);
-    if (fields.partition < -1 || flags > 1) return std::nullopt;
     fields.tombstone = flags == 1;
+    // Version 2 only for what version 1 cannot say: one spelling per entry.
+    if (fields.partition < -1 || flags > 1 ||
+        (fields.partition == -1 && !fields.tombstone)) {
+      return std::nullopt;
+    }
   } else if (version != kOutboxEntryVersion) {
     return std::nullopt;
   }

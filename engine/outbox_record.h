@@ -11,7 +11,8 @@
 //               of headers (4 bytes little-endian) and each header's name
 //               and value, length-prefixed alike, then the value (the rest).
 //               Entries without a partition or tombstone are written as
-//               version 1 (kOutboxEntryVersion), which has neither field.
+//               version 1 (kOutboxEntryVersion), which has neither field;
+//               a version 2 entry with neither does not decode.
 // Cursor key:   position 0's key (never an entry's).
 // Cursor value: 1 byte version, then the last position issued and the last
 //               position acknowledged, each 8 bytes little-endian. Written by

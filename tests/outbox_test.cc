@@ -468,6 +468,13 @@ TEST(OutboxRecordTest, KeysSortByPositionAndCursorsAreChecked) {
   std::string bogus = EncodeOutboxValue(OutboxFields{"id", "d", "k", "", {}});
   bogus[bogus.size() - 1] = '\x7f';
   EXPECT_EQ(DecodeOutboxValue(bogus), std::nullopt);
+  // Version 2 only spells what version 1 cannot (a partition, a tombstone).
+  std::string v2 = EncodeOutboxValue(
+      OutboxFields{.message_id = "id", .destination = "d", .partition = 0});
+  ASSERT_EQ(v2[0], 2);
+  EXPECT_TRUE(DecodeOutboxValue(v2).has_value());
+  for (int i = 1; i <= 4; ++i) v2[i] = '\xff';  // partition -1, no tombstone
+  EXPECT_EQ(DecodeOutboxValue(v2), std::nullopt);
   value[0] = 3;  // a newer entry version
   EXPECT_EQ(DecodeOutboxValue(value), std::nullopt);
 }
