@@ -87,11 +87,6 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   return absl::OkStatus();
 }
 
-int ToMillis(absl::Duration d) {
-  return static_cast<int>(
-      std::min<int64_t>(absl::ToInt64Milliseconds(d), 1 << 30));
-}
-
 class ConsumerImpl final : public Consumer {
  public:
   ConsumerImpl(Engine* engine, const ConsumerOptions& options,
@@ -118,8 +113,9 @@ class ConsumerImpl final : public Consumer {
                                  {"enable.auto.commit", "false"},
                                  {"enable.auto.offset.store", "false"}});
     if (options_.on_statistics) {
-      config.push_back({"statistics.interval.ms",
-                        absl::StrCat(ToMillis(options_.statistics_interval))});
+      config.push_back(
+          {"statistics.interval.ms",
+           absl::StrCat(ToKafkaMillis(options_.statistics_interval))});
       rd_kafka_conf_set_stats_cb(conf.get(), &ConsumerImpl::OnStatistics);
     }
     if (options_.logger != nullptr) {
@@ -164,7 +160,7 @@ class ConsumerImpl final : public Consumer {
       const absl::Duration engine_before = stats_.engine_time;
       const absl::Time start = absl::Now();
       rd_kafka_message_t* message =
-          rd_kafka_consumer_poll(rk_.get(), ToMillis(wait));
+          rd_kafka_consumer_poll(rk_.get(), ToKafkaMillis(wait));
       // Engine time spent in rebalance callbacks is not Kafka's.
       stats_.kafka_time +=
           (absl::Now() - start) - (stats_.engine_time - engine_before);

@@ -11,11 +11,6 @@
 namespace idem::kafka {
 namespace {
 
-int TimeoutMs(absl::Duration timeout) {
-  return static_cast<int>(
-      std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, 1 << 30));
-}
-
 struct MetadataDeleter {
   void operator()(const rd_kafka_metadata_t* metadata) const {
     rd_kafka_metadata_destroy(metadata);
@@ -54,8 +49,8 @@ absl::StatusOr<int32_t> PartitionReader::PartitionCount(
         "topic '", topic, "': ", rd_kafka_err2str(rd_kafka_last_error())));
   }
   const rd_kafka_metadata_t* raw = nullptr;
-  rd_kafka_resp_err_t err =
-      rd_kafka_metadata(handle_.get(), 0, rkt.get(), &raw, TimeoutMs(timeout));
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_.get(), 0, rkt.get(), &raw,
+                                              ToKafkaMillis(timeout));
   if (absl::Status s =
           FromKafkaError(err, absl::StrCat("metadata of topic ", topic));
       !s.ok()) {
@@ -81,7 +76,7 @@ absl::StatusOr<Watermarks> PartitionReader::GetWatermarks(
   Watermarks marks;
   rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
       handle_.get(), topic.c_str(), partition, &marks.low, &marks.high,
-      TimeoutMs(timeout));
+      ToKafkaMillis(timeout));
   if (absl::Status s = FromKafkaError(
           err, absl::StrCat("watermarks of ", topic, "/", partition));
       !s.ok()) {

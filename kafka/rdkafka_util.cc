@@ -1,5 +1,7 @@
 #include "kafka/rdkafka_util.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "kafka/user_code.h"
@@ -16,6 +18,11 @@ absl::Status SetConfig(rd_kafka_conf_t* conf, const ConfigList& config) {
     }
   }
   return absl::OkStatus();
+}
+
+int ToKafkaMillis(absl::Duration d) {
+  return static_cast<int>(
+      std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 0, int64_t{1} << 30));
 }
 
 LogSeverity SeverityOfSyslogLevel(int level) {

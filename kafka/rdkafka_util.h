@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "idem/logger.h"
 
 namespace idem::kafka {
@@ -45,6 +46,10 @@ using ConfigList = std::vector<std::pair<std::string, std::string>>;
 // naming the property and librdkafka's reason for an unknown property or a
 // bad value.
 absl::Status SetConfig(rd_kafka_conf_t* conf, const ConfigList& config);
+
+// `d` in whole milliseconds for librdkafka's int timeouts and intervals,
+// clamped to [0, 2^30] (about 12 days).
+int ToKafkaMillis(absl::Duration d);
 
 // librdkafka's syslog levels (0 emergency ... 7 debug) as idem's: 0-3
 // kError, 4 kWarning, 5-6 kInfo, 7 kDebug.

@@ -11,10 +11,6 @@
 namespace idem::kafka {
 namespace {
 
-int TimeoutMs(absl::Duration timeout) {
-  return static_cast<int>(absl::ToInt64Milliseconds(timeout));
-}
-
 // Sends one CreateTopics request and waits for its result.
 absl::Status CreateTopic(const std::string& brokers,
                          const ConfigList& client_config,
@@ -53,12 +49,12 @@ absl::Status CreateTopic(const std::string& brokers,
       options(
           rd_kafka_AdminOptions_new(rk->get(), RD_KAFKA_ADMIN_OP_CREATETOPICS),
           rd_kafka_AdminOptions_destroy);
-  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout),
-                                            reason, sizeof(reason));
+  rd_kafka_AdminOptions_set_request_timeout(
+      options.get(), ToKafkaMillis(timeout), reason, sizeof(reason));
   rd_kafka_NewTopic_t* topics[] = {new_topic.get()};
   rd_kafka_CreateTopics(rk->get(), topics, 1, options.get(), queue.get());
   std::unique_ptr<rd_kafka_event_t, void (*)(rd_kafka_event_t*)> event(
-      rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000),
+      rd_kafka_queue_poll(queue.get(), ToKafkaMillis(timeout) + 1000),
       rd_kafka_event_destroy);
   if (event == nullptr) {
     return absl::DeadlineExceededError(

@@ -162,6 +162,11 @@ class KafkaChangelogTest : public ::testing::Test {
     EXPECT_THAT(test::EffectErrors(all.ids, test::PartitionAppliedCounts(
                                                 engine, kTopic, kPartitions)),
                 IsEmpty());
+    ExpectTotals(engine, all);
+  }
+
+  // Each partition's "total" is the sum of its IDs' amounts in `all`.
+  static void ExpectTotals(Engine& engine, const Stream& all) {
     for (const auto& [partition, total] : all.totals) {
       EXPECT_EQ(
           *engine.GetState(PartitionStatePrefix(kTopic, partition) + "total"),
@@ -329,8 +334,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
   std::unique_ptr<Engine> a = OpenStore("a");
   ASSERT_NE(a, nullptr);
   std::vector<RestoreReport> a_reports;
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &a_reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &a_reports));
   ASSERT_EQ(a_reports.size(), static_cast<size_t>(kPartitions));
   for (const RestoreReport& r : a_reports) {
     EXPECT_EQ(r.offset, std::nullopt);  // an empty changelog: from the start
@@ -345,8 +349,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
   std::unique_ptr<Engine> b = OpenStore("b");
   ASSERT_NE(b, nullptr);
   std::vector<RestoreReport> b_reports;
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*b, static_cast<int64_t>(all.records.size()), &b_reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*b, Handled(all), &b_reports));
   ASSERT_EQ(b_reports.size(), static_cast<size_t>(kPartitions));
   int64_t restored_entries = 0;
   for (const RestoreReport& r : b_reports) {
@@ -395,15 +398,13 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
   ASSERT_TRUE(WIFSIGNALED(wstatus)) << "the child ended on its own";
   const int64_t a_handled = handled_a();
   ASSERT_GE(a_handled, 100);
-  ASSERT_LT(a_handled, static_cast<int64_t>(all.records.size()))
-      << "killed too late to be mid-stream";
+  ASSERT_LT(a_handled, Handled(all)) << "killed too late to be mid-stream";
 
   // B takes over once A's session has timed out.
   std::unique_ptr<Engine> b = OpenStore("b");
   ASSERT_NE(b, nullptr);
   std::vector<RestoreReport> b_reports;
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*b, static_cast<int64_t>(all.records.size()), &b_reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*b, Handled(all), &b_reports));
   ExpectExact(*b, all);
   for (const RestoreReport& r : b_reports) EXPECT_TRUE(r.restored);
 
@@ -415,8 +416,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
   ASSERT_NE(a, nullptr);
   ASSERT_LT(Handled(*a), Handled(*b));
   std::vector<RestoreReport> a_reports;
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &a_reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &a_reports));
   ASSERT_EQ(a_reports.size(), static_cast<size_t>(kPartitions));
   for (const RestoreReport& r : a_reports) EXPECT_TRUE(r.restored);
   ExpectExact(*a, all);
@@ -550,11 +550,7 @@ TEST_F(KafkaChangelogTest, ChangelogStaysBoundedAsWindowsPass) {
   int64_t dedupe_records = 0;
   for (const RestoreReport& r : reports) dedupe_records += r.dedupe_records;
   EXPECT_EQ(dedupe_records, 30);  // the last window's IDs, no earlier one
-  for (const auto& [partition, total] : all.totals) {
-    EXPECT_EQ(
-        *(*b)->GetState(PartitionStatePrefix(kTopic, partition) + "total"),
-        std::optional<std::string>(absl::StrCat(total)));
-  }
+  ExpectTotals(**b, all);
 }
 
 // A member that gets back partitions nobody else touched keeps its copy.
@@ -564,14 +560,12 @@ TEST_F(KafkaChangelogTest, ChangelogCurrentCopyIsKept) {
   std::unique_ptr<Engine> a = OpenStore("a");
   ASSERT_NE(a, nullptr);
   std::vector<RestoreReport> reports;
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &reports));
   reports.clear();
   Stream more = MakeStream("n", 30);
   Produce(more);
   Append(all, more);
-  ASSERT_NO_FATAL_FAILURE(
-      ConsumeUntil(*a, static_cast<int64_t>(all.records.size()), &reports));
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &reports));
   ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
   for (const RestoreReport& r : reports) {
     EXPECT_FALSE(r.restored)
