@@ -78,14 +78,34 @@ class EngineImpl : public Engine {
   Options options() override;
   absl::Status ImportPartition(const PartitionSnapshot& snapshot,
                                const ImportOptions& options) override;
+  absl::Status ApplyPartitionChanges(const PartitionChanges& changes,
+                                     const ImportOptions& options) override;
   absl::Status SetCommittedOffset(std::string_view source, int32_t partition,
                                   int64_t offset) override;
 
  private:
-  // ImportPartition's commit (engine/engine_partition.cc), under the commit
-  // lock: returns the sequence number to make durable.
-  absl::StatusOr<uint64_t> CommitImport(const PartitionSnapshot& snapshot,
-                                        const ImportOptions& options)
+  // One commit to a partition's copy: ImportPartition's or
+  // ApplyPartitionChanges' (engine/engine_partition.cc). Views into the
+  // caller's snapshot or changes.
+  struct PartitionCommit {
+    const char* what = "";  // the API's name, for errors
+    std::string_view source;
+    int32_t partition = 0;
+    std::optional<int64_t> offset;
+    // Drop the partition's state and records first, and its offset when
+    // `offset` is nullopt.
+    bool replace = false;
+    // A dedupe record of the commit's own under this ID: a repeat of the
+    // commit writes nothing.
+    std::optional<std::string_view> commit_id;
+    std::vector<std::pair<std::string_view, std::optional<std::string_view>>>
+        writes;  // nullopt: delete
+    absl::Span<const PartitionRecord> records;
+  };
+  // Writes `commit` under the commit lock: returns the sequence number to
+  // make durable.
+  absl::StatusOr<uint64_t> CommitToPartition(const PartitionCommit& commit,
+                                             const ImportOptions& options)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
   // SetCommittedOffset's write, under the commit lock: returns the sequence
   // number to make durable.

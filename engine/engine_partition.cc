@@ -1,4 +1,5 @@
-// EngineImpl's partition moves: ExportPartition and ImportPartition, each on
+// EngineImpl's partition moves: ExportPartition, ImportPartition and
+// ApplyPartitionChanges, each on
 // the partition's own key ranges (PartitionStatePrefix in idem.state,
 // PartitionRecordPrefix in the dedupe families of a partition-scoped store);
 // and SetCommittedOffset, which moves only the partition's offset.
@@ -11,7 +12,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/commit_batch.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
@@ -63,6 +66,22 @@ absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
         record.expires_at == absl::InfinitePast()) {
       return absl::InvalidArgumentError(
           "a partition record's expires_at must be finite");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateChanges(const PartitionChanges& changes) {
+  PartitionSnapshot records_only;
+  records_only.source = changes.source;
+  records_only.partition = changes.partition;
+  records_only.records = changes.records;  // small: a changelog's tail
+  if (absl::Status s = ValidateSnapshot(records_only); !s.ok()) return s;
+  absl::flat_hash_set<std::string_view> keys;
+  for (const auto& [key, value] : changes.writes) {
+    if (!keys.insert(key).second) {
+      return absl::InvalidArgumentError(
+          "ApplyPartitionChanges: a key is written twice");
     }
   }
   return absl::OkStatus();
@@ -187,7 +206,20 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
     return s;
   }
   if (absl::Status s = RejectIfReadOnly("ImportPartition"); !s.ok()) return s;
-  absl::StatusOr<uint64_t> sequence = CommitImport(snapshot, options);
+  const std::string import_id = ImportId(snapshot);
+  PartitionCommit commit{.what = "ImportPartition",
+                         .source = snapshot.source,
+                         .partition = snapshot.partition,
+                         .offset = snapshot.offset,
+                         .replace = true,
+                         .commit_id = import_id,
+                         .writes = {},
+                         .records = snapshot.records};
+  commit.writes.reserve(snapshot.entries.size());
+  for (const auto& [key, value] : snapshot.entries) {
+    commit.writes.emplace_back(key, value);
+  }
+  absl::StatusOr<uint64_t> sequence = CommitToPartition(commit, options);
   if (!sequence.ok()) return sequence.status();
   // Outside the commit lock: a sync waits for the commits in flight, which
   // may be waiting for that lock.
@@ -203,24 +235,54 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> EngineImpl::CommitImport(
-    const PartitionSnapshot& snapshot, const ImportOptions& options) {
+absl::Status EngineImpl::ApplyPartitionChanges(const PartitionChanges& changes,
+                                               const ImportOptions& options) {
+  if (absl::Status s = ValidateChanges(changes); !s.ok()) return s;
+  if (absl::Status s = RejectInsideHandler("ApplyPartitionChanges"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = RejectIfReadOnly("ApplyPartitionChanges"); !s.ok()) {
+    return s;
+  }
+  PartitionCommit commit{.what = "ApplyPartitionChanges",
+                         .source = changes.source,
+                         .partition = changes.partition,
+                         .offset = changes.offset,
+                         .replace = false,
+                         .commit_id = std::nullopt,
+                         .writes = {},
+                         .records = changes.records};
+  commit.writes.reserve(changes.writes.size());
+  for (const auto& [key, value] : changes.writes) {
+    commit.writes.emplace_back(key, value);
+  }
+  absl::StatusOr<uint64_t> sequence = CommitToPartition(commit, options);
+  if (!sequence.ok()) return sequence.status();
+  return WaitDurable(*sequence);  // outside the commit lock, as above
+}
+
+absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
+    const PartitionCommit& commit, const ImportOptions& options) {
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
 
-  // The import's own record (placed as a message's), then the snapshot's
-  // live records, each in the bucket its expiry belongs to.
-  const std::string import_id = ImportId(snapshot);
-  Message import;  // views: import_id and snapshot outlive it
-  import.id = import_id;
-  import.source = snapshot.source;
-  import.partition = snapshot.partition;
+  // The commit's own record, if it has one (placed as a message's), then
+  // the live records, each in the bucket its expiry belongs to.
+  Message own;  // views: commit.commit_id outlives it
+  if (commit.commit_id.has_value()) {
+    own.id = *commit.commit_id;
+    own.source = commit.source;
+    own.partition = commit.partition;
+  }
   std::vector<RecordPlacement> placements =
-      PlaceRecords(options_, absl::MakeConstSpan(&import, 1), *now_micros);
+      commit.commit_id.has_value()
+          ? PlaceRecords(options_, absl::MakeConstSpan(&own, 1), *now_micros)
+          : std::vector<RecordPlacement>();
+  const size_t first_live = placements.size();
   std::vector<const PartitionRecord*> live;
-  for (const PartitionRecord& record : snapshot.records) {
+  for (const PartitionRecord& record : commit.records) {
     const int64_t expiry = TimeToMicros(record.expires_at);
     if (expiry <= *now_micros) continue;
     live.push_back(&record);
@@ -235,29 +297,38 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   Store& st = **store;
-
-  absl::StatusOr<std::optional<int64_t>> current =
-      ReadStoredOffset(st.db, st.offsets, rocksdb::ReadOptions(),
-                       snapshot.source, snapshot.partition);
-  if (!current.ok()) return current.status();
-  if (current->has_value() && !options.allow_rewind &&
-      (!snapshot.offset.has_value() || **current > *snapshot.offset)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "ImportPartition: the engine is at offset ", **current,
-        " of this partition, past the snapshot's ",
-        snapshot.offset.has_value() ? absl::StrCat(*snapshot.offset)
-                                    : std::string("(none)")));
+  if (!commit.replace && !commit.records.empty() && !st.partition_scope) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(commit.what,
+                     ": dedupe records need a partition-scoped store "
+                     "(Options::dedupe_scope = DedupeScope::kPartition)"));
   }
 
-  const DedupeKey import_hash = HashMessageId(import.id);
-  const RecordKey import_key =
-      RecordKeyFor(st.partition_scope, import, import_hash);
-  absl::StatusOr<std::vector<std::optional<LiveRecord>>> imported =
-      LiveRecords(st, absl::MakeConstSpan(&import_key, 1), *now_micros);
-  if (!imported.ok()) return imported.status();
-  if ((*imported)[0].has_value()) {  // imported before: write nothing
-    duplicates_.fetch_add(1, std::memory_order_relaxed);
-    return st.db->GetLatestSequenceNumber();
+  absl::StatusOr<std::optional<int64_t>> current =
+      ReadStoredOffset(st.db, st.offsets, rocksdb::ReadOptions(), commit.source,
+                       commit.partition);
+  if (!current.ok()) return current.status();
+  const bool offset_changes = commit.replace || commit.offset.has_value();
+  if (offset_changes && current->has_value() && !options.allow_rewind &&
+      (!commit.offset.has_value() || **current > *commit.offset)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(commit.what, ": the engine is at offset ", **current,
+                     " of this partition, past the ",
+                     commit.replace ? "snapshot's " : "changes' ",
+                     commit.offset.has_value() ? absl::StrCat(*commit.offset)
+                                               : std::string("(none)")));
+  }
+
+  std::optional<RecordKey> own_key;
+  if (commit.commit_id.has_value()) {
+    own_key = RecordKeyFor(st.partition_scope, own, HashMessageId(own.id));
+    absl::StatusOr<std::vector<std::optional<LiveRecord>>> committed =
+        LiveRecords(st, absl::MakeConstSpan(&*own_key, 1), *now_micros);
+    if (!committed.ok()) return committed.status();
+    if ((*committed)[0].has_value()) {  // committed before: write nothing
+      duplicates_.fetch_add(1, std::memory_order_relaxed);
+      return st.db->GetLatestSequenceNumber();
+    }
   }
 
   auto family_of = [&](const RecordPlacement& placement)
@@ -265,52 +336,57 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
     if (!placement.bucket_end.has_value()) return st.dedupe;
     auto bucket = st.buckets.find(*placement.bucket_end);
     if (bucket == st.buckets.end()) {
-      return absl::InternalError("expiry bucket missing at import");
+      return absl::InternalError("expiry bucket missing at a partition commit");
     }
     return bucket->second;
   };
   rocksdb::WriteBatch batch;
-  auto check = [](const rocksdb::Status& s) {
-    return FromRocksStatus(s, "building an import");
+  auto check = [&](const rocksdb::Status& s) {
+    return FromRocksStatus(s, commit.what);
   };
-  // The partition's old state and records go first; the puts after them in
-  // the same batch have later sequence numbers, so they survive.
   const std::string state_prefix =
-      PartitionStatePrefix(snapshot.source, snapshot.partition);
-  if (absl::Status s = check(
-          batch.DeleteRange(st.state, state_prefix, KeyRangeEnd(state_prefix)));
-      !s.ok()) {
-    return s;
-  }
-  if (st.partition_scope) {
-    const std::string record_prefix =
-        PartitionRecordPrefix(snapshot.source, snapshot.partition);
-    for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(st)) {
-      if (absl::Status s = check(batch.DeleteRange(family, record_prefix,
-                                                   KeyRangeEnd(record_prefix)));
-          !s.ok()) {
-        return s;
+      PartitionStatePrefix(commit.source, commit.partition);
+  if (commit.replace) {
+    // The partition's old state and records go first; the puts after them
+    // in the same batch have later sequence numbers, so they survive.
+    if (absl::Status s = check(batch.DeleteRange(st.state, state_prefix,
+                                                 KeyRangeEnd(state_prefix)));
+        !s.ok()) {
+      return s;
+    }
+    if (st.partition_scope) {
+      const std::string record_prefix =
+          PartitionRecordPrefix(commit.source, commit.partition);
+      for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(st)) {
+        if (absl::Status s = check(batch.DeleteRange(
+                family, record_prefix, KeyRangeEnd(record_prefix)));
+            !s.ok()) {
+          return s;
+        }
       }
     }
   }
-  for (const auto& [key, value] : snapshot.entries) {
-    if (absl::Status s = check(batch.Put(st.state, state_prefix + key, value));
+  for (const auto& [key, value] : commit.writes) {
+    const std::string scoped = absl::StrCat(state_prefix, AbslView(key));
+    if (absl::Status s = check(
+            value.has_value() ? batch.Put(st.state, scoped, ToSlice(*value))
+                              : batch.Delete(st.state, scoped));
         !s.ok()) {
       return s;
     }
   }
   for (size_t i = 0; i < live.size(); ++i) {
-    const RecordPlacement& placement = placements[i + 1];
+    const RecordPlacement& placement = placements[first_live + i];
     absl::StatusOr<rocksdb::ColumnFamilyHandle*> family = family_of(placement);
     if (!family.ok()) return family.status();
     const DedupeKey hash = ToDedupeKey(live[i]->id_hash);
     const RecordKey key =
         st.partition_scope
-            ? RecordKey::ForPartition(snapshot.source, snapshot.partition, hash)
+            ? RecordKey::ForPartition(commit.source, commit.partition, hash)
             : RecordKey::ForStore(hash);
-    if (!st.partition_scope) {
-      // The store's own record of the ID may live in another family: one
-      // live record per key, as lookups assume.
+    if (!st.partition_scope || !commit.replace) {
+      // A record of the ID may live in another family: one live record per
+      // key, as lookups assume.
       for (rocksdb::ColumnFamilyHandle* other : AllDedupeFamilies(st)) {
         if (other == *family) continue;
         if (absl::Status s = check(batch.Delete(other, ToSlice(key.view())));
@@ -326,30 +402,35 @@ absl::StatusOr<uint64_t> EngineImpl::CommitImport(
       return s;
     }
   }
-  absl::StatusOr<rocksdb::ColumnFamilyHandle*> import_family =
-      family_of(placements[0]);
-  if (!import_family.ok()) return import_family.status();
-  if (absl::Status s =
-          check(batch.Put(*import_family, ToSlice(import_key.view()),
-                          EncodeDedupeRecord(placements[0].expiry_micros, "")));
-      !s.ok()) {
-    return s;
-  }
-  const std::string offset_key =
-      EncodeOffsetKey(snapshot.source, snapshot.partition);
-  if (snapshot.offset.has_value()) {
-    if (absl::Status s = check(batch.Put(st.offsets, offset_key,
-                                         EncodeOffsetValue(*snapshot.offset)));
+  if (own_key.has_value()) {
+    absl::StatusOr<rocksdb::ColumnFamilyHandle*> own_family =
+        family_of(placements[0]);
+    if (!own_family.ok()) return own_family.status();
+    if (absl::Status s = check(
+            batch.Put(*own_family, ToSlice(own_key->view()),
+                      EncodeDedupeRecord(placements[0].expiry_micros, "")));
         !s.ok()) {
       return s;
     }
-  } else if (current->has_value()) {  // allow_rewind to no offset at all
+  }
+  const std::string offset_key =
+      EncodeOffsetKey(commit.source, commit.partition);
+  if (commit.offset.has_value()) {
+    if (absl::Status s = check(batch.Put(st.offsets, offset_key,
+                                         EncodeOffsetValue(*commit.offset)));
+        !s.ok()) {
+      return s;
+    }
+  } else if (commit.replace && current->has_value()) {
+    // allow_rewind to no offset at all
     if (absl::Status s = check(batch.Delete(st.offsets, offset_key)); !s.ok()) {
       return s;
     }
   }
   if (absl::Status s = Write(st, &batch); !s.ok()) return s;
-  processed_.fetch_add(1, std::memory_order_relaxed);
+  if (commit.commit_id.has_value()) {
+    processed_.fetch_add(1, std::memory_order_relaxed);
+  }
   return st.db->GetLatestSequenceNumber();
 }
 

@@ -39,8 +39,8 @@ std::optional<std::string> IdHashFromHex(std::string_view hex) {
 absl::Status ChangelogImageBuilder::AddChangelogRecord(
     const LogRecord& record) {
   const Record& r = record.record;
-  ++image_.records_read;
-  image_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
+  ++changes_.records_read;
+  changes_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
   std::optional<ChangelogKey> key = DecodeChangelogKey(r.key);
   if (!key.has_value()) return Undecodable(r.topic, record, "unknown key");
   if (key->kind == ChangelogKey::Kind::kState) {
@@ -56,22 +56,18 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
   }
   // A commit is complete: its changes join the state.
   for (auto& [state_key, value] : pending_) {
-    if (value.has_value()) {
-      image_.state.insert_or_assign(state_key, std::move(*value));
-    } else {
-      image_.state.erase(state_key);
-    }
+    changes_.writes.insert_or_assign(state_key, std::move(value));
   }
   pending_.clear();
-  image_.last = ChangelogMark{key->epoch, *offset};
+  changes_.last = ChangelogMark{key->epoch, *offset};
   last_offset_[key->epoch] = *offset;
   return absl::OkStatus();
 }
 
 absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
   const Record& r = record.record;
-  ++image_.records_read;
-  image_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
+  ++changes_.records_read;
+  changes_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
   std::optional<std::string> id_hash = IdHashFromHex(r.key);
   std::optional<std::string_view> mark_text = r.Header(kChangelogMarkHeader);
   std::optional<ChangelogMark> mark;
@@ -86,23 +82,47 @@ absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
   return absl::OkStatus();
 }
 
-ChangelogImage ChangelogImageBuilder::Finish(absl::Time now) && {
-  for (const auto& [state_key, value] : pending_) {
-    image_.orphans.insert(state_key);
-  }
-  // The latest complete record of each ID.
+ChangelogChanges ChangelogImageBuilder::TakeChanges(absl::Time now) {
+  ChangelogChanges taken = std::exchange(changes_, ChangelogChanges());
+  changes_.last = taken.last;
+  // The latest complete record of each ID; the others wait.
   absl::btree_map<std::string, Dedupe*> latest;
+  std::vector<Dedupe> waiting;
   for (Dedupe& d : dedupe_) {
     auto last = last_offset_.find(d.mark.epoch);
-    if (last == last_offset_.end() || d.mark.offset > last->second) continue;
+    if (last == last_offset_.end() || d.mark.offset > last->second) {
+      waiting.push_back(std::move(d));
+      continue;
+    }
     latest.insert_or_assign(d.id_hash, &d);
   }
   for (auto& [id_hash, d] : latest) {
     if (d->expires_at <= now) continue;
-    image_.records.push_back(
+    taken.records.push_back(
         PartitionRecord{id_hash, d->expires_at, std::move(d->result)});
   }
-  return std::move(image_);
+  dedupe_ = std::move(waiting);
+  return taken;
+}
+
+absl::btree_set<std::string> ChangelogImageBuilder::Orphans() const {
+  absl::btree_set<std::string> orphans;
+  for (const auto& [state_key, value] : pending_) orphans.insert(state_key);
+  return orphans;
+}
+
+ChangelogImage ChangelogImageBuilder::Finish(absl::Time now) && {
+  ChangelogImage image;
+  image.orphans = Orphans();
+  ChangelogChanges changes = TakeChanges(now);
+  image.last = changes.last;
+  for (auto& [state_key, value] : changes.writes) {
+    if (value.has_value()) image.state.emplace(state_key, std::move(*value));
+  }
+  image.records = std::move(changes.records);
+  image.records_read = changes.records_read;
+  image.bytes_read = changes.bytes_read;
+  return image;
 }
 
 }  // namespace idem::kafka

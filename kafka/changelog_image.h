@@ -46,6 +46,21 @@ struct ChangelogImage {
   int64_t bytes_read = 0;
 };
 
+// What became complete since the builder's last TakeChanges: what a copy
+// that follows the changelog (a standby) applies on top of itself.
+struct ChangelogChanges {
+  // The last complete commit's mark so far; nullopt if none yet.
+  std::optional<ChangelogMark> last;
+  // (key, value), or nullopt for a key deleted.
+  absl::btree_map<std::string, std::optional<std::string>> writes;
+  // The dedupe records whose commits completed, in id_hash order; the
+  // latest of each ID, unless expired.
+  std::vector<PartitionRecord> records;
+  // What was read since the last TakeChanges, as in ChangelogImage.
+  int64_t records_read = 0;
+  int64_t bytes_read = 0;
+};
+
 class ChangelogImageBuilder {
  public:
   // A record of the changelog topic, in log order. kDataLoss naming its
@@ -54,7 +69,17 @@ class ChangelogImageBuilder {
   absl::Status AddChangelogRecord(const LogRecord& record);
   // A record of the dedupe topic, in log order. kDataLoss as above.
   absl::Status AddDedupeRecord(const LogRecord& record);
-  // The image; dedupe records that expired by `now` are left out.
+
+  // The changes completed since the last call (or since the start), with
+  // dedupe records that expired by `now` left out. A dedupe record whose
+  // commit is not complete yet stays for a later call.
+  ChangelogChanges TakeChanges(absl::Time now);
+  // Keys written after the last complete commit, by a commit not finished
+  // (yet).
+  absl::btree_set<std::string> Orphans() const;
+
+  // The image of everything added; dedupe records that expired by `now`
+  // are left out.
   ChangelogImage Finish(absl::Time now) &&;
 
  private:
@@ -65,12 +90,12 @@ class ChangelogImageBuilder {
     std::string result;
   };
 
-  ChangelogImage image_;
+  ChangelogChanges changes_;
   // Changes since the last "o/" record (nullopt: deleted).
   absl::btree_map<std::string, std::optional<std::string>> pending_;
   // The last offset of each epoch, from its last "o/" record.
   absl::flat_hash_map<int64_t, int64_t> last_offset_;
-  std::vector<Dedupe> dedupe_;  // in log order
+  std::vector<Dedupe> dedupe_;  // not taken yet, in log order
 };
 
 }  // namespace idem::kafka

@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<ChangelogKeeper>> ChangelogKeeper::Create(
   if (options.changelog_topic == options.topics[0]) {
     return invalid("must differ from the input topic");
   }
+
   const Options engine_options = engine->options();
   if (engine_options.read_only ||
       engine_options.dedupe_scope != DedupeScope::kPartition) {
@@ -82,13 +83,14 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
       hooks_(hooks),
       reader_(std::move(reader)),
       direct_(std::move(direct)),
-      target_{options.changelog_topic, DedupeTopicOf(options.changelog_topic)} {
-  const Options engine_options = engine->options();
-  ttl_ = options.ttl > absl::ZeroDuration() ? options.ttl
-                                            : engine_options.dedupe_window;
-  clock_ =
-      engine_options.clock != nullptr ? engine_options.clock : SystemClock();
-}
+      target_{options.changelog_topic, DedupeTopicOf(options.changelog_topic)},
+      ttl_(options.ttl > absl::ZeroDuration()
+               ? options.ttl
+               : engine->options().dedupe_window),
+      clock_(engine->options().clock != nullptr ? engine->options().clock
+                                                : SystemClock()),
+      standby_(engine, reader_.get(), &target_, clock_,
+               hooks.standby_without_dedupe) {}
 
 absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
   absl::StatusOr<int32_t> partitions =
@@ -137,6 +139,10 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
   if (!topics_ready_) {
     if (absl::Status s = PrepareTopics(topic); !s.ok()) return s;
     topics_ready_ = true;
+  }
+  if (std::unique_ptr<StandbyCopy> copy = standby_.Take(partition);
+      copy != nullptr && copy->applied) {
+    return RestoreFromStandby(topic, partition, *copy, start);
   }
   ChangelogImageBuilder builder;
   if (absl::Status s = reader_->Read(
@@ -189,10 +195,7 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
   // Replace the engine's copy with the changelog's, under a new epoch. An
   // epoch is drawn at random: two members that restore from the same
   // changelog (the first one's mark never published) must not share one.
-  int64_t new_epoch = 0;
-  do {
-    new_epoch = absl::Uniform<int64_t>(bitgen_, 0, int64_t{1} << 59);
-  } while (epoch->has_value() && new_epoch == **epoch);
+  const int64_t new_epoch = NewEpoch(*epoch);
   PartitionSnapshot snapshot;
   snapshot.source = topic;
   snapshot.partition = partition;
@@ -209,34 +212,130 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
       !s.ok()) {
     return s;
   }
+  // Keys a half-published commit left go back to the restored values.
+  SetBack set_back;
+  for (const std::string& key : image.orphans) {
+    auto restored = image.state.find(key);
+    set_back.emplace(key, restored == image.state.end()
+                              ? std::nullopt
+                              : std::optional<std::string>(restored->second));
+  }
+  report.state_entries = static_cast<int64_t>(image.state.size());
+  report.dedupe_records = static_cast<int64_t>(image.records.size());
+  return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
+                       std::move(report), start);
+}
 
+absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(
+    const std::string& topic, int32_t partition, int64_t epoch,
+    std::optional<int64_t> offset, const SetBack& set_back,
+    RestoreReport report, absl::Time start) {
   if (hooks_.restore_step) hooks_.restore_step("imported");
-  // The new epoch's mark: keys a half-published commit left go back to the
-  // restored values, then "o/<epoch>" makes this the last complete commit.
+  // The new epoch's mark sets the keys back, then "o/<epoch>" makes this
+  // the last complete commit.
   if (absl::Status s =
-          CommitMark(topic, partition, new_epoch, changelog_offset.value_or(-1),
-                     image.orphans, image.state);
+          CommitMark(topic, partition, epoch, offset.value_or(-1), set_back);
       !s.ok()) {
     return s;
   }
   if (hooks_.restore_step) hooks_.restore_step("marked");
-  fences_[partition] =
-      Fence{new_epoch, kNothingPublished, changelog_offset.value_or(-1)};
-
+  fences_[partition] = Fence{epoch, kNothingPublished, offset.value_or(-1)};
+  report.topic = topic;
+  report.partition = partition;
   report.restored = true;
-  report.offset = changelog_offset;
-  report.state_entries = static_cast<int64_t>(image.state.size());
-  report.dedupe_records = static_cast<int64_t>(image.records.size());
-  report.orphans = static_cast<int64_t>(image.orphans.size());
-  report.epoch = new_epoch;
+  report.offset = offset;
+  report.orphans = static_cast<int64_t>(set_back.size());
+  report.epoch = epoch;
   report.duration = absl::Now() - start;
   return report;
 }
 
-absl::Status ChangelogKeeper::CommitMark(
-    const std::string& topic, int32_t partition, int64_t epoch, int64_t offset,
-    const absl::btree_set<std::string>& orphans,
-    const absl::btree_map<std::string, std::string>& state) {
+int64_t ChangelogKeeper::NewEpoch(std::optional<int64_t> previous) {
+  int64_t epoch = 0;
+  do {
+    epoch = absl::Uniform<int64_t>(bitgen_, 0, int64_t{1} << 59);
+  } while (previous == epoch);
+  return epoch;
+}
+
+absl::StatusOr<RestoreReport> ChangelogKeeper::RestoreFromStandby(
+    const std::string& topic, int32_t partition, StandbyCopy& copy,
+    absl::Time start) {
+  if (absl::Status s = standby_.Read(copy, partition, kKafkaTimeout); !s.ok()) {
+    return s;
+  }
+  const ChangelogChanges tail = standby_.TakeChanges(copy);
+  // The copy was applied, so the changelog has a complete commit.
+  const ChangelogMark last = *tail.last;
+  std::optional<int64_t> changelog_offset;
+  if (last.offset >= 0) changelog_offset = last.offset;
+  const int64_t new_epoch = NewEpoch(last.epoch);
+  PartitionChanges changes;
+  changes.source = topic;
+  changes.partition = partition;
+  changes.offset = changelog_offset;
+  changes.writes.assign(tail.writes.begin(), tail.writes.end());
+  changes.writes.emplace_back(std::string(kEpochStateKey),
+                              absl::StrCat(new_epoch));
+  changes.records = tail.records;
+  if (absl::Status s =
+          engine_->ApplyPartitionChanges(changes, {.allow_rewind = true});
+      !s.ok()) {
+    return s;
+  }
+  // Keys a half-published commit left go back to the copy's values.
+  SetBack set_back;
+  const std::string prefix = PartitionStatePrefix(topic, partition);
+  for (const std::string& key : copy.builder.Orphans()) {
+    absl::StatusOr<std::optional<std::string>> value =
+        engine_->GetState(prefix + key);
+    if (!value.ok()) return value.status();
+    set_back.emplace(key, *std::move(value));
+  }
+  RestoreReport report;
+  report.from_standby = true;
+  report.records_read = tail.records_read;
+  report.bytes_read = tail.bytes_read;
+  report.state_entries = static_cast<int64_t>(tail.writes.size());
+  report.dedupe_records = static_cast<int64_t>(tail.records.size());
+  return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
+                       std::move(report), start);
+}
+
+ChangelogKeeper::StandbyRound ChangelogKeeper::FollowStandbys(
+    const std::string& topic, const absl::btree_set<int32_t>& held) {
+  StandbyRound round;
+  if (options_.standby_partitions.empty()) return round;
+  const absl::Time now = absl::Now();
+  if (now - last_standby_round_ < options_.standby_interval) return round;
+  last_standby_round_ = now;
+  if (!topics_ready_) {
+    if (absl::Status s = PrepareTopics(topic); !s.ok()) {
+      ++round.errors;
+      round.last_error = s;
+      return round;
+    }
+    topics_ready_ = true;
+  }
+  for (int32_t partition : options_.standby_partitions) {
+    if (held.contains(partition)) continue;
+    absl::StatusOr<int64_t> read =
+        standby_.CatchUp(topic, partition, kKafkaTimeout);
+    if (!read.ok()) {
+      ++round.errors;
+      round.last_error = read.status();
+      continue;
+    }
+    ++round.copies;
+    round.records_read += *read;
+  }
+  return round;
+}
+
+absl::Status ChangelogKeeper::CommitMark(const std::string& topic,
+                                         int32_t partition, int64_t epoch,
+                                         int64_t offset,
+                                         const SetBack& set_back) {
   const std::string mark = EncodeMark({epoch, offset});
   // Unique per (epoch, offset), so that committing the same mark twice
   // emits it once.
@@ -246,22 +345,21 @@ absl::Status ChangelogKeeper::CommitMark(
   message.id = id;
   message.source = topic;
   message.partition = partition;
-  absl::StatusOr<Result> marked = engine_->Process(message, [&](const Message&,
-                                                                Txn& txn) {
-    const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
-    for (const std::string& key : orphans) {
-      auto restored = state.find(key);
-      const bool absent = restored == state.end();
-      txn.EmitWithOptions(
-          target_.changelog_topic, StateRecordKey(key),
-          absent ? "" : restored->second,
-          {.partition = partition, .tombstone = absent, .headers = headers});
-    }
-    txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
-                        absl::StrCat(offset),
-                        {.partition = partition, .headers = headers});
-    return absl::OkStatus();
-  });
+  absl::StatusOr<Result> marked =
+      engine_->Process(message, [&](const Message&, Txn& txn) {
+        const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
+        for (const auto& [key, value] : set_back) {
+          txn.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
+                              value.value_or(""),
+                              {.partition = partition,
+                               .tombstone = !value.has_value(),
+                               .headers = headers});
+        }
+        txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
+                            absl::StrCat(offset),
+                            {.partition = partition, .headers = headers});
+        return absl::OkStatus();
+      });
   if (!marked.ok()) return marked.status();
   if (marked->outcome == Outcome::kFailed) return marked->error;
   return absl::OkStatus();
@@ -274,7 +372,7 @@ absl::Status ChangelogKeeper::MarkHandled(const std::string& topic,
     return absl::OkStatus();
   }
   if (absl::Status s =
-          CommitMark(topic, partition, fence->second.epoch, offset, {}, {});
+          CommitMark(topic, partition, fence->second.epoch, offset, {});
       !s.ok()) {
     return s;
   }

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/container/btree_map.h"
@@ -37,6 +38,7 @@
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/producer.h"
 #include "idem/outbox.h"
+#include "kafka/changelog_standby.h"
 #include "kafka/changelog_txn.h"
 #include "kafka/consumer_hooks.h"
 #include "kafka/partition_reader.h"
@@ -62,6 +64,20 @@ class ChangelogKeeper {
   // not being processed (call before fetching it).
   absl::StatusOr<RestoreReport> Check(const std::string& topic,
                                       int32_t partition);
+
+  // What one round of standby copies did (FollowStandbys).
+  struct StandbyRound {
+    int copies = 0;  // copies brought up to their changelog's end
+    int64_t records_read = 0;
+    int errors = 0;
+    absl::Status last_error;
+  };
+  // Every ConsumerOptions::standby_interval: brings the standby copy of
+  // each of ConsumerOptions::standby_partitions that `held` does not hold
+  // up to its changelog's end (kafka/changelog_standby.h). Between rounds,
+  // returns an empty round at once. A copy's error drops that copy only.
+  StandbyRound FollowStandbys(const std::string& topic,
+                              const absl::btree_set<int32_t>& held);
 
   // The partition left this member: its entries are no longer published.
   void Release(int32_t partition) { fences_.erase(partition); }
@@ -92,12 +108,33 @@ class ChangelogKeeper {
     int64_t marked = -1;
   };
 
+  // Keys a half-published commit left, each with the value to set it back
+  // to (nullopt: deleted).
+  using SetBack = absl::btree_map<std::string, std::optional<std::string>>;
+
   // Commits a mark of (topic, partition) at `offset` (-1: none) under
-  // `epoch`, after setting `orphans` back to `state` (absent: deleted).
-  absl::Status CommitMark(
-      const std::string& topic, int32_t partition, int64_t epoch,
-      int64_t offset, const absl::btree_set<std::string>& orphans,
-      const absl::btree_map<std::string, std::string>& state);
+  // `epoch`, after setting the keys of `set_back` back.
+  absl::Status CommitMark(const std::string& topic, int32_t partition,
+                          int64_t epoch, int64_t offset,
+                          const SetBack& set_back);
+
+  // Check's restore from a warm standby copy: reads the changelog's tail
+  // only.
+  absl::StatusOr<RestoreReport> RestoreFromStandby(const std::string& topic,
+                                                   int32_t partition,
+                                                   StandbyCopy& copy,
+                                                   absl::Time start);
+  // The end of a restore, once the engine holds the changelog's copy under
+  // `epoch`: commits the epoch's mark at `offset`, setting the keys of
+  // `set_back` back, fences the partition, and completes `report`.
+  absl::StatusOr<RestoreReport> FinishRestore(const std::string& topic,
+                                              int32_t partition, int64_t epoch,
+                                              std::optional<int64_t> offset,
+                                              const SetBack& set_back,
+                                              RestoreReport report,
+                                              absl::Time start);
+  // A new epoch for a restore, never `previous`.
+  int64_t NewEpoch(std::optional<int64_t> previous);
 
   ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                   const ConsumerHooks& hooks,
@@ -120,6 +157,8 @@ class ChangelogKeeper {
   bool topics_ready_ = false;
   absl::flat_hash_map<int32_t, Fence> fences_;
   absl::BitGen bitgen_;
+  StandbyCopies standby_;
+  absl::Time last_standby_round_ = absl::InfinitePast();
 };
 
 }  // namespace idem::kafka

@@ -19,6 +19,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
@@ -74,6 +75,19 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   if (options.statistics_interval < absl::Milliseconds(1) ||
       options.statistics_interval == absl::InfiniteDuration()) {
     return invalid("statistics_interval must be >= 1 ms and finite");
+  }
+  if (!options.standby_partitions.empty() && options.changelog_topic.empty()) {
+    return invalid("standby_partitions needs changelog_topic");
+  }
+  for (int32_t partition : options.standby_partitions) {
+    if (partition < 0) {
+      return invalid(
+          absl::StrCat("standby_partitions must be >= 0, got ", partition));
+    }
+  }
+  if (options.standby_interval <= absl::ZeroDuration() ||
+      options.standby_interval == absl::InfiniteDuration()) {
+    return invalid("standby_interval must be > 0 and finite");
   }
   for (const auto& [name, value] : options.kafka_config) {
     for (const char* owned : kOwnedProperties) {
@@ -187,7 +201,23 @@ class ConsumerImpl final : public Consumer {
       return s;
     }
     if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+    if (changelog_ != nullptr) FollowStandbys();
     return report;
+  }
+
+  // Brings the standby copies up to date when their interval is due. A
+  // copy's error is counted, and does not stop processing.
+  void FollowStandbys() {
+    absl::btree_set<int32_t> held;
+    for (const TopicPartition& tp : assignment_) held.insert(tp.second);
+    const absl::Time start = absl::Now();
+    const ChangelogKeeper::StandbyRound round =
+        changelog_->FollowStandbys(options_.topics[0], held);
+    stats_.kafka_time += absl::Now() - start;
+    stats_.standby_updates += round.copies;
+    stats_.standby_records_read += round.records_read;
+    stats_.standby_errors += round.errors;
+    if (round.errors > 0) NoteError(round.last_error);
   }
 
   absl::Status Run(Handler handler) override {
@@ -644,7 +674,9 @@ class ConsumerImpl final : public Consumer {
       stats_.restored_records += report->state_entries + report->dedupe_records;
       if (options_.logger != nullptr) {
         const std::string line = absl::StrCat(
-            "idem: restored ", topic, "/", partition, " from changelog ",
+            "idem: restored ", topic, "/", partition,
+            report->from_standby ? " from its standby copy and changelog "
+                                 : " from changelog ",
             options_.changelog_topic, " at offset ",
             report->offset.has_value() ? absl::StrCat(*report->offset)
                                        : std::string("(none)"),

@@ -36,6 +36,9 @@ struct ConsumerHooks {
   // Changelog mode, broken: produce each record's changelog records to
   // Kafka as soon as its handler returns, outside the engine's commit.
   bool changelog_outside_commit = false;
+  // Standby copies, broken: apply the changelog's state and offsets but
+  // leave its dedupe records out.
+  bool standby_without_dedupe = false;
   // Changelog mode: called at each step of a restore, "imported" (the
   // changelog's copy committed, the new epoch's mark not yet) and "marked"
   // (the mark committed, not yet published), so a test can kill the

@@ -40,9 +40,11 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
         {"idem_kafka_errors_total",
          "Errors librdkafka reported and recovers from by itself"},
         {"idem_kafka_restore_records_total",
-         "Records restored into the store from a changelog"}};
+         "Records restored into the store from a changelog"},
+        {"idem_kafka_standby_records_read_total",
+         "Changelog records read to keep standby copies warm"}};
     FollowedCounter* const series[] = {&records_, &dead_lettered_, &retries_,
-                                       &errors_, &restored_};
+                                       &errors_,  &restored_,      &standby_};
     for (size_t i = 0; i < std::size(counters); ++i) {
       auto family =
           RegisterFamily(prometheus::BuildCounter(), counters[i].first,
@@ -69,6 +71,7 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
     retries_.Follow(static_cast<double>(stats.retries));
     errors_.Follow(static_cast<double>(stats.kafka_errors));
     restored_.Follow(static_cast<double>(stats.restored_records));
+    standby_.Follow(static_cast<double>(stats.standby_records_read));
     // Partitions not in this update's lag lose their series.
     std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag;
     for (const kafka::PartitionLag& p : stats.lag) {
@@ -99,6 +102,7 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
   FollowedCounter retries_ ABSL_GUARDED_BY(mu_);
   FollowedCounter errors_ ABSL_GUARDED_BY(mu_);
   FollowedCounter restored_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter standby_ ABSL_GUARDED_BY(mu_);
   prometheus::Family<Gauge>* lag_family_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag_
       ABSL_GUARDED_BY(mu_);

@@ -21,6 +21,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::testing::Optional;
 using ::testing::Pair;
 
 const absl::Time kNow = absl::FromUnixSeconds(1'800'000'000);
@@ -143,6 +144,49 @@ TEST_F(ChangelogImageTest, DedupeRecordsOfIncompleteCommitsAreLeftOut) {
     EXPECT_EQ(r.id_hash.size(), 16u);
     EXPECT_EQ(r.expires_at, live);
   }
+}
+
+// Taken as they complete (a standby copy's way), the changes hand out each
+// commit once when its offset record arrives, deletes as nullopt; a dedupe
+// record waits for its commit; the orphans are the writes after the last
+// offset record.
+TEST_F(ChangelogImageTest, ChangesAreTakenAsTheirCommitsComplete) {
+  const absl::Time live = kNow + absl::Hours(1);
+  auto results = [](const ChangelogChanges& changes) {
+    std::vector<std::string> results;
+    for (const PartitionRecord& r : changes.records) {
+      results.push_back(r.result);
+    }
+    return results;
+  };
+  State("a", "1", {0, 5});
+  Dedupe("x", live, {0, 5});
+  Dedupe("y", live, {0, 6});  // its commit is not complete yet
+  Offset({0, 5});
+  const ChangelogChanges first = builder_.TakeChanges(kNow);
+  EXPECT_EQ(first.last, (ChangelogMark{0, 5}));
+  EXPECT_THAT(first.writes, ElementsAre(Pair("a", Optional(std::string("1")))));
+  EXPECT_THAT(results(first), ElementsAre("r-x"));
+  EXPECT_EQ(first.records_read, 4);
+
+  State("a", std::nullopt, {0, 6});
+  State("b", "2", {0, 6});
+  EXPECT_THAT(builder_.Orphans(), ElementsAre("a", "b"));
+  const ChangelogChanges between = builder_.TakeChanges(kNow);
+  EXPECT_EQ(between.last, (ChangelogMark{0, 5}));
+  EXPECT_THAT(between.writes, IsEmpty());
+  EXPECT_THAT(between.records, IsEmpty());
+
+  Offset({0, 6});
+  State("c", "half", {0, 7});
+  const ChangelogChanges second = builder_.TakeChanges(kNow);
+  EXPECT_EQ(second.last, (ChangelogMark{0, 6}));
+  EXPECT_THAT(second.writes,
+              ElementsAre(Pair("a", std::nullopt),
+                          Pair("b", Optional(std::string("2")))));
+  EXPECT_THAT(results(second), ElementsAre("r-y"));
+  EXPECT_EQ(second.records_read, 2);
+  EXPECT_THAT(builder_.Orphans(), ElementsAre("c"));
 }
 
 TEST_F(ChangelogImageTest, UndecodableRecordsAreDataLoss) {

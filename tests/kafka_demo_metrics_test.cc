@@ -136,7 +136,8 @@ TEST(KafkaDemoMetricsTest, ServesMetricsOverHttpWhileItRuns) {
         "idem_expired_dropped_total", "idem_write_amplification",
         "idem_live_sst_bytes", "idem_memtable_bytes", "idem_outbox_pending",
         "idem_commit_duration_seconds_bucket", "idem_kafka_records_total",
-        "idem_kafka_restore_records_total", "idem_kafka_lag{"}) {
+        "idem_kafka_restore_records_total",
+        "idem_kafka_standby_records_read_total", "idem_kafka_lag{"}) {
     EXPECT_THAT(last, HasSubstr(name));
   }
 }

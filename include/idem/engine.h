@@ -275,6 +275,25 @@ class Engine {
     return ImportPartition(snapshot);
   }
 
+  // Applies `changes` on top of the partition's copy in one atomic commit,
+  // durable on return: writes and deletes its state keys, adds its dedupe
+  // records (those expired by the engine's time are left out) and records
+  // its offset. Unlike ImportPartition it replaces nothing else and writes
+  // no record of its own: applying the same changes twice leaves the same
+  // copy. kFailedPrecondition, changing nothing, if the engine has committed
+  // a higher offset for the partition than changes.offset (unless
+  // options.allow_rewind), from inside a handler, on a read-only engine, or
+  // for records into a store-scoped store; kInvalidArgument as for
+  // ImportPartition, or for a key written twice. REQUIRES: nothing consumes
+  // the partition on this engine meanwhile. The default, for Engine
+  // implementations outside idem, returns kUnimplemented.
+  virtual absl::Status ApplyPartitionChanges(const PartitionChanges& changes,
+                                             const ImportOptions& options) {
+    (void)changes;
+    (void)options;
+    return absl::UnimplementedError("ApplyPartitionChanges");
+  }
+
   // Writes a consistent copy of the store to `dir`, which must not exist;
   // Engine::Open can open it. kInvalidArgument if `dir` exists.
   virtual absl::Status Checkpoint(const std::string& dir) = 0;

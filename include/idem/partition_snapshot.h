@@ -38,6 +38,22 @@ struct PartitionSnapshot {
   std::vector<PartitionRecord> records;
 };
 
+// Changes to one partition's copy, applied on top of it
+// (Engine::ApplyPartitionChanges): what a standby copy that follows a
+// changelog applies as the owner's commits arrive.
+struct PartitionChanges {
+  std::string source;
+  int32_t partition = 0;
+  // The partition's new committed offset; nullopt leaves it as it is.
+  std::optional<int64_t> offset;
+  // (key as the handler wrote it through PartitionTxn, new value), or
+  // nullopt to delete the key. A key appears at most once.
+  std::vector<std::pair<std::string, std::optional<std::string>>> writes;
+  // Dedupe records to add; each replaces the partition's record of the
+  // same id_hash, if any.
+  std::vector<PartitionRecord> records;
+};
+
 }  // namespace idem
 
 #endif  // IDEM_PARTITION_SNAPSHOT_H_

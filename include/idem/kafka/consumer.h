@@ -106,6 +106,10 @@ struct RestoreReport {
   // Whether the engine's copy was replaced: false when it was the
   // changelog's last complete commit already.
   bool restored = false;
+  // Restored from a warm standby copy (ConsumerOptions::standby_partitions):
+  // only the changelog's tail was read, and the counts below are the
+  // tail's.
+  bool from_standby = false;
   // The partition's committed offset afterwards (the changelog's); nullopt
   // if nothing was processed yet: the partition is read from its start.
   std::optional<int64_t> offset;
@@ -234,6 +238,21 @@ struct ConsumerOptions {
   // checked (and restored if needed), before its records are fetched.
   // Default: unset.
   std::function<void(const RestoreReport&)> on_restore;
+  // Changelog mode: input partitions to keep warm as standby copies while
+  // other members hold them, as Kafka Streams' standby replicas. Every
+  // standby_interval (between batches, on the polling thread) the consumer
+  // reads what each one's changelog gained and applies the commits that
+  // completed to the engine's copy of the partition, so that when the
+  // partition is assigned here its restore reads only the changelog's tail
+  // (RestoreReport::from_standby). A partition this member holds is not
+  // followed; one listed that the input topic lacks counts a
+  // standby_errors each round. A copy's first round reads the whole
+  // changelog (after a restart too: positions are kept in memory). Keeping
+  // a copy costs its share of the store and the changelog's read traffic;
+  // listing every partition keeps warm whatever this member does not hold.
+  // Requires changelog_topic. Default: none.
+  std::vector<int32_t> standby_partitions;
+  absl::Duration standby_interval = absl::Seconds(1);
 
   // ---- Observation ----
 
@@ -344,6 +363,13 @@ struct ConsumerStats {
   int64_t restore_records_read = 0;
   int64_t restored_records = 0;
   absl::Duration restore_time;
+  // Standby copies (ConsumerOptions::standby_partitions): rounds that
+  // brought a copy up to its changelog's end, changelog records read by
+  // them, and rounds that failed (also in kafka_errors and
+  // last_kafka_error).
+  int64_t standby_updates = 0;
+  int64_t standby_records_read = 0;
+  int64_t standby_errors = 0;
 };
 
 class Consumer {
