@@ -250,7 +250,8 @@ struct ConsumerOptions {
   // changelog (after a restart too: positions are kept in memory). Keeping
   // a copy costs its share of the store and the changelog's read traffic;
   // listing every partition keeps warm whatever this member does not hold.
-  // Requires changelog_topic. Default: none.
+  // Requires changelog_topic, and an engine no other member of the group
+  // uses (a copy would overwrite that member's partitions). Default: none.
   std::vector<int32_t> standby_partitions;
   absl::Duration standby_interval = absl::Seconds(1);
 
