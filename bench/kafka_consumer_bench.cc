@@ -40,6 +40,15 @@
 //
 //   build/bench/idem_kafka_bench --benchmark_filter=Restore
 //       --benchmark_counters_tabular=true   (one command line)
+//
+// BM_RestoreFromStandby measures the same takeover with a warm standby copy
+// (ConsumerOptions::standby_partitions): a changelog partition like
+// BM_Restore's (its own topic), which a fresh store follows as a standby
+// copy (the whole changelog read and imported, not timed); then a tail of
+// 1,000 overwritten keys and their commit's offset record is produced (not
+// timed), and the check on assignment restores from the copy, reading only
+// the tail (timed). Reported: the time per takeover and tail_records (the
+// changelog records the takeover read).
 
 #include <algorithm>
 #include <memory>
@@ -309,45 +318,59 @@ BENCHMARK(BM_RelayDrain)
 constexpr int kRestoreEntries = 1000000;
 constexpr char kRestoreInput[] = "bench.restore.in";
 constexpr char kRestoreChangelog[] = "bench.restore.state";
+constexpr char kStandbyChangelog[] = "bench.standby.state";
+constexpr int kStandbyTail = 1000;
+
+// librdkafka's mock cluster keeps at most 5 MB of record batches per
+// partition, dropping the oldest: compressed (zstd), the million fit.
+absl::StatusOr<std::unique_ptr<Producer>> CompressingProducer(
+    MockCluster& cluster) {
+  return Producer::Create(cluster.bootstrap_servers(),
+                          {{"linger.ms", "100"},
+                           {"compression.codec", "zstd"},
+                           {"batch.num.messages", "100000"},
+                           {"batch.size", "16000000"},
+                           {"message.max.bytes", "16000000"}});
+}
+
+// The changelog `changelog` of input kRestoreInput: kRestoreEntries state
+// entries and their commit's offset record, under epoch 7.
+bool ProduceRestoreChangelog(MockCluster& cluster,
+                             const std::string& changelog) {
+  for (const std::string& topic : {changelog, DedupeTopicOf(changelog)}) {
+    if (!cluster.CreateTopic(topic, 1).ok()) return false;
+  }
+  auto producer = CompressingProducer(cluster);
+  if (!producer.ok()) return false;
+  const std::string mark = EncodeMark({7, kRestoreEntries - 1});
+  std::vector<OutgoingRecord> records;
+  constexpr int kChunk = 100000;
+  for (int i = 0; i <= kRestoreEntries; ++i) {
+    OutgoingRecord& r = records.emplace_back();
+    r.topic = changelog;
+    r.partition = 0;
+    r.headers = {{kChangelogMarkHeader, mark}};
+    if (i < kRestoreEntries) {
+      r.key = StateRecordKey(absl::StrCat("key-", i));
+      r.value = std::string(64, static_cast<char>('a' + i % 26));
+    } else {
+      r.key = OffsetRecordKey(7);
+      r.value = absl::StrCat(kRestoreEntries - 1);
+    }
+    if (records.size() == kChunk || i == kRestoreEntries) {
+      if (!(*producer)->Produce(records).ok()) return false;
+      records.clear();
+    }
+  }
+  return true;
+}
 
 // The changelog of BM_Restore, produced once; false if it could not be.
 bool RestoreChangelog(MockCluster& cluster) {
   static const bool ready = [&] {
-    for (const std::string& topic :
-         {std::string(kRestoreInput), std::string(kRestoreChangelog),
-          DedupeTopicOf(kRestoreChangelog)}) {
-      if (!cluster.CreateTopic(topic, 1).ok()) return false;
-    }
-    // librdkafka's mock cluster keeps at most 5 MB of record batches per
-    // partition, dropping the oldest: compressed (zstd), the million fit.
-    auto producer = Producer::Create(cluster.bootstrap_servers(),
-                                     {{"linger.ms", "100"},
-                                      {"compression.codec", "zstd"},
-                                      {"batch.num.messages", "100000"},
-                                      {"batch.size", "16000000"},
-                                      {"message.max.bytes", "16000000"}});
-    if (!producer.ok()) return false;
-    const std::string mark = EncodeMark({7, kRestoreEntries - 1});
-    std::vector<OutgoingRecord> records;
-    constexpr int kChunk = 100000;
-    for (int i = 0; i <= kRestoreEntries; ++i) {
-      OutgoingRecord& r = records.emplace_back();
-      r.topic = kRestoreChangelog;
-      r.partition = 0;
-      r.headers = {{kChangelogMarkHeader, mark}};
-      if (i < kRestoreEntries) {
-        r.key = StateRecordKey(absl::StrCat("key-", i));
-        r.value = std::string(64, static_cast<char>('a' + i % 26));
-      } else {
-        r.key = OffsetRecordKey(7);
-        r.value = absl::StrCat(kRestoreEntries - 1);
-      }
-      if (records.size() == kChunk || i == kRestoreEntries) {
-        if (!(*producer)->Produce(records).ok()) return false;
-        records.clear();
-      }
-    }
-    return true;
+    return cluster.CreateTopic(kRestoreInput, 1).ok() &&
+           ProduceRestoreChangelog(cluster, kRestoreChangelog) &&
+           ProduceRestoreChangelog(cluster, kStandbyChangelog);
   }();
   return ready;
 }
@@ -405,6 +428,91 @@ void BM_Restore(benchmark::State& state) {
 }
 BENCHMARK(BM_Restore)
     ->Iterations(2)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+void BM_RestoreFromStandby(benchmark::State& state) {
+  MockCluster* cluster = Cluster();
+  if (cluster == nullptr || !RestoreChangelog(*cluster)) {
+    state.SkipWithError("the mock cluster could not be set up");
+    return;
+  }
+  auto producer = CompressingProducer(*cluster);
+  if (!producer.ok()) {
+    state.SkipWithError(producer.status().ToString().c_str());
+    return;
+  }
+  int64_t offset = kRestoreEntries - 1;  // the changelog's last commit
+  double tail_records = 0;
+  for (auto _ : state) {
+    absl::StatusOr<util::TempDir> dir =
+        util::TempDir::Create("idem_kafka_bench_");
+    if (!dir.ok()) {
+      state.SkipWithError(dir.status().ToString().c_str());
+      return;
+    }
+    Options engine_options;
+    engine_options.dedupe_scope = DedupeScope::kPartition;
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(dir->Sub("store"), engine_options);
+    if (!engine.ok()) {
+      state.SkipWithError(engine.status().ToString().c_str());
+      return;
+    }
+    ConsumerOptions options;
+    options.brokers = cluster->bootstrap_servers();
+    options.group_id = "bench.standby";
+    options.topics = {kRestoreInput};
+    options.changelog_topic = kStandbyChangelog;
+    options.standby_partitions = {0};
+    options.kafka_config = {{"log_level", "3"}};
+    auto keeper = ChangelogKeeper::Create(engine->get(), options, {});
+    if (!keeper.ok()) {
+      state.SkipWithError(keeper.status().ToString().c_str());
+      return;
+    }
+    // The copy, warmed while another member holds the partition.
+    const ChangelogKeeper::StandbyRound warm =
+        (*keeper)->FollowStandbys(kRestoreInput, {});
+    if (warm.copies != 1) {
+      state.SkipWithError(warm.last_error.ToString().c_str());
+      return;
+    }
+    // The owner's next commit: a tail of overwritten keys, then its mark.
+    ++offset;
+    const std::string mark = EncodeMark({7, offset});
+    std::vector<OutgoingRecord> tail;
+    for (int i = 0; i <= kStandbyTail; ++i) {
+      OutgoingRecord& r = tail.emplace_back();
+      r.topic = kStandbyChangelog;
+      r.partition = 0;
+      r.headers = {{kChangelogMarkHeader, mark}};
+      r.key = i < kStandbyTail ? StateRecordKey(absl::StrCat("key-", i))
+                               : OffsetRecordKey(7);
+      r.value = i < kStandbyTail ? absl::StrCat("tail-", offset)
+                                 : absl::StrCat(offset);
+    }
+    if (absl::Status s = (*producer)->Produce(tail); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      return;
+    }
+    const absl::Time start = absl::Now();
+    absl::StatusOr<RestoreReport> report = (*keeper)->Check(kRestoreInput, 0);
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
+    if (!report.ok() || !report->from_standby ||
+        report->offset != std::optional<int64_t>(offset)) {
+      state.SkipWithError(report.ok() ? "the takeover did not use the copy"
+                                      : report.status().ToString().c_str());
+      return;
+    }
+    state.SetIterationTime(elapsed);
+    tail_records += static_cast<double>(report->records_read);
+  }
+  state.counters["tail_records"] =
+      benchmark::Counter(tail_records, benchmark::Counter::kAvgIterations);
+}
+BENCHMARK(BM_RestoreFromStandby)
+    ->Iterations(3)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
