@@ -1,15 +1,11 @@
 #include "cli/kafka_pipeline_demo.h"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,108 +13,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/kafka_demo_worker.h"
 #include "cli/tool_usage.h"
-#include "examples/ledger_stream.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
-#include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
 #include "util/json_writer.h"
 #include "util/temp_dir.h"
 
-extern char** environ;
-
 namespace idem::cli {
 namespace {
 
-using kafka::OutgoingRecord;
-
-constexpr int kAccounts = 50;
-
 std::string LedgerTopic(const std::string& topic) { return topic + ".ledger"; }
-
-// The payments, keyed and identified by their message-id, some re-published.
-struct PipelineStream {
-  std::vector<OutgoingRecord> records;
-  examples::ExpectedBalances expected{kAccounts};
-  int64_t unique = 0;
-  int64_t duplicates = 0;
-};
-
-PipelineStream MakePipelineStream(const KafkaDemoOptions& options,
-                                  const std::string& topic) {
-  examples::LedgerStreamOptions payments;
-  payments.seed = options.seed;
-  payments.accounts = kAccounts;
-  payments.id_prefix = "pay";
-  examples::LedgerStream ledger(payments);
-  std::mt19937_64 rng(options.seed);  // which earlier record a duplicate is
-  PipelineStream stream;
-  for (int64_t i = 0; i < options.messages; ++i) {
-    if (options.duplicate_every > 0 && i > 0 &&
-        i % options.duplicate_every == 0) {
-      stream.records.push_back(stream.records[rng() % stream.records.size()]);
-      ++stream.duplicates;
-      continue;
-    }
-    examples::LedgerMessage payment = ledger.Next();
-    OutgoingRecord record;
-    record.topic = topic;
-    record.key = payment.id;
-    record.value = std::move(payment.payload);
-    record.headers = {{"message-id", std::move(payment.id)}};
-    stream.expected.Add(payment.payment);
-    ++stream.unique;
-    stream.records.push_back(std::move(record));
-  }
-  return stream;
-}
-
-kafka::ConsumerOptions StageOptions(const std::string& brokers,
-                                    const std::string& topic,
-                                    const std::string& group, int batch) {
-  kafka::ConsumerOptions options;
-  options.brokers = brokers;
-  options.group_id = group;
-  options.topics = {topic};
-  options.max_batch = batch;
-  options.retry_backoff = absl::Milliseconds(10);
-  // A restarted stage rejoins quickly: the killed member's session ends
-  // after 6 s.
-  options.kafka_config = {{"log_level", "3"},
-                          {"session.timeout.ms", "6000"},
-                          {"heartbeat.interval.ms", "500"}};
-  return options;
-}
-
-// What stage one's store shows, read through a read-only engine (stage one
-// may have it open): the records it committed and its pending outbox.
-struct StageOneProgress {
-  int64_t committed = 0;
-  uint64_t outbox_pending = 0;
-  uint64_t outbox_emitted_total = 0;  // the cursor's last issued position
-};
-
-absl::StatusOr<StageOneProgress> ReadStageOne(const std::string& store,
-                                              const std::string& topic,
-                                              int partitions) {
-  Options read_only;
-  read_only.read_only = true;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(store, read_only);
-  if (!engine.ok()) return engine.status();
-  StageOneProgress progress;
-  for (int p = 0; p < partitions; ++p) {
-    absl::StatusOr<std::optional<int64_t>> offset =
-        (*engine)->CommittedOffset(topic, p);
-    if (!offset.ok()) return offset.status();
-    if (offset->has_value()) progress.committed += **offset + 1;
-  }
-  absl::StatusOr<Stats> stats = (*engine)->GetStats();
-  if (!stats.ok()) return stats.status();
-  progress.outbox_pending = stats->outbox_pending;
-  return progress;
-}
 
 PipelineStageCheck ToStageCheck(const examples::BalanceCheck& check) {
   PipelineStageCheck out;
@@ -134,76 +40,6 @@ bool Passed(const PipelineStageCheck& check) {
          check.actual_total == check.expected_total;
 }
 
-// Stage one's process: started with posix_spawn, stopped with SIGKILL (the
-// crash) or SIGTERM (the end).
-class StageOneProcess {
- public:
-  static absl::StatusOr<StageOneProcess> Start(const std::string& self,
-                                               const std::string& brokers,
-                                               const std::string& topic,
-                                               const std::string& store,
-                                               int batch) {
-    std::vector<std::string> args = {self,
-                                     "--pipeline_worker",
-                                     "--brokers=" + brokers,
-                                     "--topic=" + topic,
-                                     "--store=" + store,
-                                     absl::StrCat("--batch=", batch)};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (int e = posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
-                            environ);
-        e != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("starting stage one (", self, "): error ", e));
-    }
-    return StageOneProcess(pid);
-  }
-
-  StageOneProcess(StageOneProcess&& other) noexcept
-      : pid_(std::exchange(other.pid_, 0)) {}
-  StageOneProcess& operator=(StageOneProcess&&) = delete;
-  ~StageOneProcess() {
-    if (pid_ > 0) Stop(SIGKILL).IgnoreError();
-  }
-
-  // Whether the process has ended by itself (it should not).
-  bool Exited() {
-    int status = 0;
-    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = 0;
-      return true;
-    }
-    return false;
-  }
-
-  // Sends `signal` and waits for the process; kInternal unless it ended as
-  // `signal` asks (killed by SIGKILL, or exit 0 after SIGTERM).
-  absl::Status Stop(int signal) {
-    if (pid_ <= 0) return absl::InternalError("stage one already ended");
-    kill(pid_, signal);
-    int status = 0;
-    const pid_t pid = std::exchange(pid_, 0);
-    if (waitpid(pid, &status, 0) != pid) {
-      return absl::InternalError("waiting for stage one failed");
-    }
-    const bool as_asked =
-        signal == SIGKILL ? WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
-                          : WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!as_asked) {
-      return absl::InternalError(absl::StrCat(
-          "stage one ended with status ", status, " (see its stderr above)"));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  explicit StageOneProcess(pid_t pid) : pid_(pid) {}
-  pid_t pid_ = 0;
-};
-
 class Pipeline {
  public:
   Pipeline(const KafkaDemoOptions& options, const std::string& self,
@@ -213,7 +49,8 @@ class Pipeline {
   absl::StatusOr<PipelineDemoReport> Run() {
     const absl::Time start = absl::Now();
     if (absl::Status s = SetUp(); !s.ok()) return s;
-    const PipelineStream stream = MakePipelineStream(options_, report_.topic);
+    const PaymentStream stream =
+        MakePaymentStream(options_, report_.topic, PaymentKeys::kById);
     report_.unique_payments = stream.unique;
     report_.injected_duplicates = stream.duplicates;
     progress_ << "producing " << stream.records.size() << " payments to "
@@ -245,26 +82,14 @@ class Pipeline {
             ? absl::StrCat("idem-pipeline-", absl::ToUnixSeconds(absl::Now()))
             : options_.topic;
     report_.ledger_topic = LedgerTopic(report_.topic);
-    if (options_.brokers.empty()) {
-      absl::StatusOr<std::unique_ptr<kafka::MockCluster>> cluster =
-          kafka::MockCluster::Start(1);
-      if (!cluster.ok()) return cluster.status();
-      cluster_ = *std::move(cluster);
-      for (const std::string& topic : {report_.topic, report_.ledger_topic}) {
-        if (absl::Status s = cluster_->CreateTopic(topic, options_.partitions);
-            !s.ok()) {
-          return s;
-        }
-      }
-      brokers_ = cluster_->bootstrap_servers();
-      report_.brokers = "mock";
-      progress_ << "started a mock Kafka cluster at " << brokers_ << "\n";
-    } else {
-      brokers_ = options_.brokers;
-      report_.brokers = brokers_;
-    }
+    absl::StatusOr<DemoCluster> cluster = ConnectDemoCluster(
+        options_.brokers, {report_.topic, report_.ledger_topic},
+        options_.partitions, progress_);
+    if (!cluster.ok()) return cluster.status();
+    cluster_ = *std::move(cluster);
+    report_.brokers = cluster_.label;
     absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-        kafka::Producer::Create(brokers_);
+        kafka::Producer::Create(cluster_.brokers);
     if (!producer.ok()) return producer.status();
     producer_ = *std::move(producer);
     absl::StatusOr<util::TempDir> dir =
@@ -278,74 +103,45 @@ class Pipeline {
     return Engine::Open(stage1_store_, Options()).status();
   }
 
-  absl::StatusOr<StageOneProgress> WaitForStageOne(
-      StageOneProcess& process, const std::string& what,
-      const std::function<bool(const StageOneProgress&)>& done) {
-    StageOneProgress last;
-    absl::Status last_error;
-    absl::Time last_change = absl::Now();
-    absl::Time last_report = last_change;
-    while (true) {
-      // A read-only open can race with stage one's flushes and compactions
-      // (a file its MANIFEST lists is gone): such a read is retried, and
-      // only reported if no progress is seen for idle_timeout.
-      absl::StatusOr<StageOneProgress> now =
-          ReadStageOne(stage1_store_, report_.topic, options_.partitions);
-      if (!now.ok()) {
-        last_error = now.status();
-        now = last;
-      } else if (done(*now)) {
-        return *now;
-      }
-      if (now->committed != last.committed ||
-          now->outbox_pending != last.outbox_pending) {
-        last_change = absl::Now();
-      }
-      last = *now;
-      if (absl::Now() - last_change > options_.idle_timeout) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "stage one made no progress for ",
-            absl::FormatDuration(options_.idle_timeout), " while ", what,
-            last_error.ok() ? "" : "; reading its store last failed with ",
-            last_error.ok() ? "" : last_error.ToString()));
-      }
-      if (process.Exited()) {
-        return absl::InternalError("stage one exited by itself (see above)");
-      }
-      if (absl::Now() - last_report > absl::Seconds(2)) {
-        last_report = absl::Now();
-        progress_ << "stage one: " << now->committed << " records committed, "
-                  << now->outbox_pending << " outbox entries pending\n";
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+  absl::StatusOr<WorkerProcess> StartStageOne() {
+    return WorkerProcess::Start(
+        "stage one",
+        {self_, "--pipeline_worker", "--brokers=" + cluster_.brokers,
+         "--topic=" + report_.topic, "--store=" + stage1_store_,
+         absl::StrCat("--batch=", options_.batch)});
+  }
+
+  absl::StatusOr<WorkerProgress> WaitForStageOne(
+      WorkerProcess& process, const std::string& what,
+      const std::function<bool(const WorkerProgress&)>& done) {
+    return WaitForWorker(process, stage1_store_, report_.topic,
+                         options_.partitions, options_.idle_timeout, what, done,
+                         progress_);
   }
 
   absl::Status StageOneWithAKill(int64_t produced) {
-    absl::StatusOr<StageOneProcess> first = StageOneProcess::Start(
-        self_, brokers_, report_.topic, stage1_store_, options_.batch);
+    absl::StatusOr<WorkerProcess> first = StartStageOne();
     if (!first.ok()) return first.status();
     progress_ << "stage one: started (a separate process)\n";
-    absl::StatusOr<StageOneProgress> third = WaitForStageOne(
+    absl::StatusOr<WorkerProgress> third = WaitForStageOne(
         *first, "waiting to kill it",
-        [&](const StageOneProgress& p) { return p.committed >= produced / 3; });
+        [&](const WorkerProgress& p) { return p.committed >= produced / 3; });
     if (!third.ok()) return third.status();
     if (absl::Status s = first->Stop(SIGKILL); !s.ok()) return s;
     // Nothing writes the store now.
-    absl::StatusOr<StageOneProgress> at_kill =
-        ReadStageOne(stage1_store_, report_.topic, options_.partitions);
+    absl::StatusOr<WorkerProgress> at_kill =
+        ReadWorkerProgress(stage1_store_, report_.topic, options_.partitions);
     if (!at_kill.ok()) return at_kill.status();
     report_.committed_at_kill = at_kill->committed;
     progress_ << "stage one: killed (SIGKILL) after committing "
               << at_kill->committed << " of " << produced << " records, "
               << at_kill->outbox_pending << " outbox entries unpublished\n";
 
-    absl::StatusOr<StageOneProcess> second = StageOneProcess::Start(
-        self_, brokers_, report_.topic, stage1_store_, options_.batch);
+    absl::StatusOr<WorkerProcess> second = StartStageOne();
     if (!second.ok()) return second.status();
     progress_ << "stage one: restarted\n";
-    absl::StatusOr<StageOneProgress> end = WaitForStageOne(
-        *second, "finishing the stream", [&](const StageOneProgress& p) {
+    absl::StatusOr<WorkerProgress> end = WaitForStageOne(
+        *second, "finishing the stream", [&](const WorkerProgress& p) {
           return p.committed >= produced && p.outbox_pending == 0;
         });
     if (!end.ok()) return end.status();
@@ -355,13 +151,14 @@ class Pipeline {
     return absl::OkStatus();
   }
 
-  absl::Status StageTwo(const PipelineStream& stream) {
+  absl::Status StageTwo(const PaymentStream& stream) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         Engine::Open(temp_dir_->Sub("stage2"), Options());
     if (!engine.ok()) return engine.status();
     auto consumer = kafka::Consumer::Create(
-        engine->get(), StageOptions(brokers_, report_.ledger_topic,
-                                    report_.topic + "-stage2", options_.batch));
+        engine->get(),
+        DemoMemberOptions(cluster_.brokers, report_.ledger_topic,
+                          report_.topic + "-stage2", options_.batch));
     if (!consumer.ok()) return consumer.status();
     progress_ << "stage two: consuming " << report_.ledger_topic << "\n";
     absl::Time last_record = absl::Now();
@@ -405,8 +202,7 @@ class Pipeline {
   const KafkaDemoOptions& options_;
   const std::string self_;
   std::ostream& progress_;
-  std::unique_ptr<kafka::MockCluster> cluster_;
-  std::string brokers_;
+  DemoCluster cluster_;
   std::unique_ptr<kafka::Producer> producer_;
   std::optional<util::TempDir> temp_dir_;
   std::string stage1_store_;
@@ -518,8 +314,8 @@ int RunPipelineStage1(const KafkaDemoOptions& options, std::ostream& err) {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
       kafka::Consumer::Create(
           engine->get(),
-          StageOptions(options.brokers, options.topic,
-                       options.topic + "-stage1", options.batch));
+          DemoMemberOptions(options.brokers, options.topic,
+                            options.topic + "-stage1", options.batch));
   if (!consumer.ok()) {
     err << "stage one: " << consumer.status() << "\n";
     return kExitFailure;
