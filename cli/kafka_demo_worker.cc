@@ -51,29 +51,49 @@ PaymentStream MakePaymentStream(const KafkaDemoOptions& options,
   return stream;
 }
 
-absl::StatusOr<DemoCluster> ConnectDemoCluster(
-    const std::string& brokers, const std::vector<std::string>& topics,
-    int partitions, std::ostream& progress) {
-  DemoCluster cluster;
-  if (!brokers.empty()) {
-    cluster.brokers = brokers;
-    cluster.label = brokers;
-    return cluster;
+absl::Status ValidateTwoProcessDemoOptions(const KafkaDemoOptions& options,
+                                           std::string_view whose) {
+  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) return s;
+  if (!options.store.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--store: this mode keeps ", std::string(whose),
+        " stores in its scratch directory (use --keep to keep them)"));
   }
-  absl::StatusOr<std::unique_ptr<kafka::MockCluster>> mock =
-      kafka::MockCluster::Start(1);
-  if (!mock.ok()) return mock.status();
-  cluster.mock = *std::move(mock);
-  for (const std::string& topic : topics) {
-    if (absl::Status s = cluster.mock->CreateTopic(topic, partitions);
-        !s.ok()) {
-      return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DemoBed> SetUpDemoBed(const KafkaDemoOptions& options,
+                                     const std::vector<std::string>& topics,
+                                     std::string_view scratch_prefix,
+                                     std::ostream& progress) {
+  DemoBed bed;
+  if (options.brokers.empty()) {
+    absl::StatusOr<std::unique_ptr<kafka::MockCluster>> mock =
+        kafka::MockCluster::Start(1);
+    if (!mock.ok()) return mock.status();
+    bed.mock = *std::move(mock);
+    for (const std::string& topic : topics) {
+      if (absl::Status s = bed.mock->CreateTopic(topic, options.partitions);
+          !s.ok()) {
+        return s;
+      }
     }
+    bed.brokers = bed.mock->bootstrap_servers();
+    bed.label = "mock";
+    progress << "started a mock Kafka cluster at " << bed.brokers << "\n";
+  } else {
+    bed.brokers = options.brokers;
+    bed.label = options.brokers;
   }
-  cluster.brokers = cluster.mock->bootstrap_servers();
-  cluster.label = "mock";
-  progress << "started a mock Kafka cluster at " << cluster.brokers << "\n";
-  return cluster;
+  absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
+      kafka::Producer::Create(bed.brokers);
+  if (!producer.ok()) return producer.status();
+  bed.producer = *std::move(producer);
+  absl::StatusOr<util::TempDir> dir = util::TempDir::Create(scratch_prefix);
+  if (!dir.ok()) return dir.status();
+  if (options.keep) dir->Keep();
+  bed.scratch = *std::move(dir);
+  return bed;
 }
 
 kafka::ConsumerOptions DemoMemberOptions(const std::string& brokers,
@@ -208,6 +228,25 @@ absl::StatusOr<WorkerProgress> WaitForWorker(
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
+}
+
+void WriteBalanceCheck(util::JsonWriter& j, std::string_view name,
+                       const examples::BalanceCheck& check) {
+  j.Key(name);
+  j.BeginObject();
+  j.Field("expected_total", check.expected_total);
+  j.Field("actual_total", check.actual_total);
+  j.Field("mismatched_accounts", check.mismatched_accounts);
+  j.Field("first_mismatch", check.first_mismatch);
+  j.EndObject();
+}
+
+std::string DescribeBalanceCheck(const examples::BalanceCheck& check) {
+  return absl::StrCat(
+      "balances total ", check.actual_total, ", payments total ",
+      check.expected_total, ", ", check.mismatched_accounts, " accounts differ",
+      check.first_mismatch.empty() ? "" : " (", check.first_mismatch,
+      check.first_mismatch.empty() ? "" : ")");
 }
 
 }  // namespace idem::cli

@@ -1,9 +1,11 @@
-// What idem-kafka-demo's two-process modes (--pipeline, --failover) share:
-// the payment stream they produce, the Kafka cluster they run against (an
-// in-process mock cluster unless brokers are given), the consumer options of
-// their members, and a worker: a process of this same binary, started with a
-// hidden flag, whose progress is read from its store and which is stopped
-// with SIGKILL (the crash) or SIGTERM (the end).
+// What idem-kafka-demo's modes share. All of them: what they run against
+// (a Kafka cluster, an in-process mock one unless brokers are given, a
+// producer and a scratch directory: DemoBed). The two-process modes
+// (--pipeline, --failover): their options' check, the payment stream they
+// produce, the consumer options of their members, a worker (a process of
+// this same binary, started with a hidden flag, whose progress is read from
+// its store and which is stopped with SIGKILL, the crash, or SIGTERM, the
+// end), and how they report a balance check and end as a tool.
 //
 // Thread-compatible.
 
@@ -15,18 +17,24 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cli/kafka_demo.h"
+#include "cli/tool_usage.h"
 #include "examples/ledger.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
+#include "util/json_writer.h"
+#include "util/temp_dir.h"
 
 namespace idem::cli {
 
@@ -57,18 +65,33 @@ enum class PaymentKeys {
 PaymentStream MakePaymentStream(const KafkaDemoOptions& options,
                                 const std::string& topic, PaymentKeys keys);
 
-// The cluster a mode runs against: a new mock cluster holding `topics`
-// (each with `partitions` partitions) when `brokers` is empty, else
-// `brokers` (whose topics are left alone). Names the mock cluster on
-// `progress`.
-struct DemoCluster {
+// ValidateKafkaDemoOptions, and kInvalidArgument for a `store`: the
+// two-process modes keep `whose` ("both stages'") stores in their scratch
+// directory.
+absl::Status ValidateTwoProcessDemoOptions(const KafkaDemoOptions& options,
+                                           std::string_view whose);
+
+// What a mode runs against and works in.
+struct DemoBed {
+  // Declared first, destroyed last: after every client of it.
   std::unique_ptr<kafka::MockCluster> mock;  // null with real brokers
   std::string brokers;                       // bootstrap servers
   std::string label;                         // "mock" or the brokers
+  std::unique_ptr<kafka::Producer> producer;
+  // A new directory under $TMPDIR (or /tmp), removed with the bed unless
+  // options.keep.
+  std::optional<util::TempDir> scratch;
 };
-absl::StatusOr<DemoCluster> ConnectDemoCluster(
-    const std::string& brokers, const std::vector<std::string>& topics,
-    int partitions, std::ostream& progress);
+
+// A new mock cluster holding `topics` (each with options.partitions
+// partitions) when options.brokers is empty, else options.brokers (whose
+// topics are left alone); a producer on it; and a scratch directory named
+// `scratch_prefix` and six random characters. Names the mock cluster on
+// `progress`. Errors: the cluster's, the producer's, the directory's.
+absl::StatusOr<DemoBed> SetUpDemoBed(const KafkaDemoOptions& options,
+                                     const std::vector<std::string>& topics,
+                                     std::string_view scratch_prefix,
+                                     std::ostream& progress);
 
 // A member's consumer options: `topic` as `group`, at most `batch` records a
 // batch, and a session short enough (6 s) that a killed member's partitions
@@ -130,6 +153,34 @@ absl::StatusOr<WorkerProgress> WaitForWorker(
     int partitions, absl::Duration idle_timeout, const std::string& what,
     const std::function<bool(const WorkerProgress&)>& done,
     std::ostream& progress);
+
+// `check` in a report: as the object {expected_total, actual_total,
+// mismatched_accounts, first_mismatch} under `name`, or as one line of text
+// ("balances total 12, payments total 15, 1 accounts differ (account ...)").
+void WriteBalanceCheck(util::JsonWriter& j, std::string_view name,
+                       const examples::BalanceCheck& check);
+std::string DescribeBalanceCheck(const examples::BalanceCheck& check);
+
+// How a mode's Run*Tool ends: the error on `err` (exit 2 for
+// kInvalidArgument, else 1), or `print(*report, json, out)`, the kept
+// scratch directory named on `err` when options.keep, and exit 0 if
+// report->passed, else 1.
+template <typename Report>
+int EndDemoTool(const absl::StatusOr<Report>& report,
+                const KafkaDemoOptions& options, bool json,
+                void (*print)(const Report&, bool, std::ostream&),
+                std::ostream& out, std::ostream& err) {
+  if (!report.ok()) {
+    err << "idem-kafka-demo: " << report.status() << "\n";
+    return absl::IsInvalidArgument(report.status()) ? kExitUsage : kExitFailure;
+  }
+  print(*report, json, out);
+  if (options.keep) {
+    err << "idem-kafka-demo: the scratch directory is kept at "
+        << report->scratch << "\n";
+  }
+  return report->passed ? kExitOk : kExitFailure;
+}
 
 }  // namespace idem::cli
 

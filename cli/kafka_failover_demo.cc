@@ -44,21 +44,7 @@ absl::Status ApplyInPartition(const kafka::Record& record, Txn& txn) {
   return examples::ApplyPayment(record.value, partition);
 }
 
-FailoverRestore ToFailoverRestore(const kafka::RestoreReport& r) {
-  FailoverRestore out;
-  out.partition = r.partition;
-  out.restored = r.restored;
-  out.offset = r.offset;
-  out.records_read = r.records_read;
-  out.bytes_read = r.bytes_read;
-  out.state_entries = r.state_entries;
-  out.dedupe_records = r.dedupe_records;
-  out.orphans = r.orphans;
-  out.seconds = absl::ToDoubleSeconds(r.duration);
-  return out;
-}
-
-std::string DescribeRestore(const FailoverRestore& r) {
+std::string DescribeRestore(const kafka::RestoreReport& r) {
   if (!r.restored) {
     return absl::StrCat("partition ", r.partition,
                         ": store already current, nothing restored");
@@ -68,8 +54,7 @@ std::string DescribeRestore(const FailoverRestore& r) {
       r.records_read, " records (", r.bytes_read, " bytes) read, ",
       r.state_entries, " state entries, ", r.dedupe_records,
       " dedupe records, ", r.orphans, " orphans, in ",
-      absl::FormatDuration(
-          absl::Trunc(absl::Seconds(r.seconds), absl::Milliseconds(1))),
+      absl::FormatDuration(absl::Trunc(r.duration, absl::Milliseconds(1))),
       "; resuming at offset ", r.offset.has_value() ? *r.offset + 1 : 0);
 }
 
@@ -107,7 +92,8 @@ class Failover {
               << report_.topic << " (" << options_.partitions
               << " partitions, keyed by account; " << stream.duplicates
               << " re-published)\n";
-    if (absl::Status s = producer_->Produce(stream.records); !s.ok()) return s;
+    if (absl::Status s = bed_.producer->Produce(stream.records); !s.ok())
+      return s;
     const int64_t produced = static_cast<int64_t>(stream.records.size());
 
     if (absl::Status s = MemberAUntilKilled(produced); !s.ok()) return s;
@@ -130,35 +116,25 @@ class Failover {
     report_.partitions = options_.partitions;
     // The mock cluster has no admin API: the changelog topics exist
     // beforehand (a real cluster's are created by the consumer).
-    absl::StatusOr<DemoCluster> cluster =
-        ConnectDemoCluster(options_.brokers,
-                           {report_.topic, report_.changelog_topic,
-                            kafka::DedupeTopicOf(report_.changelog_topic)},
-                           options_.partitions, progress_);
-    if (!cluster.ok()) return cluster.status();
-    cluster_ = *std::move(cluster);
-    report_.brokers = cluster_.label;
-    absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-        kafka::Producer::Create(cluster_.brokers);
-    if (!producer.ok()) return producer.status();
-    producer_ = *std::move(producer);
-    absl::StatusOr<util::TempDir> dir =
-        util::TempDir::Create("idem_kafka_failover_");
-    if (!dir.ok()) return dir.status();
-    if (options_.keep) dir->Keep();
-    temp_dir_ = *std::move(dir);
-    report_.scratch = temp_dir_->path();
-    store_a_ = temp_dir_->Sub("member_a");
+    absl::StatusOr<DemoBed> bed =
+        SetUpDemoBed(options_,
+                     {report_.topic, report_.changelog_topic,
+                      kafka::DedupeTopicOf(report_.changelog_topic)},
+                     "idem_kafka_failover_", progress_);
+    if (!bed.ok()) return bed.status();
+    bed_ = *std::move(bed);
+    report_.brokers = bed_.label;
+    report_.scratch = bed_.scratch->path();
+    store_a_ = bed_.scratch->Sub("member_a");
     // Created here, so that reading its progress works from the start.
     return Engine::Open(store_a_, MemberStoreOptions()).status();
   }
 
   absl::Status MemberAUntilKilled(int64_t produced) {
     absl::StatusOr<WorkerProcess> a = WorkerProcess::Start(
-        "member A",
-        {self_, "--failover_member", "--brokers=" + cluster_.brokers,
-         "--topic=" + report_.topic, "--store=" + store_a_,
-         absl::StrCat("--batch=", options_.batch)});
+        "member A", {self_, "--failover_member", "--brokers=" + bed_.brokers,
+                     "--topic=" + report_.topic, "--store=" + store_a_,
+                     absl::StrCat("--batch=", options_.batch)});
     if (!a.ok()) return a.status();
     progress_ << "member A: started (a separate process, store " << store_a_
               << ")\n";
@@ -207,15 +183,14 @@ class Failover {
   absl::Status MemberB(const PaymentStream& stream, int64_t produced,
                        const kafka::OutgoingRecord& late) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Open(temp_dir_->Sub("member_b"), MemberStoreOptions());
+        Engine::Open(bed_.scratch->Sub("member_b"), MemberStoreOptions());
     if (!engine.ok()) return engine.status();
-    kafka::ConsumerOptions options =
-        DemoMemberOptions(cluster_.brokers, report_.topic,
-                          GroupOf(report_.topic), options_.batch);
+    kafka::ConsumerOptions options = DemoMemberOptions(
+        bed_.brokers, report_.topic, GroupOf(report_.topic), options_.batch);
     if (!variant_.member_b_without_changelog) {
       options.changelog_topic = report_.changelog_topic;
       options.on_restore = [this](const kafka::RestoreReport& r) {
-        report_.restores.push_back(ToFailoverRestore(r));
+        report_.restores.push_back(r);
         if (r.restored) ++report_.restored_partitions;
         progress_ << "member B: " << DescribeRestore(report_.restores.back())
                   << "\n";
@@ -238,7 +213,7 @@ class Failover {
               << " duplicates suppressed); re-publishing "
               << late.headers[0].second << " (partition " << late.partition
               << "), which member A processed\n";
-    if (absl::Status s = producer_->Produce(absl::MakeConstSpan(&late, 1));
+    if (absl::Status s = bed_.producer->Produce(absl::MakeConstSpan(&late, 1));
         !s.ok())
       return s;
     if (absl::Status s = PollUntil(**consumer, **engine, produced + 1);
@@ -303,9 +278,7 @@ class Failover {
   const std::string self_;
   const FailoverDemoVariant variant_;
   std::ostream& progress_;
-  DemoCluster cluster_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::optional<util::TempDir> temp_dir_;
+  DemoBed bed_;
   std::string store_a_;
   FailoverDemoReport report_;
 };
@@ -315,18 +288,15 @@ class Failover {
 absl::StatusOr<FailoverDemoReport> RunKafkaFailoverDemo(
     const KafkaDemoOptions& options, const std::string& self,
     const FailoverDemoVariant& variant, std::ostream& progress) {
-  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) return s;
-  if (!options.store.empty()) {
-    return absl::InvalidArgumentError(
-        "--store: the failover demo keeps both members' stores in its "
-        "scratch directory (use --keep to keep them)");
+  if (absl::Status s = ValidateTwoProcessDemoOptions(options, "both members'");
+      !s.ok()) {
+    return s;
   }
   return Failover(options, self, variant, progress).Run();
 }
 
 void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
                              std::ostream& out) {
-  const examples::BalanceCheck& b = report.balances;
   if (json) {
     util::JsonWriter j;
     j.BeginObject();
@@ -340,7 +310,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
     j.Field("committed_at_kill", report.committed_at_kill);
     j.Key("restores");
     j.BeginArray();
-    for (const FailoverRestore& r : report.restores) {
+    for (const kafka::RestoreReport& r : report.restores) {
       j.BeginObject();
       j.Field("partition", r.partition);
       j.Field("restored", r.restored);
@@ -350,7 +320,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
       j.Field("state_entries", r.state_entries);
       j.Field("dedupe_records", r.dedupe_records);
       j.Field("orphans", r.orphans);
-      j.Field("seconds", r.seconds);
+      j.Field("seconds", absl::ToDoubleSeconds(r.duration));
       j.EndObject();
     }
     j.EndArray();
@@ -361,13 +331,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
     j.Field("late_duplicate_id", report.late_duplicate_id);
     j.Field("late_duplicate_partition", report.late_duplicate_partition);
     j.Field("late_duplicate_caught", report.late_duplicate_caught);
-    j.Key("balances");
-    j.BeginObject();
-    j.Field("expected_total", b.expected_total);
-    j.Field("actual_total", b.actual_total);
-    j.Field("mismatched_accounts", b.mismatched_accounts);
-    j.Field("first_mismatch", b.first_mismatch);
-    j.EndObject();
+    WriteBalanceCheck(j, "balances", report.balances);
     j.Field("seconds", report.seconds);
     j.Field("passed", report.passed);
     j.EndObject();
@@ -382,7 +346,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
       << " records\n"
       << "  member B restored " << report.restored_partitions << " of "
       << report.partitions << " partitions from the changelog\n";
-  for (const FailoverRestore& r : report.restores) {
+  for (const kafka::RestoreReport& r : report.restores) {
     out << "    " << DescribeRestore(r) << "\n";
   }
   out << "  member B: " << report.b_records << " records, "
@@ -392,10 +356,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
       << (report.late_duplicate_caught ? "suppressed as a duplicate"
                                        : "applied again")
       << "\n"
-      << "  balances total " << b.actual_total << ", payments total "
-      << b.expected_total << ", " << b.mismatched_accounts << " accounts differ"
-      << (b.first_mismatch.empty() ? "" : " (") << b.first_mismatch
-      << (b.first_mismatch.empty() ? "" : ")") << "\n"
+      << "  " << DescribeBalanceCheck(report.balances) << "\n"
       << (report.passed ? "PASSED" : "FAILED")
       << ": the partitions' state followed them to member B, every payment "
          "applied exactly once\n";
@@ -405,18 +366,8 @@ int RunKafkaFailoverDemoTool(const KafkaDemoOptions& options,
                              const std::string& self,
                              const FailoverDemoVariant& variant, bool json,
                              std::ostream& out, std::ostream& err) {
-  absl::StatusOr<FailoverDemoReport> report =
-      RunKafkaFailoverDemo(options, self, variant, err);
-  if (!report.ok()) {
-    err << "idem-kafka-demo: " << report.status() << "\n";
-    return absl::IsInvalidArgument(report.status()) ? kExitUsage : kExitFailure;
-  }
-  PrintFailoverDemoReport(*report, json, out);
-  if (options.keep) {
-    err << "idem-kafka-demo: the scratch directory is kept at "
-        << report->scratch << "\n";
-  }
-  return report->passed ? kExitOk : kExitFailure;
+  return EndDemoTool(RunKafkaFailoverDemo(options, self, variant, err), options,
+                     json, PrintFailoverDemoReport, out, err);
 }
 
 int RunFailoverMember(const KafkaDemoOptions& options, std::ostream& err) {

@@ -28,7 +28,6 @@
 #define IDEM_CLI_KAFKA_FAILOVER_DEMO_H_
 
 #include <cstdint>
-#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "cli/kafka_demo.h"
 #include "examples/ledger.h"
+#include "idem/kafka/consumer.h"
 
 namespace idem::cli {
 
@@ -45,20 +45,6 @@ struct FailoverDemoVariant {
   // resumes from the group's committed offsets with none of member A's
   // state or dedupe records, so its balances must not add up.
   bool member_b_without_changelog = false;
-};
-
-// One partition as member B found it on assignment (kafka::RestoreReport).
-struct FailoverRestore {
-  int32_t partition = 0;
-  bool restored = false;
-  // The committed offset restored; nullopt: the changelog held none.
-  std::optional<int64_t> offset;
-  int64_t records_read = 0;
-  int64_t bytes_read = 0;
-  int64_t state_entries = 0;
-  int64_t dedupe_records = 0;
-  int64_t orphans = 0;
-  double seconds = 0;
 };
 
 struct FailoverDemoReport {
@@ -74,7 +60,7 @@ struct FailoverDemoReport {
   // Member B: each assigned partition's restore (none without changelog
   // mode), how many were restored, and its consumer's totals (the late
   // duplicate included).
-  std::vector<FailoverRestore> restores;
+  std::vector<kafka::RestoreReport> restores;
   int64_t restored_partitions = 0;
   int64_t b_records = 0;
   int64_t b_processed = 0;

@@ -26,20 +26,6 @@ namespace {
 
 std::string LedgerTopic(const std::string& topic) { return topic + ".ledger"; }
 
-PipelineStageCheck ToStageCheck(const examples::BalanceCheck& check) {
-  PipelineStageCheck out;
-  out.expected_total = check.expected_total;
-  out.actual_total = check.actual_total;
-  out.mismatched_accounts = check.mismatched_accounts;
-  out.first_mismatch = check.first_mismatch;
-  return out;
-}
-
-bool Passed(const PipelineStageCheck& check) {
-  return check.mismatched_accounts == 0 &&
-         check.actual_total == check.expected_total;
-}
-
 class Pipeline {
  public:
   Pipeline(const KafkaDemoOptions& options, const std::string& self,
@@ -56,7 +42,8 @@ class Pipeline {
     progress_ << "producing " << stream.records.size() << " payments to "
               << report_.topic << " (" << stream.duplicates
               << " re-published)\n";
-    if (absl::Status s = producer_->Produce(stream.records); !s.ok()) return s;
+    if (absl::Status s = bed_.producer->Produce(stream.records); !s.ok())
+      return s;
     const int64_t produced = static_cast<int64_t>(stream.records.size());
 
     if (absl::Status s = StageOneWithAKill(produced); !s.ok()) return s;
@@ -66,12 +53,12 @@ class Pipeline {
     absl::StatusOr<examples::BalanceCheck> check1 =
         examples::CheckBalances(**stage1, stream.expected);
     if (!check1.ok()) return check1.status();
-    report_.stage1 = ToStageCheck(*check1);
+    report_.stage1 = *check1;
     stage1->reset();
 
     if (absl::Status s = StageTwo(stream); !s.ok()) return s;
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    report_.passed = Passed(report_.stage1) && Passed(report_.stage2);
+    report_.passed = report_.stage1.ok() && report_.stage2.ok();
     return report_;
   }
 
@@ -82,33 +69,23 @@ class Pipeline {
             ? absl::StrCat("idem-pipeline-", absl::ToUnixSeconds(absl::Now()))
             : options_.topic;
     report_.ledger_topic = LedgerTopic(report_.topic);
-    absl::StatusOr<DemoCluster> cluster = ConnectDemoCluster(
-        options_.brokers, {report_.topic, report_.ledger_topic},
-        options_.partitions, progress_);
-    if (!cluster.ok()) return cluster.status();
-    cluster_ = *std::move(cluster);
-    report_.brokers = cluster_.label;
-    absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-        kafka::Producer::Create(cluster_.brokers);
-    if (!producer.ok()) return producer.status();
-    producer_ = *std::move(producer);
-    absl::StatusOr<util::TempDir> dir =
-        util::TempDir::Create("idem_kafka_pipeline_");
-    if (!dir.ok()) return dir.status();
-    if (options_.keep) dir->Keep();
-    temp_dir_ = *std::move(dir);
-    report_.scratch = temp_dir_->path();
-    stage1_store_ = temp_dir_->Sub("stage1");
+    absl::StatusOr<DemoBed> bed =
+        SetUpDemoBed(options_, {report_.topic, report_.ledger_topic},
+                     "idem_kafka_pipeline_", progress_);
+    if (!bed.ok()) return bed.status();
+    bed_ = *std::move(bed);
+    report_.brokers = bed_.label;
+    report_.scratch = bed_.scratch->path();
+    stage1_store_ = bed_.scratch->Sub("stage1");
     // Created here, so that reading its progress works from the start.
     return Engine::Open(stage1_store_, Options()).status();
   }
 
   absl::StatusOr<WorkerProcess> StartStageOne() {
     return WorkerProcess::Start(
-        "stage one",
-        {self_, "--pipeline_worker", "--brokers=" + cluster_.brokers,
-         "--topic=" + report_.topic, "--store=" + stage1_store_,
-         absl::StrCat("--batch=", options_.batch)});
+        "stage one", {self_, "--pipeline_worker", "--brokers=" + bed_.brokers,
+                      "--topic=" + report_.topic, "--store=" + stage1_store_,
+                      absl::StrCat("--batch=", options_.batch)});
   }
 
   absl::StatusOr<WorkerProgress> WaitForStageOne(
@@ -153,11 +130,11 @@ class Pipeline {
 
   absl::Status StageTwo(const PaymentStream& stream) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Open(temp_dir_->Sub("stage2"), Options());
+        Engine::Open(bed_.scratch->Sub("stage2"), Options());
     if (!engine.ok()) return engine.status();
     auto consumer = kafka::Consumer::Create(
         engine->get(),
-        DemoMemberOptions(cluster_.brokers, report_.ledger_topic,
+        DemoMemberOptions(bed_.brokers, report_.ledger_topic,
                           report_.topic + "-stage2", options_.batch));
     if (!consumer.ok()) return consumer.status();
     progress_ << "stage two: consuming " << report_.ledger_topic << "\n";
@@ -193,7 +170,7 @@ class Pipeline {
     absl::StatusOr<examples::BalanceCheck> check =
         examples::CheckBalances(**engine, stream.expected);
     if (!check.ok()) return check.status();
-    report_.stage2 = ToStageCheck(*check);
+    report_.stage2 = *check;
     progress_ << "stage two: done, " << stats.processed << " entries applied, "
               << stats.duplicates << " re-published copies suppressed\n";
     return absl::OkStatus();
@@ -202,23 +179,10 @@ class Pipeline {
   const KafkaDemoOptions& options_;
   const std::string self_;
   std::ostream& progress_;
-  DemoCluster cluster_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::optional<util::TempDir> temp_dir_;
+  DemoBed bed_;
   std::string stage1_store_;
   PipelineDemoReport report_;
 };
-
-void WriteStageCheck(util::JsonWriter& j, const char* name,
-                     const PipelineStageCheck& check) {
-  j.Key(name);
-  j.BeginObject();
-  j.Field("expected_total", check.expected_total);
-  j.Field("actual_total", check.actual_total);
-  j.Field("mismatched_accounts", check.mismatched_accounts);
-  j.Field("first_mismatch", check.first_mismatch);
-  j.EndObject();
-}
 
 // Stage one's consumer, for the SIGTERM handler (Consumer::Stop is safe
 // from a signal handler).
@@ -233,11 +197,9 @@ void StopStageOne(int) {
 absl::StatusOr<PipelineDemoReport> RunKafkaPipelineDemo(
     const KafkaDemoOptions& options, const std::string& self,
     std::ostream& progress) {
-  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) return s;
-  if (!options.store.empty()) {
-    return absl::InvalidArgumentError(
-        "--store: the pipeline keeps both stages' stores in its scratch "
-        "directory (use --keep to keep them)");
+  if (absl::Status s = ValidateTwoProcessDemoOptions(options, "both stages'");
+      !s.ok()) {
+    return s;
   }
   return Pipeline(options, self, progress).Run();
 }
@@ -257,21 +219,14 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
     j.Field("stage2_records", report.stage2_records);
     j.Field("stage2_processed", report.stage2_processed);
     j.Field("stage2_duplicates", report.stage2_duplicates);
-    WriteStageCheck(j, "stage1", report.stage1);
-    WriteStageCheck(j, "stage2", report.stage2);
+    WriteBalanceCheck(j, "stage1", report.stage1);
+    WriteBalanceCheck(j, "stage2", report.stage2);
     j.Field("seconds", report.seconds);
     j.Field("passed", report.passed);
     j.EndObject();
     out << j.str() << "\n";
     return;
   }
-  auto stage = [&](const char* name, const PipelineStageCheck& check) {
-    out << "  " << name << ": balances total " << check.actual_total
-        << ", payments total " << check.expected_total << ", "
-        << check.mismatched_accounts << " accounts differ"
-        << (check.first_mismatch.empty() ? "" : " (") << check.first_mismatch
-        << (check.first_mismatch.empty() ? "" : ")") << "\n";
-  };
   out << "pipeline " << report.topic << " -> " << report.ledger_topic << " ("
       << report.brokers << "): " << report.unique_payments << " payments, "
       << report.injected_duplicates << " re-published\n"
@@ -280,8 +235,8 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
       << "  stage two: " << report.stage2_records << " ledger records, "
       << report.stage2_processed << " applied, " << report.stage2_duplicates
       << " duplicates suppressed\n";
-  stage("stage one", report.stage1);
-  stage("stage two", report.stage2);
+  out << "  stage one: " << DescribeBalanceCheck(report.stage1) << "\n"
+      << "  stage two: " << DescribeBalanceCheck(report.stage2) << "\n";
   out << (report.passed ? "PASSED" : "FAILED")
       << ": every payment applied exactly once in both stages\n";
 }
@@ -289,18 +244,8 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
 int RunKafkaPipelineDemoTool(const KafkaDemoOptions& options,
                              const std::string& self, bool json,
                              std::ostream& out, std::ostream& err) {
-  absl::StatusOr<PipelineDemoReport> report =
-      RunKafkaPipelineDemo(options, self, err);
-  if (!report.ok()) {
-    err << "idem-kafka-demo: " << report.status() << "\n";
-    return absl::IsInvalidArgument(report.status()) ? kExitUsage : kExitFailure;
-  }
-  PrintPipelineDemoReport(*report, json, out);
-  if (options.keep) {
-    err << "idem-kafka-demo: the scratch directory is kept at "
-        << report->scratch << "\n";
-  }
-  return report->passed ? kExitOk : kExitFailure;
+  return EndDemoTool(RunKafkaPipelineDemo(options, self, err), options, json,
+                     PrintPipelineDemoReport, out, err);
 }
 
 int RunPipelineStage1(const KafkaDemoOptions& options, std::ostream& err) {
