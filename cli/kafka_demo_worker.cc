@@ -113,6 +113,19 @@ kafka::ConsumerOptions DemoMemberOptions(const std::string& brokers,
   return options;
 }
 
+absl::StatusOr<int64_t> CommittedRecords(Engine& engine,
+                                         const std::string& topic,
+                                         int partitions) {
+  int64_t committed = 0;
+  for (int p = 0; p < partitions; ++p) {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine.CommittedOffset(topic, p);
+    if (!offset.ok()) return offset.status();
+    if (offset->has_value()) committed += **offset + 1;
+  }
+  return committed;
+}
+
 absl::StatusOr<WorkerProgress> ReadWorkerProgress(const std::string& store,
                                                   const std::string& topic,
                                                   int partitions) {
@@ -122,12 +135,10 @@ absl::StatusOr<WorkerProgress> ReadWorkerProgress(const std::string& store,
       Engine::Open(store, read_only);
   if (!engine.ok()) return engine.status();
   WorkerProgress progress;
-  for (int p = 0; p < partitions; ++p) {
-    absl::StatusOr<std::optional<int64_t>> offset =
-        (*engine)->CommittedOffset(topic, p);
-    if (!offset.ok()) return offset.status();
-    if (offset->has_value()) progress.committed += **offset + 1;
-  }
+  absl::StatusOr<int64_t> committed =
+      CommittedRecords(**engine, topic, partitions);
+  if (!committed.ok()) return committed.status();
+  progress.committed = *committed;
   absl::StatusOr<Stats> stats = (*engine)->GetStats();
   if (!stats.ok()) return stats.status();
   progress.outbox_pending = stats->outbox_pending;

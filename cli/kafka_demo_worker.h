@@ -30,6 +30,7 @@
 #include "cli/kafka_demo.h"
 #include "cli/tool_usage.h"
 #include "examples/ledger.h"
+#include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
@@ -99,6 +100,12 @@ absl::StatusOr<DemoBed> SetUpDemoBed(const KafkaDemoOptions& options,
 kafka::ConsumerOptions DemoMemberOptions(const std::string& brokers,
                                          const std::string& topic,
                                          const std::string& group, int batch);
+
+// Records handled in `engine` on `topic` partitions [0, partitions): each
+// partition's committed offset + 1, summed. The engine's errors.
+absl::StatusOr<int64_t> CommittedRecords(Engine& engine,
+                                         const std::string& topic,
+                                         int partitions);
 
 // What a worker's store shows, read through a read-only engine (the worker
 // may have it open): records committed on `topic` partitions [0,

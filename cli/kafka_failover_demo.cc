@@ -58,20 +58,6 @@ std::string DescribeRestore(const kafka::RestoreReport& r) {
       "; resuming at offset ", r.offset.has_value() ? *r.offset + 1 : 0);
 }
 
-// Records handled in `engine` on `topic`: each partition's committed offset
-// + 1, summed.
-absl::StatusOr<int64_t> Handled(Engine& engine, const std::string& topic,
-                                int partitions) {
-  int64_t handled = 0;
-  for (int p = 0; p < partitions; ++p) {
-    absl::StatusOr<std::optional<int64_t>> offset =
-        engine.CommittedOffset(topic, p);
-    if (!offset.ok()) return offset.status();
-    if (offset->has_value()) handled += **offset + 1;
-  }
-  return handled;
-}
-
 class Failover {
  public:
   Failover(const KafkaDemoOptions& options, const std::string& self,
@@ -92,8 +78,9 @@ class Failover {
               << report_.topic << " (" << options_.partitions
               << " partitions, keyed by account; " << stream.duplicates
               << " re-published)\n";
-    if (absl::Status s = bed_.producer->Produce(stream.records); !s.ok())
+    if (absl::Status s = bed_.producer->Produce(stream.records); !s.ok()) {
       return s;
+    }
     const int64_t produced = static_cast<int64_t>(stream.records.size());
 
     if (absl::Status s = MemberAUntilKilled(produced); !s.ok()) return s;
@@ -258,7 +245,7 @@ class Failover {
         some = true;
       }
       absl::StatusOr<int64_t> handled =
-          Handled(engine, report_.topic, options_.partitions);
+          CommittedRecords(engine, report_.topic, options_.partitions);
       if (!handled.ok()) return handled.status();
       if (*handled >= records) return absl::OkStatus();
       if (variant_.member_b_without_changelog && some &&

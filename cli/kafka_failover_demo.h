@@ -21,6 +21,11 @@
 //  6. checks that member B's balances, read under the partitions' prefixes
 //     (examples::CheckPartitionBalances), are exactly the payments'.
 //
+// On a real cluster, <topic> must be new and have KafkaDemoOptions::partitions
+// partitions (payments go to partition account % partitions); the consumers
+// create the changelog topics. On the mock cluster the demo creates all
+// three.
+//
 // Thread-compatible. Works in a new scratch directory under $TMPDIR (or
 // /tmp), removed at the end unless KafkaDemoOptions::keep.
 
