@@ -52,6 +52,7 @@ struct FailoverDemoVariant {
   bool member_b_without_changelog = false;
 };
 
+// What a run did and found: a plain value, filled by RunKafkaFailoverDemo.
 struct FailoverDemoReport {
   std::string brokers;  // "mock" or the bootstrap servers
   std::string topic;

@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
                   "dead-letter topic is <topic>.dlq). Empty: "
                   "idem-demo-<unix seconds>.");
   app->add_option("--partitions", options.partitions,
-                  "Partitions of the topic (mock cluster).");
+                  "Partitions of the topic (mock cluster; with --failover "
+                  "also a real cluster's topic, which must have as many).");
   app->add_option("--messages", options.messages,
                   "Records produced in all, duplicates and the poison record "
                   "included.");
