@@ -18,12 +18,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "cli/kafka_demo_worker.h"
 #include "cli/tool_usage.h"
 #include "examples/ledger.h"
 #include "examples/ledger_stream.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
-#include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
 #include "idem/partition_state.h"
 #include "util/json_writer.h"
@@ -216,50 +216,32 @@ class Demo {
         options_.topic.empty()
             ? absl::StrCat("idem-demo-", absl::ToUnixSeconds(absl::Now()))
             : options_.topic;
-    if (options_.brokers.empty()) {
-      auto cluster = kafka::MockCluster::Start(1);
-      if (!cluster.ok()) return cluster.status();
-      cluster_ = *std::move(cluster);
-      for (const std::string& topic : {report_.topic, report_.topic + ".dlq"}) {
-        if (absl::Status s = cluster_->CreateTopic(topic, options_.partitions);
-            !s.ok()) {
-          return s;
-        }
-      }
-      brokers_ = cluster_->bootstrap_servers();
-      report_.brokers = "mock";
-      progress_ << "started a mock Kafka cluster at " << brokers_ << "\n";
-    } else {
-      brokers_ = options_.brokers;
-      report_.brokers = brokers_;
-    }
-    auto producer = kafka::Producer::Create(brokers_);
-    if (!producer.ok()) return producer.status();
-    producer_ = *std::move(producer);
-    auto dir = util::TempDir::Create("idem_kafka_demo_");
-    if (!dir.ok()) return dir.status();
+    absl::StatusOr<DemoBed> bed =
+        SetUpDemoBed(options_, {report_.topic, report_.topic + ".dlq"},
+                     "idem_kafka_demo_", progress_);
+    if (!bed.ok()) return bed.status();
+    bed_ = *std::move(bed);
+    report_.brokers = bed_.label;
+    report_.scratch = bed_.scratch->path();
     if (options_.keep) {
-      dir->Keep();
-      progress_ << "keeping the scratch directory " << dir->path() << "\n";
+      progress_ << "keeping the scratch directory " << report_.scratch << "\n";
     }
-    temp_dir_ = *std::move(dir);
-    report_.scratch = temp_dir_->path();
     report_.store =
-        options_.store.empty() ? temp_dir_->Sub("store") : options_.store;
+        options_.store.empty() ? bed_.scratch->Sub("store") : options_.store;
     return absl::OkStatus();
   }
 
   kafka::ConsumerOptions ConsumerOptionsFor(const std::string& topic,
                                             const std::string& group) const {
     kafka::ConsumerOptions options;
-    options.brokers = brokers_;
+    options.brokers = bed_.brokers;
     options.group_id = group;
     options.topics = {topic};
     options.max_batch = options_.batch;
     options.max_attempts = kMaxAttempts;
     options.retry_backoff = absl::Milliseconds(10);
     options.kafka_config = {{"log_level", "3"}};
-    if (cluster_ != nullptr) {
+    if (bed_.mock != nullptr) {
       // The mock coordinator waits up to the session timeout for members
       // when a group rebalances; keep the restart quick.
       options.kafka_config.push_back({"session.timeout.ms", "6000"});
@@ -274,7 +256,7 @@ class Demo {
                         Engine& engine, KafkaDemoPhase& phase) {
     progress_ << name << ": producing " << records.size() << " records to "
               << report_.topic << "\n";
-    if (absl::Status s = producer_->Produce(records); !s.ok()) return s;
+    if (absl::Status s = bed_.producer->Produce(records); !s.ok()) return s;
     phase.produced = static_cast<int64_t>(records.size());
 
     kafka::ConsumerOptions options =
@@ -371,7 +353,7 @@ class Demo {
         }));
 
     progress_ << "reading the dead-letter topic " << report_.topic << ".dlq\n";
-    auto dlq_engine = Engine::Open(temp_dir_->path() + "/dlq", Options());
+    auto dlq_engine = Engine::Open(bed_.scratch->Sub("dlq"), Options());
     if (!dlq_engine.ok()) return dlq_engine.status();
     auto reader = kafka::Consumer::Create(
         dlq_engine->get(),
@@ -396,10 +378,7 @@ class Demo {
 
   const KafkaDemoOptions& options_;
   std::ostream& progress_;
-  std::unique_ptr<kafka::MockCluster> cluster_;
-  std::string brokers_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::optional<util::TempDir> temp_dir_;
+  DemoBed bed_;
   KafkaDemoReport report_;
   std::unique_ptr<DemoMetrics> metrics_;  // with --metrics_port
 };

@@ -38,7 +38,8 @@ struct KafkaDemoOptions {
   // "<topic>.dlq". With a real cluster use a new (empty) topic: the checks
   // count every record in it. Empty: "idem-demo-<unix seconds>".
   std::string topic;
-  // Partitions of the topic (mock cluster only). Must be >= 1.
+  // Partitions of the topic (mock cluster only; --failover also places each
+  // payment on partition account % partitions, on any cluster). Must be >= 1.
   int partitions = 4;
   // Records produced in all, duplicates and the poison record included.
   // Must be >= 10.

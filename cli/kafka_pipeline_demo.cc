@@ -1,15 +1,11 @@
 #include "cli/kafka_pipeline_demo.h"
 
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <random>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,192 +13,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/kafka_demo_worker.h"
 #include "cli/tool_usage.h"
-#include "examples/ledger_stream.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
-#include "idem/kafka/mock_cluster.h"
 #include "idem/kafka/producer.h"
 #include "util/json_writer.h"
 #include "util/temp_dir.h"
 
-extern char** environ;
-
 namespace idem::cli {
 namespace {
 
-using kafka::OutgoingRecord;
-
-constexpr int kAccounts = 50;
-
 std::string LedgerTopic(const std::string& topic) { return topic + ".ledger"; }
-
-// The payments, keyed and identified by their message-id, some re-published.
-struct PipelineStream {
-  std::vector<OutgoingRecord> records;
-  examples::ExpectedBalances expected{kAccounts};
-  int64_t unique = 0;
-  int64_t duplicates = 0;
-};
-
-PipelineStream MakePipelineStream(const KafkaDemoOptions& options,
-                                  const std::string& topic) {
-  examples::LedgerStreamOptions payments;
-  payments.seed = options.seed;
-  payments.accounts = kAccounts;
-  payments.id_prefix = "pay";
-  examples::LedgerStream ledger(payments);
-  std::mt19937_64 rng(options.seed);  // which earlier record a duplicate is
-  PipelineStream stream;
-  for (int64_t i = 0; i < options.messages; ++i) {
-    if (options.duplicate_every > 0 && i > 0 &&
-        i % options.duplicate_every == 0) {
-      stream.records.push_back(stream.records[rng() % stream.records.size()]);
-      ++stream.duplicates;
-      continue;
-    }
-    examples::LedgerMessage payment = ledger.Next();
-    OutgoingRecord record;
-    record.topic = topic;
-    record.key = payment.id;
-    record.value = std::move(payment.payload);
-    record.headers = {{"message-id", std::move(payment.id)}};
-    stream.expected.Add(payment.payment);
-    ++stream.unique;
-    stream.records.push_back(std::move(record));
-  }
-  return stream;
-}
-
-kafka::ConsumerOptions StageOptions(const std::string& brokers,
-                                    const std::string& topic,
-                                    const std::string& group, int batch) {
-  kafka::ConsumerOptions options;
-  options.brokers = brokers;
-  options.group_id = group;
-  options.topics = {topic};
-  options.max_batch = batch;
-  options.retry_backoff = absl::Milliseconds(10);
-  // A restarted stage rejoins quickly: the killed member's session ends
-  // after 6 s.
-  options.kafka_config = {{"log_level", "3"},
-                          {"session.timeout.ms", "6000"},
-                          {"heartbeat.interval.ms", "500"}};
-  return options;
-}
-
-// What stage one's store shows, read through a read-only engine (stage one
-// may have it open): the records it committed and its pending outbox.
-struct StageOneProgress {
-  int64_t committed = 0;
-  uint64_t outbox_pending = 0;
-  uint64_t outbox_emitted_total = 0;  // the cursor's last issued position
-};
-
-absl::StatusOr<StageOneProgress> ReadStageOne(const std::string& store,
-                                              const std::string& topic,
-                                              int partitions) {
-  Options read_only;
-  read_only.read_only = true;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(store, read_only);
-  if (!engine.ok()) return engine.status();
-  StageOneProgress progress;
-  for (int p = 0; p < partitions; ++p) {
-    absl::StatusOr<std::optional<int64_t>> offset =
-        (*engine)->CommittedOffset(topic, p);
-    if (!offset.ok()) return offset.status();
-    if (offset->has_value()) progress.committed += **offset + 1;
-  }
-  absl::StatusOr<Stats> stats = (*engine)->GetStats();
-  if (!stats.ok()) return stats.status();
-  progress.outbox_pending = stats->outbox_pending;
-  return progress;
-}
-
-PipelineStageCheck ToStageCheck(const examples::BalanceCheck& check) {
-  PipelineStageCheck out;
-  out.expected_total = check.expected_total;
-  out.actual_total = check.actual_total;
-  out.mismatched_accounts = check.mismatched_accounts;
-  out.first_mismatch = check.first_mismatch;
-  return out;
-}
-
-bool Passed(const PipelineStageCheck& check) {
-  return check.mismatched_accounts == 0 &&
-         check.actual_total == check.expected_total;
-}
-
-// Stage one's process: started with posix_spawn, stopped with SIGKILL (the
-// crash) or SIGTERM (the end).
-class StageOneProcess {
- public:
-  static absl::StatusOr<StageOneProcess> Start(const std::string& self,
-                                               const std::string& brokers,
-                                               const std::string& topic,
-                                               const std::string& store,
-                                               int batch) {
-    std::vector<std::string> args = {self,
-                                     "--pipeline_worker",
-                                     "--brokers=" + brokers,
-                                     "--topic=" + topic,
-                                     "--store=" + store,
-                                     absl::StrCat("--batch=", batch)};
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (int e = posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv.data(),
-                            environ);
-        e != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("starting stage one (", self, "): error ", e));
-    }
-    return StageOneProcess(pid);
-  }
-
-  StageOneProcess(StageOneProcess&& other) noexcept
-      : pid_(std::exchange(other.pid_, 0)) {}
-  StageOneProcess& operator=(StageOneProcess&&) = delete;
-  ~StageOneProcess() {
-    if (pid_ > 0) Stop(SIGKILL).IgnoreError();
-  }
-
-  // Whether the process has ended by itself (it should not).
-  bool Exited() {
-    int status = 0;
-    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = 0;
-      return true;
-    }
-    return false;
-  }
-
-  // Sends `signal` and waits for the process; kInternal unless it ended as
-  // `signal` asks (killed by SIGKILL, or exit 0 after SIGTERM).
-  absl::Status Stop(int signal) {
-    if (pid_ <= 0) return absl::InternalError("stage one already ended");
-    kill(pid_, signal);
-    int status = 0;
-    const pid_t pid = std::exchange(pid_, 0);
-    if (waitpid(pid, &status, 0) != pid) {
-      return absl::InternalError("waiting for stage one failed");
-    }
-    const bool as_asked =
-        signal == SIGKILL ? WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL
-                          : WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (!as_asked) {
-      return absl::InternalError(absl::StrCat(
-          "stage one ended with status ", status, " (see its stderr above)"));
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  explicit StageOneProcess(pid_t pid) : pid_(pid) {}
-  pid_t pid_ = 0;
-};
 
 class Pipeline {
  public:
@@ -213,13 +35,15 @@ class Pipeline {
   absl::StatusOr<PipelineDemoReport> Run() {
     const absl::Time start = absl::Now();
     if (absl::Status s = SetUp(); !s.ok()) return s;
-    const PipelineStream stream = MakePipelineStream(options_, report_.topic);
+    const PaymentStream stream =
+        MakePaymentStream(options_, report_.topic, PaymentKeys::kById);
     report_.unique_payments = stream.unique;
     report_.injected_duplicates = stream.duplicates;
     progress_ << "producing " << stream.records.size() << " payments to "
               << report_.topic << " (" << stream.duplicates
               << " re-published)\n";
-    if (absl::Status s = producer_->Produce(stream.records); !s.ok()) return s;
+    if (absl::Status s = bed_.producer->Produce(stream.records); !s.ok())
+      return s;
     const int64_t produced = static_cast<int64_t>(stream.records.size());
 
     if (absl::Status s = StageOneWithAKill(produced); !s.ok()) return s;
@@ -229,12 +53,12 @@ class Pipeline {
     absl::StatusOr<examples::BalanceCheck> check1 =
         examples::CheckBalances(**stage1, stream.expected);
     if (!check1.ok()) return check1.status();
-    report_.stage1 = ToStageCheck(*check1);
+    report_.stage1 = *check1;
     stage1->reset();
 
     if (absl::Status s = StageTwo(stream); !s.ok()) return s;
     report_.seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    report_.passed = Passed(report_.stage1) && Passed(report_.stage2);
+    report_.passed = report_.stage1.ok() && report_.stage2.ok();
     return report_;
   }
 
@@ -245,107 +69,56 @@ class Pipeline {
             ? absl::StrCat("idem-pipeline-", absl::ToUnixSeconds(absl::Now()))
             : options_.topic;
     report_.ledger_topic = LedgerTopic(report_.topic);
-    if (options_.brokers.empty()) {
-      absl::StatusOr<std::unique_ptr<kafka::MockCluster>> cluster =
-          kafka::MockCluster::Start(1);
-      if (!cluster.ok()) return cluster.status();
-      cluster_ = *std::move(cluster);
-      for (const std::string& topic : {report_.topic, report_.ledger_topic}) {
-        if (absl::Status s = cluster_->CreateTopic(topic, options_.partitions);
-            !s.ok()) {
-          return s;
-        }
-      }
-      brokers_ = cluster_->bootstrap_servers();
-      report_.brokers = "mock";
-      progress_ << "started a mock Kafka cluster at " << brokers_ << "\n";
-    } else {
-      brokers_ = options_.brokers;
-      report_.brokers = brokers_;
-    }
-    absl::StatusOr<std::unique_ptr<kafka::Producer>> producer =
-        kafka::Producer::Create(brokers_);
-    if (!producer.ok()) return producer.status();
-    producer_ = *std::move(producer);
-    absl::StatusOr<util::TempDir> dir =
-        util::TempDir::Create("idem_kafka_pipeline_");
-    if (!dir.ok()) return dir.status();
-    if (options_.keep) dir->Keep();
-    temp_dir_ = *std::move(dir);
-    report_.scratch = temp_dir_->path();
-    stage1_store_ = temp_dir_->Sub("stage1");
+    absl::StatusOr<DemoBed> bed =
+        SetUpDemoBed(options_, {report_.topic, report_.ledger_topic},
+                     "idem_kafka_pipeline_", progress_);
+    if (!bed.ok()) return bed.status();
+    bed_ = *std::move(bed);
+    report_.brokers = bed_.label;
+    report_.scratch = bed_.scratch->path();
+    stage1_store_ = bed_.scratch->Sub("stage1");
     // Created here, so that reading its progress works from the start.
     return Engine::Open(stage1_store_, Options()).status();
   }
 
-  absl::StatusOr<StageOneProgress> WaitForStageOne(
-      StageOneProcess& process, const std::string& what,
-      const std::function<bool(const StageOneProgress&)>& done) {
-    StageOneProgress last;
-    absl::Status last_error;
-    absl::Time last_change = absl::Now();
-    absl::Time last_report = last_change;
-    while (true) {
-      // A read-only open can race with stage one's flushes and compactions
-      // (a file its MANIFEST lists is gone): such a read is retried, and
-      // only reported if no progress is seen for idle_timeout.
-      absl::StatusOr<StageOneProgress> now =
-          ReadStageOne(stage1_store_, report_.topic, options_.partitions);
-      if (!now.ok()) {
-        last_error = now.status();
-        now = last;
-      } else if (done(*now)) {
-        return *now;
-      }
-      if (now->committed != last.committed ||
-          now->outbox_pending != last.outbox_pending) {
-        last_change = absl::Now();
-      }
-      last = *now;
-      if (absl::Now() - last_change > options_.idle_timeout) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "stage one made no progress for ",
-            absl::FormatDuration(options_.idle_timeout), " while ", what,
-            last_error.ok() ? "" : "; reading its store last failed with ",
-            last_error.ok() ? "" : last_error.ToString()));
-      }
-      if (process.Exited()) {
-        return absl::InternalError("stage one exited by itself (see above)");
-      }
-      if (absl::Now() - last_report > absl::Seconds(2)) {
-        last_report = absl::Now();
-        progress_ << "stage one: " << now->committed << " records committed, "
-                  << now->outbox_pending << " outbox entries pending\n";
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+  absl::StatusOr<WorkerProcess> StartStageOne() {
+    return WorkerProcess::Start(
+        "stage one", {self_, "--pipeline_worker", "--brokers=" + bed_.brokers,
+                      "--topic=" + report_.topic, "--store=" + stage1_store_,
+                      absl::StrCat("--batch=", options_.batch)});
+  }
+
+  absl::StatusOr<WorkerProgress> WaitForStageOne(
+      WorkerProcess& process, const std::string& what,
+      const std::function<bool(const WorkerProgress&)>& done) {
+    return WaitForWorker(process, stage1_store_, report_.topic,
+                         options_.partitions, options_.idle_timeout, what, done,
+                         progress_);
   }
 
   absl::Status StageOneWithAKill(int64_t produced) {
-    absl::StatusOr<StageOneProcess> first = StageOneProcess::Start(
-        self_, brokers_, report_.topic, stage1_store_, options_.batch);
+    absl::StatusOr<WorkerProcess> first = StartStageOne();
     if (!first.ok()) return first.status();
     progress_ << "stage one: started (a separate process)\n";
-    absl::StatusOr<StageOneProgress> third = WaitForStageOne(
+    absl::StatusOr<WorkerProgress> third = WaitForStageOne(
         *first, "waiting to kill it",
-        [&](const StageOneProgress& p) { return p.committed >= produced / 3; });
+        [&](const WorkerProgress& p) { return p.committed >= produced / 3; });
     if (!third.ok()) return third.status();
     if (absl::Status s = first->Stop(SIGKILL); !s.ok()) return s;
     // Nothing writes the store now.
-    absl::StatusOr<StageOneProgress> at_kill =
-        ReadStageOne(stage1_store_, report_.topic, options_.partitions);
+    absl::StatusOr<WorkerProgress> at_kill =
+        ReadWorkerProgress(stage1_store_, report_.topic, options_.partitions);
     if (!at_kill.ok()) return at_kill.status();
     report_.committed_at_kill = at_kill->committed;
     progress_ << "stage one: killed (SIGKILL) after committing "
               << at_kill->committed << " of " << produced << " records, "
               << at_kill->outbox_pending << " outbox entries unpublished\n";
 
-    absl::StatusOr<StageOneProcess> second = StageOneProcess::Start(
-        self_, brokers_, report_.topic, stage1_store_, options_.batch);
+    absl::StatusOr<WorkerProcess> second = StartStageOne();
     if (!second.ok()) return second.status();
     progress_ << "stage one: restarted\n";
-    absl::StatusOr<StageOneProgress> end = WaitForStageOne(
-        *second, "finishing the stream", [&](const StageOneProgress& p) {
+    absl::StatusOr<WorkerProgress> end = WaitForStageOne(
+        *second, "finishing the stream", [&](const WorkerProgress& p) {
           return p.committed >= produced && p.outbox_pending == 0;
         });
     if (!end.ok()) return end.status();
@@ -355,13 +128,14 @@ class Pipeline {
     return absl::OkStatus();
   }
 
-  absl::Status StageTwo(const PipelineStream& stream) {
+  absl::Status StageTwo(const PaymentStream& stream) {
     absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Open(temp_dir_->Sub("stage2"), Options());
+        Engine::Open(bed_.scratch->Sub("stage2"), Options());
     if (!engine.ok()) return engine.status();
     auto consumer = kafka::Consumer::Create(
-        engine->get(), StageOptions(brokers_, report_.ledger_topic,
-                                    report_.topic + "-stage2", options_.batch));
+        engine->get(),
+        DemoMemberOptions(bed_.brokers, report_.ledger_topic,
+                          report_.topic + "-stage2", options_.batch));
     if (!consumer.ok()) return consumer.status();
     progress_ << "stage two: consuming " << report_.ledger_topic << "\n";
     absl::Time last_record = absl::Now();
@@ -396,7 +170,7 @@ class Pipeline {
     absl::StatusOr<examples::BalanceCheck> check =
         examples::CheckBalances(**engine, stream.expected);
     if (!check.ok()) return check.status();
-    report_.stage2 = ToStageCheck(*check);
+    report_.stage2 = *check;
     progress_ << "stage two: done, " << stats.processed << " entries applied, "
               << stats.duplicates << " re-published copies suppressed\n";
     return absl::OkStatus();
@@ -405,24 +179,10 @@ class Pipeline {
   const KafkaDemoOptions& options_;
   const std::string self_;
   std::ostream& progress_;
-  std::unique_ptr<kafka::MockCluster> cluster_;
-  std::string brokers_;
-  std::unique_ptr<kafka::Producer> producer_;
-  std::optional<util::TempDir> temp_dir_;
+  DemoBed bed_;
   std::string stage1_store_;
   PipelineDemoReport report_;
 };
-
-void WriteStageCheck(util::JsonWriter& j, const char* name,
-                     const PipelineStageCheck& check) {
-  j.Key(name);
-  j.BeginObject();
-  j.Field("expected_total", check.expected_total);
-  j.Field("actual_total", check.actual_total);
-  j.Field("mismatched_accounts", check.mismatched_accounts);
-  j.Field("first_mismatch", check.first_mismatch);
-  j.EndObject();
-}
 
 // Stage one's consumer, for the SIGTERM handler (Consumer::Stop is safe
 // from a signal handler).
@@ -437,11 +197,9 @@ void StopStageOne(int) {
 absl::StatusOr<PipelineDemoReport> RunKafkaPipelineDemo(
     const KafkaDemoOptions& options, const std::string& self,
     std::ostream& progress) {
-  if (absl::Status s = ValidateKafkaDemoOptions(options); !s.ok()) return s;
-  if (!options.store.empty()) {
-    return absl::InvalidArgumentError(
-        "--store: the pipeline keeps both stages' stores in its scratch "
-        "directory (use --keep to keep them)");
+  if (absl::Status s = ValidateTwoProcessDemoOptions(options, "both stages'");
+      !s.ok()) {
+    return s;
   }
   return Pipeline(options, self, progress).Run();
 }
@@ -461,21 +219,14 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
     j.Field("stage2_records", report.stage2_records);
     j.Field("stage2_processed", report.stage2_processed);
     j.Field("stage2_duplicates", report.stage2_duplicates);
-    WriteStageCheck(j, "stage1", report.stage1);
-    WriteStageCheck(j, "stage2", report.stage2);
+    WriteBalanceCheck(j, "stage1", report.stage1);
+    WriteBalanceCheck(j, "stage2", report.stage2);
     j.Field("seconds", report.seconds);
     j.Field("passed", report.passed);
     j.EndObject();
     out << j.str() << "\n";
     return;
   }
-  auto stage = [&](const char* name, const PipelineStageCheck& check) {
-    out << "  " << name << ": balances total " << check.actual_total
-        << ", payments total " << check.expected_total << ", "
-        << check.mismatched_accounts << " accounts differ"
-        << (check.first_mismatch.empty() ? "" : " (") << check.first_mismatch
-        << (check.first_mismatch.empty() ? "" : ")") << "\n";
-  };
   out << "pipeline " << report.topic << " -> " << report.ledger_topic << " ("
       << report.brokers << "): " << report.unique_payments << " payments, "
       << report.injected_duplicates << " re-published\n"
@@ -484,8 +235,8 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
       << "  stage two: " << report.stage2_records << " ledger records, "
       << report.stage2_processed << " applied, " << report.stage2_duplicates
       << " duplicates suppressed\n";
-  stage("stage one", report.stage1);
-  stage("stage two", report.stage2);
+  out << "  stage one: " << DescribeBalanceCheck(report.stage1) << "\n"
+      << "  stage two: " << DescribeBalanceCheck(report.stage2) << "\n";
   out << (report.passed ? "PASSED" : "FAILED")
       << ": every payment applied exactly once in both stages\n";
 }
@@ -493,18 +244,8 @@ void PrintPipelineDemoReport(const PipelineDemoReport& report, bool json,
 int RunKafkaPipelineDemoTool(const KafkaDemoOptions& options,
                              const std::string& self, bool json,
                              std::ostream& out, std::ostream& err) {
-  absl::StatusOr<PipelineDemoReport> report =
-      RunKafkaPipelineDemo(options, self, err);
-  if (!report.ok()) {
-    err << "idem-kafka-demo: " << report.status() << "\n";
-    return absl::IsInvalidArgument(report.status()) ? kExitUsage : kExitFailure;
-  }
-  PrintPipelineDemoReport(*report, json, out);
-  if (options.keep) {
-    err << "idem-kafka-demo: the scratch directory is kept at "
-        << report->scratch << "\n";
-  }
-  return report->passed ? kExitOk : kExitFailure;
+  return EndDemoTool(RunKafkaPipelineDemo(options, self, err), options, json,
+                     PrintPipelineDemoReport, out, err);
 }
 
 int RunPipelineStage1(const KafkaDemoOptions& options, std::ostream& err) {
@@ -518,8 +259,8 @@ int RunPipelineStage1(const KafkaDemoOptions& options, std::ostream& err) {
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> consumer =
       kafka::Consumer::Create(
           engine->get(),
-          StageOptions(options.brokers, options.topic,
-                       options.topic + "-stage1", options.batch));
+          DemoMemberOptions(options.brokers, options.topic,
+                            options.topic + "-stage1", options.batch));
   if (!consumer.ok()) {
     err << "stage one: " << consumer.status() << "\n";
     return kExitFailure;

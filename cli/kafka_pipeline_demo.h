@@ -34,14 +34,6 @@
 
 namespace idem::cli {
 
-// One stage's balances against the payments'.
-struct PipelineStageCheck {
-  int64_t expected_total = 0;
-  int64_t actual_total = 0;
-  int mismatched_accounts = 0;
-  std::string first_mismatch;  // empty if none
-};
-
 struct PipelineDemoReport {
   std::string brokers;  // "mock" or the bootstrap servers
   std::string topic;
@@ -58,8 +50,9 @@ struct PipelineDemoReport {
   int64_t stage2_records = 0;
   int64_t stage2_processed = 0;
   int64_t stage2_duplicates = 0;
-  PipelineStageCheck stage1;
-  PipelineStageCheck stage2;
+  // Each stage's balances against the payments'.
+  examples::BalanceCheck stage1;
+  examples::BalanceCheck stage2;
   double seconds = 0;
   bool passed = false;
 };

@@ -3,12 +3,14 @@
 #include "examples/ledger.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+#include "idem/partition_state.h"
 
 namespace idem::examples {
 namespace {
@@ -32,6 +34,33 @@ std::optional<int> ParseAccountName(std::string_view name) {
   int account = 0;
   if (!absl::SimpleAtoi(AbslView(digits), &account)) return std::nullopt;
   return account;
+}
+
+// The balance stored under `key` in `engine` (committed state).
+absl::StatusOr<int64_t> ReadBalance(Engine& engine, const std::string& key) {
+  absl::StatusOr<std::optional<std::string>> stored = engine.GetState(key);
+  if (!stored.ok()) return stored.status();
+  return DecodeBalance(key, *stored);
+}
+
+// Compares the balance `read` returns for each account of `expected`.
+absl::StatusOr<BalanceCheck> CompareBalances(
+    const ExpectedBalances& expected,
+    const std::function<absl::StatusOr<int64_t>(int account)>& read) {
+  BalanceCheck check;
+  check.expected_total = expected.total();
+  for (int account = 0; account < expected.accounts(); ++account) {
+    absl::StatusOr<int64_t> balance = read(account);
+    if (!balance.ok()) return balance.status();
+    check.actual_total += *balance;
+    if (*balance == expected.balance(account)) continue;
+    if (check.mismatched_accounts++ == 0) {
+      check.first_mismatch =
+          absl::StrCat("account ", AccountName(account), " holds ", *balance,
+                       " but its payments give ", expected.balance(account));
+    }
+  }
+  return check;
 }
 
 }  // namespace
@@ -107,23 +136,24 @@ void ExpectedBalances::Add(const Payment& payment) {
 
 absl::StatusOr<BalanceCheck> CheckBalances(Engine& engine,
                                            const ExpectedBalances& expected) {
-  BalanceCheck check;
-  check.expected_total = expected.total();
-  for (int account = 0; account < expected.accounts(); ++account) {
-    const std::string key = BalanceKey(account);
-    absl::StatusOr<std::optional<std::string>> stored = engine.GetState(key);
-    if (!stored.ok()) return stored.status();
-    absl::StatusOr<int64_t> balance = DecodeBalance(key, *stored);
-    if (!balance.ok()) return balance.status();
-    check.actual_total += *balance;
-    if (*balance == expected.balance(account)) continue;
-    if (check.mismatched_accounts++ == 0) {
-      check.first_mismatch =
-          absl::StrCat("account ", AccountName(account), " holds ", *balance,
-                       " but its payments give ", expected.balance(account));
+  return CompareBalances(expected, [&](int account) {
+    return ReadBalance(engine, BalanceKey(account));
+  });
+}
+
+absl::StatusOr<BalanceCheck> CheckPartitionBalances(
+    Engine& engine, std::string_view source, int partitions,
+    const ExpectedBalances& expected) {
+  return CompareBalances(expected, [&](int account) -> absl::StatusOr<int64_t> {
+    int64_t sum = 0;
+    for (int32_t p = 0; p < partitions; ++p) {
+      absl::StatusOr<int64_t> balance = ReadBalance(
+          engine, PartitionStatePrefix(source, p) + BalanceKey(account));
+      if (!balance.ok()) return balance.status();
+      sum += *balance;
     }
-  }
-  return check;
+    return sum;
+  });
 }
 
 }  // namespace idem::examples

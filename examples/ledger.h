@@ -107,6 +107,16 @@ struct BalanceCheck {
 absl::StatusOr<BalanceCheck> CheckBalances(Engine& engine,
                                            const ExpectedBalances& expected);
 
+// As CheckBalances, for a store whose balances were written through
+// PartitionTxn(txn, source, p) (idem/partition_state.h), i.e. under
+// PartitionStatePrefix(source, p) + BalanceKey(account): an account's
+// balance is the sum of what partitions [0, partitions) hold for it (with
+// payments keyed by account, one partition holds it all).
+// REQUIRES: partitions >= 1.
+absl::StatusOr<BalanceCheck> CheckPartitionBalances(
+    Engine& engine, std::string_view source, int partitions,
+    const ExpectedBalances& expected);
+
 }  // namespace idem::examples
 
 #endif  // IDEM_EXAMPLES_LEDGER_H_

@@ -3,36 +3,20 @@
 // checks, reports them as JSON, and its report shows the kill happened in
 // mid-stream.
 
-#include <stdio.h>
 #include <sys/wait.h>
 
-#include <array>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/run_shell.h"
 #include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
-// Runs `command` in a shell; its stdout, and its exit status in `status`.
-std::string RunShell(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *status = -1;
-    return out;
-  }
-  std::array<char, 4096> buffer;
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    out.append(buffer.data(), n);
-  }
-  *status = pclose(pipe);
-  return out;
-}
+using ::idem::test::RunShell;
 
 TEST(KafkaPipelineDemoTest, PipelineWithAKilledStageOnePassesItsChecks) {
   util::TempDir dir;

@@ -151,5 +151,41 @@ TEST_F(LedgerEngineTest, HandlerWorksOnAPartitionTxn) {
       std::optional<std::string>("9"));
 }
 
+// The balances PartitionTxn wrote are found under their partitions'
+// prefixes; one written outside them (the plain key) does not count.
+TEST_F(LedgerEngineTest, PartitionCheckReadsBalancesUnderPartitionPrefixes) {
+  auto in_partition = [](int32_t p) {
+    return [p](const Message& m, Txn& txn) {
+      PartitionTxn partition(txn, "payments", p);
+      return ApplyPayment(m.payload, partition);
+    };
+  };
+  ASSERT_TRUE(
+      engine_->Process(Payload("a", "acct-00001:9"), in_partition(1)).ok());
+  ASSERT_TRUE(
+      engine_->Process(Payload("b", "acct-00002:4"), in_partition(0)).ok());
+  ASSERT_TRUE(
+      engine_->Process(Payload("c", "acct-00000:5"), HandlePayment).ok());
+  ExpectedBalances expected(3);
+  expected.Add({.account = 1, .amount = 9});
+  expected.Add({.account = 2, .amount = 4});
+  absl::StatusOr<BalanceCheck> check =
+      CheckPartitionBalances(*engine_, "payments", 2, expected);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->ok()) << check->first_mismatch;
+  EXPECT_EQ(check->actual_total, 13);
+
+  // A partition left out of the count is missing from the totals.
+  check = CheckPartitionBalances(*engine_, "payments", 1, expected);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_FALSE(check->ok());
+  EXPECT_EQ(check->first_mismatch,
+            "account acct-00001 holds 0 but its payments give 9");
+  // Another source's prefixes hold nothing.
+  check = CheckPartitionBalances(*engine_, "other", 2, expected);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_EQ(check->actual_total, 0);
+}
+
 }  // namespace
 }  // namespace idem::examples

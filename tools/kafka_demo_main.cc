@@ -1,8 +1,10 @@
 // idem-kafka-demo: parses flags and hands over to
-// idem::cli::RunKafkaDemoTool (cli/kafka_demo.h), or with --pipeline to
-// RunKafkaPipelineDemoTool (cli/kafka_pipeline_demo.h), which hold the logic.
-// --pipeline_worker (hidden) is the pipeline's stage one, which the pipeline
-// starts as a separate process of this binary.
+// idem::cli::RunKafkaDemoTool (cli/kafka_demo.h), with --pipeline to
+// RunKafkaPipelineDemoTool (cli/kafka_pipeline_demo.h), or with --failover to
+// RunKafkaFailoverDemoTool (cli/kafka_failover_demo.h), which hold the logic.
+// --pipeline_worker and --failover_member (hidden) are the pipeline's stage
+// one and the failover's member A, which those modes start as a separate
+// process of this binary.
 
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "cli/kafka_demo.h"
+#include "cli/kafka_failover_demo.h"
 #include "cli/kafka_pipeline_demo.h"
 #include "cli/tool_usage.h"
 
@@ -38,6 +41,10 @@ int main(int argc, char** argv) {
       "is given. With --pipeline, runs a two-stage pipeline instead\n(payments "
       "-> ledger entries -> balances) whose first stage, a separate process,\n"
       "is killed mid-stream and restarted, and checks both stages' totals "
+      "exactly.\nWith --failover, runs two members of a changelog-mode "
+      "group instead: the\nfirst, a separate process, is killed mid-stream; "
+      "the second, with an empty\nstore, restores the partitions' state "
+      "from the changelog and finishes, and\nits balances are checked "
       "exactly.\nProgress goes to stderr. Exit code 0 only if every check "
       "passes (1: a\ncheck, Kafka or the engine failed; 2: bad flags).");
   idem::cli::KafkaDemoOptions options;
@@ -50,7 +57,8 @@ int main(int argc, char** argv) {
                   "dead-letter topic is <topic>.dlq). Empty: "
                   "idem-demo-<unix seconds>.");
   app->add_option("--partitions", options.partitions,
-                  "Partitions of the topic (mock cluster).");
+                  "Partitions of the topic (mock cluster; with --failover "
+                  "also a real cluster's topic, which must have as many).");
   app->add_option("--messages", options.messages,
                   "Records produced in all, duplicates and the poison record "
                   "included.");
@@ -90,12 +98,37 @@ int main(int argc, char** argv) {
                 "Internal: the pipeline's stage one (needs --brokers, "
                 "--topic and --store).")
       ->group("");
+  bool failover = false;
+  bool failover_member = false;
+  idem::cli::FailoverDemoVariant variant;
+  app->add_flag("--failover", failover,
+                "Run the failover demo (docs/scale-out.md): member A, a "
+                "changelog-mode consumer in a separate process, is SIGKILLed "
+                "mid-stream; member B, with an empty store, restores each "
+                "partition from <topic>.changelog, consumes the rest and "
+                "suppresses a late producer duplicate. --store is not used.");
+  app->add_flag("--failover_member", failover_member,
+                "Internal: the failover's member A (needs --brokers, --topic "
+                "and --store).")
+      ->group("");
+  app->add_flag("--failover_without_changelog",
+                variant.member_b_without_changelog,
+                "Internal: a deliberately broken --failover whose member B "
+                "runs without changelog mode (its checks must fail).")
+      ->group("");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;
   }
   if (pipeline_worker) {
     return idem::cli::RunPipelineStage1(options, std::cerr);
+  }
+  if (failover_member) {
+    return idem::cli::RunFailoverMember(options, std::cerr);
+  }
+  if (failover) {
+    return idem::cli::RunKafkaFailoverDemoTool(
+        options, SelfPath(argv[0]), variant, json, std::cout, std::cerr);
   }
   if (pipeline) {
     return idem::cli::RunKafkaPipelineDemoTool(options, SelfPath(argv[0]), json,
