@@ -34,9 +34,10 @@
 // record, produced to the mock cluster once (zstd-compressed, as the mock
 // keeps only 5 MB of batches per partition); per iteration a fresh
 // partition-scoped store checks the partition against it, which reads the
-// partition to its end and replaces the store's copy in one commit (the
-// path a consumer takes on assignment). Reported: entries_per_second
-// (state entries restored per second, reading and importing).
+// partition to its end and replaces the store's copy, in chunks of 100,000
+// records (the path a consumer takes on assignment). Reported:
+// entries_per_second (state entries restored per second, reading and
+// importing).
 //
 //   build/bench/idem_kafka_bench --benchmark_filter=Restore
 //       --benchmark_counters_tabular=true   (one command line)

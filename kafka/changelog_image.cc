@@ -45,7 +45,7 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
   if (!key.has_value()) return Undecodable(r.topic, record, "unknown key");
   if (key->kind == ChangelogKey::Kind::kState) {
     std::optional<std::string> value;
-    if (!record.tombstone) value = std::string(r.value);
+    if (!record.tombstone && keep_state_) value = std::string(r.value);
     pending_.insert_or_assign(std::string(key->state_key), std::move(value));
     return absl::OkStatus();
   }
@@ -55,8 +55,10 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
     return Undecodable(r.topic, record, "an offset record without an offset");
   }
   // A commit is complete: its changes join the state.
-  for (auto& [state_key, value] : pending_) {
-    changes_.writes.insert_or_assign(state_key, std::move(value));
+  if (keep_state_) {
+    for (auto& [state_key, value] : pending_) {
+      changes_.writes.insert_or_assign(state_key, std::move(value));
+    }
   }
   pending_.clear();
   changes_.last = ChangelogMark{key->epoch, *offset};

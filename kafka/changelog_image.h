@@ -63,6 +63,12 @@ struct ChangelogChanges {
 
 class ChangelogImageBuilder {
  public:
+  // Without `keep_state` the builder keeps no state values: it tells the
+  // last complete commit and the orphans only, in memory that does not grow
+  // with the partition.
+  explicit ChangelogImageBuilder(bool keep_state = true)
+      : keep_state_(keep_state) {}
+
   // A record of the changelog topic, in log order. kDataLoss naming its
   // offset if it does not decode (an unknown key, an "o/" record without
   // an offset).
@@ -77,6 +83,8 @@ class ChangelogImageBuilder {
   // Keys written after the last complete commit, by a commit not finished
   // (yet).
   absl::btree_set<std::string> Orphans() const;
+  // The last complete commit's mark so far; nullopt if none.
+  std::optional<ChangelogMark> Last() const { return changes_.last; }
 
   // The image of everything added; dedupe records that expired by `now`
   // are left out.
@@ -90,6 +98,7 @@ class ChangelogImageBuilder {
     std::string result;
   };
 
+  const bool keep_state_;
   ChangelogChanges changes_;
   // Changes since the last "o/" record (nullopt: deleted).
   absl::btree_map<std::string, std::optional<std::string>> pending_;

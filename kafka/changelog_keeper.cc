@@ -89,8 +89,7 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                : engine->options().dedupe_window),
       clock_(engine->options().clock != nullptr ? engine->options().clock
                                                 : SystemClock()),
-      standby_(engine, reader_.get(), &target_, clock_,
-               hooks.standby_without_dedupe) {}
+      standby_(engine, reader_.get(), &target_, clock_, &hooks_) {}
 
 absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
   absl::StatusOr<int32_t> partitions =
@@ -140,24 +139,11 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
     if (absl::Status s = PrepareTopics(topic); !s.ok()) return s;
     topics_ready_ = true;
   }
-  if (std::unique_ptr<StandbyCopy> copy = standby_.Take(partition);
-      copy != nullptr && copy->applied) {
-    return RestoreFromStandby(topic, partition, *copy, start);
+  std::unique_ptr<StandbyCopy> copy = standby_.Take(partition);
+  if (copy != nullptr && copy->applied) {
+    // A warm standby copy: only the changelog's tail is to be read.
+    return Restore(topic, partition, *copy, start, RestoreReport());
   }
-  ChangelogImageBuilder builder;
-  if (absl::Status s = reader_->Read(
-          target_.changelog_topic, partition, 0, kKafkaTimeout,
-          [&](const LogRecord& r) { return builder.AddChangelogRecord(r); });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = reader_->Read(
-          target_.dedupe_topic, partition, 0, kKafkaTimeout,
-          [&](const LogRecord& r) { return builder.AddDedupeRecord(r); });
-      !s.ok()) {
-    return s;
-  }
-  const ChangelogImage image = std::move(builder).Finish(clock_->Now());
   absl::StatusOr<std::optional<int64_t>> offset =
       engine_->CommittedOffset(topic, partition);
   if (!offset.ok()) return offset.status();
@@ -165,25 +151,61 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
   if (!epoch.ok()) return epoch.status();
 
   RestoreReport report;
-  report.topic = topic;
-  report.partition = partition;
-  report.records_read = image.records_read;
-  report.bytes_read = image.bytes_read;
-  std::optional<int64_t> changelog_offset;
-  if (image.last.has_value() && image.last->offset >= 0) {
-    changelog_offset = image.last->offset;
+  if (epoch->has_value()) {
+    // This member wrote the partition before: is its copy the changelog's
+    // last commit? The changelog's marks and keys tell, without its values.
+    ChangelogImageBuilder ends(/*keep_state=*/false);
+    if (absl::Status s = reader_->Read(
+            target_.changelog_topic, partition, 0, kKafkaTimeout,
+            [&](const LogRecord& r) { return ends.AddChangelogRecord(r); });
+        !s.ok()) {
+      return s;
+    }
+    const ChangelogChanges read = ends.TakeChanges(clock_->Now());
+    report.records_read = read.records_read;
+    report.bytes_read = read.bytes_read;
+    const std::optional<ChangelogMark> last = ends.Last();
+    if (last.has_value() &&
+        *offset == (last->offset >= 0 ? std::optional<int64_t>(last->offset)
+                                      : std::nullopt) &&
+        **epoch == last->epoch && ends.Orphans().empty()) {
+      // The engine's copy is the changelog's last commit, and its own.
+      fences_[partition] = Fence{last->epoch, last->offset, last->offset};
+      report.topic = topic;
+      report.partition = partition;
+      report.offset = *offset;
+      report.epoch = last->epoch;
+      report.duration = absl::Now() - start;
+      return report;
+    }
   }
-  if (image.last.has_value() && *offset == changelog_offset &&
-      *epoch == image.last->epoch && image.orphans.empty()) {
-    // The engine's copy is the changelog's last commit, and its own.
-    fences_[partition] =
-        Fence{image.last->epoch, image.last->offset, image.last->offset};
-    report.offset = changelog_offset;
-    report.epoch = image.last->epoch;
-    report.duration = absl::Now() - start;
-    return report;
+  StandbyCopy cold;
+  return Restore(topic, partition, cold, start, std::move(report));
+}
+
+absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
+                                                       int32_t partition,
+                                                       StandbyCopy& copy,
+                                                       absl::Time start,
+                                                       RestoreReport report) {
+  report.from_standby = copy.applied;
+  // What the copy did before this restore is not the restore's.
+  const int64_t read_before = copy.records_read;
+  const int64_t bytes_before = copy.bytes_read;
+  const int64_t writes_before = copy.writes_applied;
+  const int64_t records_before = copy.records_applied;
+  if (absl::Status s = standby_.Read(topic, partition, copy, kKafkaTimeout);
+      !s.ok()) {
+    return s;
   }
-  if (!image.last.has_value() && offset->has_value() && !epoch->has_value()) {
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine_->CommittedOffset(topic, partition);
+  if (!offset.ok()) return offset.status();
+  absl::StatusOr<std::optional<int64_t>> epoch = ReadEpoch(topic, partition);
+  if (!epoch.ok()) return epoch.status();
+  const std::optional<ChangelogMark> last = copy.builder.Last();
+  if (!copy.applied && !last.has_value() && offset->has_value() &&
+      !epoch->has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "changelog mode: the store holds ", topic, "/", partition,
         " up to offset ", **offset, " but its changelog ",
@@ -192,36 +214,32 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
         "restoring would drop that state (see docs/scale-out.md)"));
   }
 
-  // Replace the engine's copy with the changelog's, under a new epoch. An
-  // epoch is drawn at random: two members that restore from the same
-  // changelog (the first one's mark never published) must not share one.
-  const int64_t new_epoch = NewEpoch(*epoch);
-  PartitionSnapshot snapshot;
-  snapshot.source = topic;
-  snapshot.partition = partition;
-  snapshot.offset = changelog_offset;
-  snapshot.entries.reserve(image.state.size() + 1);
-  snapshot.entries.emplace_back(std::string(kEpochStateKey),
-                                absl::StrCat(new_epoch));
-  for (const auto& [key, value] : image.state) {
-    snapshot.entries.emplace_back(key, value);
-  }
-  snapshot.records = image.records;
-  if (absl::Status s =
-          engine_->ImportPartition(snapshot, {.allow_rewind = true});
+  // The copy becomes the engine's, under a new epoch. An epoch is drawn at
+  // random: two members that restore from the same changelog (the first
+  // one's mark never published) must not share one.
+  const int64_t new_epoch =
+      NewEpoch(*epoch, last.has_value() ? std::optional<int64_t>(last->epoch)
+                                        : std::nullopt);
+  const absl::btree_set<std::string> orphans = copy.builder.Orphans();
+  if (absl::Status s = standby_.Apply(topic, partition, copy, new_epoch);
       !s.ok()) {
     return s;
   }
-  // Keys a half-published commit left go back to the restored values.
+  // Keys a half-published commit left go back to the copy's values.
   SetBack set_back;
-  for (const std::string& key : image.orphans) {
-    auto restored = image.state.find(key);
-    set_back.emplace(key, restored == image.state.end()
-                              ? std::nullopt
-                              : std::optional<std::string>(restored->second));
+  const std::string prefix = PartitionStatePrefix(topic, partition);
+  for (const std::string& key : orphans) {
+    absl::StatusOr<std::optional<std::string>> value =
+        engine_->GetState(prefix + key);
+    if (!value.ok()) return value.status();
+    set_back.emplace(key, *std::move(value));
   }
-  report.state_entries = static_cast<int64_t>(image.state.size());
-  report.dedupe_records = static_cast<int64_t>(image.records.size());
+  report.records_read += copy.records_read - read_before;
+  report.bytes_read += copy.bytes_read - bytes_before;
+  report.state_entries = copy.writes_applied - writes_before;
+  report.dedupe_records = copy.records_applied - records_before;
+  std::optional<int64_t> changelog_offset;
+  if (last.has_value() && last->offset >= 0) changelog_offset = last->offset;
   return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
                        std::move(report), start);
 }
@@ -250,56 +268,13 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(
   return report;
 }
 
-int64_t ChangelogKeeper::NewEpoch(std::optional<int64_t> previous) {
+int64_t ChangelogKeeper::NewEpoch(std::optional<int64_t> mine,
+                                  std::optional<int64_t> changelogs) {
   int64_t epoch = 0;
   do {
     epoch = absl::Uniform<int64_t>(bitgen_, 0, int64_t{1} << 59);
-  } while (previous == epoch);
+  } while (mine == epoch || changelogs == epoch);
   return epoch;
-}
-
-absl::StatusOr<RestoreReport> ChangelogKeeper::RestoreFromStandby(
-    const std::string& topic, int32_t partition, StandbyCopy& copy,
-    absl::Time start) {
-  if (absl::Status s = standby_.Read(copy, partition, kKafkaTimeout); !s.ok()) {
-    return s;
-  }
-  const ChangelogChanges tail = standby_.TakeChanges(copy);
-  // The copy was applied, so the changelog has a complete commit.
-  const ChangelogMark last = *tail.last;
-  std::optional<int64_t> changelog_offset;
-  if (last.offset >= 0) changelog_offset = last.offset;
-  const int64_t new_epoch = NewEpoch(last.epoch);
-  PartitionChanges changes;
-  changes.source = topic;
-  changes.partition = partition;
-  changes.offset = changelog_offset;
-  changes.writes.assign(tail.writes.begin(), tail.writes.end());
-  changes.writes.emplace_back(std::string(kEpochStateKey),
-                              absl::StrCat(new_epoch));
-  changes.records = tail.records;
-  if (absl::Status s =
-          engine_->ApplyPartitionChanges(changes, {.allow_rewind = true});
-      !s.ok()) {
-    return s;
-  }
-  // Keys a half-published commit left go back to the copy's values.
-  SetBack set_back;
-  const std::string prefix = PartitionStatePrefix(topic, partition);
-  for (const std::string& key : copy.builder.Orphans()) {
-    absl::StatusOr<std::optional<std::string>> value =
-        engine_->GetState(prefix + key);
-    if (!value.ok()) return value.status();
-    set_back.emplace(key, *std::move(value));
-  }
-  RestoreReport report;
-  report.from_standby = true;
-  report.records_read = tail.records_read;
-  report.bytes_read = tail.bytes_read;
-  report.state_entries = static_cast<int64_t>(tail.writes.size());
-  report.dedupe_records = static_cast<int64_t>(tail.records.size());
-  return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
-                       std::move(report), start);
 }
 
 ChangelogKeeper::StandbyRound ChangelogKeeper::FollowStandbys(

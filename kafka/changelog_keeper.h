@@ -118,12 +118,13 @@ class ChangelogKeeper {
                           int64_t epoch, int64_t offset,
                           const SetBack& set_back);
 
-  // Check's restore from a warm standby copy: reads the changelog's tail
-  // only.
-  absl::StatusOr<RestoreReport> RestoreFromStandby(const std::string& topic,
-                                                   int32_t partition,
-                                                   StandbyCopy& copy,
-                                                   absl::Time start);
+  // Check's restore: reads the changelog into `copy` from where it stands
+  // (a warm standby copy's tail, or a cold copy from the start), applying
+  // it chunk by chunk, then makes it the engine's copy under a new epoch.
+  // `report` holds what Check read before.
+  absl::StatusOr<RestoreReport> Restore(const std::string& topic,
+                                        int32_t partition, StandbyCopy& copy,
+                                        absl::Time start, RestoreReport report);
   // The end of a restore, once the engine holds the changelog's copy under
   // `epoch`: commits the epoch's mark at `offset`, setting the keys of
   // `set_back` back, fences the partition, and completes `report`.
@@ -133,8 +134,10 @@ class ChangelogKeeper {
                                               const SetBack& set_back,
                                               RestoreReport report,
                                               absl::Time start);
-  // A new epoch for a restore, never `previous`.
-  int64_t NewEpoch(std::optional<int64_t> previous);
+  // A new epoch for a restore: neither this member's old one nor the
+  // changelog's last.
+  int64_t NewEpoch(std::optional<int64_t> mine,
+                   std::optional<int64_t> changelogs);
 
   ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                   const ConsumerHooks& hooks,

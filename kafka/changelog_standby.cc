@@ -2,15 +2,33 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace idem::kafka {
 
-absl::Status StandbyCopies::Read(StandbyCopy& copy, int32_t partition,
-                                 absl::Duration timeout) {
+absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
+                                 StandbyCopy& copy, absl::Duration timeout) {
+  const int64_t chunk = hooks_->restore_chunk_records > 0
+                            ? hooks_->restore_chunk_records
+                            : kChunkRecords;
+  int64_t unapplied = 0;
+  auto count = [&]() -> absl::Status {
+    if (++unapplied < chunk) return absl::OkStatus();
+    unapplied = 0;
+    if (absl::Status s = Apply(topic, partition, copy, std::nullopt); !s.ok()) {
+      return s;
+    }
+    if (hooks_->restore_step && copy.applied) hooks_->restore_step("chunk");
+    return absl::OkStatus();
+  };
   if (absl::Status s = reader_->Read(
           target_->changelog_topic, partition, copy.changelog_next, timeout,
           [&](const LogRecord& r) {
             copy.changelog_next = r.record.offset + 1;
-            return copy.builder.AddChangelogRecord(r);
+            if (absl::Status s = copy.builder.AddChangelogRecord(r); !s.ok()) {
+              return s;
+            }
+            return count();
           });
       !s.ok()) {
     return s;
@@ -18,8 +36,91 @@ absl::Status StandbyCopies::Read(StandbyCopy& copy, int32_t partition,
   return reader_->Read(target_->dedupe_topic, partition, copy.dedupe_next,
                        timeout, [&](const LogRecord& r) {
                          copy.dedupe_next = r.record.offset + 1;
-                         return copy.builder.AddDedupeRecord(r);
+                         if (absl::Status s = copy.builder.AddDedupeRecord(r);
+                             !s.ok()) {
+                           return s;
+                         }
+                         return count();
                        });
+}
+
+absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
+                                  StandbyCopy& copy,
+                                  std::optional<int64_t> epoch) {
+  ChangelogChanges changes = copy.builder.TakeChanges(clock_->Now());
+  if (hooks_->standby_without_dedupe) changes.records.clear();
+  copy.records_read += changes.records_read;
+  copy.bytes_read += changes.bytes_read;
+  // Until the changelog holds a complete commit there is nothing to copy,
+  // and the engine's copy (perhaps from before changelog mode) stays.
+  if (!changes.last.has_value() && !epoch.has_value()) {
+    return absl::OkStatus();
+  }
+  std::optional<int64_t> offset;
+  if (changes.last.has_value() && changes.last->offset >= 0) {
+    offset = changes.last->offset;
+  }
+  std::optional<std::string> epoch_value;
+  if (epoch.has_value()) epoch_value = absl::StrCat(*epoch);
+  if (!copy.applied) {
+    // The first time: the copy replaces the engine's.
+    PartitionSnapshot snapshot;
+    snapshot.source = topic;
+    snapshot.partition = partition;
+    snapshot.offset = offset;
+    if (epoch_value.has_value()) {
+      snapshot.entries.emplace_back(std::string(kEpochStateKey), *epoch_value);
+    }
+    for (auto& [key, value] : changes.writes) {
+      if (value.has_value()) snapshot.entries.emplace_back(key, *value);
+    }
+    snapshot.records = std::move(changes.records);
+    if (absl::Status s =
+            engine_->ImportPartition(snapshot, {.allow_rewind = true});
+        !s.ok()) {
+      return s;
+    }
+    if (!epoch.has_value()) {
+      // An import of the same snapshot before (the partition was then
+      // taken over here, and given back) writes nothing: drop that epoch,
+      // which would make the copy look like this member's own.
+      PartitionChanges no_epoch;
+      no_epoch.source = topic;
+      no_epoch.partition = partition;
+      no_epoch.writes.emplace_back(std::string(kEpochStateKey), std::nullopt);
+      if (absl::Status s = engine_->ApplyPartitionChanges(no_epoch, {});
+          !s.ok()) {
+        return s;
+      }
+    }
+    copy.writes_applied += static_cast<int64_t>(snapshot.entries.size()) -
+                           (epoch_value.has_value() ? 1 : 0);
+    copy.records_applied += static_cast<int64_t>(snapshot.records.size());
+  } else {
+    if (changes.writes.empty() && changes.records.empty() &&
+        offset == copy.applied_offset && !epoch.has_value()) {
+      return absl::OkStatus();
+    }
+    PartitionChanges apply;
+    apply.source = topic;
+    apply.partition = partition;
+    apply.offset = offset;
+    apply.writes.assign(changes.writes.begin(), changes.writes.end());
+    if (epoch_value.has_value()) {
+      apply.writes.emplace_back(std::string(kEpochStateKey), epoch_value);
+    }
+    apply.records = std::move(changes.records);
+    if (absl::Status s =
+            engine_->ApplyPartitionChanges(apply, {.allow_rewind = true});
+        !s.ok()) {
+      return s;
+    }
+    copy.writes_applied += static_cast<int64_t>(changes.writes.size());
+    copy.records_applied += static_cast<int64_t>(apply.records.size());
+  }
+  copy.applied = true;
+  copy.applied_offset = offset;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> StandbyCopies::CatchUp(const std::string& topic,
@@ -27,80 +128,14 @@ absl::StatusOr<int64_t> StandbyCopies::CatchUp(const std::string& topic,
                                                absl::Duration timeout) {
   std::unique_ptr<StandbyCopy>& copy = copies_[partition];
   if (copy == nullptr) copy = std::make_unique<StandbyCopy>();
-  absl::Status status = Read(*copy, partition, timeout);
-  ChangelogChanges changes;
-  if (status.ok()) {
-    changes = TakeChanges(*copy);
-    status = Apply(topic, partition, *copy, changes);
-  }
+  const int64_t read_before = copy->records_read;
+  absl::Status status = Read(topic, partition, *copy, timeout);
+  if (status.ok()) status = Apply(topic, partition, *copy, std::nullopt);
   if (!status.ok()) {
     copies_.erase(partition);
     return status;
   }
-  return changes.records_read;
-}
-
-absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
-                                  StandbyCopy& copy,
-                                  const ChangelogChanges& changes) {
-  // Until the changelog holds a complete commit there is nothing to copy,
-  // and the engine's copy (perhaps from before changelog mode) stays.
-  if (!changes.last.has_value()) return absl::OkStatus();
-  std::optional<int64_t> offset;
-  if (changes.last->offset >= 0) offset = changes.last->offset;
-  if (!copy.applied) {
-    // Cold: the whole changelog replaces the engine's copy.
-    PartitionSnapshot snapshot;
-    snapshot.source = topic;
-    snapshot.partition = partition;
-    snapshot.offset = offset;
-    for (const auto& [key, value] : changes.writes) {
-      if (value.has_value()) snapshot.entries.emplace_back(key, *value);
-    }
-    snapshot.records = changes.records;
-    if (absl::Status s =
-            engine_->ImportPartition(snapshot, {.allow_rewind = true});
-        !s.ok()) {
-      return s;
-    }
-    // An import of the same snapshot before (the partition was then taken
-    // over here, and given back) writes nothing: drop that epoch, which
-    // would make the copy look like this member's own.
-    PartitionChanges no_epoch;
-    no_epoch.source = topic;
-    no_epoch.partition = partition;
-    no_epoch.writes.emplace_back(std::string(kEpochStateKey), std::nullopt);
-    if (absl::Status s = engine_->ApplyPartitionChanges(no_epoch, {});
-        !s.ok()) {
-      return s;
-    }
-    copy.applied = true;
-    copy.applied_offset = offset;
-    return absl::OkStatus();
-  }
-  if (changes.writes.empty() && changes.records.empty() &&
-      offset == copy.applied_offset) {
-    return absl::OkStatus();
-  }
-  PartitionChanges apply;
-  apply.source = topic;
-  apply.partition = partition;
-  apply.offset = offset;
-  apply.writes.assign(changes.writes.begin(), changes.writes.end());
-  apply.records = changes.records;
-  if (absl::Status s =
-          engine_->ApplyPartitionChanges(apply, {.allow_rewind = true});
-      !s.ok()) {
-    return s;
-  }
-  copy.applied_offset = offset;
-  return absl::OkStatus();
-}
-
-ChangelogChanges StandbyCopies::TakeChanges(StandbyCopy& copy) {
-  ChangelogChanges changes = copy.builder.TakeChanges(clock_->Now());
-  if (without_dedupe_) changes.records.clear();
-  return changes;
+  return copy->records_read - read_before;
 }
 
 std::unique_ptr<StandbyCopy> StandbyCopies::Take(int32_t partition) {

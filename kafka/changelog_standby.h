@@ -1,17 +1,20 @@
-// StandbyCopies keeps copies of chosen input partitions warm while other
-// members hold them (ConsumerOptions::standby_partitions;
-// docs/scale-out.md, "Standby copies"): each copy follows its partition's
-// changelog from where it left off and applies to the engine the commits
-// that completed since (Engine::ApplyPartitionChanges), so that when the
-// partition is assigned here the restore reads only the changelog's tail
-// (ChangelogKeeper::Check).
+// StandbyCopies keeps copies of partitions in the engine that follow their
+// changelogs (docs/scale-out.md, "Standby copies"), and builds the copy a
+// restore takes over. Each copy reads both changelog topics from where it
+// left off and applies to the engine the commits that completed since: the
+// first time replacing the engine's copy of the partition
+// (Engine::ImportPartition), then on top of it
+// (Engine::ApplyPartitionChanges). It applies every `chunk` records read,
+// so a copy holds at most a chunk of changes in memory, whatever the
+// partition's size.
 //
-// A copy starts cold: its first round reads the whole changelog and
-// replaces the engine's copy of the partition (Engine::ImportPartition);
-// it is warm from then on. What a copy has read of the changelog is kept
-// in memory only: after a restart every copy starts cold again. The
-// engine's copy of a standby partition carries no epoch (kEpochStateKey):
-// it is not this member's, and taking it over always starts a new epoch.
+// A copy the consumer keeps for a partition another member holds
+// (ConsumerOptions::standby_partitions) carries no epoch (kEpochStateKey):
+// it is not this member's. ChangelogKeeper::Check takes a copy over (a warm
+// one, or a cold one it fills) by applying its last changes with a new
+// epoch. What a copy has read is kept in memory only: after a restart every
+// copy starts cold, and a copy half-applied by a crash has no epoch of its
+// own, so the next check restores it again.
 //
 // Not thread-safe: used from the consumer's polling thread.
 
@@ -31,62 +34,77 @@
 #include "idem/engine.h"
 #include "kafka/changelog_image.h"
 #include "kafka/changelog_txn.h"
+#include "kafka/consumer_hooks.h"
 #include "kafka/partition_reader.h"
 
 namespace idem::kafka {
 
-// One partition's copy: where it stands in both changelog topics, and the
-// builder that folds what it read.
+// One partition's copy: where it stands in both changelog topics, the
+// builder that folds what it read, and what it did so far.
 struct StandbyCopy {
   int64_t changelog_next = 0;  // the next offset to read of each topic
   int64_t dedupe_next = 0;
   ChangelogImageBuilder builder;
-  // The engine's copy is what the builder has handed out (TakeChanges),
-  // at this offset.
+  // The engine holds the copy (the changes the builder handed out), at
+  // this offset.
   bool applied = false;
   std::optional<int64_t> applied_offset;
+  // Since the copy started: changelog records and their keys' and values'
+  // bytes read; state writes and dedupe records applied.
+  int64_t records_read = 0;
+  int64_t bytes_read = 0;
+  int64_t writes_applied = 0;
+  int64_t records_applied = 0;
 };
 
 class StandbyCopies {
+  // A copy applies what completed every this many records read.
+  static constexpr int64_t kChunkRecords = 100000;
+
  public:
-  // All borrowed; they must outlive this. `without_dedupe`: the broken
-  // variant of ConsumerHooks::standby_without_dedupe.
+  // All borrowed; they must outlive this. `hooks`: restore_chunk_records
+  // (a smaller chunk), restore_step ("chunk" after each chunk applied
+  // during a read) and standby_without_dedupe (the broken variant).
   StandbyCopies(Engine* engine, PartitionReader* reader,
                 const ChangelogTarget* target, Clock* clock,
-                bool without_dedupe)
+                const ConsumerHooks* hooks)
       : engine_(engine),
         reader_(reader),
         target_(target),
         clock_(clock),
-        without_dedupe_(without_dedupe) {}
+        hooks_(hooks) {}
 
-  // Reads both changelog topics of `partition` from where `copy` left off
-  // to their ends, into copy.builder.
-  absl::Status Read(StandbyCopy& copy, int32_t partition,
-                    absl::Duration timeout);
+  // Reads both changelog topics of (topic, partition) from where `copy`
+  // left off to their ends, applying what completed every chunk of
+  // records (Apply without an epoch). What completed in the last chunk
+  // stays for the caller's Apply.
+  absl::Status Read(const std::string& topic, int32_t partition,
+                    StandbyCopy& copy, absl::Duration timeout);
 
-  // One round for (topic, partition): reads its changelog's new records
-  // and applies the commits that completed. Returns the records read. On
-  // an error the copy is dropped (the next round starts it cold).
+  // Applies to the engine what completed in `copy` since its last Apply,
+  // with `epoch` (if set) as the partition's epoch in the same commit.
+  // Without an epoch nothing is applied until the changelog holds a
+  // complete commit; with one, a copy of a changelog without any replaces
+  // the engine's copy with an empty one (no state, no offset).
+  absl::Status Apply(const std::string& topic, int32_t partition,
+                     StandbyCopy& copy, std::optional<int64_t> epoch);
+
+  // One round for the copy of (topic, partition) this member keeps while
+  // another holds the partition (created cold if there is none): Read, then
+  // Apply. Returns the records read. On an error the copy is dropped (the
+  // next round starts it cold).
   absl::StatusOr<int64_t> CatchUp(const std::string& topic, int32_t partition,
                                   absl::Duration timeout);
-
-  // What completed in `copy` since it was last asked (its builder's
-  // TakeChanges at the clock's time).
-  ChangelogChanges TakeChanges(StandbyCopy& copy);
 
   // Removes and returns the copy of `partition`; nullptr if there is none.
   std::unique_ptr<StandbyCopy> Take(int32_t partition);
 
  private:
-  absl::Status Apply(const std::string& topic, int32_t partition,
-                     StandbyCopy& copy, const ChangelogChanges& changes);
-
   Engine* const engine_;
   PartitionReader* const reader_;
   const ChangelogTarget* const target_;
   Clock* const clock_;
-  const bool without_dedupe_;
+  const ConsumerHooks* const hooks_;
   absl::flat_hash_map<int32_t, std::unique_ptr<StandbyCopy>> copies_;
 };
 

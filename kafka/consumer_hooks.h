@@ -39,10 +39,14 @@ struct ConsumerHooks {
   // Standby copies, broken: apply the changelog's state and offsets but
   // leave its dedupe records out.
   bool standby_without_dedupe = false;
-  // Changelog mode: called at each step of a restore, "imported" (the
-  // changelog's copy committed, the new epoch's mark not yet) and "marked"
-  // (the mark committed, not yet published), so a test can kill the
-  // process there.
+  // Restores and standby copies apply what they read every this many
+  // records (0: the default, 100,000), so tests can make a restore take
+  // several chunks.
+  int64_t restore_chunk_records = 0;
+  // Changelog mode: called at each step of a restore, "chunk" (a chunk of
+  // the changelog applied, more to come), "imported" (the changelog's copy
+  // committed with the new epoch, its mark not yet) and "marked" (the mark
+  // committed, not yet published), so a test can kill the process there.
   std::function<void(const char* step)> restore_step;
 };
 

@@ -256,9 +256,10 @@ TEST_F(KafkaChangelogTest, ChangelogBrokenVariantOutsideTheCommitIsCaught) {
   EXPECT_EQ(AppliedByNextOwner(/*outside_commit=*/true), 1);
 }
 
-// A member killed in the middle of restoring (after the changelog's copy
-// was committed, then after its mark was committed but not published)
-// restores again when it comes back, and its totals are exact.
+// A member killed in the middle of restoring (after a first chunk of the
+// changelog was applied, after the changelog's copy was committed, then
+// after its mark was committed but not published) restores again when it
+// comes back, and its totals are exact.
 TEST_F(KafkaChangelogTest, ChangelogRestoreKilledMidRestoreIsRedone) {
   Stream all = MakeStream("m", 60);
   Produce(all);
@@ -268,6 +269,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreKilledMidRestoreIsRedone) {
   ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &reports));
   const std::string store_c = dir_.Sub("c");
   { ASSERT_NE(OpenStore("c"), nullptr); }
+  ASSERT_NO_FATAL_FAILURE(RunChildDyingAt(store_c, "chunk"));
   ASSERT_NO_FATAL_FAILURE(RunChildDyingAt(store_c, "imported"));
   ASSERT_NO_FATAL_FAILURE(RunChildDyingAt(store_c, "marked"));
 
@@ -281,6 +283,35 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreKilledMidRestoreIsRedone) {
   ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
   for (const RestoreReport& r : reports) EXPECT_TRUE(r.restored);
   ExpectExact(*c, all);
+  EXPECT_THAT(MarksGoingBack(), IsEmpty());
+}
+
+// A restore applies the changelog chunk by chunk (here every 3 records, so
+// that state keys and dedupe records span many chunks), and the result is
+// the same as in one piece.
+TEST_F(KafkaChangelogTest, ChangelogRestoreInChunksIsExact) {
+  Stream all = MakeStream("first", 60);
+  Produce(all);
+  std::vector<RestoreReport> reports;
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &reports));
+  Stream second = MakeStream("second", 30);
+  AddMessage(second, "first-0", 0, 1, true);  // only A processed it
+  Produce(second);
+  Append(all, second);
+  std::unique_ptr<Engine> b = OpenStore("b");
+  ASSERT_NE(b, nullptr);
+  reports.clear();
+  ASSERT_NO_FATAL_FAILURE(
+      ConsumeUntil(*b, Handled(all), &reports, {.restore_chunk_records = 3}));
+  ASSERT_EQ(reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : reports) {
+    EXPECT_TRUE(r.restored);
+    EXPECT_GT(r.dedupe_records, 0);
+  }
+  ExpectExact(*b, all);
+  EXPECT_TRUE(*b->Seen("first-0", kTopic, 0));
   EXPECT_THAT(MarksGoingBack(), IsEmpty());
 }
 

@@ -5,7 +5,8 @@
 // one of a pipeline; the consumer's relay publishes the outbox); with
 // --changelog=<changelog>, in changelog mode (a partition-scoped store,
 // test::ApplyInPartition), and with --die_at=<step> it SIGKILLs itself at
-// that step of a restore (ConsumerHooks::restore_step).
+// that step of a restore (ConsumerHooks::restore_step; for "chunk" the
+// restore applies every 5 records, so that it has chunks).
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 //            [<downstream> | --changelog=<changelog> [--die_at=<step>]]
 
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   hooks.restore_step = [&die_at](const char* step) {
     if (die_at == step) raise(SIGKILL);
   };
+  if (die_at == "chunk") hooks.restore_chunk_records = 5;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

@@ -89,11 +89,12 @@ int main(int argc, char** argv) {
   app->add_flag("--json", json, "Print the report as one JSON object.");
   bool pipeline = false;
   bool pipeline_worker = false;
-  app->add_flag("--pipeline", pipeline,
-                "Run the two-stage pipeline (docs/outbox.md): stage one "
-                "applies payments and emits ledger entries through the "
-                "outbox, is SIGKILLed mid-stream and restarted; stage two "
-                "applies the entries. --store is not used.");
+  app->add_flag(
+      "--pipeline", pipeline,
+      "Run the two-stage pipeline (docs/outbox.md): stage one "
+      "applies payments and emits ledger entries through the "
+      "outbox, is SIGKILLed mid-stream and restarted; stage two "
+      "applies the entries. Refuses --store (each stage has its own).");
   app->add_flag("--pipeline_worker", pipeline_worker,
                 "Internal: the pipeline's stage one (needs --brokers, "
                 "--topic and --store).")
@@ -106,7 +107,8 @@ int main(int argc, char** argv) {
                 "changelog-mode consumer in a separate process, is SIGKILLed "
                 "mid-stream; member B, with an empty store, restores each "
                 "partition from <topic>.changelog, consumes the rest and "
-                "suppresses a late producer duplicate. --store is not used.");
+                "suppresses a late producer duplicate. Refuses --store (each "
+                "member has its own).");
   app->add_flag("--failover_member", failover_member,
                 "Internal: the failover's member A (needs --brokers, --topic "
                 "and --store).")
