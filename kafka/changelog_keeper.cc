@@ -194,15 +194,16 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
   const int64_t bytes_before = copy.bytes_read;
   const int64_t writes_before = copy.writes_applied;
   const int64_t records_before = copy.records_applied;
-  if (absl::Status s = standby_.Read(topic, partition, copy, kKafkaTimeout);
-      !s.ok()) {
-    return s;
-  }
+  // The engine's copy before the read's chunks replace it.
   absl::StatusOr<std::optional<int64_t>> offset =
       engine_->CommittedOffset(topic, partition);
   if (!offset.ok()) return offset.status();
   absl::StatusOr<std::optional<int64_t>> epoch = ReadEpoch(topic, partition);
   if (!epoch.ok()) return epoch.status();
+  if (absl::Status s = standby_.Read(topic, partition, copy, kKafkaTimeout);
+      !s.ok()) {
+    return s;
+  }
   const std::optional<ChangelogMark> last = copy.builder.Last();
   if (!copy.applied && !last.has_value() && offset->has_value() &&
       !epoch->has_value()) {
