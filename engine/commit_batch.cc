@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -238,7 +239,8 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
                                   const OutboxCursor& outbox,
                                   rocksdb::WriteBatch& batch,
                                   rocksdb::WriteBatch& records) {
-  std::vector<const BatchOverlay::value_type*> state(state_.size());
+  // Sorted by reference, inline for small commits (no allocation).
+  absl::InlinedVector<const BatchOverlay::value_type*, 8> state(state_.size());
   std::transform(state_.begin(), state_.end(), state.begin(),
                  [](const auto& entry) { return &entry; });
   std::sort(state.begin(), state.end(),
@@ -250,8 +252,8 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
             : batch.Delete(state_family_, entry->first);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
-  // Sorted by reference: a record (key and value) is too big to move around.
-  std::vector<const NewRecord*> sorted(records_.size());
+  // Likewise: a record (key and value) is too big to move around.
+  absl::InlinedVector<const NewRecord*, 8> sorted(records_.size());
   std::transform(records_.begin(), records_.end(), sorted.begin(),
                  [](const NewRecord& record) { return &record; });
   std::sort(sorted.begin(), sorted.end(),
