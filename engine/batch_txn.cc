@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "engine/absl_view.h"
 #include "engine/status_util.h"
 
 namespace idem {
@@ -20,7 +21,8 @@ BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
     : overlay_(overlay), db_(db), state_(state) {}
 
 absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
-  const std::string k(key);
+  // Heterogeneous lookups: no copy of the key.
+  const absl::string_view k = AbslView(key);
   if (auto it = writes_.find(k); it != writes_.end()) return it->second;
   if (auto it = overlay_->find(k); it != overlay_->end()) return it->second;
   std::string value;
@@ -113,8 +115,13 @@ absl::Status BatchTxn::Apply(BatchOverlay* overlay) {
           "a state key or value is larger than 4 GiB");
     }
   }
-  for (auto& [key, value] : writes_) {
-    overlay->insert_or_assign(key, std::move(value));
+  if (overlay->empty()) {
+    // The first writes of the batch: the map moves, no entry is copied.
+    overlay->swap(writes_);
+  } else {
+    for (auto& [key, value] : writes_) {
+      overlay->insert_or_assign(key, std::move(value));
+    }
   }
   writes_.clear();
   return absl::OkStatus();

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -70,40 +71,77 @@ absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
   return LookupLive(db, families, record_keys, now_micros);
 }
 
+namespace {
+
+// Takes the record `value` found for `key` in `family` into `live` if it is
+// live and `live` is still empty. kDataLoss if it does not decode.
+absl::Status TakeIfLive(std::string_view key, std::string_view value,
+                        rocksdb::ColumnFamilyHandle* family, int64_t now_micros,
+                        std::optional<LiveRecord>& live) {
+  std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
+  if (!record.has_value()) {
+    return absl::DataLossError(absl::StrCat(
+        "undecodable dedupe record for key ", DedupeKeyToHex(key)));
+  }
+  if (!IsExpired(*record, now_micros) && !live.has_value()) {
+    LiveRecord& found = live.emplace();
+    found.result = std::string(record->result);
+    found.expiry_micros = record->expiry_micros;
+    found.processed_before_expiry_s = record->processed_before_expiry_s;
+    found.fingerprint = record->fingerprint;
+    found.failure = record->failure;
+    found.family = family;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const RecordKey> keys, int64_t now_micros) {
+  std::vector<std::optional<LiveRecord>> live(keys.size());
+  const rocksdb::ReadOptions read;
+  if (keys.size() == 1) {
+    // One key: a point Get per family costs less than MultiGet's setup.
+    const std::string_view key = keys[0].view();
+    rocksdb::PinnableSlice value;
+    for (rocksdb::ColumnFamilyHandle* family : families) {
+      value.Reset();
+      rocksdb::Status s = db->Get(read, family, ToSlice(key), &value);
+      if (s.IsNotFound()) continue;
+      if (!s.ok()) return FromRocksStatus(s, "reading a dedupe record");
+      if (absl::Status taken =
+              TakeIfLive(key, std::string_view(value.data(), value.size()),
+                         family, now_micros, live[0]);
+          !taken.ok()) {
+        return taken;
+      }
+    }
+    return live;
+  }
   std::vector<rocksdb::Slice> slices;
   slices.reserve(keys.size());
   for (const RecordKey& key : keys) slices.push_back(ToSlice(key.view()));
-  std::vector<std::optional<LiveRecord>> live(keys.size());
+  std::vector<rocksdb::PinnableSlice> values(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
   // At most one family holds a live record for a key (a live record makes
   // the next delivery a duplicate); expired ones may linger in others.
   for (rocksdb::ColumnFamilyHandle* family : families) {
-    std::vector<rocksdb::PinnableSlice> values(keys.size());
-    std::vector<rocksdb::Status> statuses(keys.size());
-    db->MultiGet(rocksdb::ReadOptions(), family, keys.size(), slices.data(),
-                 values.data(), statuses.data());
+    for (rocksdb::PinnableSlice& value : values) value.Reset();
+    db->MultiGet(read, family, keys.size(), slices.data(), values.data(),
+                 statuses.data());
     for (size_t i = 0; i < keys.size(); ++i) {
       if (statuses[i].IsNotFound()) continue;
       if (!statuses[i].ok()) {
         return FromRocksStatus(statuses[i], "reading a dedupe record");
       }
-      std::optional<DedupeRecord> record = DecodeDedupeRecord(
-          std::string_view(values[i].data(), values[i].size()));
-      if (!record.has_value()) {
-        return absl::DataLossError(
-            absl::StrCat("undecodable dedupe record for key ",
-                         DedupeKeyToHex(keys[i].view())));
-      }
-      if (!IsExpired(*record, now_micros) && !live[i].has_value()) {
-        LiveRecord& found = live[i].emplace();
-        found.result = std::string(record->result);
-        found.expiry_micros = record->expiry_micros;
-        found.processed_before_expiry_s = record->processed_before_expiry_s;
-        found.fingerprint = record->fingerprint;
-        found.failure = record->failure;
-        found.family = family;
+      if (absl::Status taken =
+              TakeIfLive(keys[i].view(),
+                         std::string_view(values[i].data(), values[i].size()),
+                         family, now_micros, live[i]);
+          !taken.ok()) {
+        return taken;
       }
     }
   }
@@ -201,7 +239,8 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
                                   const OutboxCursor& outbox,
                                   rocksdb::WriteBatch& batch,
                                   rocksdb::WriteBatch& records) {
-  std::vector<const BatchOverlay::value_type*> state(state_.size());
+  // Sorted by reference, inline for small commits (no allocation).
+  absl::InlinedVector<const BatchOverlay::value_type*, 8> state(state_.size());
   std::transform(state_.begin(), state_.end(), state.begin(),
                  [](const auto& entry) { return &entry; });
   std::sort(state.begin(), state.end(),
@@ -213,21 +252,25 @@ absl::Status CommitBuilder::Build(const StoredOffsets& stored,
             : batch.Delete(state_family_, entry->first);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
-  std::sort(records_.begin(), records_.end(),
-            [](const NewRecord& a, const NewRecord& b) {
-              if (a.family->GetID() != b.family->GetID()) {
-                return a.family->GetID() < b.family->GetID();
+  // Likewise: a record (key and value) is too big to move around.
+  absl::InlinedVector<const NewRecord*, 8> sorted(records_.size());
+  std::transform(records_.begin(), records_.end(), sorted.begin(),
+                 [](const NewRecord& record) { return &record; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const NewRecord* a, const NewRecord* b) {
+              if (a->family_id != b->family_id) {
+                return a->family_id < b->family_id;
               }
-              return a.key.view() < b.key.view();
+              return a->key.view() < b->key.view();
             });
   for (const NewRecord& record : record_deletes_) {
     rocksdb::Status s =
         records.Delete(record.family, ToSlice(record.key.view()));
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
-  for (const NewRecord& record : records_) {
+  for (const NewRecord* record : sorted) {
     rocksdb::Status s =
-        records.Put(record.family, ToSlice(record.key.view()), record.value);
+        records.Put(record->family, ToSlice(record->key.view()), record->value);
     if (!s.ok()) return FromRocksStatus(s, "building the commit");
   }
   absl::Status status;

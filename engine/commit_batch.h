@@ -69,7 +69,8 @@ struct LiveRecord {
 };
 
 // For each key, the live record if one exists in one of `families` (one
-// MultiGet per family; at most one family holds a live record for a key).
+// MultiGet per family, or one Get for a single key; at most one family holds
+// a live record for a key).
 // kDataLoss naming the key if a record does not decode; the converted
 // RocksDB error if a read fails.
 absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
@@ -134,13 +135,19 @@ class CommitBuilder {
   // expiry bucket leaves its old one), before the records are put.
   void AddRecordDelete(rocksdb::ColumnFamilyHandle* family,
                        const RecordKey& key) {
-    record_deletes_.push_back(NewRecord{family, key, std::string()});
+    record_deletes_.push_back(
+        NewRecord{family, family->GetID(), key, std::string()});
   }
+
+  // Makes room for the records of `messages` messages (an estimate; more
+  // may still be added).
+  void Reserve(size_t messages) { records_.reserve(messages); }
 
   // Adds the dedupe record `value` for `key` in `family`.
   void AddRecord(rocksdb::ColumnFamilyHandle* family, const RecordKey& key,
                  std::string value) {
-    records_.push_back(NewRecord{family, key, std::move(value)});
+    records_.push_back(
+        NewRecord{family, family->GetID(), key, std::move(value)});
   }
   void AddRecord(rocksdb::ColumnFamilyHandle* family, const DedupeKey& key,
                  std::string value) {
@@ -171,6 +178,7 @@ class CommitBuilder {
  private:
   struct NewRecord {
     rocksdb::ColumnFamilyHandle* family;
+    uint32_t family_id;  // family->GetID(), a virtual call: once per record
     RecordKey key;
     std::string value;
   };

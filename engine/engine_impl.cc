@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <exception>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/batch_txn.h"
 #include "engine/expiry_buckets.h"
+#include "engine/handler_scope.h"
 #include "engine/info_log.h"
 #include "engine/outbox_store.h"
 #include "engine/status_util.h"
@@ -19,50 +20,18 @@
 namespace idem {
 namespace {
 
-// The handlers running on this thread, innermost first: a handler of one
-// engine may call another engine, whose handler may call back into the
-// first, at any depth. A call that would wait for the commit lock of an
-// engine anywhere in the list must be rejected (it would deadlock), and a
-// read must not lock that engine's store again (absl::Mutex is not
-// re-entrant). One HandlerScope per running handler, on the stack.
-class HandlerScope {
- public:
-  explicit HandlerScope(const Engine* engine)
-      : engine_(engine), outer_(innermost_) {
-    innermost_ = this;
-  }
-  HandlerScope(const HandlerScope&) = delete;
-  HandlerScope& operator=(const HandlerScope&) = delete;
-  ~HandlerScope() { innermost_ = outer_; }
-
-  // Whether a handler of `engine` is running anywhere on this thread.
-  static bool Running(const Engine* engine) {
-    for (const HandlerScope* s = innermost_; s != nullptr; s = s->outer_) {
-      if (s->engine_ == engine) return true;
-    }
-    return false;
-  }
-
- private:
-  static thread_local const HandlerScope* innermost_;
-  const Engine* const engine_;
-  const HandlerScope* const outer_;
-};
-
-thread_local const HandlerScope* HandlerScope::innermost_ = nullptr;
-
-absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
-  try {
-    return handler(message, txn);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
-  } catch (...) {
-    return absl::InternalError("handler threw a non-standard exception");
-  }
-}
-
 rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
+}
+
+// The WriteBatch header, and the bytes a commit reserves per message: a
+// dedupe record (tag, family, 16-byte key, 13-byte value, lengths) and a
+// short state write.
+constexpr size_t kBatchHeaderBytes = 12;
+constexpr size_t kBatchBytesPerMessage = 80;
+
+void AddIfNonZero(std::atomic<uint64_t>& counter, uint64_t n) {
+  if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -267,6 +236,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   // Each record's expiry and bucket, once for the whole commit.
   const std::vector<RecordPlacement> placements =
       PlaceRecords(options_, messages, *now_micros);
+  {
+    // Most commits neither drop nor create a bucket: one shared lock of the
+    // store then covers the check and the commit.
+    absl::ReaderMutexLock store_lock(&store_mu_);
+    absl::StatusOr<Store*> store = CurrentStore();
+    if (!store.ok()) return store.status();
+    // A read-only store fails the commit itself.
+    if ((*store)->read_only ||
+        !BucketsChange(**store, placements, *now_micros)) {
+      return CommitBatch(**store, messages, placements, handler, *now_micros);
+    }
+  }
   if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
     return s;
   }
@@ -274,6 +255,19 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   return CommitBatch(**store, messages, placements, handler, *now_micros);
+}
+
+bool EngineImpl::BucketsChange(const Store& store,
+                               absl::Span<const RecordPlacement> placements,
+                               int64_t now_micros) const {
+  if (HasExpiredBuckets(store, BucketDropHorizon(now_micros))) return true;
+  for (const RecordPlacement& placement : placements) {
+    if (placement.bucket_end.has_value() &&
+        store.buckets.count(*placement.bucket_end) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 absl::Status EngineImpl::MaintainBuckets(
@@ -288,23 +282,9 @@ absl::Status EngineImpl::MaintainBuckets(
   }
   std::sort(needed.begin(), needed.end());
   needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
-  auto changes = [&](const Store& store) {
-    if (HasExpiredBuckets(store, BucketDropHorizon(now_micros))) return true;
-    for (int64_t end : needed) {
-      if (store.buckets.count(end) == 0) return true;
-    }
-    return false;
-  };
-  {
-    absl::ReaderMutexLock lock(&store_mu_);
-    absl::StatusOr<Store*> store = CurrentStore();
-    // A closed or read-only store fails the commit itself.
-    if (!store.ok() || (*store)->read_only || !changes(**store)) {
-      return absl::OkStatus();
-    }
-  }
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
+  // A closed or read-only store fails the commit itself.
   if (!store.ok() || (*store)->read_only) return absl::OkStatus();
   if (absl::Status s = DropEndedBuckets(**store, now_micros); !s.ok()) {
     return s;
@@ -357,8 +337,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     int64_t now_micros) {
   // Each ID's hash (which names the message's emits), and the key of its
   // record (the hash, or its partition and the hash).
-  std::vector<DedupeKey> keys(messages.size());
-  std::vector<RecordKey> record_keys;
+  absl::InlinedVector<DedupeKey, 1> keys(messages.size());
+  absl::InlinedVector<RecordKey, 1> record_keys;
   record_keys.reserve(messages.size());
   for (size_t i = 0; i < messages.size(); ++i) {
     keys[i] = HashMessageId(messages[i].id);
@@ -377,6 +357,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   if (!stored_offsets.ok()) return stored_offsets.status();
 
   CommitBuilder commit(store.state, store.offsets, store.outbox);
+  commit.Reserve(messages.size());
   DuplicateAges ages;
   absl::StatusOr<std::vector<Result>> results =
       HandleMessages(store, messages, placements, keys, record_keys, *stored,
@@ -384,7 +365,10 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   if (!results.ok()) return results.status();
 
   // One WriteBatch: state, dedupe records and offsets commit together.
-  rocksdb::WriteBatch batch;
+  // Sized for a dedupe record and a small state write per message, so that
+  // a typical batch is built without growing.
+  rocksdb::WriteBatch batch(kBatchHeaderBytes +
+                            kBatchBytesPerMessage * messages.size());
   rocksdb::WriteBatch split_records;  // only with hooks_.split_commit
   const OutboxCursor outbox = CurrentOutboxCursor();
   if (absl::Status s =
@@ -409,26 +393,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
 
   // Every outcome depends on at most the commits published so far.
   const uint64_t sequence = store.db->GetLatestSequenceNumber();
+  // Counted here, published once per commit.
+  uint64_t counts[4] = {0, 0, 0, 0};
   for (Result& result : *results) {
-    switch (result.outcome) {
-      case Outcome::kProcessed:
-        result.sequence = sequence;
-        processed_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Outcome::kDuplicate:
-        result.sequence = sequence;
-        duplicates_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Outcome::kConflict:
-        result.sequence = sequence;
-        conflicts_.fetch_add(1, std::memory_order_relaxed);
-        break;
-      case Outcome::kFailed:
-        if (result.permanent) result.sequence = sequence;
-        failed_.fetch_add(1, std::memory_order_relaxed);
-        break;
+    if (result.outcome != Outcome::kFailed || result.permanent) {
+      result.sequence = sequence;
     }
+    ++counts[static_cast<int>(result.outcome)];
   }
+  AddIfNonZero(processed_, counts[static_cast<int>(Outcome::kProcessed)]);
+  AddIfNonZero(duplicates_, counts[static_cast<int>(Outcome::kDuplicate)]);
+  AddIfNonZero(conflicts_, counts[static_cast<int>(Outcome::kConflict)]);
+  AddIfNonZero(failed_, counts[static_cast<int>(Outcome::kFailed)]);
   if (!ages.ages_micros.empty()) {
     redelivery_ages_.Add(ages.ages_micros);
     late_duplicates_.fetch_add(ages.late, std::memory_order_relaxed);
@@ -454,7 +430,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages) {
   // Record key -> index of its first occurrence in this batch that committed
   // a record (processed, or failed permanently).
+  // A single message cannot repeat an ID of its batch.
   absl::flat_hash_map<RecordKey, size_t> committed_here;
+  const bool may_repeat = messages.size() > 1;
   std::vector<Result> results(messages.size());
   const absl::Time now = absl::FromUnixMicros(now_micros);
   const bool conflicts = options_.detect_conflicts && !hooks_.ignore_conflicts;
@@ -475,7 +453,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   for (size_t i = 0; i < messages.size(); ++i) {
     const Message& message = messages[i];
     Result& result = results[i];
-    if (auto it = committed_here.find(record_keys[i]);
+    if (auto it = may_repeat ? committed_here.find(record_keys[i])
+                             : committed_here.end();
         it != committed_here.end()) {
       const Result& first = results[it->second];
       result.outcome = redelivery(
@@ -576,7 +555,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     commit.AddRecord(*family, record_keys[i], EncodeDedupeRecord(record));
     if (permanent) result.error = std::move(status);
     result.first_processed_at = now;
-    committed_here.emplace(record_keys[i], i);
+    if (may_repeat) committed_here.emplace(record_keys[i], i);
     commit.AddOutcome(message, Outcome::kProcessed);
   }
   return results;

@@ -174,9 +174,16 @@ class EngineImpl : public Engine {
       const Store& store, const RecordPlacement& placement) const
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
-  // Expiry buckets (engine/expiry_buckets.h): drops the buckets that have
-  // ended and creates those `placements` need, taking the store lock
-  // exclusively only when something changes.
+  // Expiry buckets (engine/expiry_buckets.h): whether a bucket has ended or
+  // one that `placements` need is missing, so that MaintainBuckets has work.
+  bool BucketsChange(const Store& store,
+                     absl::Span<const RecordPlacement> placements,
+                     int64_t now_micros) const
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // Drops the buckets that have ended and creates those `placements` need,
+  // under the store lock taken exclusively (ProcessBatch calls it only when
+  // BucketsChange).
   absl::Status MaintainBuckets(absl::Span<const RecordPlacement> placements,
                                int64_t now_micros)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(store_mu_);

@@ -88,7 +88,10 @@ absl::Status ScanColumnFamily(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
     const rocksdb::ReadOptions& read, ToEntry to_entry,
     absl::FunctionRef<absl::Status(const DumpEntry&)> visit) {
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf));
+  // The hashed dedupe memtable iterates in key order only when asked to.
+  rocksdb::ReadOptions total_order = read;
+  total_order.total_order_seek = true;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(total_order, cf));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     absl::StatusOr<DumpEntry> entry =
         to_entry(ToView(it->key()), ToView(it->value()));

@@ -41,6 +41,8 @@ absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
                        const std::string& end, Visit visit) {
   const rocksdb::Slice upper(end);
   if (!end.empty()) read.iterate_upper_bound = &upper;
+  // The hashed dedupe memtable iterates in key order only when asked to.
+  read.total_order_seek = true;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf));
   for (it->Seek(begin); it->Valid(); it->Next()) {
     if (absl::Status s = visit(ToView(it->key()), ToView(it->value()));

@@ -45,7 +45,8 @@ absl::Status CreateBucket(Store& store, const Options& options,
   }
   rocksdb::ColumnFamilyHandle* handle = nullptr;
   rocksdb::Status s = store.db->CreateColumnFamily(
-      MakeBucketOptions(options, parts.block_cache, parts.dedupe_filter),
+      MakeBucketOptions(options, parts.block_cache, parts.dedupe_filter,
+                        store.partition_scope),
       BucketFamilyName(end_micros), &handle);
   if (!s.ok()) {
     return FromRocksStatus(s, absl::StrCat("creating expiry bucket ",
@@ -87,9 +88,8 @@ absl::StatusOr<DroppedBuckets> DropExpiredBuckets(Store& store,
   return dropped;
 }
 
-std::vector<rocksdb::ColumnFamilyHandle*> LiveDedupeFamilies(
-    const Store& store, int64_t now_micros) {
-  std::vector<rocksdb::ColumnFamilyHandle*> families = {store.dedupe};
+DedupeFamilies LiveDedupeFamilies(const Store& store, int64_t now_micros) {
+  DedupeFamilies families = {store.dedupe};
   for (auto it = store.buckets.upper_bound(now_micros);
        it != store.buckets.end(); ++it) {
     families.push_back(it->second);

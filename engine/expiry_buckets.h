@@ -25,6 +25,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/store.h"
@@ -62,10 +63,13 @@ absl::StatusOr<DroppedBuckets> DropExpiredBuckets(Store& store,
 // Whether DropExpiredBuckets would drop anything.
 bool HasExpiredBuckets(const Store& store, int64_t now_micros);
 
+// A short list of dedupe families (inline up to a few: no allocation on the
+// commit path when expiry buckets are off).
+using DedupeFamilies = absl::InlinedVector<rocksdb::ColumnFamilyHandle*, 4>;
+
 // The dedupe families that may hold a live record at `now_micros`:
 // idem.dedupe, then the buckets not yet ended, oldest first.
-std::vector<rocksdb::ColumnFamilyHandle*> LiveDedupeFamilies(
-    const Store& store, int64_t now_micros);
+DedupeFamilies LiveDedupeFamilies(const Store& store, int64_t now_micros);
 
 // Every dedupe family: idem.dedupe, then every bucket, oldest first.
 std::vector<rocksdb::ColumnFamilyHandle*> AllDedupeFamilies(const Store& store);

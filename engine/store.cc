@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "absl/strings/match.h"
@@ -14,10 +15,27 @@
 #include "rocksdb/cache.h"
 #include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
+#include "rocksdb/memtablerep.h"
+#include "rocksdb/slice_transform.h"
 #include "rocksdb/table.h"
 
 namespace idem {
 namespace {
+
+// The hashed dedupe memtable's bucket key: the first 2 bytes of a record key
+// (a hash, so uniformly spread). No key is in this transform's domain, so
+// none of RocksDB's prefix features applies (prefix entries in the SST and
+// memtable Bloom filters, prefix seeks): the filters hold whole keys only,
+// as with the sorted memtable. Only the hash memtable, which calls Transform
+// directly, uses it.
+class MemtableBucketPrefix : public rocksdb::SliceTransform {
+ public:
+  const char* Name() const override { return "idem.MemtableBucketPrefix"; }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), std::min<size_t>(key.size(), 2));
+  }
+  bool InDomain(const rocksdb::Slice& /*key*/) const override { return false; }
+};
 
 // Reads the format version of an existing database from its column family
 // names (reads the MANIFEST only; writes nothing).
@@ -42,13 +60,18 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
   auto store = std::make_unique<Store>();
   store->env = env;
   store->read_only = read_only;
+  const bool partition_scope =
+      std::find(names.begin(), names.end(), kPartitionScopeColumnFamily) !=
+      names.end();
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   for (const std::string& name : names) {
     rocksdb::ColumnFamilyOptions cf;
     if (name == kDedupeColumnFamily) {
-      cf = MakeDedupeOptions(options, parts.block_cache, parts.dedupe_filter);
+      cf = MakeDedupeOptions(options, parts.block_cache, parts.dedupe_filter,
+                             partition_scope);
     } else if (ParseBucketFamilyName(name).has_value()) {
-      cf = MakeBucketOptions(options, parts.block_cache, parts.dedupe_filter);
+      cf = MakeBucketOptions(options, parts.block_cache, parts.dedupe_filter,
+                             partition_scope);
     } else if (name == kStateColumnFamily) {
       cf = MakeStateOptions(options, parts.block_cache,
                             options.write_buffer_bytes);
@@ -201,12 +224,20 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
   db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db.keep_log_file_num = 4;
+  // The hashed dedupe memtable takes one writer at a time; commits hold the
+  // commit lock anyway, so no write group ever has two memtable writers.
+  db.allow_concurrent_memtable_write = false;
   return db;
+}
+
+size_t HashedMemtableBuckets(size_t write_buffer_bytes) {
+  return std::clamp<size_t>(write_buffer_bytes / 8192, 16, 65536);
 }
 
 rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    std::shared_ptr<rocksdb::CompactionFilterFactory> filter) {
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
+    bool partition_scope) {
   rocksdb::ColumnFamilyOptions cf;
   cf.write_buffer_size = options.write_buffer_bytes;
   cf.compaction_filter_factory = std::move(filter);
@@ -227,14 +258,27 @@ rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     cf.memtable_whole_key_filtering = true;
   }
   cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  if (!partition_scope) {
+    // Hashes are uniformly random: a sorted memtable pays a full skiplist
+    // search (some 20 levels of cache misses at a million records) per
+    // insert and per lookup that passes the Bloom filter. Buckets by the
+    // first 2 key bytes, each a small skiplist, cost a few; the sorting
+    // moves to the background flush. Iterators over these families need
+    // ReadOptions::total_order_seek (every scan in the engine sets it):
+    // without it they see only one bucket of the memtable.
+    cf.prefix_extractor = std::make_shared<MemtableBucketPrefix>();
+    cf.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(
+        HashedMemtableBuckets(options.write_buffer_bytes)));
+  }
   return cf;
 }
 
 rocksdb::ColumnFamilyOptions MakeBucketOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    std::shared_ptr<rocksdb::CompactionFilterFactory> filter) {
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
+    bool partition_scope) {
   rocksdb::ColumnFamilyOptions cf =
-      MakeDedupeOptions(options, cache, std::move(filter));
+      MakeDedupeOptions(options, cache, std::move(filter), partition_scope);
   // 0 turns periodic compaction off: the whole family goes at its end.
   cf.periodic_compaction_seconds = 0;
   return cf;

@@ -106,14 +106,28 @@ inline constexpr size_t kSmallWriteBufferBytes = size_t{4} << 20;
 // shared, not copied.
 rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
                                  std::shared_ptr<rocksdb::Statistics> stats);
+// `partition_scope`: the store's record keys start with their partition
+// (DedupeScope::kPartition), so they are not uniformly random and keep the
+// sorted skiplist memtable; store-scoped keys (hashes) get the hashed one
+// (HashedMemtableBuckets).
 rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    std::shared_ptr<rocksdb::CompactionFilterFactory> filter);
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
+    bool partition_scope);
 // An expiry bucket: the dedupe options without periodic compaction (the
 // family is dropped whole within about one window).
 rocksdb::ColumnFamilyOptions MakeBucketOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
-    std::shared_ptr<rocksdb::CompactionFilterFactory> filter);
+    std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
+    bool partition_scope);
+
+// The bucket count of a hashed dedupe memtable of `write_buffer_bytes`.
+// Every bucket in use costs its skiplist's head (about 150 bytes) out of
+// the memtable's own budget: sized at 1/128 of the budget, as first tried,
+// the buckets alone filled a 1 MiB memtable, which then flushed three
+// times as often (docs/performance.md, "The hashed memtable"). One bucket
+// per 8 KiB keeps them under 2% of it.
+size_t HashedMemtableBuckets(size_t write_buffer_bytes);
 // State, offsets and the small column families.
 rocksdb::ColumnFamilyOptions MakeStateOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,

@@ -68,7 +68,8 @@ rocksdb::DBOptions RawDbOptions(const TargetOptions& o, rocksdb::Env* env,
 rocksdb::ColumnFamilyOptions RawDedupeOptions(const TargetOptions& o,
                                               const RawParts& parts) {
   rocksdb::ColumnFamilyOptions cf =
-      MakeDedupeOptions(EngineOptionsFor(o), parts.cache, parts.filter);
+      MakeDedupeOptions(EngineOptionsFor(o), parts.cache, parts.filter,
+                        /*partition_scope=*/false);
   switch (o.layout) {
     case Layout::kEngine:
     case Layout::kLeveled:

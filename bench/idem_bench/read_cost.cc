@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/types/span.h"
 #include "bench/idem_bench/layout_options.h"
 #include "engine/expiry_buckets.h"
 #include "engine/record.h"
@@ -21,7 +22,7 @@ namespace {
 // Runs Get for each ID against `families` (in order, stopping at the first
 // that holds it) and averages the cost.
 LookupCost MeasureLookups(
-    rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& families,
+    rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     rocksdb::Statistics& stats, const std::vector<std::string>& ids) {
   LookupCost cost;
   const uint64_t useful0 = stats.getTickerCount(rocksdb::BLOOM_FILTER_USEFUL);
@@ -81,7 +82,7 @@ absl::StatusOr<ReadCost> MeasureReadCost(
     rocksdb::DB* db = (*store)->db;
     // The families the engine probes: idem.dedupe and the expiry buckets
     // that have not ended.
-    const std::vector<rocksdb::ColumnFamilyHandle*> families =
+    const DedupeFamilies families =
         LiveDedupeFamilies(**store, TimeToMicros(options.clock->Now()));
     cost.miss = MeasureLookups(db, families, *parts.statistics, miss_ids);
     cost.hit = MeasureLookups(db, families, *parts.statistics, hit_ids);

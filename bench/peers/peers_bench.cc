@@ -84,6 +84,10 @@ absl::Status ValidatePeersBenchArgs(const PeersBenchArgs& args) {
   if (args.batch < 1) {
     return invalid(absl::StrFormat("--batch must be >= 1, got %d", args.batch));
   }
+  if (args.only_batch < 0) {
+    return invalid(
+        absl::StrFormat("--only_batch must be >= 0, got %d", args.only_batch));
+  }
   if (args.clients < 0) {
     return invalid(
         absl::StrFormat("--clients must be >= 0, got %d", args.clients));
@@ -188,6 +192,11 @@ int RunPeersBench(const PeersBenchArgs& args, std::ostream& out,
 
   std::vector<PeerConfig> configs = MakeConfigs(
       scratch, args.pg, redis_durable, redis_memory, args.batch, args.clients);
+  if (args.only_batch > 0) {
+    std::erase_if(configs, [&](const PeerConfig& c) {
+      return c.batch != args.only_batch;
+    });
+  }
   size_t total = 0;
   for (const PeerConfig& c : configs) total += wanted(c.peer) ? 1 : 0;
   if (wanted("ceiling")) total += 1;  // the fsync loop

@@ -45,6 +45,9 @@ struct PeersBenchArgs {
   int accounts = 10000;
   // Messages per poll for the batched configs. >= 1.
   int batch = 500;
+  // Only the rows whose polls hold this many messages (1 or `batch`); 0:
+  // every row. For profiling one batch size (bench/peers/profile.sh).
+  int only_batch = 0;
   // Clients of the multi-client rows (postgres and idem); 0 or 1 leaves
   // those rows out. >= 0.
   int clients = 16;

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
                   "Distinct state keys (account balances), >= 1.");
   app->add_option("--batch", args.batch,
                   "Messages per poll for the batched configs, >= 1.");
+  app->add_option("--only_batch", args.only_batch,
+                  "Run only the rows whose polls hold this many messages (1 "
+                  "or --batch); 0: every row.");
   app->add_option("--clients", args.clients,
                   "Concurrent clients for the multi-client rows (postgres "
                   "and idem); 0 or 1 leaves those rows out.");

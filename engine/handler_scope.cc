@@ -1,0 +1,35 @@
+#include "engine/handler_scope.h"
+
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace idem {
+
+thread_local const HandlerScope* HandlerScope::innermost_ = nullptr;
+
+HandlerScope::HandlerScope(const Engine* engine)
+    : engine_(engine), outer_(innermost_) {
+  innermost_ = this;
+}
+
+HandlerScope::~HandlerScope() { innermost_ = outer_; }
+
+bool HandlerScope::Running(const Engine* engine) {
+  for (const HandlerScope* s = innermost_; s != nullptr; s = s->outer_) {
+    if (s->engine_ == engine) return true;
+  }
+  return false;
+}
+
+absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
+  try {
+    return handler(message, txn);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("handler threw a non-standard exception");
+  }
+}
+
+}  // namespace idem
