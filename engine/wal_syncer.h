@@ -76,8 +76,15 @@ class WalSyncer {
   bool sync_running_ ABSL_GUARDED_BY(mu_) = false;
   // How long the last sync took (its barrier write).
   absl::Duration last_sync_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // Commits in flight, counted without a lock so that a commit pays two
+  // atomic operations rather than two mutex round trips. A leader waiting
+  // for them sets leader_waiting_ and waits on commits_mu_; the commit that
+  // brings the count to zero then takes and releases commits_mu_, which
+  // wakes the leader. Both sides use sequentially consistent operations, so
+  // either the commit sees the flag or the leader sees the zero.
+  std::atomic<int> commits_in_flight_{0};
+  std::atomic<bool> leader_waiting_{false};
   absl::Mutex commits_mu_;
-  int commits_in_flight_ ABSL_GUARDED_BY(commits_mu_) = 0;
 };
 
 // Writes the sync barrier described above to `db`.
