@@ -29,7 +29,8 @@ absl::Status WalSyncer::WaitDurable(rocksdb::DB* db, uint64_t sequence) {
     mu_.Await(absl::Condition(&covered_or_idle));
     if (sequence <= durable_sequence()) return absl::OkStatus();
     sync_running_ = true;
-    group_wait = std::min(last_sync_, kMaxGroupWait);
+    group_wait =
+        group_wait_for_testing_.value_or(std::min(last_sync_, kMaxGroupWait));
   }
   // This caller leads the next sync; the lock is free meanwhile, so waiters
   // it covers return as soon as it is done.
@@ -66,7 +67,7 @@ WalSyncer::CommitScope::CommitScope(WalSyncer* syncer) : syncer_(syncer) {
 
 WalSyncer::CommitScope::~CommitScope() {
   if (syncer_->commits_in_flight_.fetch_sub(1) == 1 &&
-      syncer_->leader_waiting_.load()) {
+      syncer_->leader_waiting_.load() && !syncer_->skip_wakeup_) {
     // Releasing the mutex re-evaluates the waiting leader's condition.
     absl::MutexLock lock(&syncer_->commits_mu_);
   }

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -65,11 +66,23 @@ class WalSyncer {
   // that acknowledges before durability).
   void set_skip_sync_for_testing(bool skip) { skip_sync_ = skip; }
 
+  // Test-only: a leader waits up to `wait` for commits in flight, instead of
+  // the last sync's duration capped at kMaxGroupWait. Set before any sync.
+  void set_group_wait_for_testing(absl::Duration wait) {
+    group_wait_for_testing_ = wait;
+  }
+
+  // Test-only broken variant: the commit that ends the last one in flight
+  // does not wake a waiting leader, which then waits out its limit.
+  void set_skip_wakeup_for_testing(bool skip) { skip_wakeup_ = skip; }
+
  private:
   // Returns once no commit is in flight, or after `limit`.
   void WaitForCommitsInFlight(absl::Duration limit);
 
   bool skip_sync_ = false;
+  bool skip_wakeup_ = false;
+  std::optional<absl::Duration> group_wait_for_testing_;
   std::atomic<uint64_t> durable_{0};
   absl::Mutex mu_;
   // One sync at a time: set while a leader gathers commits and syncs.
