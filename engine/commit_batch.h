@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -49,10 +50,13 @@ struct RecordPlacement {
 int64_t RecordExpiry(const Options& options, const Message& message,
                      int64_t now_micros);
 
+// One placement per message; a single message needs no allocation.
+using RecordPlacements = absl::InlinedVector<RecordPlacement, 1>;
+
 // The placement of each message's record, in order.
-std::vector<RecordPlacement> PlaceRecords(const Options& options,
-                                          absl::Span<const Message> messages,
-                                          int64_t now_micros);
+RecordPlacements PlaceRecords(const Options& options,
+                              absl::Span<const Message> messages,
+                              int64_t now_micros);
 
 // A live dedupe record as a lookup found it: its fields (DedupeRecord, with
 // `result` copied out of RocksDB's buffer) and the family holding it.
@@ -68,16 +72,19 @@ struct LiveRecord {
   DedupeRecord AsRecord() const;
 };
 
+// One entry per key looked up; a single key needs no allocation.
+using LiveLookup = absl::InlinedVector<std::optional<LiveRecord>, 1>;
+
 // For each key, the live record if one exists in one of `families` (one
 // MultiGet per family, or one Get for a single key; at most one family holds
 // a live record for a key).
 // kDataLoss naming the key if a record does not decode; the converted
 // RocksDB error if a read fails.
-absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
+absl::StatusOr<LiveLookup> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const RecordKey> keys, int64_t now_micros);
 // The same for store-scoped keys (the hashes themselves).
-absl::StatusOr<std::vector<std::optional<LiveRecord>>> LookupLive(
+absl::StatusOr<LiveLookup> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros);
 
@@ -196,7 +203,7 @@ class CommitBuilder {
   rocksdb::ColumnFamilyHandle* const offsets_family_;
   rocksdb::ColumnFamilyHandle* const outbox_family_;
   BatchOverlay state_;
-  std::vector<NewRecord> records_;
+  absl::InlinedVector<NewRecord, 1> records_;  // one message: no allocation
   std::vector<NewRecord> record_deletes_;
   std::vector<NewEmit> emits_;
   OffsetTracker offsets_;

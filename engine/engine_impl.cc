@@ -234,7 +234,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
   // Each record's expiry and bucket, once for the whole commit.
-  const std::vector<RecordPlacement> placements =
+  const RecordPlacements placements =
       PlaceRecords(options_, messages, *now_micros);
   {
     // Most commits neither drop nor create a bucket: one shared lock of the
@@ -347,7 +347,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   }
   // Nothing else writes while the commit lock is held, so one lookup per
   // message before any handler runs stays true for the whole batch.
-  absl::StatusOr<std::vector<std::optional<LiveRecord>>> stored =
+  absl::StatusOr<LiveLookup> stored =
       LiveRecords(store, record_keys, now_micros);
   if (!stored.ok()) return stored.status();
   // The same holds for the offsets: a malformed one fails the call before
@@ -369,11 +369,13 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   // a typical batch is built without growing.
   rocksdb::WriteBatch batch(kBatchHeaderBytes +
                             kBatchBytesPerMessage * messages.size());
-  rocksdb::WriteBatch split_records;  // only with hooks_.split_commit
+  // Only with hooks_.split_commit: the second write of a broken variant.
+  std::optional<rocksdb::WriteBatch> split_records;
+  if (hooks_.split_commit) split_records.emplace();
   const OutboxCursor outbox = CurrentOutboxCursor();
   if (absl::Status s =
           commit.Build(*stored_offsets, outbox, batch,
-                       hooks_.split_commit ? split_records : batch);
+                       split_records.has_value() ? *split_records : batch);
       !s.ok()) {
     return s;
   }
@@ -385,7 +387,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
                            std::chrono::steady_clock::now() - write_start)
                            .count());
   }
-  if (absl::Status s = Write(store, &split_records); !s.ok()) return s;
+  if (split_records.has_value()) {
+    if (absl::Status s = Write(store, &*split_records); !s.ok()) return s;
+  }
   if (commit.emitted() > 0) {
     outbox_issued_.store(outbox.issued + commit.emitted());
     outbox_emitted_.fetch_add(commit.emitted(), std::memory_order_relaxed);
@@ -561,7 +565,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   return results;
 }
 
-absl::StatusOr<std::vector<std::optional<LiveRecord>>> EngineImpl::LiveRecords(
+absl::StatusOr<LiveLookup> EngineImpl::LiveRecords(
     Store& store, absl::Span<const RecordKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
@@ -639,7 +643,7 @@ absl::StatusOr<bool> EngineImpl::SeenAt(std::string_view id,
   // bucket dropped before was dropped at an engine time at most this one.
   absl::StatusOr<int64_t> now_micros = time_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
-  absl::StatusOr<std::vector<std::optional<LiveRecord>>> stored =
+  absl::StatusOr<LiveLookup> stored =
       LiveRecords(**store, absl::MakeConstSpan(&*key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();

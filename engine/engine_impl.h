@@ -198,8 +198,9 @@ class EngineImpl : public Engine {
 
   // For each key, the stored result if a live record exists in a dedupe
   // family live at `now_micros` (LookupLive, engine/commit_batch.h).
-  absl::StatusOr<std::vector<std::optional<LiveRecord>>> LiveRecords(
-      Store& store, absl::Span<const RecordKey> keys, int64_t now_micros)
+  absl::StatusOr<LiveLookup> LiveRecords(Store& store,
+                                         absl::Span<const RecordKey> keys,
+                                         int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Writes `batch` with the configured durability. A failure marks the store

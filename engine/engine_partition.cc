@@ -278,10 +278,10 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
     own.source = commit.source;
     own.partition = commit.partition;
   }
-  std::vector<RecordPlacement> placements =
+  RecordPlacements placements =
       commit.commit_id.has_value()
           ? PlaceRecords(options_, absl::MakeConstSpan(&own, 1), *now_micros)
-          : std::vector<RecordPlacement>();
+          : RecordPlacements();
   const size_t first_live = placements.size();
   std::vector<const PartitionRecord*> live;
   for (const PartitionRecord& record : commit.records) {
@@ -324,7 +324,7 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   std::optional<RecordKey> own_key;
   if (commit.commit_id.has_value()) {
     own_key = RecordKeyFor(st.partition_scope, own, HashMessageId(own.id));
-    absl::StatusOr<std::vector<std::optional<LiveRecord>>> committed =
+    absl::StatusOr<LiveLookup> committed =
         LiveRecords(st, absl::MakeConstSpan(&*own_key, 1), *now_micros);
     if (!committed.ok()) return committed.status();
     if ((*committed)[0].has_value()) {  // committed before: write nothing

@@ -63,7 +63,8 @@ std::string DedupeKeyToHex(std::string_view key) {
 
 RecordKey RecordKey::ForStore(const DedupeKey& hash) {
   RecordKey key;
-  key.bytes_.assign(hash.begin(), hash.end());
+  key.bytes_.resize(kDedupeKeyBytes);
+  std::memcpy(key.bytes_.data(), hash.data(), kDedupeKeyBytes);
   return key;
 }
 

@@ -29,7 +29,8 @@ absl::Status WalSyncer::WaitDurable(rocksdb::DB* db, uint64_t sequence) {
     mu_.Await(absl::Condition(&covered_or_idle));
     if (sequence <= durable_sequence()) return absl::OkStatus();
     sync_running_ = true;
-    group_wait = std::min(last_sync_, kMaxGroupWait);
+    group_wait =
+        group_wait_for_testing_.value_or(std::min(last_sync_, kMaxGroupWait));
   }
   // This caller leads the next sync; the lock is free meanwhile, so waiters
   // it covers return as soon as it is done.
@@ -50,20 +51,26 @@ absl::Status WalSyncer::WaitDurable(rocksdb::DB* db, uint64_t sequence) {
 
 void WalSyncer::WaitForCommitsInFlight(absl::Duration limit) {
   if (limit <= absl::ZeroDuration()) return;
-  auto none_in_flight = [](int* in_flight) { return *in_flight == 0; };
+  leader_waiting_.store(true);
+  auto none_in_flight = [](std::atomic<int>* in_flight) {
+    return in_flight->load() == 0;
+  };
   commits_mu_.LockWhenWithTimeout(
       absl::Condition(+none_in_flight, &commits_in_flight_), limit);
   commits_mu_.Unlock();
+  leader_waiting_.store(false);
 }
 
 WalSyncer::CommitScope::CommitScope(WalSyncer* syncer) : syncer_(syncer) {
-  absl::MutexLock lock(&syncer_->commits_mu_);
-  ++syncer_->commits_in_flight_;
+  syncer_->commits_in_flight_.fetch_add(1);
 }
 
 WalSyncer::CommitScope::~CommitScope() {
-  absl::MutexLock lock(&syncer_->commits_mu_);
-  --syncer_->commits_in_flight_;
+  if (syncer_->commits_in_flight_.fetch_sub(1) == 1 &&
+      syncer_->leader_waiting_.load() && !syncer_->skip_wakeup_) {
+    // Releasing the mutex re-evaluates the waiting leader's condition.
+    absl::MutexLock lock(&syncer_->commits_mu_);
+  }
 }
 
 void WalSyncer::MarkDurable(uint64_t sequence) {

@@ -23,6 +23,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -65,19 +66,38 @@ class WalSyncer {
   // that acknowledges before durability).
   void set_skip_sync_for_testing(bool skip) { skip_sync_ = skip; }
 
+  // Test-only: a leader waits up to `wait` for commits in flight, instead of
+  // the last sync's duration capped at kMaxGroupWait. Set before any sync.
+  void set_group_wait_for_testing(absl::Duration wait) {
+    group_wait_for_testing_ = wait;
+  }
+
+  // Test-only broken variant: the commit that ends the last one in flight
+  // does not wake a waiting leader, which then waits out its limit.
+  void set_skip_wakeup_for_testing(bool skip) { skip_wakeup_ = skip; }
+
  private:
   // Returns once no commit is in flight, or after `limit`.
   void WaitForCommitsInFlight(absl::Duration limit);
 
   bool skip_sync_ = false;
+  bool skip_wakeup_ = false;
+  std::optional<absl::Duration> group_wait_for_testing_;
   std::atomic<uint64_t> durable_{0};
   absl::Mutex mu_;
   // One sync at a time: set while a leader gathers commits and syncs.
   bool sync_running_ ABSL_GUARDED_BY(mu_) = false;
   // How long the last sync took (its barrier write).
   absl::Duration last_sync_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // Commits in flight, counted without a lock so that a commit pays two
+  // atomic operations rather than two mutex round trips. A leader waiting
+  // for them sets leader_waiting_ and waits on commits_mu_; the commit that
+  // brings the count to zero then takes and releases commits_mu_, which
+  // wakes the leader. Both sides use sequentially consistent operations, so
+  // either the commit sees the flag or the leader sees the zero.
+  std::atomic<int> commits_in_flight_{0};
+  std::atomic<bool> leader_waiting_{false};
   absl::Mutex commits_mu_;
-  int commits_in_flight_ ABSL_GUARDED_BY(commits_mu_) = 0;
 };
 
 // Writes the sync barrier described above to `db`.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -167,7 +168,7 @@ TEST(PlaceRecordsTest, RoundsTheTtlUpAndPlacesInTheBucketOfTheExpiry) {
   const std::vector<Message> messages = {
       Message{.id = "a"}, Message{.id = "b", .ttl = absl::Nanoseconds(1500)},
       Message{.id = "c", .ttl = absl::Hours(1)}};
-  const std::vector<RecordPlacement> p = PlaceRecords(options, messages, now);
+  const RecordPlacements p = PlaceRecords(options, messages, now);
   ASSERT_EQ(p.size(), 3u);
   EXPECT_EQ(p[0].expiry_micros, now + 40'000'000);
   EXPECT_THAT(p[0].bucket_end, Optional(now + 50'000'000));
@@ -177,11 +178,27 @@ TEST(PlaceRecordsTest, RoundsTheTtlUpAndPlacesInTheBucketOfTheExpiry) {
   EXPECT_EQ(p[2].bucket_end, std::nullopt);
 }
 
+TEST(PlaceRecordsTest, KeepsWholeMicrosecondsAndSaturatesHugeTtls) {
+  Options options;
+  const int64_t now = 1'000'000'000;
+  const std::vector<Message> messages = {
+      Message{.id = "a", .ttl = absl::Microseconds(7)},
+      Message{.id = "b", .ttl = absl::Nanoseconds(1)},
+      Message{.id = "c", .ttl = absl::InfiniteDuration()},
+      Message{.id = "d", .ttl = absl::Hours(24 * 365) * 1'000'000}};
+  const RecordPlacements p = PlaceRecords(options, messages, now);
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p[0].expiry_micros, now + 7);
+  EXPECT_EQ(p[1].expiry_micros, now + 1);
+  EXPECT_EQ(p[2].expiry_micros, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(p[3].expiry_micros, std::numeric_limits<int64_t>::max());
+}
+
 TEST(PlaceRecordsTest, PlacesEveryRecordInIdemDedupeWithoutBuckets) {
   Options options;
   options.dedupe_window = absl::Seconds(40);
   const std::vector<Message> messages = {Message{.id = "a"}};
-  const std::vector<RecordPlacement> p = PlaceRecords(options, messages, 0);
+  const RecordPlacements p = PlaceRecords(options, messages, 0);
   EXPECT_EQ(p[0].expiry_micros, 40'000'000);
   EXPECT_EQ(p[0].bucket_end, std::nullopt);
 }
