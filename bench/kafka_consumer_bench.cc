@@ -376,6 +376,39 @@ bool RestoreChangelog(MockCluster& cluster) {
   return ready;
 }
 
+// A fresh partition-scoped store and a changelog keeper on it, following
+// `changelog` (and keeping standby copies of `standby`).
+struct RestoreBed {
+  util::TempDir dir;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<ConsumerOptions> options;  // the keeper borrows them
+  std::unique_ptr<ChangelogKeeper> keeper;
+};
+
+absl::StatusOr<RestoreBed> OpenRestoreBed(MockCluster& cluster,
+                                          const std::string& changelog,
+                                          std::vector<int32_t> standby) {
+  absl::StatusOr<util::TempDir> dir =
+      util::TempDir::Create("idem_kafka_bench_");
+  if (!dir.ok()) return dir.status();
+  Options engine_options;
+  engine_options.dedupe_scope = DedupeScope::kPartition;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(dir->Sub("store"), engine_options);
+  if (!engine.ok()) return engine.status();
+  auto options = std::make_unique<ConsumerOptions>();
+  options->brokers = cluster.bootstrap_servers();
+  options->group_id = "bench.restore";
+  options->topics = {kRestoreInput};
+  options->changelog_topic = changelog;
+  options->standby_partitions = std::move(standby);
+  options->kafka_config = {{"log_level", "3"}};
+  auto keeper = ChangelogKeeper::Create(engine->get(), *options, {});
+  if (!keeper.ok()) return keeper.status();
+  return RestoreBed{*std::move(dir), *std::move(engine), std::move(options),
+                    *std::move(keeper)};
+}
+
 void BM_Restore(benchmark::State& state) {
   MockCluster* cluster = Cluster();
   if (cluster == nullptr || !RestoreChangelog(*cluster)) {
@@ -384,33 +417,15 @@ void BM_Restore(benchmark::State& state) {
   }
   double restored = 0, seconds = 0;
   for (auto _ : state) {
-    absl::StatusOr<util::TempDir> dir =
-        util::TempDir::Create("idem_kafka_bench_");
-    if (!dir.ok()) {
-      state.SkipWithError(dir.status().ToString().c_str());
+    absl::StatusOr<RestoreBed> bed =
+        OpenRestoreBed(*cluster, kRestoreChangelog, {});
+    if (!bed.ok()) {
+      state.SkipWithError(bed.status().ToString().c_str());
       return;
     }
-    Options engine_options;
-    engine_options.dedupe_scope = DedupeScope::kPartition;
-    absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Open(dir->Sub("store"), engine_options);
-    if (!engine.ok()) {
-      state.SkipWithError(engine.status().ToString().c_str());
-      return;
-    }
-    ConsumerOptions options;
-    options.brokers = cluster->bootstrap_servers();
-    options.group_id = "bench.restore";
-    options.topics = {kRestoreInput};
-    options.changelog_topic = kRestoreChangelog;
-    options.kafka_config = {{"log_level", "3"}};
-    auto keeper = ChangelogKeeper::Create(engine->get(), options, {});
-    if (!keeper.ok()) {
-      state.SkipWithError(keeper.status().ToString().c_str());
-      return;
-    }
+    ChangelogKeeper* keeper = bed->keeper.get();
     const absl::Time start = absl::Now();
-    absl::StatusOr<RestoreReport> report = (*keeper)->Check(kRestoreInput, 0);
+    absl::StatusOr<RestoreReport> report = keeper->Check(kRestoreInput, 0);
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     if (!report.ok() || report->state_entries != kRestoreEntries) {
       state.SkipWithError(
@@ -446,35 +461,16 @@ void BM_RestoreFromStandby(benchmark::State& state) {
   int64_t offset = kRestoreEntries - 1;  // the changelog's last commit
   double tail_records = 0;
   for (auto _ : state) {
-    absl::StatusOr<util::TempDir> dir =
-        util::TempDir::Create("idem_kafka_bench_");
-    if (!dir.ok()) {
-      state.SkipWithError(dir.status().ToString().c_str());
+    absl::StatusOr<RestoreBed> bed =
+        OpenRestoreBed(*cluster, kStandbyChangelog, {0});
+    if (!bed.ok()) {
+      state.SkipWithError(bed.status().ToString().c_str());
       return;
     }
-    Options engine_options;
-    engine_options.dedupe_scope = DedupeScope::kPartition;
-    absl::StatusOr<std::unique_ptr<Engine>> engine =
-        Engine::Open(dir->Sub("store"), engine_options);
-    if (!engine.ok()) {
-      state.SkipWithError(engine.status().ToString().c_str());
-      return;
-    }
-    ConsumerOptions options;
-    options.brokers = cluster->bootstrap_servers();
-    options.group_id = "bench.standby";
-    options.topics = {kRestoreInput};
-    options.changelog_topic = kStandbyChangelog;
-    options.standby_partitions = {0};
-    options.kafka_config = {{"log_level", "3"}};
-    auto keeper = ChangelogKeeper::Create(engine->get(), options, {});
-    if (!keeper.ok()) {
-      state.SkipWithError(keeper.status().ToString().c_str());
-      return;
-    }
+    ChangelogKeeper* keeper = bed->keeper.get();
     // The copy, warmed while another member holds the partition.
     const ChangelogKeeper::StandbyRound warm =
-        (*keeper)->FollowStandbys(kRestoreInput, {});
+        keeper->FollowStandbys(kRestoreInput, {});
     if (warm.copies != 1) {
       state.SkipWithError(warm.last_error.ToString().c_str());
       return;
@@ -498,7 +494,7 @@ void BM_RestoreFromStandby(benchmark::State& state) {
       return;
     }
     const absl::Time start = absl::Now();
-    absl::StatusOr<RestoreReport> report = (*keeper)->Check(kRestoreInput, 0);
+    absl::StatusOr<RestoreReport> report = keeper->Check(kRestoreInput, 0);
     const double elapsed = absl::ToDoubleSeconds(absl::Now() - start);
     if (!report.ok() || !report->from_standby ||
         report->offset != std::optional<int64_t>(offset)) {
