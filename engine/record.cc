@@ -74,7 +74,8 @@ RecordKey RecordKey::ForPartition(std::string_view source, int32_t partition,
   key.bytes_.resize(8 + source.size() + kDedupeKeyBytes);
   char* out = key.bytes_.data();
   PutBigEndian32(out, static_cast<uint32_t>(source.size()));
-  std::memcpy(out + 4, source.data(), source.size());
+  // An empty source may have a null data(), which memcpy must not get.
+  if (!source.empty()) std::memcpy(out + 4, source.data(), source.size());
   PutBigEndian32(out + 4 + source.size(), static_cast<uint32_t>(partition));
   std::memcpy(out + 8 + source.size(), hash.data(), kDedupeKeyBytes);
   return key;
@@ -89,7 +90,9 @@ RecordKey RecordKeyFor(bool partition_scope, const Message& message,
 std::string PartitionRecordPrefix(std::string_view source, int32_t partition) {
   std::string prefix(8 + source.size(), '\0');
   PutBigEndian32(prefix.data(), static_cast<uint32_t>(source.size()));
-  std::memcpy(prefix.data() + 4, source.data(), source.size());
+  if (!source.empty()) {
+    std::memcpy(prefix.data() + 4, source.data(), source.size());
+  }
   PutBigEndian32(prefix.data() + 4 + source.size(),
                  static_cast<uint32_t>(partition));
   return prefix;
