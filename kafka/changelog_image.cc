@@ -113,18 +113,4 @@ absl::btree_set<std::string> ChangelogImageBuilder::Orphans() const {
   return orphans;
 }
 
-ChangelogImage ChangelogImageBuilder::Finish(absl::Time now) && {
-  ChangelogImage image;
-  image.orphans = Orphans();
-  ChangelogChanges changes = TakeChanges(now);
-  image.last = changes.last;
-  for (auto& [state_key, value] : changes.writes) {
-    if (value.has_value()) image.state.emplace(state_key, std::move(*value));
-  }
-  image.records = std::move(changes.records);
-  image.records_read = changes.records_read;
-  image.bytes_read = changes.bytes_read;
-  return image;
-}
-
 }  // namespace idem::kafka

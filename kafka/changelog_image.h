@@ -1,16 +1,18 @@
-// ChangelogImage is what one changelog partition says about its input
-// partition (kafka/changelog_format.h): the state, dedupe records and offset
-// of the last complete commit. ChangelogImageBuilder folds the records of
-// both changelog topics into one, without Kafka, so restores are tested on
-// their own. Not thread-safe.
+// ChangelogImageBuilder folds the records of one changelog partition's two
+// topics (kafka/changelog_format.h) into what they say about the input
+// partition: the state, dedupe records and offset of the last complete
+// commit, without Kafka, so restores are tested on their own. Not
+// thread-safe.
 //
-// Only complete commits count: a commit's changes become part of the image
-// when its "o/" record arrives. Changes after the last "o/" record are the
+// Only complete commits count: a commit's changes are handed out when its
+// "o/" record arrives. Changes after the last "o/" record are the
 // remains of a commit whose publication an owner did not finish (it was
 // killed, or a delivery failed); they are `orphans`, which the next owner
 // sets back (docs/scale-out.md). A dedupe record counts only if the commit
 // that wrote it is complete: its offset is at most the last offset of its
-// epoch.
+// epoch. The builder hands out what completed since it was last asked
+// (TakeChanges): a restore, or a copy that follows the changelog as it
+// grows, applies each piece on top of the last.
 
 #ifndef IDEM_KAFKA_CHANGELOG_IMAGE_H_
 #define IDEM_KAFKA_CHANGELOG_IMAGE_H_
@@ -31,21 +33,6 @@
 
 namespace idem::kafka {
 
-struct ChangelogImage {
-  // The last complete commit's mark; nullopt if the changelog has none.
-  std::optional<ChangelogMark> last;
-  // The state as of `last`: (key as PartitionTxn wrote it, value).
-  absl::btree_map<std::string, std::string> state;
-  // Keys written after `last` by an unfinished commit.
-  absl::btree_set<std::string> orphans;
-  // The live dedupe records as of `last`, in id_hash order.
-  std::vector<PartitionRecord> records;
-  // What was read: records of both topics, and their keys' and values'
-  // bytes.
-  int64_t records_read = 0;
-  int64_t bytes_read = 0;
-};
-
 // What became complete since the builder's last TakeChanges: what a copy
 // that follows the changelog (a standby) applies on top of itself.
 struct ChangelogChanges {
@@ -56,7 +43,8 @@ struct ChangelogChanges {
   // The dedupe records whose commits completed, in id_hash order; the
   // latest of each ID, unless expired.
   std::vector<PartitionRecord> records;
-  // What was read since the last TakeChanges, as in ChangelogImage.
+  // What was read since the last TakeChanges: records of both topics, and
+  // their keys' and values' bytes.
   int64_t records_read = 0;
   int64_t bytes_read = 0;
 };
@@ -85,10 +73,6 @@ class ChangelogImageBuilder {
   absl::btree_set<std::string> Orphans() const;
   // The last complete commit's mark so far; nullopt if none.
   std::optional<ChangelogMark> Last() const { return changes_.last; }
-
-  // The image of everything added; dedupe records that expired by `now`
-  // are left out.
-  ChangelogImage Finish(absl::Time now) &&;
 
  private:
   struct Dedupe {

@@ -63,9 +63,11 @@ class ChangelogImageTest : public ::testing::Test {
   void Add(const Stored& s) {
     ASSERT_TRUE(builder_.AddChangelogRecord(s.View()).ok()) << s.key;
   }
-  static std::vector<std::string> Results(const ChangelogImage& image) {
+  static std::vector<std::string> Results(const ChangelogChanges& changes) {
     std::vector<std::string> results;
-    for (const PartitionRecord& r : image.records) results.push_back(r.result);
+    for (const PartitionRecord& r : changes.records) {
+      results.push_back(r.result);
+    }
     std::sort(results.begin(), results.end());
     return results;
   }
@@ -102,9 +104,10 @@ TEST(ChangelogFormatTest, MarksKeysAndValuesRoundTrip) {
 }
 
 TEST_F(ChangelogImageTest, AnEmptyChangelogHasNoLastCommit) {
-  ChangelogImage image = std::move(builder_).Finish(kNow);
-  EXPECT_EQ(image.last, std::nullopt);
-  EXPECT_THAT(image.state, IsEmpty());
+  ChangelogChanges changes = builder_.TakeChanges(kNow);
+  EXPECT_EQ(changes.last, std::nullopt);
+  EXPECT_EQ(builder_.Last(), std::nullopt);
+  EXPECT_THAT(changes.writes, IsEmpty());
 }
 
 // Changes join the state when their commit's offset record arrives;
@@ -118,12 +121,13 @@ TEST_F(ChangelogImageTest, OnlyCompleteCommitsCount) {
   Offset({0, 6});
   State("c", "half");  // the next commit, never finished
   State("a", "half");
-  ChangelogImage image = std::move(builder_).Finish(kNow);
-  ASSERT_TRUE(image.last.has_value());
-  EXPECT_EQ(*image.last, (ChangelogMark{0, 6}));
-  EXPECT_THAT(image.state, ElementsAre(Pair("a", "2")));
-  EXPECT_THAT(image.orphans, ElementsAre("a", "c"));
-  EXPECT_EQ(image.records_read, 8);
+  ChangelogChanges changes = builder_.TakeChanges(kNow);
+  ASSERT_TRUE(changes.last.has_value());
+  EXPECT_EQ(*changes.last, (ChangelogMark{0, 6}));
+  EXPECT_THAT(changes.writes, ElementsAre(Pair("a", Optional(std::string("2"))),
+                                          Pair("b", std::nullopt)));
+  EXPECT_THAT(builder_.Orphans(), ElementsAre("a", "c"));
+  EXPECT_EQ(changes.records_read, 8);
 }
 
 // A dedupe record counts only if its epoch's last offset covers it; expired
@@ -138,9 +142,9 @@ TEST_F(ChangelogImageTest, DedupeRecordsOfIncompleteCommitsAreLeftOut) {
   State("x", "1");
   Offset({0, 6});
   Offset({1, 8});
-  ChangelogImage image = std::move(builder_).Finish(kNow);
-  EXPECT_THAT(Results(image), ElementsAre("r-a", "r-e"));
-  for (const PartitionRecord& r : image.records) {
+  ChangelogChanges changes = builder_.TakeChanges(kNow);
+  EXPECT_THAT(Results(changes), ElementsAre("r-a", "r-e"));
+  for (const PartitionRecord& r : changes.records) {
     EXPECT_EQ(r.id_hash.size(), 16u);
     EXPECT_EQ(r.expires_at, live);
   }
@@ -152,13 +156,6 @@ TEST_F(ChangelogImageTest, DedupeRecordsOfIncompleteCommitsAreLeftOut) {
 // offset record.
 TEST_F(ChangelogImageTest, ChangesAreTakenAsTheirCommitsComplete) {
   const absl::Time live = kNow + absl::Hours(1);
-  auto results = [](const ChangelogChanges& changes) {
-    std::vector<std::string> results;
-    for (const PartitionRecord& r : changes.records) {
-      results.push_back(r.result);
-    }
-    return results;
-  };
   State("a", "1", {0, 5});
   Dedupe("x", live, {0, 5});
   Dedupe("y", live, {0, 6});  // its commit is not complete yet
@@ -166,7 +163,7 @@ TEST_F(ChangelogImageTest, ChangesAreTakenAsTheirCommitsComplete) {
   const ChangelogChanges first = builder_.TakeChanges(kNow);
   EXPECT_EQ(first.last, (ChangelogMark{0, 5}));
   EXPECT_THAT(first.writes, ElementsAre(Pair("a", Optional(std::string("1")))));
-  EXPECT_THAT(results(first), ElementsAre("r-x"));
+  EXPECT_THAT(Results(first), ElementsAre("r-x"));
   EXPECT_EQ(first.records_read, 4);
 
   State("a", std::nullopt, {0, 6});
@@ -184,7 +181,7 @@ TEST_F(ChangelogImageTest, ChangesAreTakenAsTheirCommitsComplete) {
   EXPECT_THAT(second.writes,
               ElementsAre(Pair("a", std::nullopt),
                           Pair("b", Optional(std::string("2")))));
-  EXPECT_THAT(results(second), ElementsAre("r-y"));
+  EXPECT_THAT(Results(second), ElementsAre("r-y"));
   EXPECT_EQ(second.records_read, 2);
   EXPECT_THAT(builder_.Orphans(), ElementsAre("c"));
 }
