@@ -201,7 +201,7 @@ absl::Status EngineImpl::RejectIfReadOnly(const char* call) const {
 absl::Status EngineImpl::PrepareOutsideCommit(const char* call) {
   if (absl::Status s = RejectInsideHandler(call); !s.ok()) return s;
   if (!needs_reopen_.load()) return absl::OkStatus();
-  absl::MutexLock commit_lock(&commit_mu_);
+  PlainMutexLock commit_lock(&commit_mu_);
   return RecoverIfNeeded();
 }
 
@@ -663,7 +663,7 @@ absl::Status EngineImpl::ForgetAt(std::string_view id,
   if (absl::Status s = ValidateId(id); !s.ok()) return s;
   if (absl::Status s = RejectInsideHandler("Forget"); !s.ok()) return s;
   if (absl::Status s = RejectIfReadOnly("Forget"); !s.ok()) return s;
-  absl::MutexLock commit_lock(&commit_mu_);
+  PlainMutexLock commit_lock(&commit_mu_);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   absl::ReaderMutexLock store_lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
@@ -741,7 +741,7 @@ absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(
 absl::Status EngineImpl::AckOutbox(uint64_t position) {
   if (absl::Status s = RejectInsideHandler("AckOutbox"); !s.ok()) return s;
   if (absl::Status s = RejectIfReadOnly("AckOutbox"); !s.ok()) return s;
-  absl::MutexLock commit_lock(&commit_mu_);
+  PlainMutexLock commit_lock(&commit_mu_);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   const OutboxCursor cursor = CurrentOutboxCursor();
   if (position == 0 || position > cursor.issued) {

@@ -32,6 +32,7 @@
 #include "engine/engine_hooks.h"
 #include "engine/latency_histogram.h"
 #include "engine/outbox_record.h"
+#include "engine/plain_mutex.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "engine/ttl_filter.h"
@@ -301,7 +302,9 @@ class EngineImpl : public Engine {
   // Lock order: commit_mu_, then store_mu_, then the syncer's (its locks
   // are never held through a sync; see engine/wal_syncer.h).
   // One commit (duplicate check, handlers, write) or recovery at a time.
-  absl::Mutex commit_mu_;
+  // A PlainMutex: taken on every call, it skips Debian's Abseil lock-cycle
+  // checks (engine/plain_mutex.h).
+  PlainMutex commit_mu_ ABSL_ACQUIRED_BEFORE(store_mu_);
   // Shared by every use of store_; exclusive to replace it.
   absl::Mutex store_mu_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);

@@ -270,7 +270,7 @@ absl::Status EngineImpl::CompactExpired() {
   if (!options_.read_only) {
     // Buckets that have ended go whole, under the commit lock like any
     // change to the bucket set.
-    absl::MutexLock commit_lock(&commit_mu_);
+    PlainMutexLock commit_lock(&commit_mu_);
     // Before the store lock, as on the commit path.
     absl::StatusOr<int64_t> now_micros = time_->NowMicros();
     if (!now_micros.ok()) return now_micros.status();

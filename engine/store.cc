@@ -22,7 +22,7 @@
 namespace idem {
 namespace {
 
-// The hashed dedupe memtable's bucket key: the first 2 bytes of a record key
+// The hashed dedupe memtable's bucket key: the first 8 bytes of a record key
 // (a hash, so uniformly spread). No key is in this transform's domain, so
 // none of RocksDB's prefix features applies (prefix entries in the SST and
 // memtable Bloom filters, prefix seeks): the filters hold whole keys only,
@@ -32,7 +32,7 @@ class MemtableBucketPrefix : public rocksdb::SliceTransform {
  public:
   const char* Name() const override { return "idem.MemtableBucketPrefix"; }
   rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
-    return rocksdb::Slice(key.data(), std::min<size_t>(key.size(), 2));
+    return rocksdb::Slice(key.data(), std::min<size_t>(key.size(), 8));
   }
   bool InDomain(const rocksdb::Slice& /*key*/) const override { return false; }
 };
@@ -231,7 +231,11 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
 }
 
 size_t HashedMemtableBuckets(size_t write_buffer_bytes) {
-  return std::clamp<size_t>(write_buffer_bytes / 8192, 16, 65536);
+  return std::clamp<size_t>(write_buffer_bytes / 512, 16, size_t{1} << 23);
+}
+
+size_t HashedMemtableBudget(size_t write_buffer_bytes) {
+  return write_buffer_bytes + write_buffer_bytes / 10 * 3;
 }
 
 rocksdb::ColumnFamilyOptions MakeDedupeOptions(
@@ -262,13 +266,18 @@ rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     // Hashes are uniformly random: a sorted memtable pays a full skiplist
     // search (some 20 levels of cache misses at a million records) per
     // insert and per lookup that passes the Bloom filter. Buckets by the
-    // first 2 key bytes, each a small skiplist, cost a few; the sorting
+    // first 8 key bytes, each a short sorted list, cost a few; the sorting
     // moves to the background flush. Iterators over these families need
     // ReadOptions::total_order_seek (every scan in the engine sets it):
-    // without it they see only one bucket of the memtable.
+    // without it they see only one bucket of the memtable. A record takes
+    // more memory in a bucket than in a skiplist, so the budget grows to
+    // keep as many records per flush (HashedMemtableBudget).
+    cf.write_buffer_size = HashedMemtableBudget(options.write_buffer_bytes);
     cf.prefix_extractor = std::make_shared<MemtableBucketPrefix>();
-    cf.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(
-        HashedMemtableBuckets(options.write_buffer_bytes)));
+    cf.memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(
+        HashedMemtableBuckets(options.write_buffer_bytes),
+        /*huge_page_tlb_size=*/0, /*bucket_entries_logging_threshold=*/0,
+        /*if_log_bucket_dist_when_flash=*/false));
   }
   return cf;
 }

@@ -109,7 +109,7 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
 // `partition_scope`: the store's record keys start with their partition
 // (DedupeScope::kPartition), so they are not uniformly random and keep the
 // sorted skiplist memtable; store-scoped keys (hashes) get the hashed one
-// (HashedMemtableBuckets).
+// (HashedMemtableBuckets, HashedMemtableBudget).
 rocksdb::ColumnFamilyOptions MakeDedupeOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,
     std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
@@ -121,13 +121,19 @@ rocksdb::ColumnFamilyOptions MakeBucketOptions(
     std::shared_ptr<rocksdb::CompactionFilterFactory> filter,
     bool partition_scope);
 
-// The bucket count of a hashed dedupe memtable of `write_buffer_bytes`.
-// Every bucket in use costs its skiplist's head (about 150 bytes) out of
-// the memtable's own budget: sized at 1/128 of the budget, as first tried,
-// the buckets alone filled a 1 MiB memtable, which then flushed three
-// times as often (docs/performance.md, "The hashed memtable"). One bucket
-// per 8 KiB keeps them under 2% of it.
+// The bucket count of a hashed dedupe memtable of `write_buffer_bytes`:
+// one per 512 bytes, so a full memtable has about 10 records per bucket.
+// Each bucket costs an 8-byte slot and, once it holds two records, a
+// 16-byte header, out of the memtable's own budget: under 5% of it.
 size_t HashedMemtableBuckets(size_t write_buffer_bytes);
+// The memtable budget of a hashed dedupe family for `write_buffer_bytes`:
+// 1.3 times it. A record takes about 64 bytes in a bucket's list (RocksDB's
+// arena rounds each node up to 16 bytes) against about 52 in a sorted
+// skiplist; with the larger budget the hashed memtable holds at least as
+// many records per flush, so flushes, and the write amplification, stay
+// those of the sorted one (docs/performance.md, "Per-call costs and the hashed
+// memtable").
+size_t HashedMemtableBudget(size_t write_buffer_bytes);
 // State, offsets and the small column families.
 rocksdb::ColumnFamilyOptions MakeStateOptions(
     const Options& options, const std::shared_ptr<rocksdb::Cache>& cache,

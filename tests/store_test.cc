@@ -2,6 +2,7 @@
 
 #include "engine/store.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -44,35 +45,40 @@ class DedupeFamily {
     delete db_;
   }
 
-  // Puts `count` records shaped like the engine's (16-byte random hash keys,
-  // 13-byte values), 100 per write, without a WAL.
-  void PutRecords(int count) {
+  // Puts records shaped like the engine's (16-byte random hash keys, 13-byte
+  // values), 100 per write and without a WAL, until the family's memtable
+  // has been switched for a new one `switches` times; returns the most
+  // records one memtable held before its switch.
+  uint64_t MemtableCapacity(int switches) {
     std::mt19937_64 random(7);
     rocksdb::WriteOptions write;
     write.disableWAL = true;
     const std::string value(13, 'v');
-    for (int done = 0; done < count;) {
+    uint64_t capacity = 0;
+    uint64_t before = 0;
+    for (int seen = 0; seen < switches;) {
       rocksdb::WriteBatch batch;
-      for (int i = 0; i < 100 && done < count; ++i, ++done) {
+      for (int i = 0; i < 100; ++i) {
         char key[16];
         const uint64_t high = random();
         const uint64_t low = random();
         std::memcpy(key, &high, 8);
         std::memcpy(key + 8, &low, 8);
-        ASSERT_TRUE(
+        EXPECT_TRUE(
             batch.Put(handles_[1], rocksdb::Slice(key, 16), value).ok());
       }
-      ASSERT_TRUE(db_->Write(write, &batch).ok());
+      EXPECT_TRUE(db_->Write(write, &batch).ok());
+      uint64_t now = 0;
+      EXPECT_TRUE(db_->GetIntProperty(
+          handles_[1], rocksdb::DB::Properties::kNumEntriesActiveMemTable,
+          &now));
+      if (now < before) {
+        capacity = std::max(capacity, before);
+        ++seen;
+      }
+      before = now;
     }
-  }
-
-  // The records in the family's active memtable: all of them until the
-  // memtable is judged full and switched for a new one.
-  uint64_t ActiveMemtableRecords() {
-    uint64_t n = 0;
-    EXPECT_TRUE(db_->GetIntProperty(
-        handles_[1], rocksdb::DB::Properties::kNumEntriesActiveMemTable, &n));
-    return n;
+    return capacity;
   }
 
  private:
@@ -89,59 +95,55 @@ rocksdb::ColumnFamilyOptions DedupeOptions(size_t write_buffer_bytes,
                            partition_scope);
 }
 
-// About 60 bytes of memtable per record: 10,000 records fill some 60% of a
-// 1 MiB memtable, whatever the memtable's layout, if its fixed costs are
-// small.
-constexpr int kRecordsInOneMiB = 10000;
-
-TEST(StoreOptionsTest, HashedDedupeMemtableHoldsWhatItsBudgetAllows) {
-  DedupeFamily family(DedupeOptions(kOneMiB, /*partition_scope=*/false));
-  family.PutRecords(kRecordsInOneMiB);
-  EXPECT_EQ(family.ActiveMemtableRecords(), kRecordsInOneMiB);
+// Records per flush decide how many files compaction rewrites: a hashed
+// dedupe memtable must hold at least as many records as the sorted one of
+// the same write_buffer_bytes, or the write amplification rises.
+TEST(StoreOptionsTest, HashedDedupeMemtableHoldsWhatASortedOneHolds) {
+  for (size_t bytes : {size_t{256} << 10, kOneMiB, size_t{4} << 20}) {
+    DedupeFamily hashed(DedupeOptions(bytes, /*partition_scope=*/false));
+    DedupeFamily sorted(DedupeOptions(bytes, /*partition_scope=*/true));
+    const uint64_t sorted_records = sorted.MemtableCapacity(3);
+    EXPECT_GT(sorted_records, bytes / 64) << bytes;
+    EXPECT_GE(hashed.MemtableCapacity(3), sorted_records) << bytes;
+  }
 }
 
-// The broken variant: the bucket count first tried (one bucket per 128
-// bytes of budget). Each bucket in use costs its skiplist head out of the
-// memtable's budget, so the buckets alone fill it and it is switched (and
-// later flushed) long before its records do: the check above catches it.
-TEST(StoreOptionsTest, BucketPerHundredTwentyEightBytesFillsTheMemtable) {
+// The broken variant: the hashed memtable with the sorted one's budget.
+// Its records take about 64 bytes each against some 52 (the arena rounds a
+// list node up to 16 bytes), so it is switched, and later flushed, after
+// a fifth fewer records: the check above catches it.
+TEST(StoreOptionsTest, HashedDedupeMemtableWithoutTheLargerBudgetHoldsLess) {
   rocksdb::ColumnFamilyOptions cf =
       DedupeOptions(kOneMiB, /*partition_scope=*/false);
-  cf.memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(kOneMiB / 128));
-  DedupeFamily family(cf);
-  family.PutRecords(kRecordsInOneMiB);
-  EXPECT_LT(family.ActiveMemtableRecords(), kRecordsInOneMiB);
-}
-
-TEST(StoreOptionsTest, SortedMemtableHoldsWhatItsBudgetAllows) {
-  DedupeFamily family(DedupeOptions(kOneMiB, /*partition_scope=*/true));
-  family.PutRecords(kRecordsInOneMiB);
-  EXPECT_EQ(family.ActiveMemtableRecords(), kRecordsInOneMiB);
+  cf.write_buffer_size = kOneMiB;
+  DedupeFamily hashed(cf);
+  DedupeFamily sorted(DedupeOptions(kOneMiB, /*partition_scope=*/true));
+  EXPECT_LT(hashed.MemtableCapacity(3), sorted.MemtableCapacity(3));
 }
 
 TEST(StoreOptionsTest, StoreScopedDedupeFamiliesUseTheHashedMemtable) {
   const rocksdb::ColumnFamilyOptions cf =
       DedupeOptions(kOneMiB, /*partition_scope=*/false);
   ASSERT_NE(cf.prefix_extractor, nullptr);
-  EXPECT_STREQ(cf.memtable_factory->Name(), "HashSkipListRepFactory");
+  EXPECT_STREQ(cf.memtable_factory->Name(), "HashLinkListRepFactory");
+  EXPECT_EQ(cf.write_buffer_size, HashedMemtableBudget(kOneMiB));
 }
 
 TEST(StoreOptionsTest, PartitionScopedDedupeFamiliesKeepTheSkiplist) {
-  // Their keys start with the partition: hashing a 2-byte prefix would put
-  // every record of a store in one bucket.
+  // Their keys start with the partition: hashing an 8-byte prefix would put
+  // most records of a store in a few buckets.
   const rocksdb::ColumnFamilyOptions cf =
       DedupeOptions(kOneMiB, /*partition_scope=*/true);
   EXPECT_EQ(cf.prefix_extractor, nullptr);
   EXPECT_STREQ(cf.memtable_factory->Name(), "SkipListFactory");
 }
 
-TEST(StoreOptionsTest, HashedMemtableBucketsStayUnderTwoPercentOfTheBudget) {
-  // About 150 bytes per bucket in use (its skiplist's head) and 8 bytes of
-  // array per bucket.
+TEST(StoreOptionsTest, HashedMemtableBucketsStayUnderFivePercentOfTheBudget) {
+  // 8 bytes of array per bucket and a 16-byte header per bucket holding
+  // two records or more.
   for (size_t bytes :
        {size_t{64} << 10, kOneMiB, size_t{64} << 20, size_t{4} << 30}) {
-    EXPECT_LE(HashedMemtableBuckets(bytes) * 160, bytes / 50 + 16 * 160)
-        << bytes;
+    EXPECT_LE(HashedMemtableBuckets(bytes) * 24, bytes / 20) << bytes;
   }
 }
 

@@ -121,9 +121,12 @@ struct Options {
 
   // Memtable size per column family. Larger memtables mean fewer, larger
   // flushes (lower write amplification) at the cost of memory and longer
-  // recovery replay after a crash. Disk too: each write-ahead log file is
-  // preallocated at about 1.1 times this size, and the logs together are
-  // bounded at 4 times it. Must be in [64 KiB, 4 GiB]. Default: 64 MiB.
+  // recovery replay after a crash. A store-scoped store's dedupe memtable
+  // gets 1.3 times it: it is hashed, its records take more memory each, and
+  // it holds as many records per flush as a sorted one of this size
+  // (docs/design.md). Disk too: each write-ahead log file is preallocated
+  // at about 1.1 times this size, and the logs together are bounded at 4
+  // times it. Must be in [64 KiB, 4 GiB]. Default: 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;
 
   // Bloom filter bits per key for the dedupe records. Most lookups are for

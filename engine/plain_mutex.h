@@ -1,0 +1,51 @@
+// PlainMutex: a std::mutex that clang's thread-safety analysis checks like
+// an absl::Mutex.
+//
+// Debian's build of Abseil checks every absl::Mutex acquisition for lock
+// cycles: a graph lookup under a process-wide spinlock, about 200 to 300
+// instructions per Lock and Unlock pair with nothing contended. The commit
+// lock, taken once per call on the commit path, uses this instead
+// (docs/performance.md, "Per-call costs"); every other lock, and every lock
+// that needs absl::Condition or shared holders, stays an absl::Mutex.
+
+#ifndef IDEM_ENGINE_PLAIN_MUTEX_H_
+#define IDEM_ENGINE_PLAIN_MUTEX_H_
+
+#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+
+namespace idem {
+
+// Exclusive only, not recursive. Thread-safe.
+class ABSL_LOCKABLE PlainMutex {
+ public:
+  PlainMutex() = default;
+  PlainMutex(const PlainMutex&) = delete;
+  PlainMutex& operator=(const PlainMutex&) = delete;
+
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
+  void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+
+// Holds a PlainMutex for its scope.
+class ABSL_SCOPED_LOCKABLE PlainMutexLock {
+ public:
+  explicit PlainMutexLock(PlainMutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu)
+      : mu_(mu) {
+    mu_->Lock();
+  }
+  PlainMutexLock(const PlainMutexLock&) = delete;
+  PlainMutexLock& operator=(const PlainMutexLock&) = delete;
+  ~PlainMutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+
+ private:
+  PlainMutex* const mu_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_PLAIN_MUTEX_H_
