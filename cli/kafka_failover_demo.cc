@@ -50,7 +50,9 @@ std::string DescribeRestore(const kafka::RestoreReport& r) {
                         ": store already current, nothing restored");
   }
   return absl::StrCat(
-      "partition ", r.partition, ": restored from the changelog, ",
+      "partition ", r.partition, ": restored from ",
+      r.from_standby ? "its standby copy and the changelog's tail, "
+                     : "the changelog, ",
       r.records_read, " records (", r.bytes_read, " bytes) read, ",
       r.state_entries, " state entries, ", r.dedupe_records,
       " dedupe records, ", r.orphans, " orphans, in ",
@@ -301,6 +303,7 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
       j.BeginObject();
       j.Field("partition", r.partition);
       j.Field("restored", r.restored);
+      j.Field("from_standby", r.from_standby);
       j.Field("offset", r.offset);
       j.Field("records_read", r.records_read);
       j.Field("bytes_read", r.bytes_read);

@@ -47,6 +47,8 @@ TEST(KafkaFailoverDemoTest, ChangelogRestoreAfterKillKeepsTotals) {
   for (const nlohmann::json& r : report.at("restores")) {
     state_entries += r.at("state_entries").get<int64_t>();
     dedupe_records += r.at("dedupe_records").get<int64_t>();
+    // Member B keeps no standby copies: every restore reads the changelog.
+    EXPECT_EQ(r.at("from_standby"), false) << out;
   }
   EXPECT_GT(state_entries, 0) << out;
   EXPECT_GT(dedupe_records, 0) << out;
