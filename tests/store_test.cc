@@ -47,8 +47,9 @@ class DedupeFamily {
 
   // Puts records shaped like the engine's (16-byte random hash keys, 13-byte
   // values), 100 per write and without a WAL, until the family's memtable
-  // has been switched for a new one `switches` times; returns the most
-  // records one memtable held before its switch.
+  // has been switched for a new one `switches` times (or 2 million records
+  // are in, which fails the test); returns the most records one memtable
+  // held before its switch.
   uint64_t MemtableCapacity(int switches) {
     std::mt19937_64 random(7);
     rocksdb::WriteOptions write;
@@ -56,7 +57,8 @@ class DedupeFamily {
     const std::string value(13, 'v');
     uint64_t capacity = 0;
     uint64_t before = 0;
-    for (int seen = 0; seen < switches;) {
+    int seen = 0;
+    for (int writes = 0; seen < switches && writes < 20000; ++writes) {
       rocksdb::WriteBatch batch;
       for (int i = 0; i < 100; ++i) {
         char key[16];
@@ -78,6 +80,7 @@ class DedupeFamily {
       }
       before = now;
     }
+    EXPECT_EQ(seen, switches) << "the memtable was never switched";
     return capacity;
   }
 
