@@ -35,10 +35,10 @@ class IdemClient : public Client {
       messages_[i].id = batch[i]->id;
       messages_[i].payload = batch[i]->payload;
     }
-    batch_ = batch;
     absl::StatusOr<std::vector<Result>> results = engine_->ProcessBatch(
-        messages_,
-        [this](const Message& m, Txn& txn) { return ApplyPayment(m, txn); });
+        messages_, [this, batch](const Message& m, Txn& txn) {
+          return ApplyPayment(batch, m, txn);
+        });
     if (!results.ok()) return results.status();
     uint64_t news = 0;
     uint64_t last = 0;
@@ -59,15 +59,16 @@ class IdemClient : public Client {
   // RocksDB loop stores. Like every other peer it takes the account and
   // amount the stream parsed up front (StreamMessage), not the payload:
   // parsing and formatting them per delivery is work the others skip.
-  // `m` is the element of messages_ the engine was given.
-  absl::Status ApplyPayment(const Message& m, Txn& txn) const {
+  // `m` is an element of messages_, made from the same index of `batch`.
+  absl::Status ApplyPayment(absl::Span<const StreamMessage* const> batch,
+                            const Message& m, Txn& txn) const {
     const std::less<const Message*> before;
     if (before(&m, messages_.data()) ||
         !before(&m, messages_.data() + messages_.size())) {
       return absl::InternalError(
           "the handler was given a message outside the batch");
     }
-    const StreamMessage& delivery = *batch_[&m - messages_.data()];
+    const StreamMessage& delivery = *batch[&m - messages_.data()];
     absl::StatusOr<std::optional<std::string>> current =
         txn.Get(delivery.account);
     if (!current.ok()) return current.status();
@@ -81,7 +82,6 @@ class IdemClient : public Client {
   Engine* const engine_;
   const bool wait_;
   std::vector<Message> messages_;
-  absl::Span<const StreamMessage* const> batch_;
 };
 
 class IdemTarget : public Target {
