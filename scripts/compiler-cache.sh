@@ -1,11 +1,16 @@
 # Sourced by scripts/build.sh and scripts/fuzz.sh: sets cache_flags to the
 # cmake flags that put ccache (installed by install-deps.sh) in front of the
-# compilers, or to nothing without it. CCACHE_BASEDIR is the checkout, so a
-# fresh clone elsewhere reuses what an earlier build compiled; the cache is
-# content-addressed, so a hit is the same object file a compile would give.
+# compilers, or to nothing without it. CCACHE_BASEDIR is the checkout, so
+# paths inside it are hashed relative to it; CCACHE_NOHASHDIR keeps ccache
+# from hashing the compiler's working directory, which it otherwise does for
+# every -g compile (RelWithDebInfo). Together they let a fresh clone in
+# another folder reuse what an earlier build compiled. The cost: a cached
+# object's debug info names the directory of the build that first compiled
+# it (only a debugger looking for sources notices).
 cache_flags=()
 if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
   cache_flags=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
                -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
