@@ -73,8 +73,14 @@ int RunOffsets(Engine& engine, const Request& r, std::ostream& out,
   }
   if (offsets.empty()) out << "no offsets stored\n";
   for (const DumpEntry& e : offsets) {
+    // Engines refuse to store INT64_MAX (or a negative offset); a store
+    // written before they did may still hold one.
     out << PositionName(e.source, e.partition) << " " << e.offset
-        << " (a consumer resumes at " << e.offset + 1 << ")\n";
+        << (e.offset >= 0 && e.offset < std::numeric_limits<int64_t>::max()
+                ? absl::StrCat(" (a consumer resumes at ", e.offset + 1, ")")
+                : std::string(" (not a valid offset: set another with "
+                              "set-offset)"))
+        << "\n";
   }
   return kExitOk;
 }
@@ -95,10 +101,11 @@ std::optional<int> PrepareSetOffset(Request& request, std::ostream& err) {
   }
   position.partition = *partition;
   std::optional<int64_t> offset =
-      ParseNonNegative(command[3], std::numeric_limits<int64_t>::max());
+      ParseNonNegative(command[3], std::numeric_limits<int64_t>::max() - 1);
   if (!offset.has_value()) {
-    return UsageError(err, absl::StrCat("OFFSET: '", command[3],
-                                        "' is not an offset (0 or more)"));
+    return UsageError(
+        err, absl::StrCat("OFFSET: '", command[3], "' is not an offset (0 to ",
+                          std::numeric_limits<int64_t>::max() - 1, ")"));
   }
   request.position = std::move(position);
   request.offset = *offset;

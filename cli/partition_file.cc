@@ -222,6 +222,56 @@ absl::Status ParseEndLine(const Json& line, const PartitionSnapshot& out) {
   return absl::OkStatus();
 }
 
+// How ReadLine ended.
+enum class LineRead { kLine, kEnd, kTooLong };
+
+// Reads the next line of `in` into `line`, without its newline; kEnd at the
+// end of the input, kTooLong (having read max_bytes + 1 bytes of it) for a
+// line longer than `max_bytes`.
+LineRead ReadLine(std::istream& in, size_t max_bytes, std::string& line) {
+  line.clear();
+  for (;;) {
+    const int c = in.get();
+    if (c == std::char_traits<char>::eof()) {
+      return line.empty() ? LineRead::kEnd : LineRead::kLine;
+    }
+    if (c == '\n') return LineRead::kLine;
+    if (line.size() == max_bytes) return LineRead::kTooLong;
+    line.push_back(static_cast<char>(c));
+  }
+}
+
+// `text` parsed as JSON (discarded if it is not JSON); `repeated` is set if
+// an object in it names a member twice, which nlohmann::json would
+// otherwise resolve silently by keeping the last.
+Json ParseLine(const std::string& text, bool& repeated) {
+  std::vector<std::vector<std::string>> members;  // per open object
+  repeated = false;
+  auto watch = [&](int /*depth*/, Json::parse_event_t event, Json& parsed) {
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        members.emplace_back();
+        break;
+      case Json::parse_event_t::object_end:
+        if (!members.empty()) members.pop_back();
+        break;
+      case Json::parse_event_t::key: {
+        std::vector<std::string>& names = members.back();
+        const std::string& name = parsed.get_ref<const std::string&>();
+        if (std::find(names.begin(), names.end(), name) != names.end()) {
+          repeated = true;
+        }
+        names.push_back(name);
+        break;
+      }
+      default:
+        break;
+    }
+    return true;
+  };
+  return Json::parse(text, watch, /*allow_exceptions=*/false);
+}
+
 }  // namespace
 
 absl::Status WritePartitionFile(const PartitionSnapshot& snapshot,
@@ -231,18 +281,30 @@ absl::Status WritePartitionFile(const PartitionSnapshot& snapshot,
     return absl::AlreadyExistsError(
         absl::StrCat(path, " already exists (export writes a new file)"));
   }
+  std::vector<std::string> lines;
+  lines.reserve(snapshot.entries.size() + snapshot.records.size() + 2);
+  lines.push_back(PartitionLine(snapshot));
+  for (const auto& [key, value] : snapshot.entries) {
+    lines.push_back(StateLine(key, value));
+  }
+  for (const PartitionRecord& record : snapshot.records) {
+    lines.push_back(DedupeLine(record));
+  }
+  lines.push_back(EndLine(snapshot));
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].size() > kMaxPartitionFileLineBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", i + 1, " of the export would be ", lines[i].size(),
+          " bytes, over the limit of ", kMaxPartitionFileLineBytes,
+          " that import reads (a state value or result of about 10 MiB or "
+          "more); nothing written"));
+    }
+  }
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
   if (!file) {
     return absl::UnavailableError(absl::StrCat("cannot create ", path));
   }
-  file << PartitionLine(snapshot) << "\n";
-  for (const auto& [key, value] : snapshot.entries) {
-    file << StateLine(key, value) << "\n";
-  }
-  for (const PartitionRecord& record : snapshot.records) {
-    file << DedupeLine(record) << "\n";
-  }
-  file << EndLine(snapshot) << "\n";
+  for (const std::string& line : lines) file << line << "\n";
   file.close();
   if (!file) {
     std::filesystem::remove(path, ec);  // best effort: the error says why
@@ -258,18 +320,30 @@ absl::StatusOr<PartitionSnapshot> ReadPartitionFile(const std::string& path) {
   std::string text;
   int number = 0;
   bool ended = false;
-  while (std::getline(file, text)) {
+  for (;;) {
+    const LineRead read = ReadLine(file, kMaxPartitionFileLineBytes, text);
+    if (read == LineRead::kEnd) {
+      if (file.bad()) {
+        return absl::UnavailableError(absl::StrCat("cannot read ", path));
+      }
+      break;
+    }
     ++number;
     auto malformed = [&](absl::string_view why) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": line ", number, ": ", why));
     };
+    if (read == LineRead::kTooLong) {
+      return malformed(absl::StrCat("longer than the limit of ",
+                                    kMaxPartitionFileLineBytes, " bytes"));
+    }
     if (ended) return malformed("a line after the \"end\" line");
-    const Json line =
-        Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+    bool repeated = false;
+    const Json line = ParseLine(text, repeated);
     if (line.is_discarded() || !line.is_object()) {
       return malformed("not a JSON object");
     }
+    if (repeated) return malformed("a member appears twice in an object");
     const auto kind = line.find("kind");
     if (kind == line.end() || !kind->is_string()) {
       return malformed("no \"kind\" string");
@@ -293,8 +367,6 @@ absl::StatusOr<PartitionSnapshot> ReadPartitionFile(const std::string& path) {
     }
     if (!s.ok()) return malformed(s.message());
   }
-  if (file.bad())
-    return absl::UnavailableError(absl::StrCat("cannot read ", path));
   if (!ended) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": line ", number + 1,

@@ -32,8 +32,16 @@ bool IsWal(const std::string& fname) {
                        kSuffix) == 0;
 }
 
-bool IsTarget(const std::string& fname, FaultTarget target) {
+// Whether `target` names the file `fname`.
+bool TargetsFile(const std::string& fname, FaultTarget target) {
   return target == FaultTarget::kAllFiles || IsWal(fname);
+}
+
+// Whether a fault aimed at `target` fails an operation on `fname` (`sync`:
+// the operation is a sync).
+bool IsTarget(const std::string& fname, FaultTarget target, bool sync) {
+  if (target == FaultTarget::kWalSyncs && !sync) return false;
+  return TargetsFile(fname, target);
 }
 
 std::string Normal(const std::string& fname) {
@@ -95,7 +103,10 @@ class JournaledWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   rocksdb::IOStatus RangeSync(uint64_t offset, uint64_t nbytes,
                               const rocksdb::IOOptions& options,
                               rocksdb::IODebugContext* dbg) override {
-    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false); !s.ok()) return s;
+    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false, /*sync=*/true);
+        !s.ok()) {
+      return s;
+    }
     return FSWritableFileOwnerWrapper::RangeSync(offset, nbytes, options, dbg);
   }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& options,
@@ -122,7 +133,10 @@ class JournaledWritableFile : public rocksdb::FSWritableFileOwnerWrapper {
   }
   rocksdb::IOStatus BeforeSync() {
     if (rocksdb::IOStatus s = fs_->Before(FsOp::kSync); !s.ok()) return s;
-    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false); !s.ok()) return s;
+    if (rocksdb::IOStatus s = fs_->MaybeFail(fname_, false, /*sync=*/true);
+        !s.ok()) {
+      return s;
+    }
     fs_->BeforeSync(fname_);
     return rocksdb::IOStatus::OK();
   }
@@ -224,9 +238,9 @@ void CrashFileSystem::FailAfterAppends(int n, absl::StatusCode code,
 }
 
 rocksdb::IOStatus CrashFileSystem::MaybeFail(const std::string& fname,
-                                             bool append) {
+                                             bool append, bool sync) {
   if (append && appends_left_.load() >= 0 &&
-      IsTarget(fname, armed_target_.load())) {
+      TargetsFile(fname, armed_target_.load())) {
     int left = appends_left_.load();
     while (left >= 0 && !appends_left_.compare_exchange_weak(left, left - 1)) {
     }
@@ -237,7 +251,8 @@ rocksdb::IOStatus CrashFileSystem::MaybeFail(const std::string& fname,
     }
   }
   const absl::StatusCode fault = fault_.load();
-  if (fault == absl::StatusCode::kOk || !IsTarget(fname, target_.load())) {
+  if (fault == absl::StatusCode::kOk ||
+      !IsTarget(fname, target_.load(), sync)) {
     return rocksdb::IOStatus::OK();
   }
   failures_.fetch_add(1);

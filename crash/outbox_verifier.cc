@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "crash/relay.h"
+#include "crash/stream.h"
 #include "engine/outbox_record.h"
 #include "engine/record.h"
 
@@ -28,11 +29,25 @@ struct StreamEmits {
   absl::flat_hash_map<std::string, Emit> by_id;
 };
 
-StreamEmits EmitsOf(const Stream& stream, const Downstream& downstream) {
+// `partition_scope`: the upstream's dedupe records are partition-scoped, so
+// a message's emits are named by its partition too (OutboxMessageId).
+StreamEmits EmitsOf(const Stream& stream, const Downstream& downstream,
+                    bool partition_scope) {
+  std::vector<int32_t> partition_of(stream.messages.size(), 0);
+  for (size_t p = 0; p < stream.partitions.size(); ++p) {
+    for (uint32_t index : stream.partitions[p]) {
+      partition_of[index] = static_cast<int32_t>(p);
+    }
+  }
   StreamEmits emits;
   emits.ids.resize(stream.messages.size());
   for (size_t i = 0; i < stream.messages.size(); ++i) {
-    const DedupeKey key = HashMessageId(stream.messages[i].id);
+    Message message;
+    message.id = stream.messages[i].id;
+    message.source = kStreamSource;
+    message.partition = partition_of[i];
+    const RecordKey key =
+        RecordKeyFor(partition_scope, message, HashMessageId(message.id));
     const uint32_t count = downstream.EmitCount(stream.messages[i]);
     for (uint32_t j = 0; j < count; ++j) {
       emits.ids[i].push_back(OutboxMessageId(key, j));
@@ -113,7 +128,8 @@ void CheckOutbox(Engine& upstream, const VerifyInput& in,
   const Stream& stream = *in.stream;
   const Downstream& downstream = *in.workload->downstream();
   for (const char* name : kOutboxInvariantNames) check.Evaluated(name);
-  const StreamEmits emits = EmitsOf(stream, downstream);
+  const StreamEmits emits =
+      EmitsOf(stream, downstream, in.dedupe_scope == DedupeScope::kPartition);
   auto committed_emit = [&](const std::string& message_id) -> const Emit* {
     auto it = emits.by_id.find(message_id);
     return it != emits.by_id.end() && committed[it->second.message]

@@ -40,8 +40,14 @@ std::optional<std::string> TakeField(std::string_view* in) {
 // Txn but the emits, which are published at once.
 class PublishAtOnceTxn : public Txn {
  public:
-  PublishAtOnceTxn(const Message& message, Txn& txn, Relay& relay)
-      : key_(HashMessageId(message.id)), txn_(txn), relay_(relay) {}
+  // `partition_scope`: the upstream store's dedupe records are
+  // partition-scoped, so the message's record key, which names its emits,
+  // holds its source and partition.
+  PublishAtOnceTxn(const Message& message, bool partition_scope, Txn& txn,
+                   Relay& relay)
+      : key_(RecordKeyFor(partition_scope, message, HashMessageId(message.id))),
+        txn_(txn),
+        relay_(relay) {}
 
   absl::StatusOr<std::optional<std::string>> Get(
       std::string_view key) override {
@@ -73,7 +79,7 @@ class PublishAtOnceTxn : public Txn {
   const absl::Status& status() const { return status_; }
 
  private:
-  const DedupeKey key_;
+  const RecordKey key_;
   Txn& txn_;
   Relay& relay_;
   uint32_t next_index_ = 0;
@@ -223,7 +229,9 @@ absl::Status Relay::Publish(absl::Span<const OutboxEntry> entries) {
 absl::Status Relay::HandlePublishingAtOnce(
     const Message& message, Txn& txn,
     absl::FunctionRef<absl::Status(const Message&, Txn&)> handle) {
-  PublishAtOnceTxn publishing(message, txn, *this);
+  PublishAtOnceTxn publishing(
+      message, upstream_.options().dedupe_scope == DedupeScope::kPartition, txn,
+      *this);
   absl::Status s = handle(message, publishing);
   if (!publishing.status().ok()) return publishing.status();
   return s;

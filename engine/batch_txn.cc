@@ -70,6 +70,13 @@ void BatchTxn::EmitWithOptions(std::string_view destination,
         " bytes; it must be 1 to ", kMaxSourceBytes));
     return;
   }
+  if (destination.find('\0') != std::string_view::npos) {
+    // A broker client takes the name as a C string: it would publish to
+    // the name cut at the NUL.
+    emit_error_ = absl::InvalidArgumentError(absl::StrCat(
+        "emit ", emitted_.size(), ": destination contains a NUL byte"));
+    return;
+  }
   if (options.partition < -1) {
     emit_error_ = absl::InvalidArgumentError(
         absl::StrCat("emit ", emitted_.size(), ": partition ",
@@ -82,16 +89,23 @@ void BatchTxn::EmitWithOptions(std::string_view destination,
                      value.size(), "-byte value; it must be empty"));
     return;
   }
-  bool too_large = key.size() > kMaxBytes || value.size() > kMaxBytes ||
-                   headers.size() > kMaxBytes;
+  // The entry is stored as one RocksDB value: its parts together, with
+  // their length prefixes and the message ID, must stay under 4 GiB.
+  // Summed in 64 bits, each part at most 4 GiB so that nothing wraps.
+  constexpr uint64_t kEntryOverheadBytes = 128;  // lengths, ID, version
+  uint64_t entry_bytes =
+      kEntryOverheadBytes + destination.size() + key.size() + value.size();
+  bool part_too_large = key.size() > kMaxBytes || value.size() > kMaxBytes ||
+                        headers.size() > kMaxBytes;
   for (const auto& [name, header_value] : headers) {
-    too_large =
-        too_large || name.size() > kMaxBytes || header_value.size() > kMaxBytes;
+    part_too_large = part_too_large || name.size() > kMaxBytes ||
+                     header_value.size() > kMaxBytes;
+    entry_bytes += 8 + name.size() + header_value.size();
   }
-  if (too_large) {
-    emit_error_ = absl::InvalidArgumentError(
-        absl::StrCat("emit ", emitted_.size(),
-                     ": a key, value or header is larger than 4 GiB"));
+  if (part_too_large || entry_bytes > kMaxBytes) {
+    emit_error_ = absl::InvalidArgumentError(absl::StrCat(
+        "emit ", emitted_.size(),
+        ": its key, value and headers together are larger than 4 GiB"));
     return;
   }
   Emitted& emitted = emitted_.emplace_back();

@@ -204,7 +204,7 @@ absl::Status UndecodableOffsetError(std::string_view offset_key) {
                    key->partition));
 }
 
-void CommitBuilder::AddEmits(const DedupeKey& key,
+void CommitBuilder::AddEmits(const RecordKey& key,
                              std::vector<Emitted> emitted) {
   for (size_t i = 0; i < emitted.size(); ++i) {
     emits_.push_back(NewEmit{OutboxMessageId(key, static_cast<uint32_t>(i)),

@@ -161,10 +161,10 @@ class CommitBuilder {
     AddRecord(family, RecordKey::ForStore(key), std::move(value));
   }
 
-  // Adds the emits of the processed message whose ID hashes to `key`, in
-  // order; each gets its message ID (OutboxMessageId) now and its position
-  // in Build.
-  void AddEmits(const DedupeKey& key, std::vector<Emitted> emitted);
+  // Adds the emits of the processed message whose dedupe record key is
+  // `key`, in order; each gets its message ID (OutboxMessageId) now and its
+  // position in Build.
+  void AddEmits(const RecordKey& key, std::vector<Emitted> emitted);
 
   // The number of outbox entries the commit adds.
   uint64_t emitted() const { return emits_.size(); }

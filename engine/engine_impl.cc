@@ -30,6 +30,18 @@ rocksdb::Slice ToSlice(std::string_view s) {
 constexpr size_t kBatchHeaderBytes = 12;
 constexpr size_t kBatchBytesPerMessage = 80;
 
+// A commit whose write failed while a WAL sync failed (engine/wal_watch.h):
+// its record may have reached the log, which the next reopen replays.
+absl::Status CommitOutcomeUnknown(const rocksdb::Status& s) {
+  return absl::UnknownError(absl::StrCat(
+      "committing: the outcome is unknown: the write reached the write-ahead "
+      "log but syncing it failed, so the commit may be recovered by the "
+      "reopen or lost; retrying is safe: a retry returns the committed "
+      "outcome (kDuplicate with its result) if it was kept, and runs the "
+      "message otherwise (",
+      s.ToString(), ")"));
+}
+
 void AddIfNonZero(std::atomic<uint64_t>& counter, uint64_t n) {
   if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
 }
@@ -335,15 +347,13 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
     int64_t now_micros) {
-  // Each ID's hash (which names the message's emits), and the key of its
-  // record (the hash, or its partition and the hash).
-  absl::InlinedVector<DedupeKey, 1> keys(messages.size());
+  // The key of each message's record (its ID's hash, or its partition and
+  // the hash), which also names the message's emits.
   absl::InlinedVector<RecordKey, 1> record_keys;
   record_keys.reserve(messages.size());
-  for (size_t i = 0; i < messages.size(); ++i) {
-    keys[i] = HashMessageId(messages[i].id);
-    record_keys.push_back(
-        RecordKeyFor(store.partition_scope, messages[i], keys[i]));
+  for (const Message& message : messages) {
+    record_keys.push_back(RecordKeyFor(store.partition_scope, message,
+                                       HashMessageId(message.id)));
   }
   // Nothing else writes while the commit lock is held, so one lookup per
   // message before any handler runs stays true for the whole batch.
@@ -360,8 +370,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   commit.Reserve(messages.size());
   DuplicateAges ages;
   absl::StatusOr<std::vector<Result>> results =
-      HandleMessages(store, messages, placements, keys, record_keys, *stored,
-                     handler, now_micros, commit, ages);
+      HandleMessages(store, messages, placements, record_keys, *stored, handler,
+                     now_micros, commit, ages);
   if (!results.ok()) return results.status();
 
   // One WriteBatch: state, dedupe records and offsets commit together.
@@ -429,7 +439,7 @@ absl::StatusOr<rocksdb::ColumnFamilyHandle*> EngineImpl::FamilyFor(
 absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements,
-    absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
+    absl::Span<const RecordKey> record_keys,
     absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
     int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages) {
   // Record key -> index of its first occurrence in this batch that committed
@@ -501,7 +511,10 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
             ++ages.late;
           }
         }
-        if (options_.refresh_on_duplicate) {
+        // A refresh only ever extends a record's life: a duplicate with a
+        // shorter ttl than the record has left leaves it as it is.
+        if (options_.refresh_on_duplicate &&
+            placements[i].expiry_micros > live->expiry_micros) {
           absl::StatusOr<rocksdb::ColumnFamilyHandle*> family =
               FamilyFor(store, placements[i]);
           if (!family.ok()) return family.status();
@@ -552,7 +565,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       result.permanent = true;
     } else {
       record.result = txn.result();
-      commit.AddEmits(keys[i], std::move(txn.emitted()));
+      commit.AddEmits(record_keys[i], std::move(txn.emitted()));
       result.outcome = Outcome::kProcessed;
       result.result = txn.result();
     }
@@ -575,10 +588,14 @@ absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
   if (batch->Count() == 0) return absl::OkStatus();
   rocksdb::WriteOptions write_options;
   write_options.sync = options_.durability == Durability::kSync;
+  const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
   rocksdb::Status s = store.db->Write(write_options, batch);
   if (!s.ok()) {
     needs_reopen_.store(true);
-    return FromRocksStatus(s, "committing");
+    if (parts_.wal_watch->failed_syncs() != failed_syncs) {
+      return CommitOutcomeUnknown(s);
+    }
+    return FromRocksStatus(s, "committing (nothing committed)");
   }
   issued_sequence_.store(store.db->GetLatestSequenceNumber());
   user_bytes_.fetch_add(batch->GetDataSize(), std::memory_order_relaxed);

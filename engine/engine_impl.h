@@ -154,8 +154,8 @@ class EngineImpl : public Engine {
   };
 
   // The duplicate check and handler of each message in order (`stored`: the
-  // live stored record per message, `keys` their IDs' hashes, `record_keys`
-  // the keys of their records), at `now_micros`. A success adds its state
+  // live stored record per message, `record_keys` the keys of their
+  // records), at `now_micros`. A success adds its state
   // writes and dedupe record to `commit`, a permanent failure its failed
   // record, a refreshed duplicate its moved record; every message adds its
   // outcome. Fails only on a storage error a handler's read met, or a
@@ -163,7 +163,7 @@ class EngineImpl : public Engine {
   absl::StatusOr<std::vector<Result>> HandleMessages(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements,
-      absl::Span<const DedupeKey> keys, absl::Span<const RecordKey> record_keys,
+      absl::Span<const RecordKey> record_keys,
       absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
       int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
@@ -205,7 +205,9 @@ class EngineImpl : public Engine {
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Writes `batch` with the configured durability. A failure marks the store
-  // for reopening.
+  // for reopening and is kUnknown if a WAL sync failed meanwhile (the batch
+  // may have reached the log, and a reopen would replay it), otherwise the
+  // converted RocksDB error (nothing committed).
   absl::Status Write(Store& store, rocksdb::WriteBatch* batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
           ABSL_SHARED_LOCKS_REQUIRED(store_mu_);

@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/commit_batch.h"
@@ -53,12 +54,22 @@ absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
   return FromRocksStatus(it->status(), "reading a partition's range");
 }
 
-absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
-  if (absl::Status s = ValidateSource(snapshot.source, snapshot.partition);
-      !s.ok()) {
-    return s;
+// The checks ImportPartition and ApplyPartitionChanges share: the
+// position, the offset, and the records (no ID hash twice).
+absl::Status ValidatePartitionCommit(
+    std::string_view what, std::string_view source, int32_t partition,
+    const std::optional<int64_t>& offset,
+    absl::Span<const PartitionRecord> records) {
+  if (absl::Status s = ValidateSource(source, partition); !s.ok()) return s;
+  if (offset.has_value()) {
+    if (absl::Status s =
+            ValidateOffset(*offset, absl::StrCat(AbslView(what), ": offset"));
+        !s.ok()) {
+      return s;
+    }
   }
-  for (const PartitionRecord& record : snapshot.records) {
+  absl::flat_hash_set<std::string_view> hashes;
+  for (const PartitionRecord& record : records) {
     if (record.id_hash.size() != kDedupeKeyBytes) {
       return absl::InvalidArgumentError(
           absl::StrCat("a partition record's id_hash must be ", kDedupeKeyBytes,
@@ -69,24 +80,48 @@ absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
       return absl::InvalidArgumentError(
           "a partition record's expires_at must be finite");
     }
+    if (!hashes.insert(record.id_hash).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(what), ": two records have the ID hash ",
+                       DedupeKeyToHex(record.id_hash)));
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateChanges(const PartitionChanges& changes) {
-  PartitionSnapshot records_only;
-  records_only.source = changes.source;
-  records_only.partition = changes.partition;
-  records_only.records = changes.records;  // small: a changelog's tail
-  if (absl::Status s = ValidateSnapshot(records_only); !s.ok()) return s;
+// kInvalidArgument if a key of `entries` (pairs whose first is the key)
+// appears twice: one of the values would be silently dropped.
+template <typename Entries>
+absl::Status RejectRepeatedKeys(std::string_view what, const Entries& entries) {
   absl::flat_hash_set<std::string_view> keys;
-  for (const auto& [key, value] : changes.writes) {
+  for (const auto& [key, value] : entries) {
     if (!keys.insert(key).second) {
       return absl::InvalidArgumentError(
-          "ApplyPartitionChanges: a key is written twice");
+          absl::StrCat(AbslView(what), ": the state key \"",
+                       absl::CHexEscape(AbslView(key)), "\" appears twice"));
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
+  if (absl::Status s = ValidatePartitionCommit(
+          "ImportPartition", snapshot.source, snapshot.partition,
+          snapshot.offset, snapshot.records);
+      !s.ok()) {
+    return s;
+  }
+  return RejectRepeatedKeys("ImportPartition", snapshot.entries);
+}
+
+absl::Status ValidateChanges(const PartitionChanges& changes) {
+  if (absl::Status s = ValidatePartitionCommit(
+          "ApplyPartitionChanges", changes.source, changes.partition,
+          changes.offset, changes.records);
+      !s.ok()) {
+    return s;
+  }
+  return RejectRepeatedKeys("ApplyPartitionChanges", changes.writes);
 }
 
 // The ID an import of `snapshot` commits under: a hash of everything it
@@ -324,6 +359,10 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   std::optional<RecordKey> own_key;
   if (commit.commit_id.has_value()) {
     own_key = RecordKeyFor(st.partition_scope, own, HashMessageId(own.id));
+  }
+  // A repeat of a commit writes nothing, unless it may rewind: then the
+  // partition has perhaps moved on since, and the commit replaces it again.
+  if (own_key.has_value() && !options.allow_rewind) {
     absl::StatusOr<LiveLookup> committed =
         LiveRecords(st, absl::MakeConstSpan(&*own_key, 1), *now_micros);
     if (!committed.ok()) return committed.status();
@@ -439,9 +478,9 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
 absl::Status EngineImpl::SetCommittedOffset(std::string_view source,
                                             int32_t partition, int64_t offset) {
   if (absl::Status s = ValidateSource(source, partition); !s.ok()) return s;
-  if (offset < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SetCommittedOffset: offset must be >= 0, got ", offset));
+  if (absl::Status s = ValidateOffset(offset, "SetCommittedOffset: offset");
+      !s.ok()) {
+    return s;
   }
   if (absl::Status s = RejectInsideHandler("SetCommittedOffset"); !s.ok()) {
     return s;

@@ -39,8 +39,12 @@ bool GetLengthPrefixed(std::string_view* in, std::string_view* field) {
 
 }  // namespace
 
-std::string OutboxMessageId(const DedupeKey& key, uint32_t index) {
-  return absl::StrCat(DedupeKeyToHex(KeyView(key)), "-", index);
+std::string OutboxMessageId(const RecordKey& key, uint32_t index) {
+  const std::string_view bytes = key.view();
+  const std::string hex = bytes.size() == kDedupeKeyBytes
+                              ? DedupeKeyToHex(bytes)
+                              : DedupeKeyToHex(KeyView(HashMessageId(bytes)));
+  return absl::StrCat(hex, "-", index);
 }
 
 std::string EncodeOutboxKey(uint64_t position) {

@@ -42,9 +42,15 @@ inline constexpr uint8_t kOutboxCursorVersion = 1;
 inline constexpr size_t kOutboxKeyBytes = 8;
 
 // The message ID of the emit with index `index` (0 for a handler run's first
-// Emit) of the message whose ID hashes to `key` (HashMessageId):
-// OutboxEntry::message_id.
-std::string OutboxMessageId(const DedupeKey& key, uint32_t index);
+// Emit) of the message whose dedupe record key is `key` (RecordKeyFor):
+// OutboxEntry::message_id, "<32 hex digits>-<index>". The hex digits are
+// those of a store-scoped key, which is the message ID's hash itself, or of
+// XXH3-128 of a partition-scoped key, which also holds the message's source
+// and partition. So the ID depends on exactly what makes the record
+// distinct: two deliveries that are two messages (one ID on two partitions
+// of a partition-scoped store) emit under different IDs, and the same
+// message processed in any store of the same scope emits the same IDs.
+std::string OutboxMessageId(const RecordKey& key, uint32_t index);
 
 std::string EncodeOutboxKey(uint64_t position);
 // nullopt if `key` is not 8 bytes.

@@ -9,6 +9,13 @@ namespace idem {
 namespace {
 
 absl::StatusCode CodeFor(const rocksdb::Status& status) {
+  // ENOSPC, whatever status carries it: RocksDB also wraps it in an
+  // Incomplete ("Result incomplete") or a plain IOError on some paths, such
+  // as the sync of a store reopened after a failure.
+  const std::string text = status.ToString();
+  if (absl::StrContains(text, "No space left on device")) {
+    return absl::StatusCode::kResourceExhausted;
+  }
   if (status.IsNotFound()) return absl::StatusCode::kNotFound;
   if (status.IsCorruption()) return absl::StatusCode::kDataLoss;
   if (status.IsInvalidArgument()) return absl::StatusCode::kInvalidArgument;
@@ -20,10 +27,11 @@ absl::StatusCode CodeFor(const rocksdb::Status& status) {
     return absl::StatusCode::kResourceExhausted;
   }
   if (status.IsIOError()) {
-    // RocksDB reports a LOCK file held by another DB as an IOError.
-    const std::string text = status.ToString();
+    // RocksDB reports a LOCK file held by another DB as an IOError, and so
+    // a path through a regular file (ENOTDIR): neither is retryable.
     if (absl::StrContains(text, "While lock file") ||
-        absl::StrContains(text, "lock hold by current process")) {
+        absl::StrContains(text, "lock hold by current process") ||
+        absl::StrContains(text, "Not a directory")) {
       return absl::StatusCode::kFailedPrecondition;
     }
     return absl::StatusCode::kUnavailable;

@@ -329,6 +329,10 @@ StoreParts MakeStoreParts(const Options& options,
       rocksdb::StatsLevel::kExceptHistogramOrTimers);
   parts.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   parts.dedupe_filter = std::move(ttl_filter);
+  rocksdb::Env* base =
+      options.env != nullptr ? options.env : rocksdb::Env::Default();
+  parts.wal_watch = std::make_shared<WalWatch>(base->GetFileSystem());
+  parts.env = rocksdb::NewCompositeEnv(parts.wal_watch);
   return parts;
 }
 
@@ -336,8 +340,9 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
                                                  const Options& options,
                                                  const StoreParts& parts,
                                                  bool read_only) {
-  rocksdb::Env* env =
-      options.env != nullptr ? options.env : rocksdb::Env::Default();
+  rocksdb::Env* env = parts.env != nullptr     ? parts.env.get()
+                      : options.env != nullptr ? options.env
+                                               : rocksdb::Env::Default();
   rocksdb::DBOptions db_options = MakeDbOptions(options, env, parts.statistics);
   // Nothing is written to the store directory before it passed every check.
   db_options.info_log = MakeInfoLog(options.logger, "", options.clock);
@@ -428,11 +433,20 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
       db_options.create_missing_column_families = true;
     }
   }
+  // One writable store per directory in this process, whatever its name
+  // (RocksDB's lock does not see through a bind mount).
+  StoreClaim claim;
+  if (!read_only) {
+    absl::StatusOr<StoreClaim> claimed = StoreClaim::Claim(dir, path);
+    if (!claimed.ok()) return claimed.status();
+    claim = *std::move(claimed);
+  }
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenDatabase(dir, options, parts, env, db_options, names, read_only);
   if (store.ok()) {
     (*store)->format_version = format_version;
     (*store)->partition_scope = partition_scope;
+    (*store)->claim = std::move(claim);
   }
   return store;
 }

@@ -42,7 +42,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/store_claim.h"
 #include "engine/ttl_filter.h"
+#include "engine/wal_watch.h"
 #include "idem/options.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/compaction_filter.h"
@@ -87,6 +89,9 @@ struct Store {
   bool partition_scope = false;
   // Opened with DB::OpenForReadOnly: every write fails.
   bool read_only = false;
+  // A writable store's claim on its directory (engine/store_claim.h),
+  // released after the database closes (members go after ~Store's body).
+  StoreClaim claim;
 };
 
 // Long-lived objects shared by every Store an engine opens.
@@ -96,6 +101,12 @@ struct StoreParts {
   // The filter of the dedupe column family: normally a TtlFilterFactory;
   // tests may substitute a deliberately broken one.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
+  // The file system of Options::env (or RocksDB's default), watched for
+  // failed WAL syncs (engine/wal_watch.h), and the environment that does
+  // the store's file I/O through it: RocksDB's default environment
+  // otherwise (its thread pools and clock).
+  std::shared_ptr<WalWatch> wal_watch;
+  std::shared_ptr<rocksdb::Env> env;
 };
 
 // Memtable size for the small column families (offsets, default, format).

@@ -1,5 +1,7 @@
 #include "engine/validate.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
@@ -79,6 +81,15 @@ absl::Status ValidateSource(std::string_view source, int32_t partition) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateOffset(int64_t offset, std::string_view what) {
+  if (offset >= 0 && offset < std::numeric_limits<int64_t>::max()) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      absl::string_view(what.data(), what.size()), " must be in [0, ",
+      std::numeric_limits<int64_t>::max() - 1, "], got ", offset));
+}
+
 absl::Status ValidatePosition(std::string_view source, int32_t partition) {
   if (source.empty() && partition >= 0) return absl::OkStatus();
   return ValidateSource(source, partition);
@@ -93,6 +104,9 @@ absl::Status ValidateMessage(const Message& message) {
                      absl::FormatDuration(message.ttl)));
   }
   if (!message.source.empty() && message.offset >= 0) {
+    if (absl::Status s = ValidateOffset(message.offset, "offset"); !s.ok()) {
+      return s;
+    }
     return ValidateSource(message.source, message.partition);
   }
   if (message.source.size() > kMaxSourceBytes) {

@@ -28,6 +28,11 @@ absl::Status ValidateSource(std::string_view source, int32_t partition);
 // As ValidateSource, but an empty source (a message without one) is valid.
 absl::Status ValidatePosition(std::string_view source, int32_t partition);
 absl::Status ValidateMessage(const Message& message);
+// A stored offset: 0 <= offset < INT64_MAX, so that the position a consumer
+// resumes at (offset + 1) is a real one. Negative offsets are broker
+// sentinels (librdkafka's -1 is OFFSET_END: resuming at offset -2 + 1 would
+// skip the whole backlog). `what` names the offset in the message.
+absl::Status ValidateOffset(int64_t offset, std::string_view what);
 
 }  // namespace idem
 

@@ -75,23 +75,13 @@ absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
       if (value.has_value()) snapshot.entries.emplace_back(key, *value);
     }
     snapshot.records = std::move(changes.records);
+    // A rewinding import replaces the partition every time, also a repeat
+    // of an earlier one (the partition was taken over here and given back
+    // since): no epoch of this member's survives it unless `epoch` sets one.
     if (absl::Status s =
             engine_->ImportPartition(snapshot, {.allow_rewind = true});
         !s.ok()) {
       return s;
-    }
-    if (!epoch.has_value()) {
-      // An import of the same snapshot before (the partition was then
-      // taken over here, and given back) writes nothing: drop that epoch,
-      // which would make the copy look like this member's own.
-      PartitionChanges no_epoch;
-      no_epoch.source = topic;
-      no_epoch.partition = partition;
-      no_epoch.writes.emplace_back(std::string(kEpochStateKey), std::nullopt);
-      if (absl::Status s = engine_->ApplyPartitionChanges(no_epoch, {});
-          !s.ok()) {
-        return s;
-      }
     }
     copy.writes_applied += static_cast<int64_t>(snapshot.entries.size()) -
                            (epoch_value.has_value() ? 1 : 0);

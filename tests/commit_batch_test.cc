@@ -135,8 +135,8 @@ TEST_F(CommitBuilderTest, AppendsEmitsAtTheNextPositionsThenTheCursor) {
   of_x[1].headers = {{"h", "v"}};
   std::vector<Emitted> of_y(1);
   of_y[0].destination = "other";
-  commit.AddEmits(x, of_x);
-  commit.AddEmits(y, of_y);
+  commit.AddEmits(RecordKey::ForStore(x), of_x);
+  commit.AddEmits(RecordKey::ForStore(y), of_y);
   EXPECT_EQ(commit.emitted(), 3u);
   rocksdb::WriteBatch batch;
   ASSERT_TRUE(
@@ -153,7 +153,7 @@ TEST_F(CommitBuilderTest, AppendsEmitsAtTheNextPositionsThenTheCursor) {
       quiet.Build(StoredOffsets(), OutboxCursor{7, 5}, empty, empty).ok());
   EXPECT_EQ(empty.Count(), 0u);
   CommitBuilder no_outbox(&state_, &offsets_);
-  no_outbox.AddEmits(x, of_y);
+  no_outbox.AddEmits(RecordKey::ForStore(x), of_y);
   rocksdb::WriteBatch refused;
   EXPECT_EQ(
       no_outbox.Build(StoredOffsets(), OutboxCursor(), refused, refused).code(),

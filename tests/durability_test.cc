@@ -451,6 +451,63 @@ INSTANTIATE_TEST_SUITE_P(
       return Name(info.param.durability) + Name(info.param.fault);
     });
 
+// ---- kSync: a failed sync after a successful append ------------------------
+
+// The WAL append of a kSync commit succeeds and its sync fails: the record
+// is in the log, and the reopen before the next call may replay it. The
+// call must not claim that nothing committed: it returns kUnknown, and a
+// retry, once the fault is gone, returns the committed outcome (kDuplicate
+// with the first result, its effect applied once) or runs the message.
+TEST(DurabilitySyncFaultTest, FailedSyncLeavesTheOutcomeUnknown) {
+  EngineHarness h(WithDurability(Durability::kSync), kCrashFs);
+  ASSERT_TRUE(h.Open().ok());
+  const std::vector<std::string> ids = Ids(2);
+  ASSERT_TRUE(Apply(h.engine(), ids[0], 1).ok());
+
+  h.fs().SetFault(Fault::kUnavailable, FaultTarget::kWalSyncs);
+  absl::StatusOr<Result> failed = Apply(h.engine(), ids[1], 2);
+  ASSERT_FALSE(failed.ok()) << "a commit succeeded although its sync failed";
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnknown)
+      << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("outcome is unknown"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("retrying is safe"));
+  h.fs().SetFault(Fault::kOk);
+
+  absl::StatusOr<Result> retried = Apply(h.engine(), ids[1], 2);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  // RocksDB replays the appended record on the reopen: the commit was kept.
+  EXPECT_EQ(retried->outcome, Outcome::kDuplicate);
+  EXPECT_EQ(retried->result, "result-m2");
+  absl::StatusOr<int64_t> counter = Counter(h.engine());
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  EXPECT_EQ(*counter, 2) << "the message's effect applied other than once";
+  EXPECT_EQ(*h.engine().CommittedOffset(kSource, 0), 2);
+}
+
+// The twin: an append fault leaves nothing in the log; the call says that
+// nothing was committed, and the retry runs the message.
+TEST(DurabilitySyncFaultTest, FailedAppendCommitsNothingAndSaysSo) {
+  EngineHarness h(WithDurability(Durability::kSync), kCrashFs);
+  ASSERT_TRUE(h.Open().ok());
+  const std::vector<std::string> ids = Ids(2);
+  ASSERT_TRUE(Apply(h.engine(), ids[0], 1).ok());
+
+  h.fs().SetFault(Fault::kUnavailable, FaultTarget::kWal);
+  absl::StatusOr<Result> failed = Apply(h.engine(), ids[1], 2);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable)
+      << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("nothing committed"));
+  h.fs().SetFault(Fault::kOk);
+
+  absl::StatusOr<Result> retried = Apply(h.engine(), ids[1], 2);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->outcome, Outcome::kProcessed);
+  absl::StatusOr<int64_t> counter = Counter(h.engine());
+  ASSERT_TRUE(counter.ok()) << counter.status();
+  EXPECT_EQ(*counter, 2);
+}
+
 // ---- kBuffered: WaitDurable ------------------------------------------------
 
 class BufferedFaultTest : public ::testing::TestWithParam<Fault> {};

@@ -142,6 +142,64 @@ TEST_F(OutboxTest, MessageIdsArePrintableShortAndTheSameInAnyStore) {
   }
 }
 
+// In a partition-scoped store one ID on two partitions, or from two
+// sources, is two messages: both run, and their emits must not share IDs, or
+// a downstream that dedupes by ID would drop one. The IDs still depend only
+// on the record (source, partition, ID): another partition-scoped store, or
+// a restore, emits the same ones.
+TEST_F(OutboxTest, PartitionScopedEmitIdsNameTheRecordNotJustTheId) {
+  Options scoped = options_;
+  scoped.dedupe_scope = DedupeScope::kPartition;
+  auto deliveries = [] {
+    std::vector<Message> batch(3);
+    batch[0].id = batch[1].id = batch[2].id = "same";
+    batch[0].source = batch[1].source = "orders";
+    batch[2].source = "refunds";
+    batch[0].partition = 0;
+    batch[1].partition = 1;
+    batch[2].partition = 0;
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].offset = 7;
+    return batch;
+  };
+  auto emit_one = [](const Message& m, Txn& txn) { return EmitN(m, txn, 1); };
+  util::TempDir first_dir;
+  ASSERT_OPEN(first, first_dir.Sub("db"), scoped);
+  const std::vector<Message> batch = deliveries();
+  absl::StatusOr<std::vector<Result>> results =
+      first->ProcessBatch(batch, emit_one);
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const Result& r : *results) EXPECT_EQ(r.outcome, Outcome::kProcessed);
+  const std::vector<OutboxEntry> here = ReadAll(*first);
+  ASSERT_THAT(here, SizeIs(3));
+  EXPECT_NE(here[0].message_id, here[1].message_id);
+  EXPECT_NE(here[0].message_id, here[2].message_id);
+  EXPECT_NE(here[1].message_id, here[2].message_id);
+  for (const OutboxEntry& e : here) {
+    EXPECT_NE(e.message_id, test::HexOfIdHash("same") + "-0");
+    EXPECT_THAT(e.message_id, ::testing::EndsWith("-0"));
+    EXPECT_EQ(e.message_id.size(), 34u);
+  }
+
+  // Another partition-scoped store, the same messages one at a time in
+  // another order: the same IDs.
+  util::TempDir second_dir;
+  ASSERT_OPEN(second, second_dir.Sub("db"), scoped);
+  for (int i : {2, 0, 1}) {
+    ASSERT_TRUE(second->Process(batch[i], emit_one).ok());
+  }
+  const std::vector<OutboxEntry> there = ReadAll(*second);
+  ASSERT_THAT(there, SizeIs(3));
+  EXPECT_EQ(there[0].message_id, here[2].message_id);
+  EXPECT_EQ(there[1].message_id, here[0].message_id);
+  EXPECT_EQ(there[2].message_id, here[1].message_id);
+
+  // A store-scoped store keeps the ID's own hash (and runs the ID once).
+  EXPECT_EQ(Deliver("same", emit_one).outcome, Outcome::kProcessed);
+  const std::vector<OutboxEntry> store_scoped = ReadAll(*engine_);
+  ASSERT_THAT(store_scoped, SizeIs(1));
+  EXPECT_EQ(store_scoped[0].message_id, test::HexOfIdHash("same") + "-0");
+}
+
 TEST_F(OutboxTest, FailedHandlersAndDuplicatesEmitNothing) {
   auto fail_after_emit = [](const Message& m, Txn& txn) {
     txn.Emit("out", "k", m.id);

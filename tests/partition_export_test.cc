@@ -5,6 +5,8 @@
 // tests/partition_state_test.cc covers the state and offset on any store.
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -287,6 +289,134 @@ TEST_P(PartitionExportTest, ExpiredAndBadRecordsInASnapshot) {
   EXPECT_EQ(to->ImportPartition(bad).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(*to->CommittedOffset("orders", 2), 7);  // nothing written
+}
+
+// A rewinding import replaces the partition every time: a repeat of an
+// earlier import (the same snapshot) after the partition moved on, by
+// processing or by ApplyPartitionChanges, moves it back again. Only an
+// import without allow_rewind is deduplicated.
+TEST_P(PartitionExportTest, RepeatedRewindImportReplacesThePartitionAgain) {
+  std::unique_ptr<Engine> from = Open("from");
+  std::unique_ptr<Engine> to = Open("to");
+  ASSERT_NE(from, nullptr);
+  ASSERT_NE(to, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Process(*from, {On("a", "orders", 0, 10, "5")}));
+  absl::StatusOr<PartitionSnapshot> snapshot =
+      from->ExportPartition("orders", 0);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  const std::string total = PartitionStatePrefix("orders", 0) + "total";
+
+  auto expect_the_snapshot = [&](const char* when) {
+    SCOPED_TRACE(when);
+    EXPECT_EQ(*to->CommittedOffset("orders", 0), 10);
+    EXPECT_EQ(*to->GetState(total), std::optional<std::string>("5"));
+    EXPECT_TRUE(*to->Seen("a", "orders", 0));
+    EXPECT_FALSE(*to->Seen("later", "orders", 0));
+  };
+  ASSERT_TRUE(to->ImportPartition(*snapshot, {.allow_rewind = true}).ok());
+  expect_the_snapshot("first import");
+
+  // The partition moves on by processing, then the same import again.
+  ASSERT_NO_FATAL_FAILURE(Process(*to, {On("later", "orders", 0, 11, "7")}));
+  EXPECT_EQ(*to->GetState(total), std::optional<std::string>("12"));
+  ASSERT_TRUE(to->ImportPartition(*snapshot, {.allow_rewind = true}).ok());
+  expect_the_snapshot("import repeated after processing");
+
+  // The same after ApplyPartitionChanges.
+  PartitionChanges changes;
+  changes.source = "orders";
+  changes.partition = 0;
+  changes.offset = 20;
+  changes.writes = {{"total", std::optional<std::string>("99")}};
+  ASSERT_TRUE(to->ApplyPartitionChanges(changes, {}).ok());
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), 20);
+  ASSERT_TRUE(to->ImportPartition(*snapshot, {.allow_rewind = true}).ok());
+  expect_the_snapshot("import repeated after ApplyPartitionChanges");
+
+  // Without allow_rewind a repeat is still a duplicate that writes nothing.
+  absl::StatusOr<Stats> before = to->GetStats();
+  ASSERT_TRUE(before.ok());
+  ASSERT_TRUE(to->ImportPartition(*snapshot).ok());
+  absl::StatusOr<Stats> after = to->GetStats();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->duplicates, before->duplicates + 1);
+}
+
+// Offsets a consumer could not resume after: negative ones (broker
+// sentinels: -1 is librdkafka's OFFSET_END) and INT64_MAX. Every path that
+// stores an offset refuses them and changes nothing.
+TEST_P(PartitionExportTest, OffsetsOutsideTheirRangeAreRefusedEverywhere) {
+  std::unique_ptr<Engine> to = Open("to");
+  ASSERT_NE(to, nullptr);
+  ASSERT_NO_FATAL_FAILURE(Process(*to, {On("a", "orders", 0, 10, "5")}));
+  for (int64_t bad : {int64_t{-1}, int64_t{-2}, int64_t{-5},
+                      std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max()}) {
+    SCOPED_TRACE(bad);
+    PartitionSnapshot snapshot;
+    snapshot.source = "orders";
+    snapshot.partition = 0;
+    snapshot.offset = bad;
+    EXPECT_EQ(to->ImportPartition(snapshot).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(to->ImportPartition(snapshot, {.allow_rewind = true}).code(),
+              absl::StatusCode::kInvalidArgument);
+    PartitionChanges changes;
+    changes.source = "orders";
+    changes.partition = 0;
+    changes.offset = bad;
+    EXPECT_EQ(to->ApplyPartitionChanges(changes, {.allow_rewind = true}).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(to->SetCommittedOffset("orders", 0, bad).code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(*to->CommittedOffset("orders", 0), 10);
+  }
+  // A message at INT64_MAX is refused too; below it is a real offset.
+  Message last = On("last", "orders", 0, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(to->ProcessBatch({last}, AddAmount).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(to->SetCommittedOffset("orders", 0,
+                                     std::numeric_limits<int64_t>::max() - 1)
+                  .ok());
+  EXPECT_TRUE(to->SetCommittedOffset("orders", 0, 0).ok());
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), 0);
+}
+
+// An import that names a state key or an ID hash twice would silently keep
+// one of them; it is refused, as ApplyPartitionChanges refuses it.
+TEST_P(PartitionExportTest, RepeatedKeysAndHashesAreRefusedByBothCalls) {
+  std::unique_ptr<Engine> to = Open("to");
+  ASSERT_NE(to, nullptr);
+  const std::string hash(KeyView(HashMessageId("a")));
+  PartitionSnapshot snapshot;
+  snapshot.source = "orders";
+  snapshot.partition = 0;
+  snapshot.offset = 3;
+  snapshot.entries = {{"k", "1"}, {"k", "2"}};
+  EXPECT_EQ(to->ImportPartition(snapshot).code(),
+            absl::StatusCode::kInvalidArgument);
+  snapshot.entries = {{"k", "1"}};
+  snapshot.records = {{hash, clock_.Now() + absl::Minutes(5), "x"},
+                      {hash, clock_.Now() + absl::Minutes(6), "y"}};
+  EXPECT_EQ(to->ImportPartition(snapshot, {.allow_rewind = true}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), std::nullopt);  // unchanged
+
+  PartitionChanges changes;
+  changes.source = "orders";
+  changes.partition = 0;
+  changes.offset = 3;
+  changes.records = snapshot.records;
+  EXPECT_EQ(to->ApplyPartitionChanges(changes, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  changes.records.pop_back();
+  changes.writes = {{"k", std::nullopt},
+                    {"k", std::optional<std::string>("1")}};
+  EXPECT_EQ(to->ApplyPartitionChanges(changes, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  changes.writes.pop_back();
+  EXPECT_TRUE(to->ApplyPartitionChanges(changes, {}).ok());
+  EXPECT_EQ(*to->CommittedOffset("orders", 0), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(ExpiryBuckets, PartitionExportTest,

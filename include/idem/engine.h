@@ -120,8 +120,13 @@ class Engine {
   // Checkpoint), kFailedPrecondition
   // if the clock returned a non-finite time and kUnavailable if it threw
   // (idem/clock.h; nothing runs, nothing is committed), and a storage error
-  // if the commit failed (nothing committed; the message may be retried once
-  // the cause is gone).
+  // if the commit failed: kResourceExhausted (a full disk), kUnavailable or
+  // another code of an I/O error when nothing was committed, but kUnknown
+  // when the write reached the write-ahead log and only its sync failed: the
+  // outcome is then unknown (the reopen before the next call may recover
+  // the commit). Either way the message may be retried once the cause is
+  // gone: a retry returns the committed outcome (kDuplicate) if the commit
+  // was kept, and runs the handler again if not.
   virtual absl::StatusOr<Result> Process(const Message& message,
                                          Handler handler) = 0;
 
@@ -180,8 +185,9 @@ class Engine {
   // (so messages replayed within the dedupe window are still duplicates:
   // Forget them to run them again). On success CommittedOffset returns
   // `offset`; on error nothing is changed. kInvalidArgument for a bad source
-  // or partition or offset < 0; kFailedPrecondition from inside a handler or
-  // on a read-only engine; a storage error if the write or its sync failed.
+  // or partition, or an offset outside [0, INT64_MAX); kFailedPrecondition
+  // from inside a handler or on a read-only engine; a storage error if the
+  // write or its sync failed.
   // REQUIRES: nothing consumes the partition on this engine meanwhile (its
   // next commit would move the offset on from wherever it stands).
   virtual absl::Status SetCommittedOffset(std::string_view source,
@@ -249,10 +255,13 @@ class Engine {
   // partition), which removes none. The commit is deduplicated under an ID
   // derived from the snapshot, so importing the same snapshot again writes
   // nothing (Stats counts the first import as processed, a repeat as a
-  // duplicate). kFailedPrecondition, changing nothing, if the engine has
-  // committed a higher offset for the partition than the snapshot, from
-  // inside a handler, or on a read-only engine; kInvalidArgument for a bad
-  // source, partition, or record (id_hash not 16 bytes, non-finite expiry).
+  // duplicate); a rewinding import (ImportOptions::allow_rewind) is not: it
+  // replaces the partition every time. kFailedPrecondition, changing
+  // nothing, if the engine has committed a higher offset for the partition
+  // than the snapshot, from inside a handler, or on a read-only engine;
+  // kInvalidArgument, changing nothing, for a bad source, partition, offset
+  // (0 <= offset < INT64_MAX) or record (id_hash not 16 bytes, non-finite
+  // expiry), or for a state key or an id_hash that appears twice.
   // REQUIRES: nothing consumes the partition on this engine meanwhile
   // (import before the partition is assigned here).
   virtual absl::Status ImportPartition(const PartitionSnapshot& snapshot) = 0;
@@ -261,7 +270,10 @@ class Engine {
   struct ImportOptions {
     // Also replace a partition whose committed offset is past the
     // snapshot's, moving the offset back to the snapshot's: a stale copy
-    // corrected from a changelog. Default: false (kFailedPrecondition).
+    // corrected from a changelog. Such an import replaces the partition and
+    // sets its offset every time, also when the same snapshot was imported
+    // before (the partition may have moved on since). Default: false
+    // (kFailedPrecondition).
     bool allow_rewind = false;
   };
   // As ImportPartition(snapshot), with `options`. The default, for Engine
@@ -284,9 +296,9 @@ class Engine {
   // a higher offset for the partition than changes.offset (unless
   // options.allow_rewind), from inside a handler, on a read-only engine, or
   // for records into a store-scoped store; kInvalidArgument as for
-  // ImportPartition, or for a key written twice. REQUIRES: nothing consumes
-  // the partition on this engine meanwhile. The default, for Engine
-  // implementations outside idem, returns kUnimplemented.
+  // ImportPartition (a bad offset, a key or an id_hash twice). REQUIRES:
+  // nothing consumes the partition on this engine meanwhile. The default, for
+  // Engine implementations outside idem, returns kUnimplemented.
   virtual absl::Status ApplyPartitionChanges(const PartitionChanges& changes,
                                              const ImportOptions& options) {
     (void)changes;

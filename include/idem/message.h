@@ -29,7 +29,8 @@ struct Message {
   std::string_view payload = {};
   // Optional position in the source: topic or queue name (at most
   // kMaxSourceBytes), partition (>= 0) and offset. The position is recorded
-  // only when `source` is non-empty and `offset` >= 0.
+  // only when `source` is non-empty and `offset` >= 0; INT64_MAX is refused
+  // (kInvalidArgument), since a consumer resumes at the offset after it.
   std::string_view source = {};
   int32_t partition = 0;
   int64_t offset = -1;

@@ -78,6 +78,8 @@ struct Options {
   Clock* clock = nullptr;
 
   // RocksDB environment for all file I/O (wrap it to inject faults). Borrowed.
+  // Its file system (Env::GetFileSystem) does every file operation; RocksDB's
+  // background threads and clock are those of rocksdb::Env::Default().
   // nullptr: rocksdb::Env::Default(). Default: nullptr.
   rocksdb::Env* env = nullptr;
 
@@ -95,8 +97,11 @@ struct Options {
   bool detect_conflicts = false;
   // A sliding window: a duplicate moves its record's expiry to now + its
   // ttl (in the duplicate's own commit, into the right expiry bucket), so an
-  // ID redelivered more often than its window never expires. Costs a write
-  // per duplicate. Default: false (expiry fixed at the first processing).
+  // ID redelivered more often than its window never expires. A refresh never
+  // brings an expiry earlier: a duplicate whose now + ttl falls before the
+  // record's expiry leaves the record as it is. Costs a write per duplicate
+  // that extends a record. Default: false (expiry fixed at the first
+  // processing).
   bool refresh_on_duplicate = false;
 
   // Create an empty store when `path` does not exist or is an empty

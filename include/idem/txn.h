@@ -47,8 +47,9 @@ class Txn {
   // message's dedupe record, state writes and offset, into the store's
   // outbox (idem/outbox.h; a relay reads it with Engine::ReadOutbox). Nothing
   // is emitted for a failed handler or a duplicate. `destination` must be 1
-  // to kMaxSourceBytes bytes and `key` and `value` under 4 GiB; otherwise the
-  // message fails with kInvalidArgument (kFailed) and nothing of it commits.
+  // to kMaxSourceBytes bytes without a NUL byte, and `key`, `value` and
+  // headers together under 4 GiB; otherwise the message fails with
+  // kInvalidArgument (kFailed) and nothing of it commits.
   virtual void Emit(std::string_view destination, std::string_view key,
                     std::string_view value) = 0;
 

@@ -50,8 +50,10 @@ namespace idem::crash {
 enum class FsOp { kAppend, kSync, kRename };
 
 // Which files SetFault and FailAfterAppends fail: the write-ahead logs
-// (*.log) or every file written through the file system.
-enum class FaultTarget { kWal, kAllFiles };
+// (*.log), every file written through the file system, or only the syncs of
+// the write-ahead logs (their appends succeed: a commit's record reaches the
+// log but not the disk).
+enum class FaultTarget { kWal, kAllFiles, kWalSyncs };
 
 struct CrashFsOptions {
   // Path of the journal: one line per file creation, sync, rename and
@@ -148,7 +150,9 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
 
   // The failure SetFault/FailAfterAppends chose for an operation on `fname`
   // (`append`: an Append, which counts down FailAfterAppends), or OK.
-  rocksdb::IOStatus MaybeFail(const std::string& fname, bool append);
+  // `sync`: a Sync, Fsync or RangeSync.
+  rocksdb::IOStatus MaybeFail(const std::string& fname, bool append,
+                              bool sync = false);
   // Called around each Sync/Fsync of `fname`: the slow-device delay, and
   // counting successful write-ahead log syncs.
   void BeforeSync(const std::string& fname);
