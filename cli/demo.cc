@@ -102,21 +102,23 @@ Stream MakeStream(const DemoOptions& options) {
 }  // namespace
 
 absl::Status ValidateDemoOptions(const DemoOptions& options) {
-  if (options.messages < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--messages must be at least 1, got ", options.messages));
+  if (options.messages < 1 || options.messages > kMaxDemoMessages) {
+    return absl::InvalidArgumentError(absl::StrCat("--messages must be in [1, ",
+                                                   kMaxDemoMessages, "], got ",
+                                                   options.messages));
   }
   if (!(options.duplicate_rate >= 0 && options.duplicate_rate < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--duplicate_rate must be in [0, 1), got ", options.duplicate_rate));
   }
-  if (options.batch < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--batch must be at least 1, got ", options.batch));
+  if (options.batch < 1 || options.batch > kMaxDemoBatch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch must be in [1, ", kMaxDemoBatch, "], got ", options.batch));
   }
-  if (options.accounts < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("accounts must be at least 1, got ", options.accounts));
+  if (options.accounts < 1 || options.accounts > kMaxDemoAccounts) {
+    return absl::InvalidArgumentError(absl::StrCat("--accounts must be in [1, ",
+                                                   kMaxDemoAccounts, "], got ",
+                                                   options.accounts));
   }
   return absl::OkStatus();
 }

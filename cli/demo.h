@@ -25,17 +25,25 @@
 
 namespace idem::cli {
 
+// The largest values ValidateDemoOptions accepts: the demo holds its whole
+// stream, and the expected balances, in memory.
+inline constexpr int64_t kMaxDemoMessages = 10'000'000;
+inline constexpr int kMaxDemoBatch = 100'000;
+inline constexpr int kMaxDemoAccounts = 1'000'000;
+
 struct DemoOptions {
-  // Deliveries in total, duplicates included. Must be >= 1.
+  // Deliveries in total, duplicates included. Must be in
+  // [1, kMaxDemoMessages].
   int64_t messages = 20000;
   // Fraction of deliveries that are redeliveries of an earlier ID.
   // Must be in [0, 1).
   double duplicate_rate = 0.10;
-  // Messages per ProcessBatch call. Must be >= 1.
+  // Messages per ProcessBatch call. Must be in [1, kMaxDemoBatch].
   int batch = 500;
   // Seed of the stream and the amounts: equal seeds give equal streams.
   uint64_t seed = 1;
-  // Ledger accounts the amounts are spread over. Must be >= 1.
+  // Ledger accounts the amounts are spread over. Must be in
+  // [1, kMaxDemoAccounts].
   int accounts = 100;
   // Directory of the store; it should be new (a store already holding a
   // demo's messages fails the checks). Empty: a temporary directory.

@@ -758,12 +758,25 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
       absl::StrAppend(&what, " (idem-ctl never creates a store)");
     } else if (!options.read_only &&
                absl::IsFailedPrecondition(engine.status()) &&
-               absl::StrContains(engine.status().message(), "lock")) {
+               (absl::StrContains(engine.status().message(), "lock") ||
+                absl::StrContains(engine.status().message(),
+                                  "open in another writable engine"))) {
       absl::StrAppend(&what, " (it is open elsewhere: '", name,
                       "' changes the store and needs it alone; stop the "
                       "process that holds it first)");
     }
     return Fail(err, what, engine.status());
+  }
+  // Where an ID alone names no record, a missing partition is a mistake in
+  // the command line, not a failure of the store.
+  if (command->position == PositionFlags::kOptional &&
+      !request.position.has_value() &&
+      (*engine)->options().dedupe_scope == DedupeScope::kPartition) {
+    return UsageError(
+        err, absl::StrCat("'", name,
+                          "' on a partition-scoped store needs the message's "
+                          "partition: --source=S --partition=P (or "
+                          "--partition=S:P)"));
   }
   return command->run(**engine, request, out, err);
 }

@@ -39,7 +39,11 @@
 // between, so a truncated file is refused. State keys are as the handler
 // wrote them through PartitionTxn; dedupe records come from partition-scoped
 // stores only. import refuses, importing nothing, a file with any other
-// line, member or kind (the message names the line).
+// line, member or kind, a member given twice in one line, a line longer
+// than 64 MiB (cli/partition_file.h: a state value or result of about 10
+// MiB; export refuses to write such a line), an offset outside
+// [0, INT64_MAX) or a state key or record given twice (the message names
+// the line, or the repeated item).
 //
 // `metrics` prints the store's figures as idem::PrometheusCollector
 // registers them (idem/prometheus/collector.h), in Prometheus' text

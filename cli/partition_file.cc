@@ -153,7 +153,7 @@ absl::Status ParsePartitionLine(const Json& line, PartitionSnapshot& out) {
   out.partition = static_cast<int32_t>(*partition);
   if (!line.at("offset").is_null()) {
     absl::StatusOr<int64_t> offset =
-        IntMember(line, "offset", 0, std::numeric_limits<int64_t>::max());
+        IntMember(line, "offset", 0, std::numeric_limits<int64_t>::max() - 1);
     if (!offset.ok()) return offset.status();
     out.offset = *offset;
   }

@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "idem/version.h"
 
 namespace idem::cli {
@@ -51,6 +53,18 @@ std::optional<int> ParseToolFlags(CLI::App& app, int argc,
                                   const char* const* argv, std::ostream& out,
                                   std::ostream& err) {
   const std::string tool = app.get_name();
+  // CLI11 reads "--flag=" as "--flag" and takes the next argument as its
+  // value ("--store= --json" would name a store "--json"): an empty value is
+  // always a mistake.
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (absl::StartsWith(arg, "--") && absl::EndsWith(arg, "=")) {
+      return ReportUsageError(
+          tool, absl::StrCat(arg.substr(0, arg.size() - 1), ": empty value"),
+          err);
+    }
+  }
   // CLI11 reads "-1" into an unsigned flag as its wrap-around value.
   for (CLI::Option* option : app.get_options()) {
     if (option->get_type_name() == "UINT") {

@@ -56,9 +56,11 @@ absl::StatusOr<StoreClaim> StoreClaim::Claim(const std::string& dir,
           ClaimRegistry::Get().Add(st.st_dev, st.st_ino, dir);
       holder.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        shown, " is open in another writable engine of this process, as ",
-        *holder,
-        " (the same directory under another name, such as a bind mount)"));
+        shown, " is open in another writable engine of this process",
+        *holder == dir ? ""
+                       : absl::StrCat(", as ", *holder,
+                                      " (the same directory under another "
+                                      "name, such as a bind mount)")));
   }
   return StoreClaim(st.st_dev, st.st_ino);
 }

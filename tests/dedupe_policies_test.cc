@@ -295,6 +295,37 @@ TEST(DedupePoliciesTest, RefreshOnDuplicateSlidesTheWindow) {
   EXPECT_EQ(Deliver(h.engine(), "a", "x").result.outcome, Outcome::kProcessed);
 }
 
+// Regression: a duplicate with a 1 us ttl cut a 1 h record to 1 us, and the
+// next delivery ran again. A refresh only ever extends a record's life.
+TEST(DedupePoliciesTest, RefreshNeverBringsAnExpiryEarlier) {
+  for (int buckets : {0, 4}) {
+    SCOPED_TRACE(buckets);
+    Options options;
+    options.dedupe_window = absl::Hours(4);
+    options.expiry_buckets = buckets;
+    options.refresh_on_duplicate = true;
+    EngineHarness h(options);
+    ASSERT_TRUE(h.Open().ok());
+    ASSERT_EQ(Deliver(h.engine(), "a", "x").result.outcome,
+              Outcome::kProcessed);
+    h.clock().Advance(absl::Minutes(10));
+    ASSERT_EQ(Deliver(h.engine(), "a", "x", -1, "", absl::Microseconds(1))
+                  .result.outcome,
+              Outcome::kDuplicate);
+    std::vector<DumpEntry> records = RecordsOf(h.engine(), "a");
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].expires_at, kStart + absl::Hours(4));
+    h.clock().Advance(absl::Hours(1));
+    EXPECT_EQ(Deliver(h.engine(), "a", "x").result.outcome,
+              Outcome::kDuplicate);
+    // A longer one still extends it.
+    records = RecordsOf(h.engine(), "a");
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_EQ(records[0].expires_at,
+              kStart + absl::Minutes(70) + absl::Hours(4));
+  }
+}
+
 TEST(DedupePoliciesTest, RefreshMovesTheRecordToItsNewBucket) {
   Options options;
   options.dedupe_window = absl::Hours(4);

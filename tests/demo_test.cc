@@ -158,6 +158,28 @@ TEST(DemoTest, RejectsOptionsOutOfRange) {
   EXPECT_THAT(out.str(), IsEmpty());
 }
 
+// Regression: huge values passed the checks and aborted the tool with
+// std::bad_alloc (exit 134) instead of exiting 2.
+TEST(DemoTest, RejectsValuesTooLargeToHoldInMemory) {
+  DemoOptions options = Small();
+  options.messages = 999'999'999'999;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunDemoTool(options, /*json=*/false, out, err), kExitUsage);
+  EXPECT_THAT(err.str(), HasSubstr("--messages"));
+  options = Small();
+  options.batch = 2'000'000'000;
+  EXPECT_EQ(ValidateDemoOptions(options).code(),
+            absl::StatusCode::kInvalidArgument);
+  options = Small();
+  options.accounts = 2'000'000'000;
+  EXPECT_THAT(ValidateDemoOptions(options).message(), HasSubstr("--accounts"));
+  options = Small();
+  options.messages = kMaxDemoMessages;
+  options.batch = kMaxDemoBatch;
+  options.accounts = kMaxDemoAccounts;
+  EXPECT_TRUE(ValidateDemoOptions(options).ok());
+}
+
 TEST(DemoToolTest, PrintsTheReportForPeople) {
   std::ostringstream out, err;
   EXPECT_EQ(RunDemoTool(Small(), /*json=*/false, out, err), kExitOk);

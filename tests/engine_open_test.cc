@@ -2,7 +2,11 @@
 // (guarantee 8), foreign directories left unchanged, bad input rejected with
 // kInvalidArgument.
 
+#include <sys/mount.h>
+
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -192,6 +196,56 @@ TEST(EngineOpenTest, OpenRejectsStoreAlreadyOpenByAnotherEngine) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->outcome, Outcome::kProcessed);
   EXPECT_EQ(*engine->GetState("counter"), std::optional<std::string>("2"));
+}
+
+// RocksDB's lock is keyed on the path string inside a process, and a bind
+// mount is a name of the directory that canonicalization cannot see
+// through: the engine's own claim, on the directory's device and inode,
+// refuses the second writable engine. Needs mount(2) (root); skipped, with
+// the reason, where it is not permitted.
+TEST(EngineOpenTest, OpenRejectsTheSameStoreThroughABindMount) {
+  util::TempDir dir;
+  const std::string path = dir.Sub("db");
+  const std::string alias = dir.Sub("alias");
+  ASSERT_OPEN(engine, path, Options());
+  ASSERT_TRUE(engine->Process({.id = "a"}, AddOne).ok());
+  fs::create_directory(alias);
+  if (::mount(path.c_str(), alias.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+    GTEST_SKIP() << "cannot bind-mount " << path << " (" << std::strerror(errno)
+                 << "); needs root";
+  }
+  struct Unmount {
+    std::string target;
+    ~Unmount() { ::umount2(target.c_str(), MNT_DETACH); }
+  } unmount{alias};
+
+  auto second = Engine::Open(alias, Options());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+      << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("under another name"));
+  // Read-only engines may share it, and the first engine goes on alone.
+  Options read_only;
+  read_only.read_only = true;
+  EXPECT_TRUE(Engine::Open(alias, read_only).ok());
+  auto r = engine->Process({.id = "a"}, AddOne);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->outcome, Outcome::kDuplicate);
+  // Once it is closed, the other name opens it.
+  engine.reset();
+  auto reopened = Engine::Open(alias, Options());
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_TRUE(*(*reopened)->Seen("a"));
+}
+
+// A path through a regular file is a wrong path, not a passing I/O error.
+TEST(EngineOpenTest, OpenUnderARegularFileIsFailedPrecondition) {
+  util::TempDir dir;
+  const std::string file = dir.Sub("file");
+  { std::ofstream(file) << "not a directory"; }
+  auto engine = Engine::Open(file + "/db", Options());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
+      << engine.status();
+  EXPECT_TRUE(fs::is_regular_file(file));
 }
 
 TEST(EngineOpenTest,

@@ -472,16 +472,20 @@ TEST(EngineTest, CommittedOffsetIncludesOffsetZero) {
   EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(0));
 }
 
-TEST(EngineTest, CommittedOffsetRecordsTheLargestPossibleOffset) {
-  // Regression guard: INT64_MAX is a valid offset (>= 0) and must be
-  // recorded like any other.
+TEST(EngineTest, CommittedOffsetRecordsTheLargestValidOffset) {
+  // INT64_MAX - 1 is the largest offset a consumer can resume after, and is
+  // recorded like any other; INT64_MAX (no offset follows it) is refused.
   util::TempDir dir;
   ASSERT_OPEN(engine, dir.Sub("db"), Options());
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  auto r = engine->Process({.id = "a", .source = "t", .offset = kMax}, AddOne);
+  auto refused =
+      engine->Process({.id = "a", .source = "t", .offset = kMax}, AddOne);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  auto r =
+      engine->Process({.id = "a", .source = "t", .offset = kMax - 1}, AddOne);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->outcome, Outcome::kProcessed);
-  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(kMax));
+  EXPECT_EQ(*engine->CommittedOffset("t", 0), std::optional<int64_t>(kMax - 1));
 }
 
 TEST(EngineTest, CommittedOffsetNeverPassesAFailedMessageOfThePartition) {

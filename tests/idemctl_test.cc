@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cli/partition_file.h"
 #include "engine/record.h"
 #include "engine/store.h"
 #include "gmock/gmock.h"
@@ -607,9 +608,11 @@ class IdemctlPartitionTest : public ::testing::Test {
 };
 
 TEST_F(IdemctlPartitionTest, SeenAndForgetNameThePartition) {
+  // Without it the command line is incomplete: a usage error.
   Output r = Run(source(), {"seen", "m1"});
-  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("--source=S --partition=P"));
+  EXPECT_EQ(Run(source(), {"forget", "m1"}).code, kExitUsage);
   EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:3").code, kExitOk);
   EXPECT_EQ(Run(source(), {"seen", "m1"}, "orders:5").code, kExitNotFound);
 
@@ -768,6 +771,20 @@ INSTANTIATE_TEST_SUITE_P(
                    R"("partition":4294967296,"offset":null})",
                    kState, "$END"},
                   "line 1: \"partition\" must be an integer"},
+        BadImport{"OffsetWithoutASuccessor",
+                  {R"({"kind":"partition","source":"orders","partition":3,)"
+                   R"("offset":9223372036854775807})",
+                   kState, "$END"},
+                  "line 1: \"offset\" must be an integer from 0"},
+        BadImport{
+            "RepeatedMember",
+            {"$P", R"({"kind":"end","kind":"state","key":"k","value":"v"})",
+             "$END"},
+            "line 2: a member appears twice"},
+        BadImport{"RepeatedStateKey",
+                  {"$P", kState, kState,
+                   R"({"kind":"end","state_entries":2,"dedupe_records":0})"},
+                  "appears twice"},
         BadImport{"EmptySource",
                   {R"({"kind":"partition","source":"","partition":3,)"
                    R"("offset":null})",
@@ -776,6 +793,27 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadImport>& info) {
       return info.param.name;
     });
+
+// A line over the limit is refused once the limit is read past, not read
+// whole into memory (a 1 GB line took 4 GB before the limit).
+TEST_F(IdemctlPartitionTest, ImportRefusesALineOverTheLimit) {
+  ASSERT_NO_FATAL_FAILURE(CreateTarget());
+  const std::string file = dir_.Sub("long.jsonl");
+  {
+    std::ofstream out(file, std::ios::binary);
+    out << R"({"kind":"partition","source":"orders","partition":3,)"
+        << R"("offset":9})"
+        << "\n";
+    out << R"({"kind":"state","key":"k","value":")"
+        << std::string(kMaxPartitionFileLineBytes, 'v') << "\"}\n";
+    out << R"({"kind":"end","state_entries":1,"dedupe_records":0})"
+        << "\n";
+  }
+  Output r = Run(target(), {"import", file});
+  EXPECT_EQ(r.code, kExitStoreFailure);
+  EXPECT_THAT(r.err, HasSubstr("line 2: longer than the limit of 67108864"));
+  EXPECT_EQ(Export(target(), 3).offset, std::nullopt);
+}
 
 TEST_F(IdemctlPartitionTest, ImportOfAMissingFileFails) {
   ASSERT_NO_FATAL_FAILURE(CreateTarget());
@@ -853,6 +891,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "db",
                   {"set-offset", "orders", "3", "-1"},
                   "OFFSET: '-1' is not an offset"},
+        UsageCase{"SetOffsetWithoutASuccessor",
+                  "db",
+                  {"set-offset", "orders", "3", "9223372036854775807"},
+                  "OFFSET: '9223372036854775807' is not an offset"},
         UsageCase{"SetOffsetWithTextOffset",
                   "db",
                   {"set-offset", "orders", "3", "ten"},

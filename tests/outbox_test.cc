@@ -4,6 +4,8 @@
 // durability of what ReadOutbox returns, and the outbox in Dump, Checkpoint and
 // Stats.
 
+#include <sys/mman.h>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -245,7 +247,8 @@ TEST_F(OutboxTest, FailedHandlersAndDuplicatesEmitNothing) {
 
 TEST_F(OutboxTest, BadDestinationFailsTheMessageAndCommitsNothingOfIt) {
   for (const std::string& destination :
-       {std::string(), std::string(kMaxSourceBytes + 1, 'd')}) {
+       {std::string(), std::string(kMaxSourceBytes + 1, 'd'),
+        std::string("orders\0evil", 11)}) {
     const std::string id = absl::StrCat("bad-", destination.size());
     Result r = Deliver(id, [&](const Message&, Txn& txn) {
       txn.Put("state-of-bad", "1");
@@ -438,6 +441,42 @@ TEST_F(OutboxTest, EmitWithOptionsKeepsPartitionAndTombstone) {
 
 // A partition below -1 or a tombstone with a value fails the message with
 // kInvalidArgument, and nothing of it commits.
+// Each part of an emit may be under 4 GiB while the entry, stored as one
+// RocksDB value, is over it: that message fails alone, and the rest of its
+// batch commits (it used to fail the whole ProcessBatch). The parts are
+// views of a reserved, never touched mapping: nothing is copied.
+TEST_F(OutboxTest, EmitWhosePartsTogetherExceedTheLimitFailsOnlyItsMessage) {
+  constexpr size_t kPart = size_t{3} << 30;  // 3 GiB each, 6 GiB together
+  void* mapping = ::mmap(nullptr, 2 * kPart, PROT_READ,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  struct Unmap {
+    void* at;
+    ~Unmap() { ::munmap(at, 2 * kPart); }
+  } unmap{mapping};
+  const std::string_view key(static_cast<const char*>(mapping), kPart);
+  const std::string_view value(static_cast<const char*>(mapping) + kPart,
+                               kPart);
+  std::vector<Message> batch(2);
+  batch[0].id = "huge";
+  batch[1].id = "fine";
+  absl::StatusOr<std::vector<Result>> results =
+      engine_->ProcessBatch(batch, [&](const Message& m, Txn& txn) {
+        if (m.id == "huge") {
+          txn.Emit("out", key, value);
+        } else {
+          txn.Emit("out", "k", "v");
+        }
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ((*results)[0].outcome, Outcome::kFailed);
+  EXPECT_EQ((*results)[0].error.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT((*results)[0].error.message(), HasSubstr("4 GiB"));
+  EXPECT_EQ((*results)[1].outcome, Outcome::kProcessed);
+  ASSERT_THAT(ReadAll(*engine_), SizeIs(1));
+}
+
 TEST_F(OutboxTest, BadEmitOptionsFailTheMessage) {
   const std::pair<Txn::EmitOptions, std::string_view> bad[] = {
       {{.partition = -2}, "partition -2"},

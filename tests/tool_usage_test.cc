@@ -99,6 +99,24 @@ TEST(ToolUsageTest, BadFlagExitsTwoNamingTheFlag) {
   }
 }
 
+// Regression: CLI11 read "--store=" as "--store" and took the next argument
+// as its value, so "idem-ctl --store= --json stats" opened a store named
+// "--json". An empty value is a bad flag in every tool.
+TEST(ToolUsageTest, EmptyValueExitsTwoNamingTheFlag) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"--threads=", "--json"},
+           {"--json", "--window="},
+           {"--messages=", "5"},
+       }) {
+    const Parsed p = Parse(args);
+    EXPECT_EQ(p.code, std::optional<int>(kExitUsage)) << args[0];
+    EXPECT_THAT(p.err, HasSubstr("empty value")) << p.err;
+    EXPECT_THAT(p.err, HasSubstr("Run 'tool --help' for usage.")) << p.err;
+  }
+  EXPECT_THAT(Parse({"--threads=", "--json"}).err, HasSubstr("--threads"));
+}
+
 TEST(ToolUsageTest, UsageErrorsNameTheToolAndPointToHelp) {
   std::ostringstream err;
   EXPECT_EQ(ReportUsageError("tool", "--batch must be >= 1, got 0", err),

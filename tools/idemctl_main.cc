@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli/idemctl.h"
 #include "cli/tool_usage.h"
 
@@ -28,7 +29,11 @@ int main(int argc, char** argv) {
   CLI::Option* partition_flag = app->add_option(
       "--partition", partition,
       "seen, forget, export: the partition, P (with --source) or SOURCE:P.");
-  app->require_subcommand(1);
+  // At most one subcommand; a word that names none is kept as an extra, so
+  // that it can be reported as an unknown subcommand (CLI11 would only say
+  // that a subcommand is required).
+  app->require_subcommand(0, 1);
+  app->allow_extras();
   // One string per positional argument of every subcommand; a deque keeps
   // them where CLI11 writes them.
   std::deque<std::string> values;
@@ -47,11 +52,26 @@ int main(int argc, char** argv) {
   }
   if (source_flag->count() > 0) args.source = source;
   if (partition_flag->count() > 0) args.partition = partition;
-  CLI::App* sub = app->get_subcommands().front();
-  args.command.push_back(sub->get_name());
-  for (const CLI::Option* o : sub->get_options(
-           [](const CLI::Option* o) { return o->get_positional(); })) {
-    args.command.push_back(o->as<std::string>());
+  const std::vector<std::string> extras = app->remaining();
+  if (!extras.empty() &&
+      (!app->get_subcommands().empty() || extras.front().starts_with("-"))) {
+    return idem::cli::ReportUsageError(
+        "idem-ctl",
+        absl::StrCat(extras.front().starts_with("-") ? "unknown flag "
+                                                     : "unexpected argument ",
+                     extras.front()),
+        std::cerr);
+  }
+  if (app->get_subcommands().empty()) {
+    // RunIdemctl names the unknown subcommand, or says that none was given.
+    if (!extras.empty()) args.command.push_back(extras.front());
+  } else {
+    CLI::App* sub = app->get_subcommands().front();
+    args.command.push_back(sub->get_name());
+    for (const CLI::Option* o : sub->get_options(
+             [](const CLI::Option* o) { return o->get_positional(); })) {
+      args.command.push_back(o->as<std::string>());
+    }
   }
   return idem::cli::RunIdemctl(args, std::cout, std::cerr);
 }
