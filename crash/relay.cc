@@ -160,7 +160,9 @@ Relay::Relay(Engine& upstream, Engine& downstream, const Downstream& workload,
       workload_(workload),
       durability_(durability),
       log_(log),
-      ack_before_publish_(ack_before_publish) {}
+      ack_before_publish_(ack_before_publish),
+      upstream_partition_scope_(upstream.options().dedupe_scope ==
+                                DedupeScope::kPartition) {}
 
 absl::StatusOr<size_t> Relay::RelayOnce() {
   absl::StatusOr<std::vector<OutboxEntry>> entries =
@@ -229,9 +231,7 @@ absl::Status Relay::Publish(absl::Span<const OutboxEntry> entries) {
 absl::Status Relay::HandlePublishingAtOnce(
     const Message& message, Txn& txn,
     absl::FunctionRef<absl::Status(const Message&, Txn&)> handle) {
-  PublishAtOnceTxn publishing(
-      message, upstream_.options().dedupe_scope == DedupeScope::kPartition, txn,
-      *this);
+  PublishAtOnceTxn publishing(message, upstream_partition_scope_, txn, *this);
   absl::Status s = handle(message, publishing);
   if (!publishing.status().ok()) return publishing.status();
   return s;

@@ -91,6 +91,9 @@ class Relay {
   const Durability durability_;
   EventLogWriter& log_;
   const bool ack_before_publish_;
+  // The upstream store's dedupe records are partition-scoped (read once:
+  // HandlePublishingAtOnce runs inside the upstream's handlers).
+  const bool upstream_partition_scope_;
 };
 
 }  // namespace idem::crash

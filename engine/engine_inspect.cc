@@ -167,7 +167,7 @@ double DedupeCompactionWriteAmp(
 
 Options EngineImpl::options() {
   Options options = options_;
-  absl::ReaderMutexLock lock(&store_mu_);
+  ReadLock lock(this);  // also from inside a handler, whose commit holds it
   if (store_ != nullptr) {
     options.dedupe_scope =
         store_->partition_scope ? DedupeScope::kPartition : DedupeScope::kStore;

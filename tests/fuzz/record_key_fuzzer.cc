@@ -10,16 +10,21 @@
 // - the key starts with PartitionRecordPrefix of its source and partition,
 //   and sorts below KeyRangeEnd of that prefix;
 // - ForPartition of a source, partition and hash taken from the input
-//   decodes to them.
+//   decodes to them;
+// - the message ID of its emits (OutboxMessageId) is "<32 hex digits>-N"
+//   and depends on the source and partition, not only on the hash: it
+//   differs from the store-scoped key's and from another partition's.
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/outbox_record.h"
 #include "engine/record.h"
 #include "tests/fuzz/fuzz_target.h"
 
@@ -82,6 +87,15 @@ void CheckEncode(std::string_view input) {
   IDEM_FUZZ_CHECK(decoded->source == source);
   IDEM_FUZZ_CHECK(decoded->partition == partition);
   IDEM_FUZZ_CHECK(decoded->hash == KeyView(hash));
+
+  const std::string emit_id = OutboxMessageId(key, 0);
+  IDEM_FUZZ_CHECK(emit_id.size() == 34 && emit_id.substr(32) == "-0");
+  IDEM_FUZZ_CHECK(emit_id != OutboxMessageId(RecordKey::ForStore(hash), 0));
+  const int32_t other =
+      partition == std::numeric_limits<int32_t>::max() ? 0 : partition + 1;
+  IDEM_FUZZ_CHECK(
+      emit_id !=
+      OutboxMessageId(RecordKey::ForPartition(source, other, hash), 0));
 }
 
 }  // namespace
