@@ -500,10 +500,10 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
   }
   if (move_state) {
     for (int p = 0; p < kPartitions; ++p) {
-      auto snapshot = ExportPartitionState(**engine_a, bed.topic, p);
+      auto snapshot = (*engine_a)->ExportPartition(bed.topic, p);
       EXPECT_TRUE(snapshot.ok()) << snapshot.status();
       if (!snapshot.ok()) return {-1};
-      EXPECT_TRUE(ImportPartitionState(**engine_b, *snapshot).ok());
+      EXPECT_TRUE((*engine_b)->ImportPartition(*snapshot).ok());
     }
   }
   EXPECT_TRUE(bed.producer->Produce(second_half).ok());
