@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "cli/idemctl_request.h"
 #include "cli/partition_file.h"
+#include "engine/store.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
@@ -93,10 +94,6 @@ using idemctl::UsageError;
 
 using Json = nlohmann::json;
 using util::JsonWriter;
-
-// The column family that marks a partition-scoped store (engine/store.h's
-// kPartitionScopeColumnFamily; cli/ uses only the public headers).
-constexpr char kPartitionScopeFamily[] = "idem.scope.partition";
 
 enum class Access { kReadOnly, kWritable };
 
@@ -642,14 +639,14 @@ constexpr Command kCommands[] = {
 };
 
 // Whether the store at `path` is partition-scoped (its column families
-// include kPartitionScopeFamily). A store whose families cannot be listed is
-// taken as store-scoped: Engine::Open then says what is wrong with it.
+// include kPartitionScopeColumnFamily). A store whose families cannot be listed
+// is taken as store-scoped: Engine::Open then says what is wrong with it.
 bool IsPartitionScoped(const std::string& path) {
   std::vector<std::string> families;
   const rocksdb::Status s =
       rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families);
   return s.ok() && std::find(families.begin(), families.end(),
-                             kPartitionScopeFamily) != families.end();
+                             kPartitionScopeColumnFamily) != families.end();
 }
 
 }  // namespace

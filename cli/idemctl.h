@@ -73,12 +73,12 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/tool_usage.h"
+#include "cli/exit_codes.h"
 
 namespace idem::cli {
 
 // idem-ctl's exit codes: kExitOk (0) on success; kExitUsage (2, cli/
-// tool_usage.h) when the command line was wrong (missing --store, unknown
+// exit_codes.h) when the command line was wrong (missing --store, unknown
 // subcommand, wrong number of arguments, an ID, partition or offset out of
 // range; flag syntax errors are reported by ParseToolFlags before RunIdemctl
 // runs); and kExitNotFound (1) when what was asked about is absent: `seen ID`

@@ -1,7 +1,7 @@
 // The command-line tools' one way of reading flags (CLI11): every tool's
 // main() builds its app with MakeToolApp, declares its flags on it (durations
 // with AddDurationFlag), and calls ParseToolFlags, which gives all of them the
-// same vocabulary and exit codes:
+// same vocabulary and exit codes (cli/exit_codes.h):
 //   --help, -h   usage on stdout, exit 0
 //   --version    IDEM_VERSION on stdout, exit 0
 //   a bad flag (unknown, malformed, out of range, missing value, unexpected
@@ -19,18 +19,9 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "cli/exit_codes.h"
 
 namespace idem::cli {
-
-// Exit codes shared by the tools (tools/, and the benchmarks' tools
-// bench/idem_bench/ and bench/peers/, which link only this library,
-// idem_tool_usage).
-inline constexpr int kExitOk = 0;
-// The tool ran but failed (a check, the store or I/O). idem-ctl differs: see
-// cli/idemctl.h.
-inline constexpr int kExitFailure = 1;
-// The command line was wrong: a bad flag, or a value out of range.
-inline constexpr int kExitUsage = 2;
 
 // The version --version prints ("MAJOR.MINOR.PATCH").
 const char* ToolVersion();

@@ -42,7 +42,7 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
   parsed.key = std::string(rest.substr(slash + 1));
   // Only the spelling PartitionStatePrefix writes: SimpleAtoi also takes a
   // sign, leading zeros and spaces ("partition/01:t/0/k"), which no
-  // PartitionTxn wrote and ExportPartitionState would not move.
+  // PartitionTxn wrote and Engine::ExportPartition would not move.
   if (!state_key.starts_with(
           PartitionStatePrefix(parsed.source, parsed.partition))) {
     return std::nullopt;
@@ -84,17 +84,6 @@ void PartitionTxn::EmitWithOptions(std::string_view destination,
                                    std::string_view key, std::string_view value,
                                    const EmitOptions& options) {
   txn_.EmitWithOptions(destination, key, value, options);
-}
-
-absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
-                                                       std::string_view source,
-                                                       int32_t partition) {
-  return engine.ExportPartition(source, partition);
-}
-
-absl::Status ImportPartitionState(Engine& engine,
-                                  const PartitionSnapshot& snapshot) {
-  return engine.ImportPartition(snapshot);
 }
 
 }  // namespace idem

@@ -233,9 +233,6 @@ class BatchRun {
                         headers);
   }
 
-  // Passes record `i` to the dead-letter path; from then on it is committed
-  // under its DeadLetterId, which moves the partition's offset past it (and,
-  // with dead_letter_topic, emits its dead letter in that same commit).
   // Whether a handler error may succeed on another attempt
   // (ConsumerOptions::non_retriable_codes).
   bool Retriable(const absl::Status& error) const {
@@ -252,6 +249,9 @@ class BatchRun {
         " was processed before with other content"));
   }
 
+  // Passes record `i` to the dead-letter path; from then on it is committed
+  // under its DeadLetterId, which moves the partition's offset past it (and,
+  // with dead_letter_topic, emits its dead letter in that same commit).
   absl::Status GiveUp(size_t i, const absl::Status& error,
                       std::string_view reason) {
     const Record& record = records_[i];

@@ -1,8 +1,10 @@
 // Consumer: librdkafka's high-level consumer around ProcessRecords
-// (kafka/batch_processor.h). Everything runs on the caller's thread:
-// rebalance, error and commit callbacks are served by rd_kafka_consumer_poll
-// (rd_kafka_poll_set_consumer), so a revocation can only arrive while a batch
-// is being collected, never while one is being processed.
+// (kafka/batch_processor.h). Everything but logging runs on the caller's
+// thread: rebalance, error and commit callbacks are served by
+// rd_kafka_consumer_poll (rd_kafka_poll_set_consumer), so a revocation can
+// only arrive while a batch is being collected, never while one is being
+// processed. The log callback (OnLog) runs on librdkafka's own threads and
+// touches only the logger, which is constant.
 
 #include "idem/kafka/consumer.h"
 

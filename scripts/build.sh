@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Configures and builds idem into ${BUILD_DIR:-build} (RelWithDebInfo).
 # Extra arguments go to cmake's configure step, e.g. -DIDEM_SANITIZE=ON.
+# TARGETS, space-separated, builds only those targets (and what they link),
+# e.g. TARGETS="idem-demo idem-crashtest"; unset or empty: every target.
 # Quiet on success; prints the build log on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
+read -ra targets <<<"${TARGETS:-}"
+target_flags=()
+[ ${#targets[@]} -eq 0 ] || target_flags=(--target "${targets[@]}")
 start=$(date +%s)
-echo "build: configuring and building in $build_dir/ (log: $build_dir/build.log)" >&2
+echo "build: configuring and building ${targets[*]:-everything} in $build_dir/" \
+  "(log: $build_dir/build.log)" >&2
 mkdir -p "$build_dir"
 source scripts/compiler-cache.sh
 if ! { cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          "${cache_flags[@]}" "$@" &&
-       cmake --build "$build_dir" -j"$(nproc)"; } >"$build_dir/build.log" 2>&1; then
+       cmake --build "$build_dir" "${target_flags[@]}" -j"$(nproc)"; } \
+     >"$build_dir/build.log" 2>&1; then
   tail -n 60 "$build_dir/build.log" >&2
   echo "build: FAILED (full log: $build_dir/build.log)" >&2
   exit 1

@@ -6,11 +6,13 @@
 # every -g compile (RelWithDebInfo). Together they let a fresh clone in
 # another folder reuse what an earlier build compiled. The cost: a cached
 # object's debug info names the directory of the build that first compiled
-# it (only a debugger looking for sources notices).
+# it (only a debugger looking for sources notices). The launcher sets both
+# itself (through env), so that `cmake --build` run by hand in a build
+# directory configured here hits the cache as the scripts' builds do.
 cache_flags=()
 if command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
-  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-  cache_flags=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-               -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  launcher="env;CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}"
+  launcher+=";CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1};ccache"
+  cache_flags=("-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher"
+               "-DCMAKE_C_COMPILER_LAUNCHER=$launcher")
 fi

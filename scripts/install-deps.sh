@@ -1,23 +1,42 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages idem needs to build and test, if missing.
 # Idempotent; prints nothing when everything is already installed.
-# Usage: scripts/install-deps.sh [extra-package ...]
+# Usage: scripts/install-deps.sh [--demo | --check] [extra-package ...]
+#   (none)   everything: the tests, the benchmarks and the optional parts
+#   --demo   only what scripts/demo.sh builds: the core, the crash harness
+#            and the tools' logic (idem-demo, idem-crashtest)
+#   --check  installs nothing: exits 0 if everything is installed, 1 if not
 set -euo pipefail
 
-# Everything the build uses, the optional parts included, so that
-# scripts/test.sh runs every suite: librdkafka-dev for the Kafka adapter
-# (kafka/) and its tests, prometheus-cpp-dev for the Prometheus collectors
-# (prometheus/), idem-ctl metrics and idem-kafka-demo --metrics_port,
-# libpq-dev and libhiredis-dev for bench/peers/; ccache, which the build
-# scripts put in front of the compilers (scripts/compiler-cache.sh).
-packages=(
-  cmake make g++ pkgconf ccache
+# What idem-demo and idem-crashtest need: the compiler and CMake; RocksDB,
+# Abseil and xxHash for the core; nlohmann-json for util/'s JSON writer;
+# CLI11 for the tools' flags; ccache, which the build scripts put in front of
+# the compilers (scripts/compiler-cache.sh).
+demo_packages=(
+  cmake make g++ ccache
   librocksdb-dev libabsl-dev libxxhash-dev
-  libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
-  librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
-  "$@"
+  nlohmann-json3-dev libcli11-dev
 )
+# Everything else the build uses, the optional parts included, so that
+# scripts/test.sh runs every suite: pkgconf, which finds librdkafka, libpq
+# and hiredis; GoogleTest and Google Benchmark; librdkafka-dev for the Kafka
+# adapter (kafka/) and its tests, prometheus-cpp-dev for the Prometheus
+# collectors (prometheus/), idem-ctl metrics and idem-kafka-demo
+# --metrics_port; libpq-dev and libhiredis-dev for bench/peers/.
+full_packages=(
+  pkgconf
+  libgtest-dev libgmock-dev libbenchmark-dev
+  librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
+)
+
+mode=full
+case "${1:-}" in
+  --demo) mode=demo; shift ;;
+  --check) mode=check; shift ;;
+esac
+packages=("${demo_packages[@]}")
+[ "$mode" = demo ] || packages+=("${full_packages[@]}")
+packages+=("$@")
 
 missing=()
 for p in "${packages[@]}"; do
@@ -26,6 +45,7 @@ for p in "${packages[@]}"; do
   fi
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
+[ "$mode" = check ] && exit 1
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}; run as root or install them" >&2

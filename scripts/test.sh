@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh
+# Every target; the tests and benchmarks explicitly, as scripts/demo.sh may
+# have configured build/ without them.
+scripts/build.sh -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=ON
 # install-deps.sh installs librdkafka-dev and prometheus-cpp-dev; if the
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.

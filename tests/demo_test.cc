@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "cli/tool_usage.h"
+#include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

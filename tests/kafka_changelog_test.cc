@@ -182,12 +182,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
     std::unique_ptr<Engine> create = OpenStore("a");
     ASSERT_NE(create, nullptr);
   }
-  auto handled_a = [&]() -> int64_t {
-    ::idem::Options read_only;
-    read_only.read_only = true;
-    auto engine = Engine::Open(store_a, read_only);
-    return engine.ok() ? Handled(**engine) : 0;
-  };
+  auto handled_a = [&] { return HandledInStore(store_a); };
   pid_t pid = 0;
   ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);

@@ -5,7 +5,6 @@
 // shows that the check catches its violation.
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -27,8 +26,6 @@
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
 #include "util/temp_dir.h"
-
-extern char** environ;
 
 namespace idem::kafka {
 namespace {
@@ -252,30 +249,16 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
   {
     ASSERT_OPEN(create, store, Options());  // so read-only opens work
   }
-  Options read_only;
-  read_only.read_only = true;
-  auto committed = [&]() -> int64_t {
-    auto engine = Engine::Open(store, read_only);
-    if (!engine.ok()) return 0;
-    int64_t total = 0;
-    for (int p = 0; p < kPartitions; ++p) {
-      auto o = (*engine)->CommittedOffset(bed_.topic, p);
-      if (o.ok() && o->has_value()) total += **o + 1;
-    }
-    return total;
+  auto committed = [&] {
+    return test::CommittedRecords(store, bed_.topic, kPartitions);
   };
   for (int round = 1; round <= 2; ++round) {
     const int64_t before = committed();
-    const std::string brokers = bed_.cluster->bootstrap_servers();
-    std::vector<std::string> args = {IDEM_KAFKA_CHILD, brokers, bed_.topic, "g",
-                                     store};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid;
-    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
-                          environ),
-              0);
+    absl::StatusOr<pid_t> child = test::SpawnKafkaChild(
+        IDEM_KAFKA_CHILD,
+        {bed_.cluster->bootstrap_servers(), bed_.topic, "g", store});
+    ASSERT_TRUE(child.ok()) << child.status();
+    const pid_t pid = *child;
     // Kill once the child has committed a few batches beyond `before`.
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (committed() < before + 60 && absl::Now() < deadline) {
@@ -500,10 +483,10 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
   }
   if (move_state) {
     for (int p = 0; p < kPartitions; ++p) {
-      auto snapshot = ExportPartitionState(**engine_a, bed.topic, p);
+      auto snapshot = (*engine_a)->ExportPartition(bed.topic, p);
       EXPECT_TRUE(snapshot.ok()) << snapshot.status();
       if (!snapshot.ok()) return {-1};
-      EXPECT_TRUE(ImportPartitionState(**engine_b, *snapshot).ok());
+      EXPECT_TRUE((*engine_b)->ImportPartition(*snapshot).ok());
     }
   }
   EXPECT_TRUE(bed.producer->Produce(second_half).ok());

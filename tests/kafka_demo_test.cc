@@ -4,7 +4,7 @@
 #include <sstream>
 #include <string>
 
-#include "cli/tool_usage.h"
+#include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"

@@ -4,7 +4,6 @@
 // stage is a separate process killed mid-stream.
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <map>
@@ -27,8 +26,6 @@
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
 #include "util/temp_dir.h"
-
-extern char** environ;
 
 namespace idem {
 namespace {
@@ -441,33 +438,16 @@ TEST_F(KafkaOutboxTest, PipelineWithAKilledStageAppliesEverythingOnce) {
   {
     ASSERT_OPEN(create, store, Options());  // so read-only opens work
   }
-  Options read_only;
-  read_only.read_only = true;
-  auto committed = [&]() -> int64_t {
-    auto engine = Engine::Open(store, read_only);
-    if (!engine.ok()) return 0;
-    int64_t total = 0;
-    for (int p = 0; p < kPartitions; ++p) {
-      auto o = (*engine)->CommittedOffset(bed_.topic, p);
-      if (o.ok() && o->has_value()) total += **o + 1;
-    }
-    return total;
+  auto committed = [&] {
+    return test::CommittedRecords(store, bed_.topic, kPartitions);
   };
   for (int round = 1; round <= 2; ++round) {
     const int64_t before = committed();
-    std::vector<std::string> args = {IDEM_KAFKA_CHILD,
-                                     bed_.cluster->bootstrap_servers(),
-                                     bed_.topic,
-                                     "stage1",
-                                     store,
-                                     kDownstream};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_t pid;
-    ASSERT_EQ(posix_spawn(&pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
-                          environ),
-              0);
+    absl::StatusOr<pid_t> child = test::SpawnKafkaChild(
+        IDEM_KAFKA_CHILD, {bed_.cluster->bootstrap_servers(), bed_.topic,
+                           "stage1", store, kDownstream});
+    ASSERT_TRUE(child.ok()) << child.status();
+    const pid_t pid = *child;
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
     while (committed() < before + 60 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));

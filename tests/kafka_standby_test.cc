@@ -197,12 +197,7 @@ TEST_F(KafkaStandbyTest, StandbyTakesOverFromAKilledMember) {
   Produce(all);
   const std::string store_a = dir_.Sub("a");
   { ASSERT_NE(OpenStore("a"), nullptr); }
-  auto handled_a = [&]() -> int64_t {
-    ::idem::Options read_only;
-    read_only.read_only = true;
-    auto engine = Engine::Open(store_a, read_only);
-    return engine.ok() ? Handled(**engine) : 0;
-  };
+  auto handled_a = [&] { return HandledInStore(store_a); };
   pid_t pid = 0;
   ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);

@@ -96,7 +96,7 @@ TEST_P(PartitionExportTest, ExportCarriesThePartitionsLiveRecords) {
               On("c", "orders", 1, 9), On("a", "other", 0, 4)}));
 
   absl::StatusOr<PartitionSnapshot> snapshot =
-      ExportPartitionState(*from, "orders", 0);
+      from->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->offset, 3);
   EXPECT_THAT(snapshot->entries, ElementsAre(Pair("total", "13")));
@@ -127,9 +127,9 @@ TEST_P(PartitionExportTest, ImportReplacesThePartitionsRecordsAndNoOthers) {
       *to, {On("stale", "orders", 0, 4, "100"), On("a", "orders", 1, 8)}));
 
   absl::StatusOr<PartitionSnapshot> snapshot =
-      ExportPartitionState(*from, "orders", 0);
+      from->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  ASSERT_TRUE(ImportPartitionState(*to, *snapshot).ok());
+  ASSERT_TRUE(to->ImportPartition(*snapshot).ok());
 
   EXPECT_TRUE(*to->Seen("a", "orders", 0));
   EXPECT_TRUE(*to->Seen("b", "orders", 0));
@@ -217,15 +217,15 @@ TEST_P(PartitionExportTest, ExportAndImportReadOnlyThePartitionsRanges) {
   EXPECT_EQ(
       engine->Dump([](const DumpEntry&) { return absl::OkStatus(); }).code(),
       absl::StatusCode::kDataLoss);
-  EXPECT_EQ(ExportPartitionState(*engine, "orders", 1).status().code(),
+  EXPECT_EQ(engine->ExportPartition("orders", 1).status().code(),
             absl::StatusCode::kDataLoss);
   // ...a reader of partition 0 does not.
   absl::StatusOr<PartitionSnapshot> snapshot =
-      ExportPartitionState(*engine, "orders", 0);
+      engine->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_THAT(snapshot->records, SizeIs(1));
   snapshot->entries = {{"total", "42"}};
-  ASSERT_TRUE(ImportPartitionState(*engine, *snapshot).ok());
+  ASSERT_TRUE(engine->ImportPartition(*snapshot).ok());
   EXPECT_EQ(*engine->GetState(PartitionStatePrefix("orders", 0) + "total"),
             std::optional<std::string>("42"));
 }
@@ -242,9 +242,9 @@ TEST_P(PartitionExportTest, RecordsImportedIntoAStoreScopedStoreAreAdded) {
   clock_.Advance(absl::Minutes(30));
   ASSERT_NO_FATAL_FAILURE(Process(*from, {On("a", "orders", 0, 1)}));
   absl::StatusOr<PartitionSnapshot> snapshot =
-      ExportPartitionState(*from, "orders", 0);
+      from->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
-  ASSERT_TRUE(ImportPartitionState(*to, *snapshot).ok());
+  ASSERT_TRUE(to->ImportPartition(*snapshot).ok());
   EXPECT_TRUE(*to->Seen("a"));
   EXPECT_TRUE(*to->Seen("kept"));
   // One record of "a" remains, the imported one.
@@ -258,8 +258,7 @@ TEST_P(PartitionExportTest, RecordsImportedIntoAStoreScopedStoreAreAdded) {
                 }).ok());
   EXPECT_THAT(expiries, ElementsAre(clock_.Now() + absl::Hours(1)));
   // A store-scoped export has no records to give.
-  absl::StatusOr<PartitionSnapshot> back =
-      ExportPartitionState(*to, "orders", 0);
+  absl::StatusOr<PartitionSnapshot> back = to->ExportPartition("orders", 0);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_THAT(back->records, IsEmpty());
 }
@@ -275,7 +274,7 @@ TEST_P(PartitionExportTest, ExpiredAndBadRecordsInASnapshot) {
                        clock_.Now() - absl::Seconds(1), "r"},
                       {std::string(KeyView(HashMessageId("live"))),
                        clock_.Now() + absl::Minutes(5), "r"}};
-  ASSERT_TRUE(ImportPartitionState(*to, snapshot).ok());
+  ASSERT_TRUE(to->ImportPartition(snapshot).ok());
   EXPECT_FALSE(*to->Seen("old", "orders", 2));
   EXPECT_TRUE(*to->Seen("live", "orders", 2));
 

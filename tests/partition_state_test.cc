@@ -142,13 +142,13 @@ TEST_F(PartitionMoveTest, ExportThenImportMovesStateAndOffset) {
   ASSERT_NO_FATAL_FAILURE(
       Commit(*to_, "mine", "orders", 5, 1, {{"balance", "1"}}));
 
-  auto snapshot = ExportPartitionState(*from_, "orders", 3);
+  auto snapshot = from_->ExportPartition("orders", 3);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(snapshot->offset, 11);
   EXPECT_THAT(snapshot->entries,
               ::testing::ElementsAre(::testing::Pair("balance", "9"),
                                      ::testing::Pair("count", "1")));
-  ASSERT_TRUE(ImportPartitionState(*to_, *snapshot).ok());
+  ASSERT_TRUE(to_->ImportPartition(*snapshot).ok());
 
   EXPECT_EQ(State(*to_, "orders", 3, "balance"), "9");
   EXPECT_EQ(State(*to_, "orders", 3, "count"), "1");
@@ -169,9 +169,9 @@ TEST_F(PartitionMoveTest, ImportRefusesASnapshotBehindTheEngine) {
       Commit(*from_, "m1", "orders", 0, 5, {{"balance", "5"}}));
   ASSERT_NO_FATAL_FAILURE(
       Commit(*to_, "m9", "orders", 0, 9, {{"balance", "9"}}));
-  auto snapshot = ExportPartitionState(*from_, "orders", 0);
+  auto snapshot = from_->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok());
-  absl::Status s = ImportPartitionState(*to_, *snapshot);
+  absl::Status s = to_->ImportPartition(*snapshot);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("offset 9"));
   EXPECT_EQ(State(*to_, "orders", 0, "balance"), "9");
@@ -180,11 +180,11 @@ TEST_F(PartitionMoveTest, ImportRefusesASnapshotBehindTheEngine) {
 TEST_F(PartitionMoveTest, ImportingTheSameSnapshotTwiceWritesOnce) {
   ASSERT_NO_FATAL_FAILURE(
       Commit(*from_, "m1", "orders", 0, 5, {{"balance", "5"}}));
-  auto snapshot = ExportPartitionState(*from_, "orders", 0);
+  auto snapshot = from_->ExportPartition("orders", 0);
   ASSERT_TRUE(snapshot.ok());
-  ASSERT_TRUE(ImportPartitionState(*to_, *snapshot).ok());
+  ASSERT_TRUE(to_->ImportPartition(*snapshot).ok());
   auto before = to_->GetStats();
-  ASSERT_TRUE(ImportPartitionState(*to_, *snapshot).ok());
+  ASSERT_TRUE(to_->ImportPartition(*snapshot).ok());
   auto after = to_->GetStats();
   ASSERT_TRUE(before.ok() && after.ok());
   EXPECT_EQ(after->processed, before->processed);
@@ -192,13 +192,13 @@ TEST_F(PartitionMoveTest, ImportingTheSameSnapshotTwiceWritesOnce) {
 }
 
 TEST_F(PartitionMoveTest, RejectsBadSources) {
-  EXPECT_EQ(ExportPartitionState(*from_, "", 0).status().code(),
+  EXPECT_EQ(from_->ExportPartition("", 0).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExportPartitionState(*from_, "t", -1).status().code(),
+  EXPECT_EQ(from_->ExportPartition("t", -1).status().code(),
             absl::StatusCode::kInvalidArgument);
   PartitionSnapshot bad;
   bad.source = "";
-  EXPECT_EQ(ImportPartitionState(*to_, bad).code(),
+  EXPECT_EQ(to_->ImportPartition(bad).code(),
             absl::StatusCode::kInvalidArgument);
 }
 

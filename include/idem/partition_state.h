@@ -1,13 +1,12 @@
 // Partition-scoped state: a handler that keeps its state under keys
 // namespaced by the message's source partition (PartitionTxn) lets that
 // partition's state be found, exported and moved on its own when the
-// partition moves to another engine (ExportPartitionState,
-// ImportPartitionState, which forward to Engine::ExportPartition and
+// partition moves to another engine (Engine::ExportPartition and
 // ImportPartition; see docs/scale-out.md).
 //
 // PartitionTxn is a view over a handler's Txn and has the same contract: not
 // thread-safe, valid only during the handler call that received the Txn.
-// The free functions are thread-safe, as the Engine calls they forward to.
+// The free functions are thread-safe: they only compute.
 
 #ifndef IDEM_PARTITION_STATE_H_
 #define IDEM_PARTITION_STATE_H_
@@ -70,15 +69,6 @@ class PartitionTxn final : public Txn {
   Txn& txn_;
   const std::string prefix_;
 };
-
-// Engine::ExportPartition (PartitionSnapshot: idem/partition_snapshot.h).
-absl::StatusOr<PartitionSnapshot> ExportPartitionState(Engine& engine,
-                                                       std::string_view source,
-                                                       int32_t partition);
-
-// Engine::ImportPartition.
-absl::Status ImportPartitionState(Engine& engine,
-                                  const PartitionSnapshot& snapshot);
 
 }  // namespace idem
 

@@ -10,7 +10,6 @@
 #define IDEM_TESTS_TESTING_CHANGELOG_TEST_BASE_H_
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -35,8 +34,6 @@
 #include "tests/testing/kafka_test_util.h"
 #include "tests/testing/recording_logger.h"
 #include "util/temp_dir.h"
-
-extern char** environ;
 
 namespace idem::test {
 
@@ -123,13 +120,14 @@ class ChangelogTestBase : public ::testing::Test {
 
   // Offsets committed in `engine`, summed as "records handled".
   static int64_t Handled(Engine& engine) {
-    int64_t handled = 0;
-    for (int p = 0; p < kPartitions; ++p) {
-      absl::StatusOr<std::optional<int64_t>> offset =
-          engine.CommittedOffset(kTopic, p);
-      if (offset.ok() && offset->has_value()) handled += **offset + 1;
-    }
-    return handled;
+    return CommittedRecords(engine, kTopic, kPartitions);
+  }
+
+  // Handled(engine) of the store at `store`, read through a read-only
+  // engine, so while a child process writes it; 0 if it cannot be opened
+  // yet.
+  static int64_t HandledInStore(const std::string& store) {
+    return CommittedRecords(store, kTopic, kPartitions);
   }
 
   // Consumes with `engine` until it handled `records` records in all,
@@ -216,19 +214,13 @@ class ChangelogTestBase : public ::testing::Test {
   // mode on the store `store`, dying at restore step `die_at` if not empty.
   void SpawnChild(const std::string& store, const std::string& die_at,
                   pid_t* pid) {
-    std::vector<std::string> args = {IDEM_KAFKA_CHILD,
-                                     bed_.cluster->bootstrap_servers(),
-                                     kTopic,
-                                     "members",
-                                     store,
+    std::vector<std::string> args = {bed_.cluster->bootstrap_servers(), kTopic,
+                                     "members", store,
                                      absl::StrCat("--changelog=", kChangelog)};
     if (!die_at.empty()) args.push_back(absl::StrCat("--die_at=", die_at));
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(pid, IDEM_KAFKA_CHILD, nullptr, nullptr, argv.data(),
-                          environ),
-              0);
+    absl::StatusOr<pid_t> child = SpawnKafkaChild(IDEM_KAFKA_CHILD, args);
+    ASSERT_TRUE(child.ok()) << child.status();
+    *pid = *child;
   }
 
   static int64_t Handled(const Stream& stream) {

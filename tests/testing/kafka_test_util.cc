@@ -1,5 +1,7 @@
 #include "tests/testing/kafka_test_util.h"
 
+#include <spawn.h>
+
 #include <random>
 
 #include "absl/strings/numbers.h"
@@ -8,6 +10,8 @@
 #include "gtest/gtest.h"
 #include "idem/partition_state.h"
 #include "tests/testing/engine_test_util.h"
+
+extern char** environ;
 
 namespace idem::test {
 
@@ -181,6 +185,42 @@ kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
   return options;
+}
+
+absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
+                                      std::vector<std::string> args) {
+  args.insert(args.begin(), child);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int err = posix_spawn(&pid, child.c_str(), nullptr, nullptr, argv.data(),
+                            environ);
+      err != 0) {
+    return absl::InternalError(
+        absl::StrCat("posix_spawn ", child, ": error ", err));
+  }
+  return pid;
+}
+
+int64_t CommittedRecords(Engine& engine, const std::string& topic,
+                         int partitions) {
+  int64_t total = 0;
+  for (int p = 0; p < partitions; ++p) {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine.CommittedOffset(topic, p);
+    if (offset.ok() && offset->has_value()) total += **offset + 1;
+  }
+  return total;
+}
+
+int64_t CommittedRecords(const std::string& store, const std::string& topic,
+                         int partitions) {
+  Options read_only;
+  read_only.read_only = true;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(store, read_only);
+  return engine.ok() ? CommittedRecords(**engine, topic, partitions) : 0;
 }
 
 }  // namespace idem::test

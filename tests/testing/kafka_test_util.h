@@ -1,11 +1,16 @@
 // Helpers for the Kafka consumer's tests: a mock cluster with a producer, a
 // stream of records with message-id headers and injected producer
 // duplicates, a handler that counts how often each message's effect is
-// applied, and a loop that polls until a condition holds.
+// applied, a loop that polls until a condition holds, and a consumer run as
+// a process of its own (tests/kafka_consumer_child.cc) with a probe of what
+// its store has committed.
 
 #ifndef IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
 #define IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -14,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
@@ -88,6 +94,22 @@ absl::Status PollUntil(kafka::Consumer& consumer, kafka::Handler handler,
 // retry backoff, short session timeout).
 kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
                                            const std::string& group);
+
+// Starts the child consumer `child` (the path of kafka_consumer_child, which
+// the tests get as IDEM_KAFKA_CHILD) with `args` as its arguments; its pid,
+// or an error if it could not be started. The caller waits for it.
+absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
+                                      std::vector<std::string> args);
+
+// How many records of `topic`'s partitions [0, partitions) `engine` has
+// committed: the sum of each committed offset + 1.
+int64_t CommittedRecords(Engine& engine, const std::string& topic,
+                         int partitions);
+
+// The same for the store at `store`, read through a read-only engine, so
+// while another process writes the store; 0 if it cannot be opened yet.
+int64_t CommittedRecords(const std::string& store, const std::string& topic,
+                         int partitions);
 
 }  // namespace idem::test
 

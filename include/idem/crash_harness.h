@@ -1,2 +1,0 @@
-// Deprecated: include "idem/crash/harness.h".
-#include "idem/crash/harness.h"

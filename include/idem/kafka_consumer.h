@@ -1,2 +1,0 @@
-// Deprecated: include "idem/kafka/consumer.h".
-#include "idem/kafka/consumer.h"

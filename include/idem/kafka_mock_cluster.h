@@ -1,2 +1,0 @@
-// Deprecated: include "idem/kafka/mock_cluster.h".
-#include "idem/kafka/mock_cluster.h"

@@ -1,2 +1,0 @@
-// Deprecated: include "idem/kafka/producer.h".
-#include "idem/kafka/producer.h"
