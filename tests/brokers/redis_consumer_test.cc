@@ -106,8 +106,8 @@ std::vector<std::map<std::string, std::string>> Entries(
 class RedisConsumerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<test::RedisServer>> server =
-        test::RedisServer::Start();
+    absl::StatusOr<std::unique_ptr<test::TestServer>> server =
+        test::StartRedisServer();
     if (server.ok()) {
       server_ = server->release();
     } else {
@@ -129,7 +129,7 @@ class RedisConsumerTest : public ::testing::Test {
       GTEST_SKIP() << "redis-server did not start (CI=true fails here): "
                    << *start_error_;
     }
-    connection_ = server_->Connect();
+    connection_ = test::ConnectRedis(server_->port());
     // Each test has its own streams.
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     prefix_ = absl::StrCat(info->name(), "/");
@@ -176,14 +176,14 @@ class RedisConsumerTest : public ::testing::Test {
     ADD_FAILURE() << "the group did not drain within 60 s";
   }
 
-  static test::RedisServer* server_;
+  static test::TestServer* server_;
   static std::string* start_error_;
   util::TempDir dir_;
   std::unique_ptr<Connection> connection_;
   std::string prefix_;
 };
 
-test::RedisServer* RedisConsumerTest::server_ = nullptr;
+test::TestServer* RedisConsumerTest::server_ = nullptr;
 std::string* RedisConsumerTest::start_error_ = nullptr;
 
 TEST_F(RedisConsumerTest, RejectsBadOptionsNamingTheField) {
@@ -354,7 +354,7 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   });
   absl::SleepFor(absl::Milliseconds(150));
   ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
-  connection_ = server_->Connect();
+  connection_ = test::ConnectRedis(server_->port());
   const ExpectedBalances more =
       Produce(*connection_, stream, second, kAccounts, 10);
   for (int a = 0; a < kAccounts; ++a) {

@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -110,6 +112,65 @@ absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
     absl::SleepFor(absl::Milliseconds(20));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
+    std::string name, Command command, Ready ready, absl::Duration timeout) {
+  absl::StatusOr<util::TempDir> dir =
+      util::TempDir::Create(absl::StrCat("idem_", name, "_"));
+  if (!dir.ok()) return dir.status();
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  std::unique_ptr<TestServer> server(
+      new TestServer(std::move(name), std::move(command), std::move(ready),
+                     timeout, *std::move(dir), *port));
+  if (absl::Status s = server->Launch(); !s.ok()) return s;
+  return server;
+}
+
+TestServer::TestServer(std::string name, Command command, Ready ready,
+                       absl::Duration timeout, util::TempDir dir, int port)
+    : name_(std::move(name)),
+      command_(std::move(command)),
+      ready_(std::move(ready)),
+      timeout_(timeout),
+      dir_(std::move(dir)),
+      port_(port) {}
+
+TestServer::~TestServer() {
+  if (process_) process_->Signal(SIGTERM);
+}
+
+absl::Status TestServer::Launch() {
+  absl::StatusOr<ChildProcess> process =
+      ChildProcess::Spawn(command_(port_, dir_.path()), dir_.Sub("server.log"));
+  if (!process.ok()) return process.status();
+  process_.emplace(*std::move(process));
+  absl::Status ready =
+      WaitFor([&] { return process_->Exited() || ready_(port_); }, timeout_,
+              absl::StrCat(name_, " to accept connections"));
+  if (ready.ok() && process_->Exited()) {
+    process_.reset();
+    ready = absl::UnavailableError(absl::StrCat(name_, " exited"));
+  }
+  if (!ready.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(ready.message(), "; its log:\n", Log()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TestServer::Restart() {
+  if (process_) process_->Signal(SIGTERM);
+  process_.reset();
+  return Launch();
+}
+
+std::string TestServer::Log() const {
+  std::ifstream in(dir_.Sub("server.log"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 }  // namespace idem::test

@@ -9,12 +9,15 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "util/temp_dir.h"
 
 namespace idem::test {
 
@@ -53,6 +56,45 @@ class ChildProcess {
 // kDeadlineExceeded naming `what` then.
 absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
                      const std::string& what);
+
+// A private server for a suite: its own temporary directory and a free
+// loopback port, started from `command(port, dir)` and ready once
+// `ready(port)` returns true; stopped with SIGTERM (and the directory
+// removed) at the end. Not thread-safe.
+class TestServer {
+ public:
+  using Command =
+      std::function<std::vector<std::string>(int port, const std::string& dir)>;
+  using Ready = std::function<bool(int port)>;
+
+  // Starts the server; kUnavailable (or kDeadlineExceeded) with the reason
+  // and the server's log if it cannot start within `timeout`.
+  static absl::StatusOr<std::unique_ptr<TestServer>> Start(
+      std::string name, Command command, Ready ready,
+      absl::Duration timeout = absl::Seconds(15));
+  ~TestServer();
+
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_.path(); }
+  // Stops the server (SIGTERM, so it syncs what it keeps) and starts it
+  // again on the same port and directory.
+  absl::Status Restart();
+  // What the server printed.
+  std::string Log() const;
+
+ private:
+  TestServer(std::string name, Command command, Ready ready,
+             absl::Duration timeout, util::TempDir dir, int port);
+  absl::Status Launch();
+
+  const std::string name_;
+  const Command command_;
+  const Ready ready_;
+  const absl::Duration timeout_;
+  util::TempDir dir_;
+  const int port_;
+  std::optional<ChildProcess> process_;
+};
 
 }  // namespace idem::test
 
