@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "brokers/run_until_stopped.h"
 #include "redis/consumer_hooks.h"
 #include "redis/stream_broker.h"
 
@@ -67,13 +68,8 @@ class ConsumerImpl : public Consumer {
   }
 
   absl::Status Run(Handler handler) override {
-    while (!stop_.load(std::memory_order_relaxed)) {
-      absl::StatusOr<brokers::BatchReport> report = PollBatch(handler);
-      if (report.ok()) continue;
-      if (!absl::IsUnavailable(report.status())) return report.status();
-      absl::SleepFor(options_.reconnect_backoff);
-    }
-    return absl::OkStatus();
+    return brokers::RunUntilStopped([&] { return PollBatch(handler); }, stop_,
+                                    options_.reconnect_backoff);
   }
 
   void Stop() override { stop_.store(true, std::memory_order_relaxed); }

@@ -9,7 +9,8 @@ set -euo pipefail
 # (kafka/) and its tests, prometheus-cpp-dev for the Prometheus collectors
 # (prometheus/), idem-ctl metrics and idem-kafka-demo --metrics_port,
 # libpq-dev and libhiredis-dev for bench/peers/ (hiredis also for redis/);
-# redis-server, which the broker suites (label brokers) start; ccache, which the build
+# libnats-dev for nats/; redis-server and nats-server, which the broker
+# suites (label brokers) start; ccache, which the build
 # scripts put in front of the compilers (scripts/compiler-cache.sh).
 packages=(
   cmake make g++ pkgconf ccache
@@ -17,7 +18,7 @@ packages=(
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
-  redis-server
+  libnats-dev redis-server nats-server
   "$@"
 )
 

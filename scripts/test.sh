@@ -5,12 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# install-deps.sh installs librdkafka-dev, prometheus-cpp-dev and
-# libhiredis-dev (idem::redis, whose suite, label brokers, starts redis-server); if the
+# install-deps.sh installs librdkafka-dev, prometheus-cpp-dev, libhiredis-dev
+# and libnats-dev (idem::redis and idem::nats, whose suites, label brokers,
+# start redis-server and nats-server); if the
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.
 missing=0
-for part in idem::kafka idem::prometheus idem::redis; do
+for part in idem::kafka idem::prometheus idem::redis idem::nats; do
   if grep -q "$part is not built" build/build.log; then
     echo "test: $part is not built: its suites do not run" >&2
     missing=1

@@ -1,0 +1,126 @@
+// What the server suites (redis_consumer_test, nats_consumer_test) share: a
+// fixture whose server starts once per test suite and whose tests fail under
+// CI (CI=true), and are skipped with the reason otherwise, when it could not
+// start; a store per test; the ledger messages; and draining a consumer.
+// Not thread-safe.
+
+#ifndef IDEM_TESTS_BROKERS_SERVER_SUITE_H_
+#define IDEM_TESTS_BROKERS_SERVER_SUITE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "examples/ledger.h"
+#include "examples/ledger_stream.h"
+#include "gtest/gtest.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/engine.h"
+#include "tests/brokers/server_process.h"
+#include "util/temp_dir.h"
+
+namespace idem::test {
+
+// REQUIRES: the derived fixture defines
+//   static absl::StatusOr<std::unique_ptr<TestServer>> StartServer();
+template <typename Fixture>
+class ServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<TestServer>> server = Fixture::StartServer();
+    if (server.ok()) {
+      server_ = server->release();
+    } else {
+      start_error_ = new std::string(server.status().ToString());
+    }
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete start_error_;
+    start_error_ = nullptr;
+  }
+
+  void SetUp() override {
+    if (server_ != nullptr) return;
+    if (UnderCi()) FAIL() << "the server did not start: " << *start_error_;
+    GTEST_SKIP() << "the server did not start (under CI=true this fails): "
+                 << *start_error_;
+  }
+
+  std::unique_ptr<Engine> OpenEngine(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(dir_.Sub(name), Options());
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  // The test's name, for names of its own streams.
+  static std::string TestName() {
+    return ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+
+  static TestServer* server_;
+  static std::string* start_error_;
+  util::TempDir dir_;
+};
+
+template <typename Fixture>
+TestServer* ServerSuite<Fixture>::server_ = nullptr;
+template <typename Fixture>
+std::string* ServerSuite<Fixture>::start_error_ = nullptr;
+
+// The first `count` payments of the ledger stream `seed` on `accounts`.
+inline std::vector<examples::LedgerMessage> Ledger(uint64_t seed, size_t count,
+                                                   int accounts) {
+  examples::LedgerStreamOptions options;
+  options.seed = seed;
+  options.accounts = accounts;
+  return examples::MakeLedgerMessages(options, count);
+}
+
+// The ledger's handler as a broker handler.
+inline absl::Status ApplyLedger(const brokers::Delivery& delivery, Txn& txn) {
+  return examples::ApplyPayment(delivery.payload, txn);
+}
+
+// Calls consumer.PollBatch(handler) until a poll receives nothing and
+// `drained()` holds (kUnavailable polls are retried); fails the test after
+// 60 s or on another error.
+template <typename Consumer>
+void Drain(Consumer& consumer, brokers::Handler handler,
+           const std::function<bool()>& drained) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    absl::StatusOr<brokers::BatchReport> report = consumer.PollBatch(handler);
+    if (!report.ok() && !absl::IsUnavailable(report.status())) {
+      ADD_FAILURE() << report.status();
+      return;
+    }
+    if (report.ok() && report->received > 0) continue;
+    if (drained()) return;
+  }
+  ADD_FAILURE() << "the consumer did not drain within 60 s";
+}
+
+// Expects `engine`'s balances to match `expected` exactly (`exact`), or to
+// differ (a broken variant's run).
+inline void ExpectBalances(Engine& engine,
+                           const examples::ExpectedBalances& expected,
+                           bool exact, const std::string& why_broken = "") {
+  absl::StatusOr<examples::BalanceCheck> check =
+      examples::CheckBalances(engine, expected);
+  ASSERT_TRUE(check.ok()) << check.status();
+  if (exact) {
+    EXPECT_TRUE(check->ok()) << check->first_mismatch;
+  } else {
+    EXPECT_FALSE(check->ok()) << why_broken;
+  }
+}
+
+}  // namespace idem::test
+
+#endif  // IDEM_TESTS_BROKERS_SERVER_SUITE_H_
