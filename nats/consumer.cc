@@ -1,11 +1,10 @@
 #include "idem/nats/consumer.h"
 
-#include <atomic>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "brokers/run_until_stopped.h"
+#include "brokers/loop_consumer.h"
 #include "nats/consumer_hooks.h"
 #include "nats/jetstream_broker.h"
 
@@ -38,17 +37,13 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
       options.reconnect_backoff == absl::InfiniteDuration()) {
     return invalid("reconnect_backoff must be >= 0 and finite");
   }
-  return brokers::DeliveryLoop::Validate(options.delivery);
+  return absl::OkStatus();
 }
 
-class ConsumerImpl : public Consumer {
+class ConsumerImpl
+    : public brokers::LoopConsumer<Consumer, JetStreamBroker, ConsumerOptions> {
  public:
-  ConsumerImpl(Engine* engine, const ConsumerOptions& options,
-               const brokers::LoopHooks& hooks)
-      : engine_(engine),
-        options_(options),
-        broker_(options_),
-        loop_(engine, &broker_, options_.delivery, hooks) {}
+  using LoopConsumer::LoopConsumer;
 
   // Binds the durable consumer, created from the engine's offset + 1 when
   // it has one for the stream.
@@ -61,38 +56,12 @@ class ConsumerImpl : public Consumer {
     return broker_.Start(start);
   }
 
-  absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) override {
-    if (closed_) return absl::FailedPreconditionError("consumer is closed");
-    return loop_.PollBatch(handler);
-  }
-
-  absl::Status Run(Handler handler) override {
-    return brokers::RunUntilStopped([&] { return PollBatch(handler); }, stop_,
-                                    options_.reconnect_backoff);
-  }
-
-  void Stop() override { stop_.store(true, std::memory_order_relaxed); }
-
-  absl::Status Close() override {
-    closed_ = true;
-    broker_.Stop();
-    return absl::OkStatus();
-  }
-
   ConsumerStats stats() const override {
     ConsumerStats stats;
     static_cast<brokers::LoopStats&>(stats) = loop_.stats();
     stats.redelivered = broker_.redelivered();
     return stats;
   }
-
- private:
-  Engine* const engine_;
-  const ConsumerOptions options_;
-  JetStreamBroker broker_;
-  brokers::DeliveryLoop loop_;
-  std::atomic<bool> stop_{false};
-  bool closed_ = false;
 };
 
 }  // namespace
@@ -100,11 +69,8 @@ class ConsumerImpl : public Consumer {
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
     const brokers::LoopHooks& hooks) {
-  if (engine == nullptr) return absl::InvalidArgumentError("engine is null");
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
-  if (absl::Status s = consumer->Start(); !s.ok()) return s;
-  return consumer;
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, ValidateOptions);
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

@@ -37,9 +37,9 @@ absl::Status NatsError(natsStatus s, jsErrCode js_error,
 JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
     : options_(options) {}
 
-JetStreamBroker::~JetStreamBroker() { Stop(); }
+JetStreamBroker::~JetStreamBroker() { Close(); }
 
-void JetStreamBroker::Stop() {
+void JetStreamBroker::Close() {
   if (subscription_ != nullptr) natsSubscription_Destroy(subscription_);
   subscription_ = nullptr;
   if (js_ != nullptr) jsCtx_Destroy(js_);

@@ -33,7 +33,7 @@ class JetStreamBroker : public brokers::Broker {
   absl::Status Start(std::optional<uint64_t> start_sequence);
   // Destroys the subscription (the durable consumer stays) and the
   // connection. Idempotent.
-  void Stop();
+  void Close();
 
   // One fetch of up to `max` messages; none when `timeout` passes first.
   absl::StatusOr<std::vector<brokers::Delivery>> Receive(

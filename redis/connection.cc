@@ -30,8 +30,11 @@ std::string_view ReplyString(const redisReply* reply) {
 Connection::Connection(std::string host, int port, absl::Duration timeout)
     : host_(std::move(host)), port_(port), timeout_(timeout) {}
 
-Connection::~Connection() {
+Connection::~Connection() { Close(); }
+
+void Connection::Close() {
   if (context_ != nullptr) redisFree(context_);
+  context_ = nullptr;
 }
 
 absl::Status Connection::Connect() {

@@ -42,6 +42,9 @@ class Connection {
       const std::vector<std::string>& argv,
       absl::Duration extra_wait = absl::ZeroDuration());
 
+  // Drops the connection; the next command connects again.
+  void Close();
+
   // Connections made so far (the first one included).
   int64_t connects() const { return connects_; }
 

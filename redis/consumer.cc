@@ -1,11 +1,9 @@
 #include "idem/redis/consumer.h"
 
-#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
-#include "brokers/run_until_stopped.h"
+#include "brokers/loop_consumer.h"
 #include "redis/consumer_hooks.h"
 #include "redis/stream_broker.h"
 
@@ -46,37 +44,17 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
       options.reconnect_backoff == absl::InfiniteDuration()) {
     return invalid("reconnect_backoff must be >= 0 and finite");
   }
-  return brokers::DeliveryLoop::Validate(options.delivery);
+  return absl::OkStatus();
 }
 
-class ConsumerImpl : public Consumer {
+class ConsumerImpl
+    : public brokers::LoopConsumer<Consumer, StreamBroker, ConsumerOptions> {
  public:
-  ConsumerImpl(Engine* engine, const ConsumerOptions& options,
-               const brokers::LoopHooks& hooks)
-      : options_(options),
-        broker_(options_),
-        loop_(engine, &broker_, options_.delivery, hooks) {}
+  using LoopConsumer::LoopConsumer;
 
   absl::Status Start() {
     if (!options_.create_group) return absl::OkStatus();
     return broker_.CreateGroup();
-  }
-
-  absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) override {
-    if (closed_) return absl::FailedPreconditionError("consumer is closed");
-    return loop_.PollBatch(handler);
-  }
-
-  absl::Status Run(Handler handler) override {
-    return brokers::RunUntilStopped([&] { return PollBatch(handler); }, stop_,
-                                    options_.reconnect_backoff);
-  }
-
-  void Stop() override { stop_.store(true, std::memory_order_relaxed); }
-
-  absl::Status Close() override {
-    closed_ = true;
-    return absl::OkStatus();
   }
 
   ConsumerStats stats() const override {
@@ -87,13 +65,6 @@ class ConsumerImpl : public Consumer {
     stats.connects = broker_.connects();
     return stats;
   }
-
- private:
-  const ConsumerOptions options_;
-  StreamBroker broker_;
-  brokers::DeliveryLoop loop_;
-  std::atomic<bool> stop_{false};
-  bool closed_ = false;
 };
 
 }  // namespace
@@ -101,11 +72,8 @@ class ConsumerImpl : public Consumer {
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
     const brokers::LoopHooks& hooks) {
-  if (engine == nullptr) return absl::InvalidArgumentError("engine is null");
-  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
-  if (absl::Status s = consumer->Start(); !s.ok()) return s;
-  return consumer;
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, ValidateOptions);
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

@@ -23,6 +23,8 @@ class StreamBroker : public brokers::Broker {
 
   // XGROUP CREATE ... MKSTREAM; an existing group is OK.
   absl::Status CreateGroup();
+  // Drops the connection (the next command would connect again).
+  void Close() { connection_.Close(); }
 
   // Own pending entries first, then claimed ones (every claim_interval),
   // then new ones.
