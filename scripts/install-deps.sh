@@ -9,8 +9,9 @@ set -euo pipefail
 # (kafka/) and its tests, prometheus-cpp-dev for the Prometheus collectors
 # (prometheus/), idem-ctl metrics and idem-kafka-demo --metrics_port,
 # libpq-dev and libhiredis-dev for bench/peers/ (hiredis also for redis/);
-# libnats-dev for nats/; redis-server and nats-server, which the broker
-# suites (label brokers) start; ccache, which the build
+# libnats-dev for nats/, librabbitmq-dev for rabbitmq/; redis-server,
+# nats-server and rabbitmq-server, which the broker suites (label brokers)
+# start privately; ccache, which the build
 # scripts put in front of the compilers (scripts/compiler-cache.sh).
 packages=(
   cmake make g++ pkgconf ccache
@@ -18,7 +19,7 @@ packages=(
   libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
-  libnats-dev redis-server nats-server
+  libnats-dev librabbitmq-dev redis-server nats-server rabbitmq-server
   "$@"
 )
 
@@ -38,3 +39,7 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The package starts a system RabbitMQ node; the tests start their own.
+if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then
+  service rabbitmq-server stop >/dev/null 2>&1 || true
+fi

@@ -5,13 +5,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# install-deps.sh installs librdkafka-dev, prometheus-cpp-dev, libhiredis-dev
-# and libnats-dev (idem::redis and idem::nats, whose suites, label brokers,
-# start redis-server and nats-server); if the
+# install-deps.sh installs librdkafka-dev, prometheus-cpp-dev, libhiredis-dev,
+# libnats-dev and librabbitmq-dev (idem::redis, idem::nats, idem::rabbitmq,
+# whose suites, label brokers, start their servers); if the
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.
 missing=0
-for part in idem::kafka idem::prometheus idem::redis idem::nats; do
+for part in idem::kafka idem::prometheus idem::redis idem::nats \
+            idem::rabbitmq; do
   if grep -q "$part is not built" build/build.log; then
     echo "test: $part is not built: its suites do not run" >&2
     missing=1

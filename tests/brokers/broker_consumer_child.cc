@@ -5,8 +5,9 @@
 //          pending on a killed consumer are claimed after 300 ms.
 //   nats:  stream <source> capturing subject <source>.in, durable <group>
 //          (<consumer> unused), AckWait 1 s; IDs from header "message-id".
+//   rabbitmq: queue <source> (<group> and <consumer> unused).
 // --ack_on_receive: the broken variant that acknowledges before processing.
-// Usage: broker_consumer_child <redis|nats> <port> <source> <group>
+// Usage: broker_consumer_child <redis|nats|rabbitmq> <port> <source> <group>
 //            <consumer> <store> [--ack_on_receive]
 
 #include <cstdio>
@@ -22,6 +23,9 @@
 #endif
 #ifdef IDEM_HAVE_NATS
 #include "nats/consumer_hooks.h"
+#endif
+#ifdef IDEM_HAVE_RABBITMQ
+#include "rabbitmq/consumer_hooks.h"
 #endif
 
 namespace {
@@ -55,10 +59,11 @@ int RunConsumer(Created consumer) {
 
 int main(int argc, char** argv) {
   if (argc != 7 && argc != 8) {
-    std::fprintf(stderr,
-                 "usage: %s <redis|nats> <port> <source> <group> <consumer> "
-                 "<store> [--ack_on_receive]\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s <redis|nats|rabbitmq> <port> <source> <group> <consumer> "
+        "<store> [--ack_on_receive]\n",
+        argv[0]);
     return 2;
   }
   const std::string broker = argv[1];
@@ -97,6 +102,16 @@ int main(int argc, char** argv) {
     options.delivery = Delivery();
     return RunConsumer(
         idem::nats::CreateConsumerWithHooks(engine->get(), options, hooks));
+  }
+#endif
+#ifdef IDEM_HAVE_RABBITMQ
+  if (broker == "rabbitmq") {
+    idem::rabbitmq::ConsumerOptions options;
+    options.port = port;
+    options.queue = argv[3];
+    options.delivery = Delivery();
+    return RunConsumer(
+        idem::rabbitmq::CreateConsumerWithHooks(engine->get(), options, hooks));
   }
 #endif
   std::fprintf(stderr, "unknown or unbuilt broker '%s'\n", broker.c_str());

@@ -115,7 +115,8 @@ absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
 }
 
 absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
-    std::string name, Command command, Ready ready, absl::Duration timeout) {
+    std::string name, Command command, Ready ready, absl::Duration timeout,
+    Stop stop) {
   absl::StatusOr<util::TempDir> dir =
       util::TempDir::Create(absl::StrCat("idem_", name, "_"));
   if (!dir.ok()) return dir.status();
@@ -123,22 +124,29 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
   if (!port.ok()) return port.status();
   std::unique_ptr<TestServer> server(
       new TestServer(std::move(name), std::move(command), std::move(ready),
-                     timeout, *std::move(dir), *port));
+                     timeout, std::move(stop), *std::move(dir), *port));
   if (absl::Status s = server->Launch(); !s.ok()) return s;
   return server;
 }
 
 TestServer::TestServer(std::string name, Command command, Ready ready,
-                       absl::Duration timeout, util::TempDir dir, int port)
+                       absl::Duration timeout, Stop stop, util::TempDir dir,
+                       int port)
     : name_(std::move(name)),
       command_(std::move(command)),
       ready_(std::move(ready)),
       timeout_(timeout),
+      stop_(std::move(stop)),
       dir_(std::move(dir)),
       port_(port) {}
 
-TestServer::~TestServer() {
-  if (process_) process_->Signal(SIGTERM);
+TestServer::~TestServer() { Halt(); }
+
+void TestServer::Halt() {
+  if (!process_) return;
+  if (stop_) stop_(dir_.path());
+  process_->Signal(SIGTERM);
+  process_.reset();
 }
 
 absl::Status TestServer::Launch() {
@@ -149,6 +157,7 @@ absl::Status TestServer::Launch() {
   absl::Status ready =
       WaitFor([&] { return process_->Exited() || ready_(port_); }, timeout_,
               absl::StrCat(name_, " to accept connections"));
+  if (!ready.ok()) Halt();
   if (ready.ok() && process_->Exited()) {
     process_.reset();
     ready = absl::UnavailableError(absl::StrCat(name_, " exited"));
@@ -161,8 +170,7 @@ absl::Status TestServer::Launch() {
 }
 
 absl::Status TestServer::Restart() {
-  if (process_) process_->Signal(SIGTERM);
-  process_.reset();
+  Halt();
   return Launch();
 }
 

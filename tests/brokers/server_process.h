@@ -66,12 +66,15 @@ class TestServer {
   using Command =
       std::function<std::vector<std::string>(int port, const std::string& dir)>;
   using Ready = std::function<bool(int port)>;
+  // Stops a server whose spawned process does not stop it on SIGTERM (a
+  // wrapper script); called before that SIGTERM. May be empty.
+  using Stop = std::function<void(const std::string& dir)>;
 
   // Starts the server; kUnavailable (or kDeadlineExceeded) with the reason
   // and the server's log if it cannot start within `timeout`.
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(
       std::string name, Command command, Ready ready,
-      absl::Duration timeout = absl::Seconds(15));
+      absl::Duration timeout = absl::Seconds(15), Stop stop = nullptr);
   ~TestServer();
 
   int port() const { return port_; }
@@ -84,13 +87,15 @@ class TestServer {
 
  private:
   TestServer(std::string name, Command command, Ready ready,
-             absl::Duration timeout, util::TempDir dir, int port);
+             absl::Duration timeout, Stop stop, util::TempDir dir, int port);
   absl::Status Launch();
+  void Halt();
 
   const std::string name_;
   const Command command_;
   const Ready ready_;
   const absl::Duration timeout_;
+  const Stop stop_;
   util::TempDir dir_;
   const int port_;
   std::optional<ChildProcess> process_;
