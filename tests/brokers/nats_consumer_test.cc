@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -219,20 +218,13 @@ TEST_P(NatsKillTest, KilledConsumersLoseAndDoubleNothing) {
   engine.reset();
   const ExpectedBalances expected =
       Produce(Ledger(11, 2000, kAccounts), kAccounts, 20);
-  std::mt19937_64 rng(42);
-  for (int cycle = 0; cycle < cycles; ++cycle) {
-    std::vector<std::string> argv = {
-        IDEM_BROKER_CHILD, "nats", absl::StrCat(server_->port()),
-        stream_,           "d",    "-",
-        dir_.Sub("db")};
-    if (broken) argv.push_back("--ack_on_receive");
-    absl::StatusOr<test::ChildProcess> child =
-        test::ChildProcess::Spawn(argv, dir_.Sub("child.log"));
-    ASSERT_TRUE(child.ok()) << child.status();
-    absl::SleepFor(absl::Milliseconds(250 + rng() % 250));
-    ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
-    child->Signal(SIGKILL);
-  }
+  std::vector<std::string> argv = {
+      IDEM_BROKER_CHILD, "nats", absl::StrCat(server_->port()),
+      stream_,           "d",    "-",
+      dir_.Sub("db")};
+  if (broken) argv.push_back("--ack_on_receive");
+  test::KillCycles(argv, cycles, dir_.Sub("child.log"));
+  if (HasFatalFailure()) return;
   engine = OpenEngine("db");
   auto last = Consumer::Create(engine.get(), BaseOptions());
   ASSERT_TRUE(last.ok()) << last.status();
@@ -286,14 +278,6 @@ TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   test::ExpectBalances(*engine, expected, true);
 }
 
-// Forwards each payment to `out` through the outbox.
-absl::Status ApplyAndForward(const std::string& out, const Delivery& delivery,
-                             Txn& txn) {
-  if (absl::Status s = ApplyLedger(delivery, txn); !s.ok()) return s;
-  txn.Emit(out, "", delivery.payload);
-  return absl::OkStatus();
-}
-
 // A poison message is dead-lettered with its reason and source; every other
 // payment is forwarded through the outbox and the relay (Nats-Msg-Id = the
 // entry's message ID) to a stream a downstream consumer reads. Publishing
@@ -329,7 +313,9 @@ TEST_F(NatsConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
                   .ok());
   test::Drain(
       **stage1,
-      [&](const Delivery& d, Txn& txn) { return ApplyAndForward(out, d, txn); },
+      [&](const Delivery& d, Txn& txn) {
+        return test::ApplyAndForward(out, d, txn);
+      },
       [&] { return Drained(stream_, "d"); });
   const ConsumerStats stats1 = (*stage1)->stats();
   EXPECT_EQ(stats1.dead_lettered, 1);

@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,19 +187,12 @@ TEST_P(RabbitMqKillTest, KilledConsumersLoseAndDoubleNothing) {
   constexpr int kAccounts = 50;
   const ExpectedBalances expected =
       Produce(Ledger(11, 2000, kAccounts), kAccounts, 20);
-  std::mt19937_64 rng(42);
-  for (int cycle = 0; cycle < cycles; ++cycle) {
-    std::vector<std::string> argv = {
-        IDEM_BROKER_CHILD, "rabbitmq", absl::StrCat(port_), queue_, "-", "-",
-        dir_.Sub("db")};
-    if (broken) argv.push_back("--ack_on_receive");
-    absl::StatusOr<test::ChildProcess> child =
-        test::ChildProcess::Spawn(argv, dir_.Sub("child.log"));
-    ASSERT_TRUE(child.ok()) << child.status();
-    absl::SleepFor(absl::Milliseconds(250 + rng() % 250));
-    ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
-    child->Signal(SIGKILL);
-  }
+  std::vector<std::string> argv = {
+      IDEM_BROKER_CHILD, "rabbitmq", absl::StrCat(port_), queue_, "-", "-",
+      dir_.Sub("db")};
+  if (broken) argv.push_back("--ack_on_receive");
+  test::KillCycles(argv, cycles, dir_.Sub("child.log"));
+  if (HasFatalFailure()) return;
   std::unique_ptr<Engine> engine = OpenEngine("db");
   auto last = Consumer::Create(engine.get(), BaseOptions());
   ASSERT_TRUE(last.ok()) << last.status();
@@ -260,14 +252,6 @@ TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   test::ExpectBalances(*engine, expected, true);
 }
 
-// Forwards each payment to `out` through the outbox.
-absl::Status ApplyAndForward(const std::string& out, const Delivery& delivery,
-                             Txn& txn) {
-  if (absl::Status s = ApplyLedger(delivery, txn); !s.ok()) return s;
-  txn.Emit(out, "", delivery.payload);
-  return absl::OkStatus();
-}
-
 // A poison message is dead-lettered to the dead-letter queue with its
 // reason and source; every other payment is forwarded through the outbox
 // and the relay (publisher confirms, message_id = the entry's message ID);
@@ -286,7 +270,9 @@ TEST_F(RabbitMqConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
           .ok());
   test::Drain(
       **stage1,
-      [&](const Delivery& d, Txn& txn) { return ApplyAndForward(out, d, txn); },
+      [&](const Delivery& d, Txn& txn) {
+        return test::ApplyAndForward(out, d, txn);
+      },
       [&] { return Empty(queue_); });
   const ConsumerStats stats1 = (*stage1)->stats();
   EXPECT_EQ(stats1.dead_lettered, 1);

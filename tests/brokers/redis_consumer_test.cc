@@ -7,7 +7,6 @@
 #include <signal.h>
 
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -232,23 +231,12 @@ TEST_P(RedisKillTest, KilledConsumersLoseAndDoubleNothing) {
   const ExpectedBalances expected =
       Produce(*connection_, stream, messages, kAccounts, 20);
   const std::string store = dir_.Sub("db");
-  std::mt19937_64 rng(42);
-  for (int cycle = 0; cycle < cycles; ++cycle) {
-    std::vector<std::string> argv = {IDEM_BROKER_CHILD,
-                                     "redis",
-                                     absl::StrCat(server_->port()),
-                                     stream,
-                                     "g",
-                                     absl::StrCat("k", cycle),
-                                     store};
-    if (broken) argv.push_back("--ack_on_receive");
-    absl::StatusOr<test::ChildProcess> child =
-        test::ChildProcess::Spawn(argv, dir_.Sub("child.log"));
-    ASSERT_TRUE(child.ok()) << child.status();
-    absl::SleepFor(absl::Milliseconds(250 + rng() % 250));
-    ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
-    child->Signal(SIGKILL);
-  }
+  std::vector<std::string> argv = {
+      IDEM_BROKER_CHILD, "redis", absl::StrCat(server_->port()), stream, "g",
+      "k%cycle%",        store};
+  if (broken) argv.push_back("--ack_on_receive");
+  test::KillCycles(argv, cycles, dir_.Sub("child.log"));
+  if (HasFatalFailure()) return;
   std::unique_ptr<Engine> engine = OpenEngine("db");
   auto last = Consumer::Create(engine.get(), BaseOptions(stream, "last"));
   ASSERT_TRUE(last.ok()) << last.status();
@@ -321,14 +309,6 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   test::ExpectBalances(*engine, expected, true);
 }
 
-// Forwards each payment to `<prefix>out` through the outbox.
-absl::Status ApplyAndForward(const std::string& out, const Delivery& delivery,
-                             Txn& txn) {
-  if (absl::Status s = ApplyLedger(delivery, txn); !s.ok()) return s;
-  txn.Emit(out, "", delivery.payload);
-  return absl::OkStatus();
-}
-
 // A poison entry is dead-lettered to the dead-letter stream with its reason
 // and source; every other payment is forwarded through the outbox and the
 // relay; the downstream consumer applies each once, even though every
@@ -347,7 +327,7 @@ TEST_F(RedisConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   auto stage1 = Consumer::Create(upstream.get(), BaseOptions(stream, "c"));
   ASSERT_TRUE(stage1.ok()) << stage1.status();
   Drain(**stage1, stream, [&](const Delivery& d, Txn& txn) {
-    return ApplyAndForward(out, d, txn);
+    return test::ApplyAndForward(out, d, txn);
   });
   const ConsumerStats stats1 = (*stage1)->stats();
   EXPECT_EQ(stats1.dead_lettered, 1);

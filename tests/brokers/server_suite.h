@@ -7,12 +7,17 @@
 #ifndef IDEM_TESTS_BROKERS_SERVER_SUITE_H_
 #define IDEM_TESTS_BROKERS_SERVER_SUITE_H_
 
+#include <signal.h>
+
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "examples/ledger.h"
 #include "examples/ledger_stream.h"
@@ -85,6 +90,37 @@ inline std::vector<examples::LedgerMessage> Ledger(uint64_t seed, size_t count,
 // The ledger's handler as a broker handler.
 inline absl::Status ApplyLedger(const brokers::Delivery& delivery, Txn& txn) {
   return examples::ApplyPayment(delivery.payload, txn);
+}
+
+// The ledger's handler that also forwards each payment to `out` through the
+// outbox (stage one of a pipeline).
+inline absl::Status ApplyAndForward(const std::string& out,
+                                    const brokers::Delivery& delivery,
+                                    Txn& txn) {
+  if (absl::Status s = ApplyLedger(delivery, txn); !s.ok()) return s;
+  txn.Emit(out, "", delivery.payload);
+  return absl::OkStatus();
+}
+
+// Runs `cycles` consumer processes (argv, with "%cycle%" replaced by the
+// cycle's number; output appended to `log`) one after the other, each
+// SIGKILLed 250 to 500 ms after its start (a seeded draw); fails the test
+// if one ends by itself.
+inline void KillCycles(const std::vector<std::string>& argv, int cycles,
+                       const std::string& log) {
+  std::mt19937_64 rng(42);
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    std::vector<std::string> args;
+    for (const std::string& arg : argv) {
+      args.push_back(
+          absl::StrReplaceAll(arg, {{"%cycle%", absl::StrCat(cycle)}}));
+    }
+    absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(args, log);
+    ASSERT_TRUE(child.ok()) << child.status();
+    absl::SleepFor(absl::Milliseconds(250 + rng() % 250));
+    ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
+    child->Signal(SIGKILL);
+  }
 }
 
 // Calls consumer.PollBatch(handler) until a poll receives nothing and
