@@ -51,6 +51,14 @@ class LoopConsumer : public Interface {
   }
 
  protected:
+  // The loop's totals as the adapter's stats type (derived from LoopStats).
+  template <typename Stats>
+  Stats LoopStatsAs() const {
+    Stats stats;
+    static_cast<LoopStats&>(stats) = loop_.stats();
+    return stats;
+  }
+
   Engine* const engine_;
   const Options options_;
   BrokerType broker_;

@@ -57,8 +57,7 @@ class ConsumerImpl
   }
 
   ConsumerStats stats() const override {
-    ConsumerStats stats;
-    static_cast<brokers::LoopStats&>(stats) = loop_.stats();
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.redelivered = broker_.redelivered();
     return stats;
   }

@@ -44,8 +44,7 @@ class ConsumerImpl
   absl::Status Start() { return broker_.Subscribe(); }
 
   ConsumerStats stats() const override {
-    ConsumerStats stats;
-    static_cast<brokers::LoopStats&>(stats) = loop_.stats();
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.redelivered = broker_.redelivered();
     stats.connects = broker_.connects();
     return stats;

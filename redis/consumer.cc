@@ -58,8 +58,7 @@ class ConsumerImpl
   }
 
   ConsumerStats stats() const override {
-    ConsumerStats stats;
-    static_cast<brokers::LoopStats&>(stats) = loop_.stats();
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.claimed = broker_.claimed();
     stats.reclaimed = broker_.reclaimed();
     stats.connects = broker_.connects();

@@ -8,7 +8,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -251,29 +250,16 @@ TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   ExpectedBalances expected =
       Produce({messages.begin(), messages.begin() + 600}, kAccounts, 10);
-  absl::Status run;
-  std::thread runner([&] {
-    run = (*consumer)->Run([](const Delivery& d, Txn& txn) {
-      absl::SleepFor(absl::Microseconds(500));
-      return ApplyLedger(d, txn);
-    });
-  });
-  absl::SleepFor(absl::Milliseconds(150));
-  // Mid-stream: some payments are in, not all.
-  const absl::StatusOr<Stats> before = engine->GetStats();
-  ASSERT_TRUE(before.ok());
-  EXPECT_GT(before->processed, 0u);
-  EXPECT_LT(before->processed, 600u);
-  ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
-  Reconnect();
-  const ExpectedBalances more =
-      Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
-  for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
-  absl::Status drained = test::WaitFor([&] { return Drained(stream_, "d"); },
-                                       absl::Seconds(60), "the consumer");
-  (*consumer)->Stop();
-  runner.join();
-  ASSERT_TRUE(drained.ok()) << drained;
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, 600, absl::Microseconds(500),
+      [&] {
+        ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
+        Reconnect();
+        const ExpectedBalances more =
+            Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
+        for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
+      },
+      [&] { return Drained(stream_, "d"); });
   ASSERT_TRUE(run.ok()) << run;
   test::ExpectBalances(*engine, expected, true);
 }

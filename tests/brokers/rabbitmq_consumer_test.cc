@@ -8,7 +8,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -102,6 +101,11 @@ class RabbitMqConsumerTest : public ::testing::Test {
       }
     }
     return expected;
+  }
+
+  static uint64_t Processed(Engine& engine) {
+    absl::StatusOr<Stats> stats = engine.GetStats();
+    return stats.ok() ? stats->processed : 0;
   }
 
   bool Empty(const std::string& queue) {
@@ -220,33 +224,17 @@ TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   ExpectedBalances expected =
       Produce({messages.begin(), messages.begin() + 600}, kAccounts, 10);
-  absl::Status run;
-  std::thread runner([&] {
-    run = (*consumer)->Run([](const Delivery& d, Txn& txn) {
-      absl::SleepFor(absl::Milliseconds(1));
-      return ApplyLedger(d, txn);
-    });
-  });
-  absl::SleepFor(absl::Milliseconds(150));
-  const absl::StatusOr<Stats> before = engine->GetStats();
-  ASSERT_TRUE(before.ok());
-  EXPECT_GT(before->processed, 0u);
-  EXPECT_LT(before->processed, 600u);
-  ASSERT_TRUE(RabbitMqEnvironment::server_->Restart().ok())
-      << RabbitMqEnvironment::server_->Log();
-  client_ = std::make_unique<test::RabbitMqClient>(port_);
-  const ExpectedBalances more =
-      Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
-  for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
-  absl::Status drained = test::WaitFor(
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, 600, absl::Milliseconds(1),
       [&] {
-        absl::StatusOr<Stats> now = engine->GetStats();
-        return Empty(queue_) && now.ok() && now->processed >= 1200;
+        ASSERT_TRUE(RabbitMqEnvironment::server_->Restart().ok())
+            << RabbitMqEnvironment::server_->Log();
+        client_ = std::make_unique<test::RabbitMqClient>(port_);
+        const ExpectedBalances more =
+            Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
+        for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
       },
-      absl::Seconds(60), "the consumer");
-  (*consumer)->Stop();
-  runner.join();
-  ASSERT_TRUE(drained.ok()) << drained;
+      [&] { return Processed(*engine) >= 1200 && Empty(queue_); });
   ASSERT_TRUE(run.ok()) << run;
   EXPECT_GE((*consumer)->stats().connects, 2);
   test::ExpectBalances(*engine, expected, true);

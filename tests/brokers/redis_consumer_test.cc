@@ -8,7 +8,6 @@
 
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -273,35 +272,19 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   options.reconnect_backoff = absl::Milliseconds(50);
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
-  absl::Status run;
-  std::thread runner([&] {
-    run = (*consumer)->Run([](const Delivery& d, Txn& txn) {
-      absl::SleepFor(absl::Microseconds(500));
-      return ApplyLedger(d, txn);
-    });
-  });
-  absl::SleepFor(absl::Milliseconds(150));
-  // Mid-stream: some payments are in, not all.
-  const absl::StatusOr<Stats> before = engine->GetStats();
-  ASSERT_TRUE(before.ok());
-  EXPECT_GT(before->processed, 0u);
-  EXPECT_LT(before->processed, 600u);
-  ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
-  connection_ = test::ConnectRedis(server_->port());
-  const ExpectedBalances more =
-      Produce(*connection_, stream, second, kAccounts, 10);
-  for (int a = 0; a < kAccounts; ++a) {
-    expected.Add({a, more.balance(a)});
-  }
-  absl::Status drained = test::WaitFor(
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, 600, absl::Microseconds(500),
+      [&] {
+        ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
+        connection_ = test::ConnectRedis(server_->port());
+        const ExpectedBalances more =
+            Produce(*connection_, stream, second, kAccounts, 10);
+        for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
+      },
       [&] {
         return PendingAndLag(*connection_, stream, "g") ==
                std::pair<int64_t, int64_t>(0, 0);
-      },
-      absl::Seconds(60), "the group to drain");
-  (*consumer)->Stop();
-  runner.join();
-  ASSERT_TRUE(drained.ok()) << drained;
+      });
   ASSERT_TRUE(run.ok()) << run;
   const ConsumerStats stats = (*consumer)->stats();
   EXPECT_GE(stats.connects, 2);

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -121,6 +122,39 @@ inline void KillCycles(const std::vector<std::string>& argv, int cycles,
     ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
     child->Signal(SIGKILL);
   }
+}
+
+// Runs `consumer` (Run, on a thread of its own, with the ledger's handler
+// slowed down by `pause` per payment) through a server restart: after
+// 150 ms it expects the engine to have processed some but not all of the
+// `produced` payments, calls `restart` (restart the server, reconnect,
+// produce the rest), waits until `drained` holds, stops the consumer and
+// returns Run's status (or the wait's error).
+template <typename Consumer>
+absl::Status RunThroughRestart(Consumer& consumer, Engine& engine,
+                               uint64_t produced, absl::Duration pause,
+                               const std::function<void()>& restart,
+                               const std::function<bool()>& drained) {
+  absl::Status run;
+  std::thread runner([&] {
+    run = consumer.Run([pause](const brokers::Delivery& d, Txn& txn) {
+      absl::SleepFor(pause);
+      return ApplyLedger(d, txn);
+    });
+  });
+  absl::SleepFor(absl::Milliseconds(150));
+  const absl::StatusOr<Stats> before = engine.GetStats();
+  EXPECT_TRUE(before.ok()) << before.status();
+  if (before.ok()) {
+    EXPECT_GT(before->processed, 0u) << "the restart came before any payment";
+    EXPECT_LT(before->processed, produced) << "the restart came too late";
+  }
+  restart();
+  absl::Status waited =
+      WaitFor(drained, absl::Seconds(60), "the consumer to drain");
+  consumer.Stop();
+  runner.join();
+  return waited.ok() ? run : waited;
 }
 
 // Calls consumer.PollBatch(handler) until a poll receives nothing and
