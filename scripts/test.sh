@@ -5,12 +5,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-# install-deps.sh installs librdkafka-dev, prometheus-cpp-dev, libhiredis-dev,
-# libnats-dev and librabbitmq-dev (idem::redis, idem::nats, idem::rabbitmq,
-# whose suites, label brokers, start their servers); if the
+# install-deps.sh installs librdkafka-dev and prometheus-cpp-dev; if the
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.
 missing=0
+# The broker adapters too (install-deps.sh installs libhiredis-dev,
+# libnats-dev and librabbitmq-dev; their suites, label brokers, start their
+# servers).
 for part in idem::kafka idem::prometheus idem::redis idem::nats \
             idem::rabbitmq; do
   if grep -q "$part is not built" build/build.log; then
