@@ -22,11 +22,15 @@ demo_packages=(
 # and hiredis; GoogleTest and Google Benchmark; librdkafka-dev for the Kafka
 # adapter (kafka/) and its tests, prometheus-cpp-dev for the Prometheus
 # collectors (prometheus/), idem-ctl metrics and idem-kafka-demo
-# --metrics_port; libpq-dev and libhiredis-dev for bench/peers/.
+# --metrics_port; libpq-dev and libhiredis-dev for bench/peers/ (hiredis
+# also for redis/); libnats-dev for nats/, librabbitmq-dev for rabbitmq/;
+# redis-server, nats-server and rabbitmq-server, which the broker suites
+# (label brokers) start privately.
 full_packages=(
   pkgconf
   libgtest-dev libgmock-dev libbenchmark-dev
   librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
+  libnats-dev librabbitmq-dev redis-server nats-server rabbitmq-server
 )
 
 mode=full
@@ -55,3 +59,7 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The package starts a system RabbitMQ node; the tests start their own.
+if [[ " ${missing[*]} " == *" rabbitmq-server "* ]]; then
+  service rabbitmq-server stop >/dev/null 2>&1 || true
+fi

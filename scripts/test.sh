@@ -11,7 +11,11 @@ scripts/build.sh -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=ON
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.
 missing=0
-for part in idem::kafka idem::prometheus; do
+# The broker adapters too (install-deps.sh installs libhiredis-dev,
+# libnats-dev and librabbitmq-dev; their suites, label brokers, start their
+# servers).
+for part in idem::kafka idem::prometheus idem::redis idem::nats \
+            idem::rabbitmq; do
   if grep -q "$part is not built" build/build.log; then
     echo "test: $part is not built: its suites do not run" >&2
     missing=1

@@ -1,0 +1,173 @@
+#include "idem/brokers/delivery_loop.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "brokers/batch_run.h"
+
+namespace idem::brokers {
+namespace {
+
+// Measures the wall time of a scope into `*total`.
+class Timed {
+ public:
+  explicit Timed(absl::Duration* total) : total_(total), start_(absl::Now()) {}
+  ~Timed() { *total_ += absl::Now() - start_; }
+
+ private:
+  absl::Duration* total_;
+  absl::Time start_;
+};
+
+}  // namespace
+
+std::optional<std::string_view> Delivery::Header(std::string_view name) const {
+  std::optional<std::string_view> value;
+  for (const auto& [header, header_value] : headers) {
+    if (header == name) value = header_value;
+  }
+  return value;
+}
+
+absl::Status DeliveryLoop::Validate(const LoopOptions& options) {
+  auto invalid = [](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoopOptions::", absl::string_view(what.data(), what.size())));
+  };
+  if (options.max_batch < 1) return invalid("max_batch must be >= 1");
+  if (options.receive_timeout < absl::ZeroDuration() ||
+      options.receive_timeout == absl::InfiniteDuration()) {
+    return invalid("receive_timeout must be >= 0 and finite");
+  }
+  if (options.ttl < absl::ZeroDuration() ||
+      options.ttl == absl::InfiniteDuration()) {
+    return invalid("ttl must be >= 0 and finite");
+  }
+  if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
+  if (options.retry_backoff < absl::ZeroDuration() ||
+      options.retry_backoff == absl::InfiniteDuration()) {
+    return invalid("retry_backoff must be >= 0 and finite");
+  }
+  if (options.dead_letter_destination.size() > kMaxSourceBytes) {
+    return invalid("dead_letter_destination is longer than kMaxSourceBytes");
+  }
+  if (options.relay_batch < 1) return invalid("relay_batch must be >= 1");
+  return absl::OkStatus();
+}
+
+DeliveryLoop::DeliveryLoop(Engine* engine, Broker* broker, LoopOptions options,
+                           LoopHooks hooks)
+    : engine_(engine),
+      broker_(broker),
+      options_(std::move(options)),
+      hooks_(hooks) {}
+
+absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
+  BatchReport report;
+  absl::Duration engine_time;
+  absl::Duration broker_time;
+  absl::Status status = [&]() -> absl::Status {
+    // Step 1: receive.
+    absl::StatusOr<std::vector<Delivery>> batch;
+    {
+      Timed timed(&broker_time);
+      batch = broker_->Receive(options_.max_batch, options_.receive_timeout);
+    }
+    if (!batch.ok()) return BrokerError(batch.status());
+    report.received = static_cast<int64_t>(batch->size());
+    if (hooks_.ack_on_receive && !batch->empty()) {
+      Timed timed(&broker_time);
+      if (absl::Status s = broker_->Ack(*batch); !s.ok()) return BrokerError(s);
+    }
+    // Step 2: process, retry, dead-letter, wait until durable.
+    absl::Status run;
+    if (!batch->empty()) {
+      Timed timed(&engine_time);
+      run = RunBatch(*engine_, *batch, options_, hooks_, handler, report);
+    }
+    if (!run.ok()) {
+      // Undecided: give everything back; what was committed comes back as
+      // duplicates.
+      Timed timed(&broker_time);
+      if (absl::Status s = broker_->Nack(*batch); s.ok()) {
+        report.nacked = report.received;
+      } else {
+        BrokerError(s).IgnoreError();  // counted; the run's error matters
+      }
+      return run;
+    }
+    // Step 3: acknowledge exactly the durable outcomes: all of them now.
+    if (!batch->empty() && !hooks_.skip_acks && !hooks_.ack_on_receive) {
+      Timed timed(&broker_time);
+      if (absl::Status s = broker_->Ack(*batch); !s.ok()) return BrokerError(s);
+      report.acked = report.received;
+    }
+    // Step 4: publish what the batch (or an earlier one) emitted.
+    if (options_.relay_outbox) {
+      absl::StatusOr<int64_t> published = RelayOutbox();
+      if (!published.ok()) return published.status();
+      report.outbox_published = *published;
+    }
+    return absl::OkStatus();
+  }();
+  Count(report, engine_time, broker_time);
+  if (!status.ok()) return status;
+  return report;
+}
+
+absl::StatusOr<int64_t> DeliveryLoop::RelayOutbox() {
+  int64_t published = 0;
+  while (true) {
+    absl::StatusOr<std::vector<OutboxEntry>> entries =
+        engine_->ReadOutbox(static_cast<size_t>(options_.relay_batch));
+    if (!entries.ok()) return entries.status();
+    if (entries->empty()) return published;
+    uint64_t last = 0;
+    absl::Status publish_error;
+    for (const OutboxEntry& entry : *entries) {
+      absl::Status s = broker_->Publish(entry);
+      if (!s.ok()) {
+        publish_error = BrokerError(s);
+        break;
+      }
+      last = entry.position;
+      ++published;
+    }
+    if (last > 0) {
+      if (absl::Status s = engine_->AckOutbox(last); !s.ok()) return s;
+    }
+    if (!publish_error.ok()) return publish_error;
+  }
+}
+
+LoopStats DeliveryLoop::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+absl::Status DeliveryLoop::BrokerError(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  ++stats_.broker_errors;
+  stats_.last_broker_error = status.ToString();
+  return status;
+}
+
+void DeliveryLoop::Count(const BatchReport& report, absl::Duration engine_time,
+                         absl::Duration broker_time) {
+  absl::MutexLock lock(&mu_);
+  if (report.received > 0) ++stats_.batches;
+  stats_.received += report.received;
+  stats_.processed += report.processed;
+  stats_.duplicates += report.duplicates;
+  stats_.dead_lettered += report.dead_lettered;
+  stats_.retries += report.retries;
+  stats_.non_retriable += report.non_retriable;
+  stats_.acked += report.acked;
+  stats_.nacked += report.nacked;
+  stats_.outbox_published += report.outbox_published;
+  stats_.engine_time += engine_time;
+  stats_.broker_time += broker_time;
+}
+
+}  // namespace idem::brokers

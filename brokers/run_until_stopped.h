@@ -1,0 +1,33 @@
+// RunUntilStopped is the Run of every broker adapter's Consumer: it calls
+// `poll` until `stop` is set; a kUnavailable error (a lost connection, which
+// the next poll reconnects) is followed by `backoff` and polling goes on.
+// Returns OK after stop, or the first other error. Thread-compatible;
+// `stop` may be set from any thread.
+
+#ifndef IDEM_BROKERS_RUN_UNTIL_STOPPED_H_
+#define IDEM_BROKERS_RUN_UNTIL_STOPPED_H_
+
+#include <atomic>
+
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "idem/brokers/delivery_loop.h"
+
+namespace idem::brokers {
+
+inline absl::Status RunUntilStopped(
+    absl::FunctionRef<absl::StatusOr<BatchReport>()> poll,
+    const std::atomic<bool>& stop, absl::Duration backoff) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    absl::StatusOr<BatchReport> report = poll();
+    if (report.ok()) continue;
+    if (!absl::IsUnavailable(report.status())) return report.status();
+    absl::SleepFor(backoff);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace idem::brokers
+
+#endif  // IDEM_BROKERS_RUN_UNTIL_STOPPED_H_

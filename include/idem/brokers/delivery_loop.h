@@ -1,0 +1,248 @@
+// idem::brokers::DeliveryLoop is the delivery loop every broker adapter
+// (idem/redis/, idem/nats/, ...) shares: it receives a batch from a Broker,
+// runs it through Engine::ProcessBatch, waits until the outcomes are durable
+// (Engine::WaitDurable), then acknowledges exactly those deliveries whose
+// outcome is durable: processed, duplicate or dead-lettered. A transient
+// handler failure is retried with backoff up to LoopOptions::max_attempts; a
+// delivery given up on is dead-lettered through the engine's outbox, in the
+// same commit that records it as handled, so a crash can neither lose nor
+// repeat a dead letter. After each batch the loop publishes the outbox
+// (handler emits and dead letters) through Broker::Publish.
+//
+// A broker adapter implements Broker (receive, ack, nack, publish) and
+// nothing else; docs/brokers.md describes the contract.
+//
+// A DeliveryLoop is not thread-safe: call PollBatch and RelayOutbox from one
+// thread at a time. stats() may be called from any thread at any time. The
+// Engine and the Broker are borrowed and must outlive the loop.
+
+#ifndef IDEM_BROKERS_DELIVERY_LOOP_H_
+#define IDEM_BROKERS_DELIVERY_LOOP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "idem/engine.h"
+#include "idem/outbox.h"
+#include "idem/txn.h"
+
+namespace idem::brokers {
+
+// One message as a broker delivered it. The adapter's Receive fills it in;
+// the loop and the handler only read it. Owns its bytes.
+struct Delivery {
+  // The dedupe ID: the broker's message ID (or a business key). Empty, or
+  // longer than kMaxIdBytes: the delivery is dead-lettered at once
+  // (reason "id"), as retrying cannot repair it.
+  std::string id;
+  std::string payload;
+  // Where it came from (stream, subject or queue name): Message::source,
+  // and the dead letter's idem.source header.
+  std::string source;
+  // Message::partition and Message::offset: the position stored with the
+  // state in the same commit (Engine::CommittedOffset), or offset -1 when the
+  // broker has no position that fits an int64.
+  int32_t partition = 0;
+  int64_t offset = -1;
+  // The broker's fields or headers, in order (names may repeat).
+  std::vector<std::pair<std::string, std::string>> headers;
+  // The broker's handle for Ack and Nack (a stream entry ID, a reply
+  // subject, a delivery tag). When `id` is empty, source + "/" + receipt
+  // names the dead letter, so it should not change on redelivery where the
+  // broker allows.
+  std::string receipt;
+
+  // The value of the last header named `name`, or nullopt.
+  std::optional<std::string_view> Header(std::string_view name) const;
+};
+
+// What an adapter implements. Called from the loop's thread only.
+class Broker {
+ public:
+  virtual ~Broker() = default;
+
+  // Up to `max` deliveries, waiting at most `timeout` for the first; an empty
+  // vector when none arrived. A delivery not acknowledged must eventually be
+  // delivered again (an ack timeout, a pending-entries list, a requeue).
+  // kUnavailable when the connection is lost (the next call reconnects).
+  virtual absl::StatusOr<std::vector<Delivery>> Receive(
+      int max, absl::Duration timeout) = 0;
+
+  // Acknowledges `deliveries`: the broker must not deliver them again.
+  // The loop calls it only once their outcomes are durable. An error leaves
+  // them unacknowledged: redelivered later, they are duplicates.
+  virtual absl::Status Ack(absl::Span<const Delivery> deliveries) = 0;
+
+  // Gives `deliveries` back for redelivery (the loop could not decide them:
+  // a storage error, or a delivery given up on without a dead-letter
+  // destination). A broker that cannot nack may return OK and let its
+  // redelivery timeout bring them back.
+  virtual absl::Status Nack(absl::Span<const Delivery> deliveries) = 0;
+
+  // Publishes one outbox entry to entry.destination carrying
+  // entry.message_id as its message ID (a field, a header or a property), so
+  // a downstream idem consumer drops republished copies. Returns once the
+  // broker has it (confirmed, durable as the broker is configured).
+  virtual absl::Status Publish(const OutboxEntry& entry) = 0;
+};
+
+// User code run once per new message ID with the engine's commit lock held
+// (see idem::Handler): return OK to commit the Txn's writes.
+using Handler = absl::FunctionRef<absl::Status(const Delivery&, Txn&)>;
+
+struct LoopOptions {
+  // ---- Batches ----
+
+  // Most deliveries per Receive and ProcessBatch. Must be >= 1. Default: 100.
+  int max_batch = 100;
+  // How long a Receive waits for the first delivery. Must be >= 0.
+  // Default: 100 ms.
+  absl::Duration receive_timeout = absl::Milliseconds(100);
+  // Dedupe window of each delivery; zero: the engine's
+  // Options::dedupe_window. Must be >= 0. Default: zero.
+  absl::Duration ttl = absl::ZeroDuration();
+
+  // ---- Failures ----
+
+  // Attempts of a delivery whose handler fails with a retriable code before
+  // it is given up on. Must be >= 1. Default: 3.
+  int max_attempts = 3;
+  // Pause between attempts. Must be >= 0. Default: 100 ms.
+  absl::Duration retry_backoff = absl::Milliseconds(100);
+  // Handler errors given up on at once, as retrying the same input cannot
+  // repair them (so is an idem::PermanentError, and a kConflict outcome
+  // under Options::detect_conflicts). Default: the codes Abseil documents
+  // as not fixed by retrying, as the Kafka consumer's.
+  std::vector<absl::StatusCode> non_retriable_codes = {
+      absl::StatusCode::kInvalidArgument, absl::StatusCode::kFailedPrecondition,
+      absl::StatusCode::kOutOfRange, absl::StatusCode::kUnimplemented,
+      absl::StatusCode::kPermissionDenied};
+  // Where deliveries given up on go: emitted there through the outbox (the
+  // payload as value, the ID as key, the delivery's headers plus idem.error,
+  // idem.reason ("id", "attempts", "non_retriable", "permanent" or
+  // "conflict"), idem.source, idem.source.receipt and, if it had one,
+  // idem.source.id), in the commit that records the delivery as handled
+  // under "idem.dead-letter/" + its ID (or source/receipt without one). The
+  // delivery's own ID is not marked seen: a corrected redelivery runs.
+  // Empty: a delivery given up on fails PollBatch with kAborted naming it,
+  // and is nacked. At most kMaxSourceBytes bytes. Default: empty.
+  std::string dead_letter_destination;
+
+  // ---- Output ----
+
+  // After each PollBatch, publish the outbox through Broker::Publish until
+  // it is drained (RelayOutbox). Turn it off when another relay drains the
+  // engine. Default: true.
+  bool relay_outbox = true;
+  // Outbox entries read per Engine::ReadOutbox. Must be >= 1. Default: 500.
+  int relay_batch = 500;
+};
+
+// What one PollBatch did.
+struct BatchReport {
+  int64_t received = 0;
+  int64_t processed = 0;      // the handler ran and committed
+  int64_t duplicates = 0;     // suppressed: the ID was seen
+  int64_t dead_lettered = 0;  // given up on, dead letter committed
+  int64_t retries = 0;        // extra attempts of failed deliveries
+  int64_t non_retriable = 0;  // of dead_lettered: given up on at once
+  int64_t acked = 0;          // deliveries acknowledged to the broker
+  int64_t nacked = 0;         // deliveries given back to the broker
+  int64_t outbox_published = 0;
+};
+
+// Totals since the loop was made.
+struct LoopStats {
+  int64_t batches = 0;
+  int64_t received = 0;
+  int64_t processed = 0;
+  int64_t duplicates = 0;
+  int64_t dead_lettered = 0;
+  int64_t retries = 0;
+  int64_t non_retriable = 0;
+  int64_t acked = 0;
+  int64_t nacked = 0;
+  int64_t outbox_published = 0;
+  // Broker calls that failed (Receive, Ack, Nack, Publish), and the last
+  // one's text.
+  int64_t broker_errors = 0;
+  std::string last_broker_error;
+  // Wall time in engine calls (and retry backoff) versus broker calls.
+  absl::Duration engine_time;
+  absl::Duration broker_time;
+};
+
+// Test-only hooks (deliberately broken variants), off by default.
+struct LoopHooks {
+  // Acknowledge every delivery as soon as it is received, before it is
+  // processed: a crash then loses it.
+  bool ack_on_receive = false;
+  // Never acknowledge: as a process killed after its commits and before its
+  // acks.
+  bool skip_acks = false;
+  // Acknowledge without Engine::WaitDurable: under Durability::kBuffered a
+  // power loss then takes back outcomes the broker was told about.
+  bool skip_wait_durable = false;
+};
+
+class DeliveryLoop {
+ public:
+  // kInvalidArgument naming the field for bad options. `engine` and `broker`
+  // are borrowed.
+  static absl::Status Validate(const LoopOptions& options);
+  DeliveryLoop(Engine* engine, Broker* broker, LoopOptions options,
+               LoopHooks hooks = {});
+
+  DeliveryLoop(const DeliveryLoop&) = delete;
+  DeliveryLoop& operator=(const DeliveryLoop&) = delete;
+
+  // Receives up to max_batch deliveries and handles them: each is processed
+  // (or found a duplicate, or dead-lettered) and durable before it is
+  // acknowledged. Then, with relay_outbox, publishes the outbox. Returns
+  // what it did (zero received when nothing arrived). Errors: Receive's
+  // (nothing was handled); the engine's, or kAborted for a delivery given up
+  // on without dead_letter_destination: the batch's deliveries are nacked,
+  // and those already committed are duplicates when redelivered; Ack's (the
+  // outcomes stay committed; redeliveries are duplicates); Publish's (the
+  // batch was acknowledged; the entries stay in the outbox and the next
+  // call publishes them again).
+  absl::StatusOr<BatchReport> PollBatch(Handler handler);
+
+  // Publishes every durable outbox entry, oldest first, through
+  // Broker::Publish, acknowledging them in the engine as they are published;
+  // returns how many were published. On a Publish error, the entries
+  // published before it are acknowledged and the error returned; the rest
+  // stay in the outbox. Engine errors as Engine::ReadOutbox and AckOutbox.
+  absl::StatusOr<int64_t> RelayOutbox();
+
+  LoopStats stats() const;
+
+ private:
+  absl::Status BrokerError(absl::Status status);
+  void Count(const BatchReport& report, absl::Duration engine_time,
+             absl::Duration broker_time);
+
+  // Constant after construction.
+  Engine* const engine_;
+  Broker* const broker_;
+  const LoopOptions options_;
+  const LoopHooks hooks_;
+
+  mutable absl::Mutex mu_;
+  LoopStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace idem::brokers
+
+#endif  // IDEM_BROKERS_DELIVERY_LOOP_H_

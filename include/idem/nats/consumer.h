@@ -1,0 +1,142 @@
+// idem::nats::Consumer consumes a NATS JetStream stream through a durable
+// pull consumer with explicit acks, with exactly-once effects: every batch
+// goes through the shared delivery loop (idem/brokers/delivery_loop.h), so
+// each message's dedupe record, the handler's state writes and the message's
+// stream sequence commit in one write, and the message is acknowledged only
+// once that write is durable.
+//
+// - ID: the id_header (default Nats-Msg-Id), else "<stream>/<stream
+//   sequence>" (which suppresses redeliveries but not producer duplicates).
+// - The stream sequence is the offset committed with the state
+//   (Engine::CommittedOffset(stream, 0)). When the durable consumer does not
+//   exist yet and the engine has an offset for the stream, the consumer is
+//   created to start at that offset + 1, so a consumer recreated on the
+//   server resumes where the state is.
+// - A message not acknowledged within ack_wait is redelivered by the server
+//   (to this or another process on the same durable); if it was processed
+//   before the ack was lost, the engine finds it a duplicate.
+// - The outbox (Txn::Emit, dead letters) is relayed with a JetStream publish
+//   to the destination subject, with Nats-Msg-Id = the entry's message ID,
+//   so the destination stream's duplicate window drops relay retries, and a
+//   downstream idem consumer drops any that get past it.
+//
+// Requires the optional idem::nats library (built when libnats is found).
+// A Consumer is not thread-safe: call it from one thread at a time; only
+// Stop may be called from any thread at any time. The Engine is borrowed
+// and must outlive the Consumer.
+
+#ifndef IDEM_NATS_CONSUMER_H_
+#define IDEM_NATS_CONSUMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/engine.h"
+
+namespace idem::nats {
+
+// A JetStream message as a handler sees it: `id` the dedupe ID, `payload`
+// the data, `source` the stream, `offset` the stream sequence, `receipt`
+// the message's reply (ack) subject, `headers` its headers in order.
+using Delivery = brokers::Delivery;
+using Handler = brokers::Handler;
+
+struct ConsumerOptions {
+  // ---- Where from ----
+
+  // The server. Default: nats://127.0.0.1:4222.
+  std::string url = "nats://127.0.0.1:4222";
+  // The stream and the subject (filter) the consumer reads. Required.
+  std::string stream;
+  std::string subject;
+  // The durable consumer's name; processes sharing it share its messages.
+  // Required.
+  std::string durable;
+  // Create the stream (file storage, capturing `subject`) if it does not
+  // exist. Default: true.
+  bool create_stream = true;
+  // The created stream's duplicate window (Nats-Msg-Id). Must be > 0.
+  // Default: 2 min (JetStream's).
+  absl::Duration duplicate_window = absl::Minutes(2);
+
+  // ---- Messages ----
+
+  // The header holding the message ID; empty: every message's ID is
+  // "<stream>/<stream sequence>". Default: "Nats-Msg-Id".
+  std::string id_header = "Nats-Msg-Id";
+
+  // ---- Redeliveries ----
+
+  // The durable consumer's AckWait when this consumer creates it: how long
+  // the server waits for an ack before redelivering. Must be > 0.
+  // Default: 30 s.
+  absl::Duration ack_wait = absl::Seconds(30);
+
+  // ---- Connection ----
+
+  // Connect, request and flush timeout. Must be > 0. Default: 5 s.
+  absl::Duration io_timeout = absl::Seconds(5);
+  // Run's pause after a lost connection before polling again (the client
+  // reconnects by itself meanwhile). Must be >= 0. Default: 200 ms.
+  absl::Duration reconnect_backoff = absl::Milliseconds(200);
+
+  // ---- The delivery loop ----
+
+  // Batch size, the fetch wait (receive_timeout), retries, the dead letter
+  // subject (dead_letter_destination) and relaying: see
+  // idem/brokers/delivery_loop.h.
+  brokers::LoopOptions delivery;
+};
+
+// Totals since Create: the delivery loop's, and the adapter's own.
+struct ConsumerStats : brokers::LoopStats {
+  // Messages the server delivered more than once (its delivery count).
+  int64_t redelivered = 0;
+};
+
+class Consumer {
+ public:
+  // Validates the options (kInvalidArgument naming the field), connects,
+  // creates the stream if asked and binds the durable pull consumer
+  // (creating it, from the engine's offset + 1 if it has one).
+  // kUnavailable if the server cannot be reached; kFailedPrecondition for a
+  // JetStream error (JetStream disabled, a subject clash). `engine` is
+  // borrowed.
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(
+      Engine* engine, const ConsumerOptions& options);
+
+  Consumer() = default;
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  virtual ~Consumer() = default;
+
+  // Fetches up to delivery.max_batch messages (waiting up to
+  // delivery.receive_timeout), processes them with `handler`, acks them
+  // once durable and relays the outbox. Errors: see
+  // DeliveryLoop::PollBatch; kUnavailable while the connection is down.
+  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
+
+  // Calls PollBatch until Stop; a kUnavailable error is followed by
+  // reconnect_backoff, and polling goes on. Returns OK after Stop, or
+  // PollBatch's first other error. Does not close the consumer.
+  virtual absl::Status Run(Handler handler) = 0;
+
+  // Makes Run return after its current batch. Safe from any thread and from
+  // signal handlers.
+  virtual void Stop() = 0;
+
+  // Unsubscribes (the durable consumer stays on the server) and closes the
+  // connection. Idempotent.
+  virtual absl::Status Close() = 0;
+
+  virtual ConsumerStats stats() const = 0;
+};
+
+}  // namespace idem::nats
+
+#endif  // IDEM_NATS_CONSUMER_H_

@@ -1,0 +1,131 @@
+// idem::rabbitmq::Consumer consumes a RabbitMQ queue (AMQP 0-9-1, rabbitmq-c)
+// with manual acks and exactly-once effects: every batch goes through the
+// shared delivery loop (idem/brokers/delivery_loop.h), so each message's
+// dedupe record and the handler's state writes commit in one write, and the
+// batch is acknowledged (basic.ack with multiple) only once that write is
+// durable.
+//
+// - Up to `prefetch` unacknowledged messages are in flight (basic.qos).
+// - ID: the message_id property, else the id_header header. A message with
+//   neither has no ID that survives redelivery (a delivery tag is per
+//   channel and changes on redelivery), so it is dead-lettered at once with
+//   reason "id" rather than deduplicated by a guess.
+// - No offset is stored: a queue has no positions.
+// - A batch the loop cannot decide is nacked with requeue; a lost
+//   connection is reopened by the next poll, and RabbitMQ requeues what the
+//   old one held: redelivered, those are duplicates.
+// - The outbox (Txn::Emit, dead letters) is relayed on a second connection
+//   with publisher confirms: a persistent message to the default exchange,
+//   routing key = the destination queue (declared durable), message_id =
+//   the entry's message ID.
+//
+// Requires the optional idem::rabbitmq library (built when librabbitmq is
+// found). A Consumer is not thread-safe: call it from one thread at a time;
+// only Stop may be called from any thread at any time. The Engine is
+// borrowed and must outlive the Consumer.
+
+#ifndef IDEM_RABBITMQ_CONSUMER_H_
+#define IDEM_RABBITMQ_CONSUMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/engine.h"
+
+namespace idem::rabbitmq {
+
+// A message as a handler sees it: `id` the dedupe ID, `payload` the body,
+// `source` the queue, `receipt` the delivery tag in decimal, `headers` the
+// message's string headers in order.
+using Delivery = brokers::Delivery;
+using Handler = brokers::Handler;
+
+struct ConsumerOptions {
+  // ---- Where from ----
+
+  // The server and credentials. Default: 127.0.0.1:5672, vhost "/",
+  // guest/guest.
+  std::string host = "127.0.0.1";
+  int port = 5672;
+  std::string vhost = "/";
+  std::string user = "guest";
+  std::string password = "guest";
+  // The queue, declared durable if missing. Required.
+  std::string queue;
+
+  // ---- Messages ----
+
+  // The header read when a message has no message_id property.
+  // Default: "message-id".
+  std::string id_header = "message-id";
+  // Unacknowledged messages the server sends ahead (basic.qos). Must be
+  // >= delivery.max_batch and <= 65535. Default: 500.
+  int prefetch = 500;
+
+  // ---- Connection ----
+
+  // Connect and reply timeout. Must be > 0. Default: 5 s.
+  absl::Duration io_timeout = absl::Seconds(5);
+  // Run's pause after a lost connection before polling (and reconnecting)
+  // again. Must be >= 0. Default: 200 ms.
+  absl::Duration reconnect_backoff = absl::Milliseconds(200);
+
+  // ---- The delivery loop ----
+
+  // Batch size, the wait for a first message (receive_timeout), retries,
+  // the dead letter queue (dead_letter_destination) and relaying: see
+  // idem/brokers/delivery_loop.h.
+  brokers::LoopOptions delivery;
+};
+
+// Totals since Create: the delivery loop's, and the adapter's own.
+struct ConsumerStats : brokers::LoopStats {
+  int64_t redelivered = 0;  // messages with the redelivered flag
+  int64_t connects = 0;     // consuming connections opened
+};
+
+class Consumer {
+ public:
+  // Validates the options (kInvalidArgument naming the field), connects,
+  // declares the queue and starts consuming. kUnavailable if the server
+  // cannot be reached; kFailedPrecondition if the server refuses (e.g. the
+  // queue exists with other arguments). `engine` is borrowed.
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(
+      Engine* engine, const ConsumerOptions& options);
+
+  Consumer() = default;
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  virtual ~Consumer() = default;
+
+  // Receives up to delivery.max_batch messages (waiting up to
+  // delivery.receive_timeout for the first), processes them with `handler`,
+  // acks them once durable and relays the outbox. Errors: see
+  // DeliveryLoop::PollBatch; kUnavailable when the connection is lost (the
+  // next call reconnects).
+  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
+
+  // Calls PollBatch until Stop; a kUnavailable error is followed by
+  // reconnect_backoff, and polling goes on. Returns OK after Stop, or
+  // PollBatch's first other error. Does not close the consumer.
+  virtual absl::Status Run(Handler handler) = 0;
+
+  // Makes Run return after its current batch. Safe from any thread and from
+  // signal handlers.
+  virtual void Stop() = 0;
+
+  // Closes the connections (nothing is unacknowledged between batches).
+  // Idempotent.
+  virtual absl::Status Close() = 0;
+
+  virtual ConsumerStats stats() const = 0;
+};
+
+}  // namespace idem::rabbitmq
+
+#endif  // IDEM_RABBITMQ_CONSUMER_H_

@@ -1,0 +1,151 @@
+// idem::redis::Consumer consumes a Redis stream through a consumer group with
+// exactly-once effects: every batch goes through the shared delivery loop
+// (idem/brokers/delivery_loop.h), so each entry's dedupe record and the
+// handler's state writes commit in one write, and the entry is XACKed only
+// once that write is durable.
+//
+// - Reads with XREADGROUP as ConsumerOptions::consumer_name. After a start
+//   (or a reconnect, or a failed batch) it first re-reads its own pending
+//   entries (XREADGROUP ... 0): those it received and never acknowledged.
+// - Entries other consumers left pending for longer than claim_idle (a
+//   consumer that died) are taken over with XAUTOCLAIM; if they were
+//   processed before the ack was lost, the engine finds them duplicates.
+// - ID: the entry's id_field, else "<stream>/<entry ID>" (which suppresses
+//   redeliveries but not producer duplicates).
+// - No offset is stored with the state: an entry ID is two 64-bit numbers
+//   ("<ms>-<seq>"), which no int64 offset holds, and the group itself keeps
+//   the resume position (its last-delivered ID and pending entries list);
+//   entries are only acknowledged after their outcome is durable, so the
+//   group never gets ahead of the state.
+// - The outbox (Txn::Emit, dead letters) is relayed with XADD to the
+//   destination stream, with the entry's message ID in the id_field, so a
+//   downstream idem consumer drops republished copies.
+//
+// Requires the optional idem::redis library (built when hiredis is found).
+// A Consumer is not thread-safe: call it from one thread at a time; only
+// Stop may be called from any thread at any time. The Engine is borrowed
+// and must outlive the Consumer.
+
+#ifndef IDEM_REDIS_CONSUMER_H_
+#define IDEM_REDIS_CONSUMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/engine.h"
+
+namespace idem::redis {
+
+// A stream entry as a handler sees it: `id` the dedupe ID, `payload` the
+// payload_field's value, `source` the stream, `receipt` the entry ID,
+// `headers` the entry's other fields in order.
+using Delivery = brokers::Delivery;
+using Handler = brokers::Handler;
+
+struct ConsumerOptions {
+  // ---- Where from ----
+
+  // The server. Default: 127.0.0.1:6379.
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  // The stream, the consumer group and this consumer's name in it.
+  // Required. Keep the name stable across restarts of the same process, so
+  // it takes its own pending entries back at once instead of after
+  // claim_idle.
+  std::string stream;
+  std::string group;
+  std::string consumer_name;
+  // Create the group (XGROUP CREATE ... MKSTREAM) at group_start_id if it
+  // does not exist. Default: true, from "0" (the stream's first entry).
+  bool create_group = true;
+  std::string group_start_id = "0";
+
+  // ---- Entries ----
+
+  // The field holding the message ID; empty: every entry's ID is
+  // "<stream>/<entry ID>". Also the field the relay writes the outbox
+  // entry's message ID to (then "message-id"). Default: "message-id".
+  std::string id_field = "message-id";
+  // The field holding the payload (also for the relay). An entry without it
+  // has an empty payload. Must not be empty. Default: "payload".
+  std::string payload_field = "payload";
+
+  // ---- Redeliveries ----
+
+  // Entries pending on another consumer for at least this long are claimed
+  // (XAUTOCLAIM). Zero: never claim. Must be >= 0. Default: 30 s.
+  absl::Duration claim_idle = absl::Seconds(30);
+  // How often the pending entries list is scanned for claims. Must be > 0.
+  // Default: 1 s.
+  absl::Duration claim_interval = absl::Seconds(1);
+
+  // ---- Connection ----
+
+  // Connect and reply timeout (an XREADGROUP's BLOCK, the loop's
+  // receive_timeout, comes on top). Must be > 0. Default: 5 s.
+  absl::Duration io_timeout = absl::Seconds(5);
+  // Run's pause after a lost connection before polling (and reconnecting)
+  // again. Must be >= 0. Default: 200 ms.
+  absl::Duration reconnect_backoff = absl::Milliseconds(200);
+
+  // ---- The delivery loop ----
+
+  // Batch size, XREADGROUP's BLOCK (receive_timeout), retries, the dead
+  // letter stream (dead_letter_destination) and relaying: see
+  // idem/brokers/delivery_loop.h.
+  brokers::LoopOptions delivery;
+};
+
+// Totals since Create: the delivery loop's, and the adapter's own.
+struct ConsumerStats : brokers::LoopStats {
+  int64_t claimed = 0;    // entries taken over with XAUTOCLAIM
+  int64_t reclaimed = 0;  // own pending entries read again
+  int64_t connects = 0;   // connections made (1 without reconnects)
+};
+
+class Consumer {
+ public:
+  // Validates the options (kInvalidArgument naming the field), connects and,
+  // with create_group, creates the group. kUnavailable if the server cannot
+  // be reached; kFailedPrecondition for an error reply (e.g. the key is not
+  // a stream). `engine` is borrowed.
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(
+      Engine* engine, const ConsumerOptions& options);
+
+  Consumer() = default;
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+  virtual ~Consumer() = default;
+
+  // Receives up to delivery.max_batch entries (own pending ones first, then
+  // claimed ones, then new ones, waiting up to delivery.receive_timeout),
+  // processes them with `handler`, XACKs them once durable and relays the
+  // outbox. Errors: see DeliveryLoop::PollBatch; kUnavailable when the
+  // connection is lost (the next call reconnects; unacknowledged entries
+  // come back as this consumer's pending entries).
+  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
+
+  // Calls PollBatch until Stop; a kUnavailable error is counted, followed
+  // by reconnect_backoff, and polling goes on. Returns OK after Stop, or
+  // PollBatch's first other error. Does not close the consumer.
+  virtual absl::Status Run(Handler handler) = 0;
+
+  // Makes Run return after its current batch. Safe from any thread and from
+  // signal handlers.
+  virtual void Stop() = 0;
+
+  // Closes the connection. Unacknowledged entries stay pending (nothing is
+  // unacknowledged between batches). Idempotent.
+  virtual absl::Status Close() = 0;
+
+  virtual ConsumerStats stats() const = 0;
+};
+
+}  // namespace idem::redis
+
+#endif  // IDEM_REDIS_CONSUMER_H_

@@ -1,0 +1,80 @@
+#include "idem/nats/consumer.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brokers/loop_consumer.h"
+#include "nats/consumer_hooks.h"
+#include "nats/jetstream_broker.h"
+
+namespace idem::nats {
+namespace {
+
+absl::Status ValidateOptions(const ConsumerOptions& options) {
+  auto invalid = [](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nats::ConsumerOptions::",
+                     absl::string_view(what.data(), what.size())));
+  };
+  auto positive = [](absl::Duration d) {
+    return d > absl::ZeroDuration() && d != absl::InfiniteDuration();
+  };
+  if (options.url.empty()) return invalid("url is required");
+  if (options.stream.empty()) return invalid("stream is required");
+  if (options.subject.empty()) return invalid("subject is required");
+  if (options.durable.empty()) return invalid("durable is required");
+  if (!positive(options.duplicate_window)) {
+    return invalid("duplicate_window must be > 0 and finite");
+  }
+  if (!positive(options.ack_wait)) {
+    return invalid("ack_wait must be > 0 and finite");
+  }
+  if (!positive(options.io_timeout)) {
+    return invalid("io_timeout must be > 0 and finite");
+  }
+  if (options.reconnect_backoff < absl::ZeroDuration() ||
+      options.reconnect_backoff == absl::InfiniteDuration()) {
+    return invalid("reconnect_backoff must be >= 0 and finite");
+  }
+  return absl::OkStatus();
+}
+
+class ConsumerImpl
+    : public brokers::LoopConsumer<Consumer, JetStreamBroker, ConsumerOptions> {
+ public:
+  using LoopConsumer::LoopConsumer;
+
+  // Binds the durable consumer, created from the engine's offset + 1 when
+  // it has one for the stream.
+  absl::Status Start() {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine_->CommittedOffset(options_.stream, 0);
+    if (!offset.ok()) return offset.status();
+    std::optional<uint64_t> start;
+    if (offset->has_value()) start = static_cast<uint64_t>(**offset) + 1;
+    return broker_.Start(start);
+  }
+
+  ConsumerStats stats() const override {
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
+    stats.redelivered = broker_.redelivered();
+    return stats;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options,
+    const brokers::LoopHooks& hooks) {
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, ValidateOptions);
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    Engine* engine, const ConsumerOptions& options) {
+  return CreateConsumerWithHooks(engine, options, {});
+}
+
+}  // namespace idem::nats

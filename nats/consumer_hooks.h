@@ -1,0 +1,22 @@
+// Test-only: creates an idem::nats::Consumer whose delivery loop runs with
+// deliberately broken hooks (brokers::LoopHooks), for the tests that show a
+// check catches what the real consumer prevents.
+
+#ifndef IDEM_NATS_CONSUMER_HOOKS_H_
+#define IDEM_NATS_CONSUMER_HOOKS_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/nats/consumer.h"
+
+namespace idem::nats {
+
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options,
+    const brokers::LoopHooks& hooks);
+
+}  // namespace idem::nats
+
+#endif  // IDEM_NATS_CONSUMER_HOOKS_H_

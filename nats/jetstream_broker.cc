@@ -1,0 +1,247 @@
+#include "nats/jetstream_broker.h"
+
+#include <cstdlib>
+#include <string_view>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace idem::nats {
+namespace {
+
+int64_t Millis(absl::Duration d) {
+  return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
+}
+
+// A nats.c status as an absl::Status: a JetStream API error (errCode set)
+// is kFailedPrecondition; everything else (lost connection, timeouts, no
+// responders while the server restarts) kUnavailable.
+absl::Status NatsError(natsStatus s, jsErrCode js_error,
+                       std::string_view what) {
+  std::string text =
+      absl::StrCat("nats ", absl::string_view(what.data(), what.size()), ": ",
+                   natsStatus_GetText(s));
+  if (const char* last = nats_GetLastError(nullptr); last != nullptr && *last) {
+    absl::StrAppend(&text, " (", last, ")");
+  }
+  if (js_error != 0) {
+    absl::StrAppend(&text, " [JetStream error ", static_cast<int>(js_error),
+                    "]");
+    return absl::FailedPreconditionError(text);
+  }
+  return absl::UnavailableError(text);
+}
+
+}  // namespace
+
+JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
+    : options_(options) {}
+
+JetStreamBroker::~JetStreamBroker() { Close(); }
+
+void JetStreamBroker::Close() {
+  if (subscription_ != nullptr) natsSubscription_Destroy(subscription_);
+  subscription_ = nullptr;
+  if (js_ != nullptr) jsCtx_Destroy(js_);
+  js_ = nullptr;
+  if (connection_ != nullptr) natsConnection_Destroy(connection_);
+  connection_ = nullptr;
+}
+
+absl::Status JetStreamBroker::Start(std::optional<uint64_t> start_sequence) {
+  if (absl::Status s = Connect(); !s.ok()) return s;
+  if (options_.create_stream) {
+    if (absl::Status s = CreateStream(); !s.ok()) return s;
+  }
+  if (absl::Status s = CreateConsumer(start_sequence); !s.ok()) return s;
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = options_.stream.c_str();
+  sub_options.Consumer = options_.durable.c_str();
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = js_PullSubscribe(&subscription_, js_, options_.subject.c_str(),
+                                  options_.durable.c_str(), nullptr,
+                                  &sub_options, &js_error);
+  if (s != NATS_OK) return NatsError(s, js_error, "binding the pull consumer");
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::Connect() {
+  natsOptions* nats_options = nullptr;
+  natsStatus s = natsOptions_Create(&nats_options);
+  if (s == NATS_OK) s = natsOptions_SetURL(nats_options, options_.url.c_str());
+  if (s == NATS_OK) {
+    s = natsOptions_SetTimeout(nats_options, Millis(options_.io_timeout));
+  }
+  if (s == NATS_OK) s = natsOptions_SetAllowReconnect(nats_options, true);
+  if (s == NATS_OK) s = natsOptions_SetMaxReconnect(nats_options, -1);
+  if (s == NATS_OK) s = natsOptions_SetReconnectWait(nats_options, 100);
+  if (s == NATS_OK) s = natsConnection_Connect(&connection_, nats_options);
+  natsOptions_Destroy(nats_options);
+  if (s != NATS_OK) {
+    return NatsError(s, static_cast<jsErrCode>(0),
+                     absl::StrCat("connecting to ", options_.url));
+  }
+  jsOptions js_options;
+  jsOptions_Init(&js_options);
+  js_options.Wait = Millis(options_.io_timeout);
+  s = natsConnection_JetStream(&js_, connection_, &js_options);
+  if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), "JetStream");
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::CreateStream() {
+  jsStreamConfig config;
+  jsStreamConfig_Init(&config);
+  config.Name = options_.stream.c_str();
+  const char* subjects[] = {options_.subject.c_str()};
+  config.Subjects = subjects;
+  config.SubjectsLen = 1;
+  config.Storage = js_FileStorage;
+  config.Duplicates = absl::ToInt64Nanoseconds(options_.duplicate_window);
+  jsStreamInfo* info = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = js_AddStream(&info, js_, &config, nullptr, &js_error);
+  if (info != nullptr) jsStreamInfo_Destroy(info);
+  if (s == NATS_OK || js_error == JSStreamNameExistErr) return absl::OkStatus();
+  return NatsError(s, js_error,
+                   absl::StrCat("creating stream ", options_.stream));
+}
+
+absl::Status JetStreamBroker::CreateConsumer(
+    std::optional<uint64_t> start_sequence) {
+  jsConsumerInfo* info = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s =
+      js_GetConsumerInfo(&info, js_, options_.stream.c_str(),
+                         options_.durable.c_str(), nullptr, &js_error);
+  if (info != nullptr) jsConsumerInfo_Destroy(info);
+  if (s == NATS_OK) return absl::OkStatus();
+  if (js_error != JSConsumerNotFoundErr) {
+    return NatsError(s, js_error, "looking up the durable consumer");
+  }
+  jsConsumerConfig config;
+  jsConsumerConfig_Init(&config);
+  config.Durable = options_.durable.c_str();
+  config.AckPolicy = js_AckExplicit;
+  config.AckWait = absl::ToInt64Nanoseconds(options_.ack_wait);
+  config.FilterSubject = options_.subject.c_str();
+  if (start_sequence.has_value()) {
+    config.DeliverPolicy = js_DeliverByStartSequence;
+    config.OptStartSeq = *start_sequence;
+  }
+  info = nullptr;
+  js_error = static_cast<jsErrCode>(0);
+  s = js_AddConsumer(&info, js_, options_.stream.c_str(), &config, nullptr,
+                     &js_error);
+  if (info != nullptr) jsConsumerInfo_Destroy(info);
+  if (s != NATS_OK)
+    return NatsError(s, js_error, "creating the durable consumer");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
+    int max, absl::Duration timeout) {
+  natsMsgList list = {nullptr, 0};
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
+                                        Millis(timeout), &js_error);
+  std::vector<brokers::Delivery> out;
+  for (int i = 0; i < list.Count; ++i)
+    out.push_back(MakeDelivery(list.Msgs[i]));
+  natsMsgList_Destroy(&list);
+  if (s == NATS_OK || (s == NATS_TIMEOUT && js_error == 0)) return out;
+  return NatsError(s, js_error, "fetching");
+}
+
+brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
+  brokers::Delivery delivery;
+  delivery.source = options_.stream;
+  delivery.payload.assign(natsMsg_GetData(msg), natsMsg_GetDataLength(msg));
+  if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) {
+    delivery.receipt = reply;
+  }
+  jsMsgMetaData* meta = nullptr;
+  if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
+    delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
+    if (meta->NumDelivered > 1) ++redelivered_;
+    jsMsgMetaData_Destroy(meta);
+  }
+  const char** keys = nullptr;
+  int key_count = 0;
+  if (natsMsgHeader_Keys(msg, &keys, &key_count) == NATS_OK) {
+    for (int k = 0; k < key_count; ++k) {
+      const char** values = nullptr;
+      int value_count = 0;
+      if (natsMsgHeader_Values(msg, keys[k], &values, &value_count) !=
+          NATS_OK) {
+        continue;
+      }
+      for (int v = 0; v < value_count; ++v) {
+        delivery.headers.emplace_back(keys[k], values[v]);
+      }
+      free(static_cast<void*>(values));
+    }
+    free(static_cast<void*>(keys));
+  }
+  std::optional<std::string_view> id;
+  if (!options_.id_header.empty()) id = delivery.Header(options_.id_header);
+  delivery.id = id.has_value()
+                    ? std::string(*id)
+                    : absl::StrCat(options_.stream, "/", delivery.offset);
+  return delivery;
+}
+
+absl::Status JetStreamBroker::Reply(
+    absl::Span<const brokers::Delivery> deliveries, std::string_view verb) {
+  for (const brokers::Delivery& d : deliveries) {
+    natsStatus s =
+        natsConnection_Publish(connection_, d.receipt.c_str(), verb.data(),
+                               static_cast<int>(verb.size()));
+    if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), verb);
+  }
+  natsStatus s =
+      natsConnection_FlushTimeout(connection_, Millis(options_.io_timeout));
+  if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), verb);
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::Ack(
+    absl::Span<const brokers::Delivery> deliveries) {
+  return Reply(deliveries, "+ACK");
+}
+
+absl::Status JetStreamBroker::Nack(
+    absl::Span<const brokers::Delivery> deliveries) {
+  return Reply(deliveries, "-NAK");
+}
+
+absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {
+  natsMsg* msg = nullptr;
+  natsStatus s =
+      natsMsg_Create(&msg, entry.destination.c_str(), nullptr,
+                     entry.value.data(), static_cast<int>(entry.value.size()));
+  if (s == NATS_OK && !entry.key.empty()) {
+    s = natsMsgHeader_Set(msg, "Idem-Key", entry.key.c_str());
+  }
+  for (const auto& [name, value] : entry.headers) {
+    if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), value.c_str());
+  }
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  if (s == NATS_OK) {
+    jsPubOptions publish_options;
+    jsPubOptions_Init(&publish_options);
+    publish_options.MsgId = entry.message_id.c_str();
+    jsPubAck* ack = nullptr;
+    s = js_PublishMsg(&ack, js_, msg, &publish_options, &js_error);
+    if (ack != nullptr) jsPubAck_Destroy(ack);
+  }
+  if (msg != nullptr) natsMsg_Destroy(msg);
+  if (s != NATS_OK) {
+    return NatsError(s, js_error,
+                     absl::StrCat("publishing to ", entry.destination));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace idem::nats

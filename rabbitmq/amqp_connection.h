@@ -1,0 +1,58 @@
+// AmqpConnection is one rabbitmq-c connection with one open channel
+// (channel 1): connect, log in, declare durable queues, and the errors of
+// all of it as absl::Status. A failed call leaves it closed; Open makes it
+// again. Not thread-safe.
+
+#ifndef IDEM_RABBITMQ_AMQP_CONNECTION_H_
+#define IDEM_RABBITMQ_AMQP_CONNECTION_H_
+
+#include <amqp.h>
+
+#include <string>
+#include <string_view>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace idem::rabbitmq {
+
+struct ConsumerOptions;
+
+class AmqpConnection {
+ public:
+  static constexpr amqp_channel_t kChannel = 1;
+
+  explicit AmqpConnection(const ConsumerOptions& options);
+  ~AmqpConnection();
+  AmqpConnection(const AmqpConnection&) = delete;
+  AmqpConnection& operator=(const AmqpConnection&) = delete;
+
+  // Connects, logs in and opens the channel, if not open. kUnavailable if
+  // the server cannot be reached or refuses.
+  absl::Status Open();
+  // Closes the connection (best effort). Idempotent.
+  void Close();
+  bool open() const { return state_ != nullptr; }
+  amqp_connection_state_t state() const { return state_; }
+
+  // Declares `queue` durable (once per connection). kFailedPrecondition if
+  // it exists with other arguments.
+  absl::Status DeclareQueue(const std::string& queue);
+
+  // The status of the last synchronous call (amqp_get_rpc_reply), closing
+  // the connection unless it was OK.
+  absl::Status RpcStatus(std::string_view what);
+  // The status of a library call's return code, closing the connection
+  // unless it is AMQP_STATUS_OK.
+  absl::Status LibraryStatus(int code, std::string_view what);
+
+ private:
+  const ConsumerOptions& options_;
+  amqp_connection_state_t state_ = nullptr;
+  absl::flat_hash_set<std::string> declared_;
+};
+
+}  // namespace idem::rabbitmq
+
+#endif  // IDEM_RABBITMQ_AMQP_CONNECTION_H_

@@ -1,0 +1,68 @@
+#include "idem/rabbitmq/consumer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brokers/loop_consumer.h"
+#include "rabbitmq/consumer_hooks.h"
+#include "rabbitmq/queue_broker.h"
+
+namespace idem::rabbitmq {
+namespace {
+
+absl::Status ValidateOptions(const ConsumerOptions& options) {
+  auto invalid = [](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rabbitmq::ConsumerOptions::",
+                     absl::string_view(what.data(), what.size())));
+  };
+  if (options.host.empty()) return invalid("host is required");
+  if (options.port < 1 || options.port > 65535) {
+    return invalid("port must be in [1, 65535]");
+  }
+  if (options.queue.empty()) return invalid("queue is required");
+  if (options.prefetch < options.delivery.max_batch ||
+      options.prefetch > 65535) {
+    return invalid("prefetch must be in [delivery.max_batch, 65535]");
+  }
+  if (options.io_timeout <= absl::ZeroDuration() ||
+      options.io_timeout == absl::InfiniteDuration()) {
+    return invalid("io_timeout must be > 0 and finite");
+  }
+  if (options.reconnect_backoff < absl::ZeroDuration() ||
+      options.reconnect_backoff == absl::InfiniteDuration()) {
+    return invalid("reconnect_backoff must be >= 0 and finite");
+  }
+  return absl::OkStatus();
+}
+
+class ConsumerImpl
+    : public brokers::LoopConsumer<Consumer, QueueBroker, ConsumerOptions> {
+ public:
+  using LoopConsumer::LoopConsumer;
+
+  absl::Status Start() { return broker_.Subscribe(); }
+
+  ConsumerStats stats() const override {
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
+    stats.redelivered = broker_.redelivered();
+    stats.connects = broker_.connects();
+    return stats;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options,
+    const brokers::LoopHooks& hooks) {
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, ValidateOptions);
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    Engine* engine, const ConsumerOptions& options) {
+  return CreateConsumerWithHooks(engine, options, {});
+}
+
+}  // namespace idem::rabbitmq

@@ -1,0 +1,201 @@
+#include "rabbitmq/queue_broker.h"
+
+#include <sys/time.h>
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace idem::rabbitmq {
+namespace {
+
+std::string ToString(amqp_bytes_t bytes) {
+  return std::string(static_cast<const char*>(bytes.bytes), bytes.len);
+}
+
+amqp_bytes_t Bytes(const std::string& s) {
+  amqp_bytes_t bytes;
+  bytes.len = s.size();
+  bytes.bytes = const_cast<char*>(s.data());
+  return bytes;
+}
+
+}  // namespace
+
+QueueBroker::QueueBroker(const ConsumerOptions& options)
+    : options_(options), consume_(options), publish_(options) {}
+
+void QueueBroker::Close() {
+  consume_.Close();
+  publish_.Close();
+}
+
+absl::Status QueueBroker::Subscribe() {
+  if (consume_.open()) return absl::OkStatus();
+  if (absl::Status s = consume_.Open(); !s.ok()) return s;
+  ++connects_;
+  if (absl::Status s = consume_.DeclareQueue(options_.queue); !s.ok()) {
+    return s;
+  }
+  amqp_basic_qos(consume_.state(), AmqpConnection::kChannel, 0,
+                 static_cast<uint16_t>(options_.prefetch), 0);
+  if (absl::Status s = consume_.RpcStatus("basic.qos"); !s.ok()) return s;
+  amqp_basic_consume(consume_.state(), AmqpConnection::kChannel,
+                     amqp_cstring_bytes(options_.queue.c_str()),
+                     amqp_empty_bytes, /*no_local=*/0, /*no_ack=*/0,
+                     /*exclusive=*/0, amqp_empty_table);
+  return consume_.RpcStatus("basic.consume");
+}
+
+absl::StatusOr<std::vector<brokers::Delivery>> QueueBroker::Receive(
+    int max, absl::Duration timeout) {
+  if (absl::Status s = Subscribe(); !s.ok()) return s;
+  std::vector<brokers::Delivery> out;
+  timeval wait = absl::ToTimeval(timeout);
+  while (static_cast<int>(out.size()) < max) {
+    amqp_maybe_release_buffers(consume_.state());
+    amqp_envelope_t envelope;
+    amqp_rpc_reply_t reply =
+        amqp_consume_message(consume_.state(), &envelope, &wait, 0);
+    if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION &&
+        reply.library_error == AMQP_STATUS_TIMEOUT) {
+      break;
+    }
+    if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
+      // A lost connection, or a frame other than a delivery (the server
+      // closing the channel or cancelling the consumer): start over; the
+      // server requeues what this connection held.
+      consume_.Close();
+      return absl::UnavailableError(
+          reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
+              ? absl::StrCat("amqp: consuming: ",
+                             amqp_error_string2(reply.library_error))
+              : std::string("amqp: consuming: the server closed the channel"));
+    }
+    out.push_back(MakeDelivery(envelope));
+    amqp_destroy_envelope(&envelope);
+    wait = timeval{0, 0};  // the rest of the batch: what is already here
+  }
+  return out;
+}
+
+brokers::Delivery QueueBroker::MakeDelivery(const amqp_envelope_t& envelope) {
+  brokers::Delivery delivery;
+  delivery.source = options_.queue;
+  delivery.receipt = absl::StrCat(envelope.delivery_tag);
+  delivery.payload = ToString(envelope.message.body);
+  if (envelope.redelivered) ++redelivered_;
+  const amqp_basic_properties_t& properties = envelope.message.properties;
+  if (properties._flags & AMQP_BASIC_HEADERS_FLAG) {
+    for (int i = 0; i < properties.headers.num_entries; ++i) {
+      const amqp_table_entry_t& entry = properties.headers.entries[i];
+      if (entry.value.kind != AMQP_FIELD_KIND_UTF8 &&
+          entry.value.kind != AMQP_FIELD_KIND_BYTES) {
+        continue;
+      }
+      delivery.headers.emplace_back(ToString(entry.key),
+                                    ToString(entry.value.value.bytes));
+    }
+  }
+  if (properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
+    delivery.id = ToString(properties.message_id);
+  } else if (auto id = delivery.Header(options_.id_header); id.has_value()) {
+    delivery.id = std::string(*id);
+  }
+  return delivery;
+}
+
+uint64_t QueueBroker::LastTag(absl::Span<const brokers::Delivery> deliveries) {
+  uint64_t last = 0;
+  for (const brokers::Delivery& d : deliveries) {
+    uint64_t tag = 0;
+    if (absl::SimpleAtoi(d.receipt, &tag) && tag > last) last = tag;
+  }
+  return last;
+}
+
+absl::Status QueueBroker::Ack(absl::Span<const brokers::Delivery> deliveries) {
+  if (!consume_.open()) {
+    return absl::UnavailableError("amqp: ack: the connection was lost");
+  }
+  return consume_.LibraryStatus(
+      amqp_basic_ack(consume_.state(), AmqpConnection::kChannel,
+                     LastTag(deliveries), /*multiple=*/1),
+      "basic.ack");
+}
+
+absl::Status QueueBroker::Nack(absl::Span<const brokers::Delivery> deliveries) {
+  if (!consume_.open()) return absl::OkStatus();
+  return consume_.LibraryStatus(
+      amqp_basic_nack(consume_.state(), AmqpConnection::kChannel,
+                      LastTag(deliveries), /*multiple=*/1, /*requeue=*/1),
+      "basic.nack");
+}
+
+absl::Status QueueBroker::OpenPublisher() {
+  if (publish_.open()) return absl::OkStatus();
+  if (absl::Status s = publish_.Open(); !s.ok()) return s;
+  amqp_confirm_select(publish_.state(), AmqpConnection::kChannel);
+  return publish_.RpcStatus("confirm.select");
+}
+
+absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
+  if (absl::Status s = OpenPublisher(); !s.ok()) return s;
+  if (absl::Status s = publish_.DeclareQueue(entry.destination); !s.ok()) {
+    return s;
+  }
+  std::vector<std::pair<std::string, std::string>> headers = entry.headers;
+  if (!entry.key.empty()) headers.emplace_back("idem-key", entry.key);
+  std::vector<amqp_table_entry_t> table(headers.size());
+  for (size_t i = 0; i < headers.size(); ++i) {
+    table[i].key = Bytes(headers[i].first);
+    table[i].value.kind = AMQP_FIELD_KIND_UTF8;
+    table[i].value.value.bytes = Bytes(headers[i].second);
+  }
+  amqp_basic_properties_t properties{};
+  properties._flags = AMQP_BASIC_MESSAGE_ID_FLAG |
+                      AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_HEADERS_FLAG;
+  properties.message_id = Bytes(entry.message_id);
+  properties.delivery_mode = 2;  // persistent
+  properties.headers.num_entries = static_cast<int>(table.size());
+  properties.headers.entries = table.data();
+  const int rc = amqp_basic_publish(publish_.state(), AmqpConnection::kChannel,
+                                    amqp_empty_bytes, Bytes(entry.destination),
+                                    /*mandatory=*/0, /*immediate=*/0,
+                                    &properties, Bytes(entry.value));
+  if (absl::Status s = publish_.LibraryStatus(rc, "basic.publish"); !s.ok()) {
+    return s;
+  }
+  return WaitForConfirm();
+}
+
+absl::Status QueueBroker::WaitForConfirm() {
+  const timeval wait = absl::ToTimeval(options_.io_timeout);
+  while (true) {
+    amqp_frame_t frame;
+    const int rc =
+        amqp_simple_wait_frame_noblock(publish_.state(), &frame, &wait);
+    if (absl::Status s = publish_.LibraryStatus(rc, "waiting for a confirm");
+        !s.ok()) {
+      return s;
+    }
+    if (frame.frame_type != AMQP_FRAME_METHOD) continue;
+    switch (frame.payload.method.id) {
+      case AMQP_BASIC_ACK_METHOD:
+        return absl::OkStatus();
+      case AMQP_BASIC_NACK_METHOD:
+        return absl::UnavailableError("amqp: the server nacked a publish");
+      case AMQP_CHANNEL_CLOSE_METHOD:
+      case AMQP_CONNECTION_CLOSE_METHOD:
+        publish_.Close();
+        return absl::UnavailableError(
+            "amqp: the server closed the publishing channel");
+      default:
+        continue;
+    }
+  }
+}
+
+}  // namespace idem::rabbitmq

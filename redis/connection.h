@@ -1,0 +1,67 @@
+// Connection is one hiredis connection to a Redis server that reconnects by
+// itself: a command on a lost connection fails with kUnavailable and the next
+// command connects again. Replies own their hiredis objects. Not
+// thread-safe.
+
+#ifndef IDEM_REDIS_CONNECTION_H_
+#define IDEM_REDIS_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace idem::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const;
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+class Connection {
+ public:
+  // Does not connect yet; the first command does. `timeout`: for connecting
+  // and for each command's reply.
+  Connection(std::string host, int port, absl::Duration timeout);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs `argv` and returns its reply, waiting up to the timeout plus
+  // `extra_wait` (a blocking command's own wait). kUnavailable for a lost or
+  // refused connection (dropped; the next call reconnects) and for the
+  // server's LOADING, BUSY and TRYAGAIN errors; kFailedPrecondition naming
+  // the command for any other error reply.
+  absl::StatusOr<Reply> Command(
+      const std::vector<std::string>& argv,
+      absl::Duration extra_wait = absl::ZeroDuration());
+
+  // Drops the connection; the next command connects again.
+  void Close();
+
+  // Connections made so far (the first one included).
+  int64_t connects() const { return connects_; }
+
+ private:
+  absl::Status Connect();
+  absl::Status Drop(std::string_view what);
+
+  const std::string host_;
+  const int port_;
+  const absl::Duration timeout_;
+  redisContext* context_ = nullptr;
+  int64_t connects_ = 0;
+};
+
+// Reply accessors: the string of a string or status reply ("" otherwise).
+std::string_view ReplyString(const redisReply* reply);
+
+}  // namespace idem::redis
+
+#endif  // IDEM_REDIS_CONNECTION_H_

@@ -1,0 +1,83 @@
+#include "idem/redis/consumer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "brokers/loop_consumer.h"
+#include "redis/consumer_hooks.h"
+#include "redis/stream_broker.h"
+
+namespace idem::redis {
+namespace {
+
+absl::Status ValidateOptions(const ConsumerOptions& options) {
+  auto invalid = [](std::string_view what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis::ConsumerOptions::",
+                     absl::string_view(what.data(), what.size())));
+  };
+  if (options.host.empty()) return invalid("host is required");
+  if (options.port < 1 || options.port > 65535) {
+    return invalid("port must be in [1, 65535]");
+  }
+  if (options.stream.empty()) return invalid("stream is required");
+  if (options.group.empty()) return invalid("group is required");
+  if (options.consumer_name.empty()) {
+    return invalid("consumer_name is required");
+  }
+  if (options.payload_field.empty()) {
+    return invalid("payload_field must not be empty");
+  }
+  if (options.claim_idle < absl::ZeroDuration() ||
+      options.claim_idle == absl::InfiniteDuration()) {
+    return invalid("claim_idle must be >= 0 and finite");
+  }
+  if (options.claim_interval <= absl::ZeroDuration() ||
+      options.claim_interval == absl::InfiniteDuration()) {
+    return invalid("claim_interval must be > 0 and finite");
+  }
+  if (options.io_timeout <= absl::ZeroDuration() ||
+      options.io_timeout == absl::InfiniteDuration()) {
+    return invalid("io_timeout must be > 0 and finite");
+  }
+  if (options.reconnect_backoff < absl::ZeroDuration() ||
+      options.reconnect_backoff == absl::InfiniteDuration()) {
+    return invalid("reconnect_backoff must be >= 0 and finite");
+  }
+  return absl::OkStatus();
+}
+
+class ConsumerImpl
+    : public brokers::LoopConsumer<Consumer, StreamBroker, ConsumerOptions> {
+ public:
+  using LoopConsumer::LoopConsumer;
+
+  absl::Status Start() {
+    if (!options_.create_group) return absl::OkStatus();
+    return broker_.CreateGroup();
+  }
+
+  ConsumerStats stats() const override {
+    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
+    stats.claimed = broker_.claimed();
+    stats.reclaimed = broker_.reclaimed();
+    stats.connects = broker_.connects();
+    return stats;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
+    Engine* engine, const ConsumerOptions& options,
+    const brokers::LoopHooks& hooks) {
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, ValidateOptions);
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    Engine* engine, const ConsumerOptions& options) {
+  return CreateConsumerWithHooks(engine, options, {});
+}
+
+}  // namespace idem::redis

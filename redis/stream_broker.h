@@ -1,0 +1,74 @@
+// StreamBroker is the Redis Streams side of idem::redis::Consumer: the
+// brokers::Broker (receive, ack, nack, publish) the shared delivery loop
+// drives, over one Connection. Not thread-safe.
+
+#ifndef IDEM_REDIS_STREAM_BROKER_H_
+#define IDEM_REDIS_STREAM_BROKER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/brokers/delivery_loop.h"
+#include "idem/redis/consumer.h"
+#include "redis/connection.h"
+
+namespace idem::redis {
+
+class StreamBroker : public brokers::Broker {
+ public:
+  explicit StreamBroker(const ConsumerOptions& options);
+
+  // XGROUP CREATE ... MKSTREAM; an existing group is OK.
+  absl::Status CreateGroup();
+  // Drops the connection (the next command would connect again).
+  void Close() { connection_.Close(); }
+
+  // Own pending entries first, then claimed ones (every claim_interval),
+  // then new ones.
+  absl::StatusOr<std::vector<brokers::Delivery>> Receive(
+      int max, absl::Duration timeout) override;
+  // XACK of the entries.
+  absl::Status Ack(absl::Span<const brokers::Delivery> deliveries) override;
+  // Redis has no nack: the entries stay pending on this consumer, and the
+  // next Receive reads its pending entries again.
+  absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
+  // XADD to entry.destination: id_field = the message ID, payload_field =
+  // the value, "key" = the key when not empty, then the entry's headers.
+  absl::Status Publish(const OutboxEntry& entry) override;
+
+  int64_t claimed() const { return claimed_; }
+  int64_t reclaimed() const { return reclaimed_; }
+  int64_t connects() const { return connection_.connects(); }
+
+ private:
+  absl::StatusOr<std::vector<brokers::Delivery>> ReadOwnPending(int max);
+  absl::StatusOr<std::vector<brokers::Delivery>> Claim(int max);
+  // Parses an array of [entry ID, [field, value, ...]] entries; an entry
+  // whose fields are gone (deleted from the stream) is acknowledged and
+  // skipped.
+  absl::StatusOr<std::vector<brokers::Delivery>> ParseEntries(
+      const redisReply* entries);
+  brokers::Delivery MakeDelivery(std::string entry_id,
+                                 const redisReply* fields) const;
+  // Runs a command; a lost connection makes the next Receive start over
+  // with the consumer's own pending entries.
+  absl::StatusOr<Reply> Run(const std::vector<std::string>& argv,
+                            absl::Duration extra_wait = absl::ZeroDuration());
+
+  const ConsumerOptions& options_;
+  Connection connection_;
+  // Own pending entries are read from after this ID; empty once done.
+  std::string pending_cursor_ = "0";
+  // XAUTOCLAIM's cursor; "0-0" when a scan is complete.
+  std::string claim_cursor_ = "0-0";
+  absl::Time next_claim_ = absl::InfinitePast();
+  int64_t claimed_ = 0;
+  int64_t reclaimed_ = 0;
+};
+
+}  // namespace idem::redis
+
+#endif  // IDEM_REDIS_STREAM_BROKER_H_

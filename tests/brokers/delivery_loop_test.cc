@@ -1,0 +1,381 @@
+// The shared delivery loop (idem/brokers/delivery_loop.h) against an
+// in-memory broker: what it acknowledges, retries, dead-letters and relays.
+
+#include "idem/brokers/delivery_loop.h"
+
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "tests/testing/engine_test_util.h"
+
+namespace idem::brokers {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+// A broker in memory: Receive hands out the queue's head; an unacked
+// delivery is lost until Redeliver (a broker's ack timeout) or Nack puts it
+// back.
+class FakeBroker : public Broker {
+ public:
+  void Add(std::string id, std::string payload) {
+    Delivery d;
+    d.id = std::move(id);
+    d.payload = std::move(payload);
+    d.source = "in";
+    d.offset = next_offset_++;
+    d.receipt = absl::StrCat(d.offset);
+    queue_.push_back(std::move(d));
+  }
+  // Puts every unacknowledged delivery back at the head of the queue.
+  void Redeliver() {
+    for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
+      queue_.push_front(it->second);
+    }
+    in_flight_.clear();
+  }
+
+  absl::StatusOr<std::vector<Delivery>> Receive(int max,
+                                                absl::Duration) override {
+    if (!receive_error.ok()) return receive_error;
+    std::vector<Delivery> out;
+    while (!queue_.empty() && static_cast<int>(out.size()) < max) {
+      in_flight_[queue_.front().receipt] = queue_.front();
+      out.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    return out;
+  }
+  absl::Status Ack(absl::Span<const Delivery> deliveries) override {
+    if (!ack_error.ok()) return ack_error;
+    for (const Delivery& d : deliveries) {
+      if (on_ack) on_ack(d);
+      acked.push_back(d.receipt);
+      in_flight_.erase(d.receipt);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Nack(absl::Span<const Delivery> deliveries) override {
+    for (const Delivery& d : deliveries) nacked.push_back(d.receipt);
+    Redeliver();
+    return absl::OkStatus();
+  }
+  absl::Status Publish(const OutboxEntry& entry) override {
+    if (publish_budget == 0) return absl::UnavailableError("publish refused");
+    if (publish_budget > 0) --publish_budget;
+    published.push_back(entry);
+    return absl::OkStatus();
+  }
+
+  absl::Status receive_error;
+  absl::Status ack_error;
+  int publish_budget = -1;  // -1: unlimited
+  std::function<void(const Delivery&)> on_ack;
+  std::vector<std::string> acked;
+  std::vector<std::string> nacked;
+  std::vector<OutboxEntry> published;
+
+ private:
+  std::deque<Delivery> queue_;
+  std::map<std::string, Delivery> in_flight_;
+  int64_t next_offset_ = 0;
+};
+
+// Adds the payload (a decimal number) to state key "sum".
+absl::Status AddToSum(const Delivery& delivery, Txn& txn) {
+  absl::StatusOr<std::optional<std::string>> sum = txn.Get("sum");
+  if (!sum.ok()) return sum.status();
+  int64_t value = 0, add = 0;
+  if (*sum) value = std::stoll(**sum);
+  if (!absl::SimpleAtoi(delivery.payload, &add)) {
+    return absl::InvalidArgumentError("not a number");
+  }
+  txn.Put("sum", absl::StrCat(value + add));
+  return absl::OkStatus();
+}
+
+std::string Sum(Engine& engine) {
+  absl::StatusOr<std::optional<std::string>> sum = engine.GetState("sum");
+  EXPECT_TRUE(sum.ok()) << sum.status();
+  return sum.ok() && *sum ? **sum : "";
+}
+
+LoopOptions FastOptions() {
+  LoopOptions options;
+  options.retry_backoff = absl::ZeroDuration();
+  options.dead_letter_destination = "dead";
+  return options;
+}
+
+class DeliveryLoopTest : public ::testing::Test {
+ protected:
+  DeliveryLoopTest() { EXPECT_TRUE(harness_.Open().ok()); }
+  Engine& engine() { return harness_.engine(); }
+  test::EngineHarness harness_;
+  FakeBroker broker_;
+};
+
+TEST_F(DeliveryLoopTest, RejectsBadOptionsNamingTheField) {
+  LoopOptions options;
+  options.max_batch = 0;
+  absl::Status s = DeliveryLoop::Validate(options);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("max_batch"));
+  options = LoopOptions();
+  options.max_attempts = 0;
+  EXPECT_THAT(DeliveryLoop::Validate(options).message(),
+              HasSubstr("max_attempts"));
+  options = LoopOptions();
+  options.retry_backoff = absl::Seconds(-1);
+  EXPECT_THAT(DeliveryLoop::Validate(options).message(),
+              HasSubstr("retry_backoff"));
+  options = LoopOptions();
+  options.dead_letter_destination = std::string(kMaxSourceBytes + 1, 'd');
+  EXPECT_EQ(DeliveryLoop::Validate(options).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(DeliveryLoop::Validate(LoopOptions()).ok());
+}
+
+TEST_F(DeliveryLoopTest, AppliesEachIdOnceAcrossRedeliveriesAndAcksAll) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions(),
+                    LoopHooks{.skip_acks = true});
+  broker_.Add("a", "1");
+  broker_.Add("b", "10");
+  broker_.Add("a", "1");  // a producer duplicate
+  absl::StatusOr<BatchReport> first = loop.PollBatch(AddToSum);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->processed, 2);
+  EXPECT_EQ(first->duplicates, 1);
+  EXPECT_EQ(first->acked, 0);  // the hook: as a consumer killed before acks
+  broker_.Redeliver();
+
+  DeliveryLoop healthy(&engine(), &broker_, FastOptions());
+  absl::StatusOr<BatchReport> second = healthy.PollBatch(AddToSum);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->processed, 0);
+  EXPECT_EQ(second->duplicates, 3);
+  EXPECT_EQ(second->acked, 3);
+  EXPECT_THAT(broker_.acked, UnorderedElementsAre("0", "1", "2"));
+  EXPECT_EQ(Sum(engine()), "11");
+  EXPECT_EQ(healthy.stats().duplicates, 3);
+  // The engine stored the highest offset handled.
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine().CommittedOffset("in", 0);
+  ASSERT_TRUE(offset.ok());
+  EXPECT_EQ(*offset, 2);
+}
+
+TEST_F(DeliveryLoopTest, RetriesTransientFailuresThenAcks) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("a", "5");
+  int calls = 0;
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([&](const Delivery& d, Txn& txn) {
+        if (++calls < 3) return absl::UnavailableError("flaky");
+        return AddToSum(d, txn);
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->retries, 2);
+  EXPECT_EQ(report->processed, 1);
+  EXPECT_EQ(report->dead_lettered, 0);
+  EXPECT_THAT(broker_.acked, ElementsAre("0"));
+  EXPECT_EQ(Sum(engine()), "5");
+}
+
+TEST_F(DeliveryLoopTest, DeadLettersAfterMaxAttemptsThroughTheOutbox) {
+  LoopOptions options = FastOptions();
+  options.relay_outbox = false;
+  DeliveryLoop loop(&engine(), &broker_, options);
+  broker_.Add("a", "5");
+  broker_.Add("b", "7");
+  int calls = 0;
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([&](const Delivery& d, Txn& txn) {
+        if (d.id == "a") {
+          ++calls;
+          return absl::UnavailableError("always down");
+        }
+        return AddToSum(d, txn);
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(report->dead_lettered, 1);
+  EXPECT_EQ(report->processed, 1);
+  EXPECT_THAT(broker_.acked, UnorderedElementsAre("0", "1"));
+  // The dead letter is in the outbox, committed with its marker.
+  absl::StatusOr<std::vector<OutboxEntry>> outbox = engine().ReadOutbox(10);
+  ASSERT_TRUE(outbox.ok());
+  ASSERT_EQ(outbox->size(), 1u);
+  const OutboxEntry& letter = (*outbox)[0];
+  EXPECT_EQ(letter.destination, "dead");
+  EXPECT_EQ(letter.value, "5");
+  EXPECT_THAT(
+      letter.headers,
+      testing::IsSupersetOf(
+          {std::pair<std::string, std::string>("idem.reason", "attempts"),
+           std::pair<std::string, std::string>("idem.source.id", "a"),
+           std::pair<std::string, std::string>("idem.source", "in")}));
+  EXPECT_TRUE(*engine().Seen("idem.dead-letter/a"));
+  EXPECT_FALSE(*engine().Seen("a"));  // a corrected redelivery runs
+}
+
+TEST_F(DeliveryLoopTest, NonRetriableAndPermanentErrorsAreDeadLetteredAtOnce) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("bad", "not-a-number");
+  broker_.Add("perm", "3");
+  int perm_calls = 0;
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([&](const Delivery& d, Txn& txn) {
+        if (d.id == "perm") {
+          ++perm_calls;
+          return PermanentError(absl::UnavailableError("gone for good"));
+        }
+        return AddToSum(d, txn);
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(perm_calls, 1);
+  EXPECT_EQ(report->dead_lettered, 2);
+  EXPECT_EQ(report->non_retriable, 2);
+  EXPECT_EQ(report->retries, 0);
+  ASSERT_EQ(broker_.published.size(), 2u);  // relayed after the batch
+  std::vector<std::string> reasons;
+  for (const OutboxEntry& e : broker_.published) {
+    for (const auto& [name, value] : e.headers) {
+      if (name == "idem.reason") reasons.push_back(value);
+    }
+  }
+  EXPECT_THAT(reasons, UnorderedElementsAre("non_retriable", "permanent"));
+  // The permanent failure was not remembered under its ID: a corrected
+  // redelivery runs.
+  broker_.Add("perm", "3");
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  EXPECT_EQ(Sum(engine()), "3");
+}
+
+TEST_F(DeliveryLoopTest, UnusableIdIsDeadLetteredUnderItsReceipt) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("", "1");
+  broker_.Add(std::string(kMaxIdBytes + 1, 'x'), "1");
+  absl::StatusOr<BatchReport> report = loop.PollBatch(AddToSum);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->dead_lettered, 2);
+  EXPECT_EQ(report->acked, 2);
+  EXPECT_TRUE(*engine().Seen("idem.dead-letter/in/0"));
+  EXPECT_TRUE(*engine().Seen("idem.dead-letter/in/1"));
+  EXPECT_EQ(Sum(engine()), "");
+}
+
+TEST_F(DeliveryLoopTest, WithoutDeadLetterDestinationGivingUpAbortsAndNacks) {
+  LoopOptions options = FastOptions();
+  options.dead_letter_destination.clear();
+  DeliveryLoop loop(&engine(), &broker_, options);
+  broker_.Add("ok", "2");
+  broker_.Add("bad", "x");
+  absl::StatusOr<BatchReport> report = loop.PollBatch(AddToSum);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(report.status().message(), HasSubstr("in/1"));
+  EXPECT_THAT(broker_.acked, IsEmpty());
+  EXPECT_THAT(broker_.nacked, UnorderedElementsAre("0", "1"));
+  EXPECT_EQ(loop.stats().nacked, 2);
+}
+
+TEST_F(DeliveryLoopTest, BrokerErrorsAreReturnedAndCounted) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.receive_error = absl::UnavailableError("connection lost");
+  EXPECT_EQ(loop.PollBatch(AddToSum).status().code(),
+            absl::StatusCode::kUnavailable);
+  broker_.receive_error = absl::OkStatus();
+  broker_.ack_error = absl::UnavailableError("ack lost");
+  broker_.Add("a", "4");
+  EXPECT_EQ(loop.PollBatch(AddToSum).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(Sum(engine()), "4");  // committed; its redelivery is a duplicate
+  LoopStats stats = loop.stats();
+  EXPECT_EQ(stats.broker_errors, 2);
+  EXPECT_THAT(stats.last_broker_error, HasSubstr("ack lost"));
+  broker_.ack_error = absl::OkStatus();
+  broker_.Redeliver();
+  absl::StatusOr<BatchReport> again = loop.PollBatch(AddToSum);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->duplicates, 1);
+  EXPECT_EQ(Sum(engine()), "4");
+}
+
+absl::Status EmitTwo(const Delivery& delivery, Txn& txn) {
+  txn.Emit("out", delivery.id, "first");
+  txn.Emit("out", delivery.id, "second");
+  return absl::OkStatus();
+}
+
+TEST_F(DeliveryLoopTest, RelayPublishesInOrderAndRepublishesAfterAFailure) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("a", "");
+  broker_.Add("b", "");
+  broker_.publish_budget = 3;
+  absl::StatusOr<BatchReport> report = loop.PollBatch(EmitTwo);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(broker_.acked.size(), 2u);  // the batch itself was acknowledged
+  ASSERT_EQ(broker_.published.size(), 3u);
+  broker_.publish_budget = -1;
+  absl::StatusOr<int64_t> rest = loop.RelayOutbox();
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_EQ(*rest, 1);
+  ASSERT_EQ(broker_.published.size(), 4u);
+  std::vector<uint64_t> positions;
+  for (const OutboxEntry& e : broker_.published)
+    positions.push_back(e.position);
+  EXPECT_TRUE(std::is_sorted(positions.begin(), positions.end()));
+  EXPECT_NE(broker_.published[0].message_id, broker_.published[1].message_id);
+  EXPECT_THAT(*engine().ReadOutbox(10), IsEmpty());
+}
+
+// Acks only durable outcomes: at each Ack, what a power loss would leave of
+// the store already holds the delivery's record. The broken variant acks
+// without WaitDurable, and the check catches it.
+class AckDurabilityTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(AckDurabilityTest, EveryAckedDeliveryIsInThePowerLossImage) {
+  const bool broken = GetParam();
+  Options options;
+  options.durability = Durability::kBuffered;
+  test::EngineHarness harness(options,
+                              test::EngineHarness::Storage::kCrashFileSystem);
+  ASSERT_TRUE(harness.Open().ok());
+  FakeBroker broker;
+  for (int i = 0; i < 5; ++i) broker.Add(absl::StrCat("m", i), "1");
+  int missing = 0;
+  broker.on_ack = [&](const Delivery& d) {
+    absl::StatusOr<std::unique_ptr<Engine>> image = harness.OpenDurableImage();
+    ASSERT_TRUE(image.ok()) << image.status();
+    absl::StatusOr<bool> seen = (*image)->Seen(d.id);
+    ASSERT_TRUE(seen.ok());
+    if (!*seen) ++missing;
+  };
+  DeliveryLoop loop(&harness.engine(), &broker, FastOptions(),
+                    LoopHooks{.skip_wait_durable = broken});
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  EXPECT_EQ(broker.acked.size(), 5u);
+  if (broken) {
+    EXPECT_EQ(missing, 5) << "the broken variant should ack undurable outcomes";
+  } else {
+    EXPECT_EQ(missing, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, AckDurabilityTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "SkipWaitDurable" : "Real";
+                         });
+
+}  // namespace
+}  // namespace idem::brokers

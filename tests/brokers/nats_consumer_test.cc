@@ -1,0 +1,340 @@
+// idem::nats::Consumer against a real nats-server with JetStream that the
+// suite starts (tests/brokers/nats_server.h): exact ledger totals through
+// AckWait redeliveries and producer duplicates, the stream sequence stored
+// as the offset, consumer processes killed with SIGKILL, a server restart,
+// dead letters and the relay.
+
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "examples/ledger.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "idem/nats/consumer.h"
+#include "nats/consumer_hooks.h"
+#include "tests/brokers/nats_server.h"
+#include "tests/brokers/server_suite.h"
+
+namespace idem::nats {
+namespace {
+
+using examples::ExpectedBalances;
+using examples::LedgerMessage;
+using test::ApplyLedger;
+using test::Ledger;
+
+class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
+ public:
+  static absl::StatusOr<std::unique_ptr<test::TestServer>> StartServer() {
+    return test::StartNatsServer();
+  }
+
+ protected:
+  void SetUp() override {
+    ServerSuite::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    Reconnect();
+    // Each test has its own streams: names without '/' or '.'.
+    stream_ = TestName();
+    for (char& c : stream_) {
+      if (c == '/' || c == '.') c = '_';
+    }
+  }
+
+  void Reconnect() {
+    client_.reset();
+    absl::StatusOr<std::unique_ptr<test::NatsClient>> client =
+        test::NatsClient::Connect(server_->port());
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = *std::move(client);
+  }
+
+  // Reads `stream_` (subject `<stream_>.in`) as durable "d"; IDs from the
+  // header "message-id", which JetStream's own duplicate window ignores, so
+  // producer duplicates reach the consumer.
+  ConsumerOptions BaseOptions() const {
+    ConsumerOptions options;
+    options.url = test::NatsUrl(server_->port());
+    options.stream = stream_;
+    options.subject = stream_ + ".in";
+    options.durable = "d";
+    options.id_header = "message-id";
+    options.ack_wait = absl::Seconds(1);
+    options.delivery.max_batch = 50;
+    options.delivery.receive_timeout = absl::Milliseconds(20);
+    options.delivery.retry_backoff = absl::Milliseconds(1);
+    options.delivery.dead_letter_destination = stream_ + ".dead";
+    return options;
+  }
+
+  // Publishes `messages` to `<stream_>.in` with header message-id; every
+  // `duplicate_every`-th (0: none) twice, as a producer retry.
+  ExpectedBalances Produce(const std::vector<LedgerMessage>& messages,
+                           int accounts, int duplicate_every) {
+    ExpectedBalances expected(accounts);
+    for (size_t i = 0; i < messages.size(); ++i) {
+      expected.Add(messages[i].payment);
+      const int copies =
+          duplicate_every > 0 && i % duplicate_every == 0 ? 2 : 1;
+      for (int c = 0; c < copies; ++c) {
+        absl::Status s = client_->Publish(stream_ + ".in", messages[i].payload,
+                                          {{"message-id", messages[i].id}});
+        EXPECT_TRUE(s.ok()) << s;
+      }
+    }
+    return expected;
+  }
+
+  bool Drained(const std::string& stream, const std::string& durable) {
+    absl::StatusOr<std::pair<int64_t, int64_t>> pending =
+        client_->PendingAndAckPending(stream, durable);
+    return pending.ok() && *pending == std::pair<int64_t, int64_t>(0, 0);
+  }
+
+  std::unique_ptr<test::NatsClient> client_;
+  std::string stream_;
+};
+
+TEST_F(NatsConsumerTest, RejectsBadOptionsNamingTheField) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.durable.clear();
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Create(engine.get(), options);
+  EXPECT_EQ(consumer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(consumer.status().message(), testing::HasSubstr("durable"));
+  options = BaseOptions();
+  options.ack_wait = absl::ZeroDuration();
+  EXPECT_THAT(Consumer::Create(engine.get(), options).status().message(),
+              testing::HasSubstr("ack_wait"));
+}
+
+TEST_F(NatsConsumerTest, UnreachableServerIsUnavailable) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  options.url = test::NatsUrl(*port);
+  EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// Consumer "a" processes part of the stream and dies before acknowledging;
+// after AckWait the server redelivers those messages to "b" on the same
+// durable, which finds them duplicates, as it does the producer's. The
+// stream sequence is the offset stored with the state. The broken variant
+// dedupes by stream sequence, and the totals show the doubled payments.
+class NatsExactnessTest : public NatsConsumerTest,
+                          public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NatsExactnessTest, LedgerIsExactThroughAckWaitAndProducerDuplicates) {
+  const bool broken = GetParam();
+  constexpr int kAccounts = 20;
+  const std::vector<LedgerMessage> messages = Ledger(7, 600, kAccounts);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  if (broken) options.id_header.clear();
+  brokers::LoopHooks dies_before_acks;
+  dies_before_acks.skip_acks = true;
+  auto a = CreateConsumerWithHooks(engine.get(), options, dies_before_acks);
+  ASSERT_TRUE(a.ok()) << a.status();  // creates the stream
+  const ExpectedBalances expected = Produce(messages, kAccounts, 10);
+  int64_t processed_by_a = 0;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<brokers::BatchReport> r = (*a)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(r.ok()) << r.status();
+    processed_by_a += r->processed;
+  }
+  ASSERT_GT(processed_by_a, 0);
+  ASSERT_TRUE((*a)->Close().ok());
+
+  auto b = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  test::Drain(**b, ApplyLedger, [&] { return Drained(stream_, "d"); });
+  const ConsumerStats stats = (*b)->stats();
+  EXPECT_GE(stats.redelivered, 1);
+  EXPECT_GE(stats.duplicates, processed_by_a);
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine->CommittedOffset(stream_, 0);
+  ASSERT_TRUE(offset.ok());
+  absl::StatusOr<int64_t> length = client_->StreamMessages(stream_);
+  ASSERT_TRUE(length.ok());
+  EXPECT_EQ(*offset, *length);  // the last stream sequence
+  test::ExpectBalances(*engine, expected, !broken,
+                       "stream sequences should miss producer duplicates");
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsExactnessTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "SequenceAsId" : "Real";
+                         });
+
+// A durable consumer that is gone from the server (deleted, or a new
+// server) is created again from the engine's stored sequence + 1: nothing
+// before it is delivered again.
+TEST_F(NatsConsumerTest, RecreatedDurableResumesFromTheStoredSequence) {
+  constexpr int kAccounts = 5;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  auto first = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::vector<LedgerMessage> messages = Ledger(3, 100, kAccounts);
+  Produce(messages, kAccounts, 0);
+  test::Drain(**first, ApplyLedger, [&] { return Drained(stream_, "d"); });
+  ASSERT_TRUE((*first)->Close().ok());
+  options.durable = "fresh";  // a durable the server does not know
+  auto second = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  Produce(Ledger(4, 10, kAccounts), kAccounts, 0);
+  test::Drain(**second, ApplyLedger, [&] { return Drained(stream_, "fresh"); });
+  EXPECT_EQ((*second)->stats().received, 10);
+  EXPECT_EQ((*second)->stats().processed, 10);
+}
+
+// SIGKILLs consumer processes mid-stream; the server redelivers what each
+// held after AckWait. Nothing is lost and nothing doubles. The broken
+// variant acknowledges on receipt, and loses the payments a kill
+// interrupts.
+class NatsKillTest : public NatsConsumerTest,
+                     public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NatsKillTest, KilledConsumersLoseAndDoubleNothing) {
+  const bool broken = GetParam();
+  const int cycles = broken ? 3 : 10;
+  constexpr int kAccounts = 50;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  {
+    // Creates the stream and the durable, then lets the children have them.
+    auto creator = Consumer::Create(engine.get(), BaseOptions());
+    ASSERT_TRUE(creator.ok()) << creator.status();
+  }
+  engine.reset();
+  const ExpectedBalances expected =
+      Produce(Ledger(11, 2000, kAccounts), kAccounts, 20);
+  std::vector<std::string> argv = {
+      IDEM_BROKER_CHILD, "nats", absl::StrCat(server_->port()),
+      stream_,           "d",    "-",
+      dir_.Sub("db")};
+  if (broken) argv.push_back("--ack_on_receive");
+  test::KillCycles(argv, cycles, dir_.Sub("child.log"));
+  if (HasFatalFailure()) return;
+  engine = OpenEngine("db");
+  auto last = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(last.ok()) << last.status();
+  test::Drain(**last, ApplyLedger, [&] { return Drained(stream_, "d"); });
+  EXPECT_GT((*last)->stats().received, 0) << "the kills all came too late";
+  test::ExpectBalances(*engine, expected, !broken,
+                       "acks on receipt should lose payments");
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsKillTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "AckOnReceive" : "Real";
+                         });
+
+// The server is restarted while a consumer runs (and half the stream is
+// published after it): the client reconnects and the totals are exact.
+TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
+  constexpr int kAccounts = 20;
+  const std::vector<LedgerMessage> messages = Ledger(13, 1200, kAccounts);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.reconnect_backoff = absl::Milliseconds(50);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  ExpectedBalances expected =
+      Produce({messages.begin(), messages.begin() + 600}, kAccounts, 10);
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, 600, absl::Microseconds(500),
+      [&] {
+        ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
+        Reconnect();
+        const ExpectedBalances more =
+            Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
+        for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
+      },
+      [&] { return Drained(stream_, "d"); });
+  ASSERT_TRUE(run.ok()) << run;
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// A poison message is dead-lettered with its reason and source; every other
+// payment is forwarded through the outbox and the relay (Nats-Msg-Id = the
+// entry's message ID) to a stream a downstream consumer reads. Publishing
+// every forwarded message again (a relay retry) is dropped by JetStream's
+// duplicate window, and the downstream consumer applies each payment once.
+TEST_F(NatsConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
+  constexpr int kAccounts = 10;
+  const std::string out_stream = stream_ + "_out";
+  const std::string out = out_stream + ".in";
+  std::unique_ptr<Engine> downstream = OpenEngine("down");
+  ConsumerOptions down_options = BaseOptions();
+  down_options.stream = out_stream;
+  down_options.subject = out;
+  down_options.id_header = "Nats-Msg-Id";
+  auto stage2 = Consumer::Create(downstream.get(), down_options);
+  ASSERT_TRUE(stage2.ok()) << stage2.status();  // creates the out stream
+  // The dead letters' stream.
+  ConsumerOptions dead_options = BaseOptions();
+  dead_options.stream = stream_ + "_dead";
+  dead_options.subject = stream_ + ".dead";
+  std::unique_ptr<Engine> unused = OpenEngine("unused");
+  auto dead_reader = Consumer::Create(unused.get(), dead_options);
+  ASSERT_TRUE(dead_reader.ok()) << dead_reader.status();
+
+  std::unique_ptr<Engine> upstream = OpenEngine("up");
+  auto stage1 = Consumer::Create(upstream.get(), BaseOptions());
+  ASSERT_TRUE(stage1.ok()) << stage1.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(17, 200, kAccounts), kAccounts, 0);
+  ASSERT_TRUE(client_
+                  ->Publish(stream_ + ".in", "not a payment",
+                            {{"message-id", "poison"}, {"note", "kept"}})
+                  .ok());
+  test::Drain(
+      **stage1,
+      [&](const Delivery& d, Txn& txn) {
+        return test::ApplyAndForward(out, d, txn);
+      },
+      [&] { return Drained(stream_, "d"); });
+  const ConsumerStats stats1 = (*stage1)->stats();
+  EXPECT_EQ(stats1.dead_lettered, 1);
+  EXPECT_EQ(stats1.processed, 200);
+  EXPECT_EQ(stats1.outbox_published, 201);
+
+  absl::StatusOr<std::vector<test::NatsClient::Message>> dead =
+      client_->Read(stream_ + "_dead", stream_ + ".dead");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].payload, "not a payment");
+  EXPECT_EQ((*dead)[0].Header("idem.reason"), "non_retriable");
+  EXPECT_EQ((*dead)[0].Header("idem.source.id"), "poison");
+  EXPECT_EQ((*dead)[0].Header("note"), "kept");
+  EXPECT_THAT(*upstream->ReadOutbox(10), testing::IsEmpty());
+
+  // Every forwarded message once more, as a relay retry publishes it.
+  absl::StatusOr<std::vector<test::NatsClient::Message>> forwarded =
+      client_->Read(out_stream, out);
+  ASSERT_TRUE(forwarded.ok()) << forwarded.status();
+  ASSERT_EQ(forwarded->size(), 200u);
+  for (const test::NatsClient::Message& m : *forwarded) {
+    ASSERT_TRUE(client_
+                    ->Publish(out, m.payload,
+                              {{"Nats-Msg-Id", m.Header("Nats-Msg-Id")}})
+                    .ok());
+  }
+  EXPECT_EQ(*client_->StreamMessages(out_stream), 200)
+      << "JetStream's duplicate window should drop the copies";
+  test::Drain(**stage2, ApplyLedger, [&] { return Drained(out_stream, "d"); });
+  EXPECT_EQ((*stage2)->stats().processed, 200);
+  test::ExpectBalances(*downstream, expected, true);
+}
+
+}  // namespace
+}  // namespace idem::nats

@@ -1,0 +1,60 @@
+// A private nats-server with JetStream for the NATS suites (a TestServer:
+// file storage in its directory, so a restart keeps streams, consumers and
+// acknowledgements), and a small JetStream client for producing and
+// inspecting. Not thread-safe.
+
+#ifndef IDEM_TESTS_BROKERS_NATS_SERVER_H_
+#define IDEM_TESTS_BROKERS_NATS_SERVER_H_
+
+#include <nats/nats.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/brokers/server_process.h"
+
+namespace idem::test {
+
+// Starts nats-server -js; ready once JetStream answers.
+absl::StatusOr<std::unique_ptr<TestServer>> StartNatsServer();
+
+// "nats://127.0.0.1:<port>".
+std::string NatsUrl(int port);
+
+class NatsClient {
+ public:
+  // kUnavailable if it cannot connect or JetStream does not answer.
+  static absl::StatusOr<std::unique_ptr<NatsClient>> Connect(int port);
+  ~NatsClient();
+
+  // A JetStream publish of `payload` to `subject` with `headers`.
+  absl::Status Publish(
+      const std::string& subject, const std::string& payload,
+      const std::vector<std::pair<std::string, std::string>>& headers);
+  // The durable consumer's messages not yet delivered and those delivered
+  // and not acknowledged; kNotFound if it does not exist.
+  absl::StatusOr<std::pair<int64_t, int64_t>> PendingAndAckPending(
+      const std::string& stream, const std::string& durable);
+  // The stream's message count.
+  absl::StatusOr<int64_t> StreamMessages(const std::string& stream);
+  // The stream's messages in order: payload and headers.
+  struct Message {
+    std::string payload;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string Header(const std::string& name) const;
+  };
+  absl::StatusOr<std::vector<Message>> Read(const std::string& stream,
+                                            const std::string& subject);
+
+ private:
+  NatsClient() = default;
+  natsConnection* connection_ = nullptr;
+  jsCtx* js_ = nullptr;
+};
+
+}  // namespace idem::test
+
+#endif  // IDEM_TESTS_BROKERS_NATS_SERVER_H_

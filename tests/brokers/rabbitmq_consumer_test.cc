@@ -1,0 +1,303 @@
+// idem::rabbitmq::Consumer against a real RabbitMQ node that the suite
+// starts once (tests/brokers/rabbitmq_server.h; ctest runs the binary as one
+// test, as a node takes seconds to start): exact ledger totals through
+// requeued redeliveries and producer duplicates, consumer processes killed
+// with SIGKILL, a node restart, dead letters and the relay.
+
+#include <signal.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "examples/ledger.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "idem/rabbitmq/consumer.h"
+#include "rabbitmq/consumer_hooks.h"
+#include "tests/brokers/rabbitmq_server.h"
+#include "tests/brokers/server_suite.h"
+
+namespace idem::rabbitmq {
+namespace {
+
+using examples::ExpectedBalances;
+using examples::LedgerMessage;
+using test::ApplyLedger;
+using test::Ledger;
+
+// One node for the whole binary: every fixture below shares it.
+class RabbitMqEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<test::TestServer>> server =
+        test::StartRabbitMqServer();
+    if (server.ok()) {
+      server_ = *std::move(server);
+    } else {
+      error_ = server.status().ToString();
+    }
+  }
+  void TearDown() override { server_.reset(); }
+
+  static std::unique_ptr<test::TestServer> server_;
+  static std::string error_;
+};
+std::unique_ptr<test::TestServer> RabbitMqEnvironment::server_;
+std::string RabbitMqEnvironment::error_;
+const auto* const kEnvironment =
+    ::testing::AddGlobalTestEnvironment(new RabbitMqEnvironment);
+
+class RabbitMqConsumerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (RabbitMqEnvironment::server_ == nullptr) {
+      if (test::UnderCi()) {
+        FAIL() << "the node did not start: " << RabbitMqEnvironment::error_;
+      }
+      GTEST_SKIP() << "the node did not start (under CI=true this fails): "
+                   << RabbitMqEnvironment::error_;
+    }
+    port_ = RabbitMqEnvironment::server_->port();
+    client_ = std::make_unique<test::RabbitMqClient>(port_);
+    queue_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  }
+
+  std::unique_ptr<Engine> OpenEngine(const std::string& name) {
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(dir_.Sub(name), Options());
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return engine.ok() ? *std::move(engine) : nullptr;
+  }
+
+  ConsumerOptions BaseOptions() const {
+    ConsumerOptions options;
+    options.port = port_;
+    options.queue = queue_;
+    options.prefetch = 100;
+    options.delivery.max_batch = 50;
+    options.delivery.receive_timeout = absl::Milliseconds(20);
+    options.delivery.retry_backoff = absl::Milliseconds(1);
+    options.delivery.dead_letter_destination = queue_ + ".dead";
+    return options;
+  }
+
+  // Publishes `messages` with their message_id; every `duplicate_every`-th
+  // (0: none) twice, as a producer retry.
+  ExpectedBalances Produce(const std::vector<LedgerMessage>& messages,
+                           int accounts, int duplicate_every) {
+    ExpectedBalances expected(accounts);
+    for (size_t i = 0; i < messages.size(); ++i) {
+      expected.Add(messages[i].payment);
+      const int copies =
+          duplicate_every > 0 && i % duplicate_every == 0 ? 2 : 1;
+      for (int c = 0; c < copies; ++c) {
+        absl::Status s =
+            client_->Publish(queue_, messages[i].payload, messages[i].id);
+        EXPECT_TRUE(s.ok()) << s;
+      }
+    }
+    return expected;
+  }
+
+  static uint64_t Processed(Engine& engine) {
+    absl::StatusOr<Stats> stats = engine.GetStats();
+    return stats.ok() ? stats->processed : 0;
+  }
+
+  bool Empty(const std::string& queue) {
+    absl::StatusOr<int64_t> ready = client_->Ready(queue);
+    return ready.ok() && *ready == 0;
+  }
+
+  int port_ = 0;
+  std::unique_ptr<test::RabbitMqClient> client_;
+  std::string queue_;
+  util::TempDir dir_;
+};
+
+TEST_F(RabbitMqConsumerTest, RejectsBadOptionsNamingTheField) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.queue.clear();
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Create(engine.get(), options);
+  EXPECT_EQ(consumer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(consumer.status().message(), testing::HasSubstr("queue"));
+  options = BaseOptions();
+  options.prefetch = 10;  // below max_batch
+  EXPECT_THAT(Consumer::Create(engine.get(), options).status().message(),
+              testing::HasSubstr("prefetch"));
+}
+
+TEST_F(RabbitMqConsumerTest, UnreachableServerIsUnavailable) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  options.port = *port;
+  EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+// Consumer "a" processes part of the queue and closes its connection
+// before acknowledging; RabbitMQ requeues what it held, and "b" gets those
+// messages again (redelivered), finds them duplicates, as it does the
+// producer's. A message without a message_id is dead-lettered (reason
+// "id"), not deduplicated by a guess.
+TEST_F(RabbitMqConsumerTest, LedgerIsExactThroughRequeuesAndDuplicates) {
+  constexpr int kAccounts = 20;
+  const std::vector<LedgerMessage> messages = Ledger(7, 600, kAccounts);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  brokers::LoopHooks dies_before_acks;
+  dies_before_acks.skip_acks = true;
+  auto a = CreateConsumerWithHooks(engine.get(), options, dies_before_acks);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const ExpectedBalances expected = Produce(messages, kAccounts, 10);
+  ASSERT_TRUE(client_->Publish(queue_, "acct-00001:5", "").ok());  // no ID
+  int64_t processed_by_a = 0;
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<brokers::BatchReport> r = (*a)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(r.ok()) << r.status();
+    processed_by_a += r->processed;
+  }
+  ASSERT_GT(processed_by_a, 0);
+  ASSERT_TRUE((*a)->Close().ok());  // the server requeues a's messages
+
+  auto b = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  test::Drain(**b, ApplyLedger, [&] { return Empty(queue_); });
+  const ConsumerStats stats = (*b)->stats();
+  EXPECT_GE(stats.redelivered, processed_by_a);
+  EXPECT_GE(stats.duplicates, processed_by_a);
+  EXPECT_EQ(stats.dead_lettered, 1);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// SIGKILLs consumer processes mid-stream; RabbitMQ requeues what each held
+// when its connection drops. Nothing is lost and nothing doubles. The
+// broken variant acknowledges on receipt, and loses the payments a kill
+// interrupts.
+class RabbitMqKillTest : public RabbitMqConsumerTest,
+                         public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RabbitMqKillTest, KilledConsumersLoseAndDoubleNothing) {
+  const bool broken = GetParam();
+  const int cycles = broken ? 3 : 10;
+  constexpr int kAccounts = 50;
+  const ExpectedBalances expected =
+      Produce(Ledger(11, 2000, kAccounts), kAccounts, 20);
+  std::vector<std::string> argv = {
+      IDEM_BROKER_CHILD, "rabbitmq", absl::StrCat(port_), queue_, "-", "-",
+      dir_.Sub("db")};
+  if (broken) argv.push_back("--ack_on_receive");
+  test::KillCycles(argv, cycles, dir_.Sub("child.log"));
+  if (HasFatalFailure()) return;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto last = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(last.ok()) << last.status();
+  test::Drain(**last, ApplyLedger, [&] { return Empty(queue_); });
+  EXPECT_GT((*last)->stats().received, 0) << "the kills all came too late";
+  test::ExpectBalances(*engine, expected, !broken,
+                       "acks on receipt should lose payments");
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqKillTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "AckOnReceive" : "Real";
+                         });
+
+// The node is restarted while a consumer runs (after some payments, before
+// all; the rest is published after it): the consumer reconnects and the
+// totals are exact.
+TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
+  constexpr int kAccounts = 20;
+  const std::vector<LedgerMessage> messages = Ledger(13, 1200, kAccounts);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.reconnect_backoff = absl::Milliseconds(100);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  ExpectedBalances expected =
+      Produce({messages.begin(), messages.begin() + 600}, kAccounts, 10);
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, 600, absl::Milliseconds(1),
+      [&] {
+        ASSERT_TRUE(RabbitMqEnvironment::server_->Restart().ok())
+            << RabbitMqEnvironment::server_->Log();
+        client_ = std::make_unique<test::RabbitMqClient>(port_);
+        const ExpectedBalances more =
+            Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
+        for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
+      },
+      [&] { return Processed(*engine) >= 1200 && Empty(queue_); });
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_GE((*consumer)->stats().connects, 2);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// A poison message is dead-lettered to the dead-letter queue with its
+// reason and source; every other payment is forwarded through the outbox
+// and the relay (publisher confirms, message_id = the entry's message ID);
+// the downstream consumer applies each once although every forwarded
+// message reaches it twice.
+TEST_F(RabbitMqConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
+  constexpr int kAccounts = 10;
+  const std::string out = queue_ + ".out";
+  std::unique_ptr<Engine> upstream = OpenEngine("up");
+  auto stage1 = Consumer::Create(upstream.get(), BaseOptions());
+  ASSERT_TRUE(stage1.ok()) << stage1.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(17, 200, kAccounts), kAccounts, 0);
+  ASSERT_TRUE(
+      client_->Publish(queue_, "not a payment", "poison", {{"note", "kept"}})
+          .ok());
+  test::Drain(
+      **stage1,
+      [&](const Delivery& d, Txn& txn) {
+        return test::ApplyAndForward(out, d, txn);
+      },
+      [&] { return Empty(queue_); });
+  const ConsumerStats stats1 = (*stage1)->stats();
+  EXPECT_EQ(stats1.dead_lettered, 1);
+  EXPECT_EQ(stats1.processed, 200);
+  EXPECT_EQ(stats1.outbox_published, 201);
+
+  absl::StatusOr<std::vector<test::RabbitMqClient::Message>> dead =
+      client_->TakeAll(queue_ + ".dead");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].body, "not a payment");
+  EXPECT_EQ((*dead)[0].Header("idem.reason"), "non_retriable");
+  EXPECT_EQ((*dead)[0].Header("idem.source.id"), "poison");
+  EXPECT_EQ((*dead)[0].Header("note"), "kept");
+  EXPECT_NE((*dead)[0].message_id, "poison");
+  EXPECT_THAT(*upstream->ReadOutbox(10), testing::IsEmpty());
+
+  // Every forwarded message twice, as after a relay retry.
+  absl::StatusOr<std::vector<test::RabbitMqClient::Message>> forwarded =
+      client_->TakeAll(out);
+  ASSERT_TRUE(forwarded.ok()) << forwarded.status();
+  ASSERT_EQ(forwarded->size(), 200u);
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const test::RabbitMqClient::Message& m : *forwarded) {
+      ASSERT_TRUE(client_->Publish(out, m.body, m.message_id).ok());
+    }
+  }
+  std::unique_ptr<Engine> downstream = OpenEngine("down");
+  ConsumerOptions down_options = BaseOptions();
+  down_options.queue = out;
+  auto stage2 = Consumer::Create(downstream.get(), down_options);
+  ASSERT_TRUE(stage2.ok()) << stage2.status();
+  test::Drain(**stage2, ApplyLedger, [&] { return Empty(out); });
+  EXPECT_EQ((*stage2)->stats().processed, 200);
+  EXPECT_EQ((*stage2)->stats().duplicates, 200);
+  test::ExpectBalances(*downstream, expected, true);
+}
+
+}  // namespace
+}  // namespace idem::rabbitmq

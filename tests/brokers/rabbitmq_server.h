@@ -1,0 +1,56 @@
+// A private RabbitMQ node for the RabbitMQ suite (a TestServer): its own
+// node name, ports, data, logs, config and enabled plugins under the
+// server's directory (open to the rabbitmq user, as which Debian's wrapper
+// runs the node), stopped through the node's pid file. And a small AMQP
+// client for producing and inspecting. Not thread-safe.
+
+#ifndef IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
+#define IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "idem/rabbitmq/consumer.h"
+#include "rabbitmq/amqp_connection.h"
+#include "tests/brokers/server_process.h"
+
+namespace idem::test {
+
+// Starts rabbitmq-server; ready once it accepts an AMQP login.
+absl::StatusOr<std::unique_ptr<TestServer>> StartRabbitMqServer();
+
+class RabbitMqClient {
+ public:
+  explicit RabbitMqClient(int port);
+
+  // Publishes a persistent message to `queue` (declared durable), with
+  // message_id `message_id` unless empty, and `headers`; returns once
+  // confirmed.
+  absl::Status Publish(
+      const std::string& queue, const std::string& body,
+      const std::string& message_id,
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
+  // Messages ready in `queue` (not counting unacknowledged ones).
+  absl::StatusOr<int64_t> Ready(const std::string& queue);
+  // Takes every ready message of `queue` (auto-ack): body, message_id and
+  // string headers.
+  struct Message {
+    std::string body;
+    std::string message_id;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string Header(const std::string& name) const;
+  };
+  absl::StatusOr<std::vector<Message>> TakeAll(const std::string& queue);
+
+ private:
+  rabbitmq::ConsumerOptions options_;
+  rabbitmq::AmqpConnection connection_;
+  bool confirming_ = false;
+};
+
+}  // namespace idem::test
+
+#endif  // IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
