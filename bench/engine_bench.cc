@@ -142,8 +142,9 @@ BENCHMARK(BM_ProcessBatch)
 // ----------------------------------------------------------
 //
 // BM_ParallelProcess: every benchmark thread calls Process with one new
-// message at a time on one shared engine; the handler waits `wait_us`
-// (an external call) and then read-modify-writes one state key: its own
+// message at a time on one shared engine; the handler reads one state key,
+// waits `wait_us` (an external call) and writes the key back incremented:
+// its own
 // (distinct keys) or, with hot = 1, one key shared by every thread
 // (contention: the handlers that read it while another commit changed it
 // run again). Each configuration runs with 1 and 16 threads in the same
@@ -188,9 +189,11 @@ void BM_ParallelProcess(benchmark::State& state) {
     const std::string key = hot ? std::string("hot") : id;
     absl::StatusOr<Result> r = engine->Process(
         Message{.id = id}, [&](const Message&, Txn& txn) -> absl::Status {
-          if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
           absl::StatusOr<std::optional<std::string>> v = txn.Get(key);
           if (!v.ok()) return v.status();
+          // Between the read and the write: the widest window for a
+          // concurrent commit of the same key.
+          if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
           int64_t n = 0;
           if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
             return absl::InternalError("bad counter");
