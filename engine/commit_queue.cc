@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/tsan_scope.h"
+
 namespace idem {
 namespace {
 
@@ -63,6 +65,7 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   if (s.ok()) {
     rocksdb::WriteOptions options;
     options.sync = sync_;
+    RocksWriteScope rocks_write;
     if (group.size() == 1) {
       s = db->Write(options, group[0]->batch_);
     } else {

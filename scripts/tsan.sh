@@ -3,8 +3,10 @@
 # ThreadSanitizer in ${BUILD_DIR:-build-tsan}/ (nothing else: no tools,
 # benchmarks, Kafka or Prometheus), then runs each test binary with a time
 # bound. Exits non-zero on a build failure, a failed test or a TSan report
-# (halt_on_error). No suppressions: idem's own code must be race-free, and
-# third-party code (RocksDB, Abseil) is not instrumented. RocksDB is linked
+# (halt_on_error). Suppressions (tests/tsan/suppressions.txt) cover
+# third-party code only: idem's own code must be race-free. RocksDB and
+# Abseil are Debian's, not instrumented; tests/tsan/absl_mutex_annotations.cc
+# makes absl::Mutex visible. RocksDB is linked
 # as its shared library: ThreadSanitizer needs position-independent code.
 # Usage: scripts/tsan.sh
 set -euo pipefail
@@ -32,7 +34,7 @@ echo "tsan: built in $(( $(date +%s) - start )) s"
 failed=()
 for t in "${tests[@]}"; do
   log="$build_dir/$t.tsan.log"
-  if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan/suppressions.txt" \
        timeout "${TSAN_TIMEOUT:-300}" "$build_dir/tests/$t" >"$log" 2>&1; then
     echo "tsan:   ok: $t"
   else

@@ -37,6 +37,23 @@ F Real(const char* name) {
 
 constexpr unsigned kRead = __tsan_mutex_read_lock;
 
+// Abseil's functions call each other through the same interposable names
+// (LockWhenWithTimeout calls LockWhenWithDeadline): only the outermost call
+// on a thread annotates.
+thread_local int depth = 0;
+
+class Nesting {
+ public:
+  Nesting() : outer_(depth++ == 0) {}
+  Nesting(const Nesting&) = delete;
+  Nesting& operator=(const Nesting&) = delete;
+  ~Nesting() { --depth; }
+  bool outer() const { return outer_; }
+
+ private:
+  const bool outer_;
+};
+
 }  // namespace
 
 namespace absl {
@@ -44,74 +61,84 @@ ABSL_NAMESPACE_BEGIN
 
 void Mutex::Lock() {
   static auto real = Real<void (*)(Mutex*)>(IDEM_ABSL_MUTEX("4LockEv"));
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   real(this);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
 }
 
 void Mutex::Unlock() {
   static auto real = Real<void (*)(Mutex*)>(IDEM_ABSL_MUTEX("6UnlockEv"));
-  __tsan_mutex_pre_unlock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_unlock(this, 0);
   real(this);
-  __tsan_mutex_post_unlock(this, 0);
+  if (n.outer()) __tsan_mutex_post_unlock(this, 0);
 }
 
 void Mutex::ReaderLock() {
   static auto real = Real<void (*)(Mutex*)>(IDEM_ABSL_MUTEX("10ReaderLockEv"));
-  __tsan_mutex_pre_lock(this, kRead);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, kRead);
   real(this);
-  __tsan_mutex_post_lock(this, kRead, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, kRead, 0);
 }
 
 void Mutex::ReaderUnlock() {
   static auto real =
       Real<void (*)(Mutex*)>(IDEM_ABSL_MUTEX("12ReaderUnlockEv"));
-  __tsan_mutex_pre_unlock(this, kRead);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_unlock(this, kRead);
   real(this);
-  __tsan_mutex_post_unlock(this, kRead);
+  if (n.outer()) __tsan_mutex_post_unlock(this, kRead);
 }
 
 bool Mutex::TryLock() {
   static auto real = Real<bool (*)(Mutex*)>(IDEM_ABSL_MUTEX("7TryLockEv"));
-  __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, __tsan_mutex_try_lock);
   const bool locked = real(this);
-  __tsan_mutex_post_lock(
-      this, __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed),
-      0);
+  if (n.outer())
+    __tsan_mutex_post_lock(
+        this,
+        __tsan_mutex_try_lock | (locked ? 0 : __tsan_mutex_try_lock_failed), 0);
   return locked;
 }
 
 void Mutex::LockWhen(const Condition& cond) {
   static auto real = Real<void (*)(Mutex*, const Condition&)>(
       IDEM_ABSL_MUTEX("8LockWhenERKNS0_9ConditionE"));
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   real(this, cond);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
 }
 
 void Mutex::ReaderLockWhen(const Condition& cond) {
   static auto real = Real<void (*)(Mutex*, const Condition&)>(
       IDEM_ABSL_MUTEX("14ReaderLockWhenERKNS0_9ConditionE"));
-  __tsan_mutex_pre_lock(this, kRead);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, kRead);
   real(this, cond);
-  __tsan_mutex_post_lock(this, kRead, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, kRead, 0);
 }
 
 bool Mutex::LockWhenWithTimeout(const Condition& cond, absl::Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>(
       IDEM_ABSL_MUTEX("19LockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE"));
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   const bool met = real(this, cond, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
   return met;
 }
 
 bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Time)>(
       IDEM_ABSL_MUTEX("20LockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE"));
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   const bool met = real(this, cond, deadline);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
   return met;
 }
 
@@ -120,21 +147,23 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time deadline) {
 void Mutex::Await(const Condition& cond) {
   static auto real = Real<void (*)(Mutex*, const Condition&)>(
       IDEM_ABSL_MUTEX("5AwaitERKNS0_9ConditionE"));
-  __tsan_mutex_pre_unlock(this, 0);
-  __tsan_mutex_post_unlock(this, 0);
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_unlock(this, 0);
+  if (n.outer()) __tsan_mutex_post_unlock(this, 0);
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   real(this, cond);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
 }
 
 bool Mutex::AwaitWithTimeout(const Condition& cond, absl::Duration timeout) {
   static auto real = Real<bool (*)(Mutex*, const Condition&, absl::Duration)>(
       IDEM_ABSL_MUTEX("16AwaitWithTimeoutERKNS0_9ConditionENS0_8DurationE"));
-  __tsan_mutex_pre_unlock(this, 0);
-  __tsan_mutex_post_unlock(this, 0);
-  __tsan_mutex_pre_lock(this, 0);
+  Nesting n;
+  if (n.outer()) __tsan_mutex_pre_unlock(this, 0);
+  if (n.outer()) __tsan_mutex_post_unlock(this, 0);
+  if (n.outer()) __tsan_mutex_pre_lock(this, 0);
   const bool met = real(this, cond, timeout);
-  __tsan_mutex_post_lock(this, 0, 0);
+  if (n.outer()) __tsan_mutex_post_lock(this, 0, 0);
   return met;
 }
 
