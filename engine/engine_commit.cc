@@ -7,9 +7,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "engine/engine_impl.h"
 #include "engine/outbox_store.h"
 #include "engine/record.h"
+#include "engine/tsan_scope.h"
 
 namespace idem {
 
@@ -52,12 +55,25 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
   versions_.Pend(commit.state());
-  queue_.Add(&writer);
+  if (!hooks_.unordered_writes) queue_.Add(&writer);
   return Queued::kQueued;
 }
 
 absl::Status EngineImpl::AwaitWrite(Store& store, CommitQueue::Writer& writer,
-                                    const rocksdb::WriteBatch& batch) {
+                                    rocksdb::WriteBatch& batch) {
+  if (hooks_.unordered_writes) {
+    // Every other commit pauses first, so later ones overtake it.
+    static std::atomic<uint64_t> commits{0};
+    if (commits.fetch_add(1) % 2 == 0) absl::SleepFor(absl::Microseconds(300));
+    rocksdb::WriteOptions options;
+    options.sync = options_.durability == Durability::kSync;
+    rocksdb::Status s;
+    {
+      RocksWriteScope rocks_write;
+      s = store.db->Write(options, &batch);
+    }
+    return Landed(store, s, batch);
+  }
   return Landed(store, queue_.Wait(store.db, &writer), batch);
 }
 

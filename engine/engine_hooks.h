@@ -29,6 +29,12 @@ struct EngineHooks {
   // commit of a lower offset that lands after a higher one moves the
   // partition's offset back (breaks "offsets never go backwards").
   bool skip_queued_offsets = false;
+  // Each commit decided in the ordered critical section writes on its own,
+  // after leaving it, instead of through the commit queue: commits land in
+  // any order (every other one pauses 300 µs first, to widen the race), so
+  // a relay can see a later outbox position before an earlier one and skip
+  // it (breaks "positions increase in commit order").
+  bool unordered_writes = false;
   // Commits the state writes and offsets, then the dedupe records, in two
   // separate writes (breaks atomicity, guarantee 2).
   bool split_commit = false;

@@ -185,7 +185,7 @@ class EngineImpl : public Engine {
   // Waits for the queued `writer` (holding `batch`) to land: OK, or the
   // write's error (the store is then marked for reopening).
   absl::Status AwaitWrite(Store& store, CommitQueue::Writer& writer,
-                          const rocksdb::WriteBatch& batch)
+                          rocksdb::WriteBatch& batch)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // Where a Seen or Forget looks: the message's source and partition, for a

@@ -358,66 +358,88 @@ TEST(ParallelCommitBrokenVariantTest, WithoutQueuedOffsetsOffsetsGoBack) {
 // outbox. The relay sees positions strictly increasing and without gaps,
 // each entry once, only entries of messages whose commit returned or is
 // about to (never one that failed), and in the end all of them.
+::testing::AssertionResult CheckRelaySeesEveryEntryOnceInOrder(
+    Engine& engine, const std::string& prefix) {
+  constexpr int kPerThread = 20;
+  std::atomic<int> writers_left{kThreads};
+  std::vector<std::string> relayed;
+  uint64_t last_position = 0;
+  Findings f;
+  // Positions continue from the previous round's acknowledged ones.
+  absl::StatusOr<Stats> stats = engine.GetStats();
+  if (!f.Ok(stats.status(), "GetStats")) return f.Result();
+  last_position = stats->outbox_acknowledged;
+  std::thread relay([&] {
+    for (;;) {
+      const bool last_round = writers_left.load() == 0;
+      absl::StatusOr<std::vector<OutboxEntry>> entries = engine.ReadOutbox(16);
+      if (!f.Ok(entries.status(), "ReadOutbox")) return;
+      for (const OutboxEntry& e : *entries) {
+        f.Expect(
+            e.position == last_position + 1,
+            absl::StrCat("position ", e.position, " after ", last_position));
+        last_position = e.position;
+        relayed.push_back(e.value);
+      }
+      if (!entries->empty()) {
+        f.Ok(engine.AckOutbox(entries->back().position), "AckOutbox");
+      } else if (last_round) {
+        return;
+      }
+    }
+  });
+  std::mutex mu;
+  std::set<std::string> committed;  // guarded by mu
+  RunTogether(kThreads, [&](int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      const std::string id = absl::StrCat(prefix, "/m", t, "-", i);
+      // Every third message fails after emitting: nothing of it commits.
+      const bool fail = i % 3 == 2;
+      absl::StatusOr<Result> r =
+          engine.Process(Message{.id = id}, [&](const Message&, Txn& txn) {
+            absl::SleepFor(absl::Microseconds(100 * (t % 4)));
+            txn.Emit("out", "k", id);
+            return fail ? absl::UnavailableError("fails") : absl::OkStatus();
+          });
+      if (f.Ok(r.status(), "Process") && r->outcome == Outcome::kProcessed) {
+        std::lock_guard<std::mutex> lock(mu);
+        committed.insert(id);
+      }
+    }
+    writers_left.fetch_sub(1);
+  });
+  relay.join();
+  std::set<std::string> relayed_set(relayed.begin(), relayed.end());
+  f.Expect(relayed_set.size() == relayed.size(),
+           "the relay saw an entry twice");
+  f.Expect(relayed_set == committed,
+           absl::StrCat("the relay saw ", relayed_set.size(), " entries for ",
+                        committed.size(), " processed messages"));
+  return f.Result();
+}
+
 TEST(ParallelCommitTest, RelayDuringParallelCommitsSeesEveryEntryOnceInOrder) {
   for (Durability durability : {Durability::kBuffered, Durability::kSync}) {
     util::TempDir dir;
     auto engine = OpenEngine(dir, WithDurability(durability));
     ASSERT_TRUE(engine.ok()) << engine.status();
-    constexpr int kPerThread = 20;
-    std::atomic<int> writers_left{kThreads};
-    std::vector<std::string> relayed;
-    uint64_t last_position = 0;
-    Findings f;
-    std::thread relay([&] {
-      for (;;) {
-        const bool last_round = writers_left.load() == 0;
-        absl::StatusOr<std::vector<OutboxEntry>> entries =
-            (*engine)->ReadOutbox(16);
-        if (!f.Ok(entries.status(), "ReadOutbox")) return;
-        for (const OutboxEntry& e : *entries) {
-          f.Expect(
-              e.position == last_position + 1,
-              absl::StrCat("position ", e.position, " after ", last_position));
-          last_position = e.position;
-          relayed.push_back(e.value);
-        }
-        if (!entries->empty()) {
-          f.Ok((*engine)->AckOutbox(entries->back().position), "AckOutbox");
-        } else if (last_round) {
-          return;
-        }
-      }
-    });
-    std::mutex mu;
-    std::set<std::string> committed;  // guarded by mu
-    RunTogether(kThreads, [&](int t) {
-      for (int i = 0; i < kPerThread; ++i) {
-        const std::string id = absl::StrCat("m", t, "-", i);
-        // Every third message fails after emitting: nothing of it commits.
-        const bool fail = i % 3 == 2;
-        absl::StatusOr<Result> r = (*engine)->Process(
-            Message{.id = id}, [&](const Message&, Txn& txn) {
-              absl::SleepFor(absl::Microseconds(100 * (t % 4)));
-              txn.Emit("out", "k", id);
-              return fail ? absl::UnavailableError("fails") : absl::OkStatus();
-            });
-        if (f.Ok(r.status(), "Process") && r->outcome == Outcome::kProcessed) {
-          std::lock_guard<std::mutex> lock(mu);
-          committed.insert(id);
-        }
-      }
-      writers_left.fetch_sub(1);
-    });
-    relay.join();
-    std::set<std::string> relayed_set(relayed.begin(), relayed.end());
-    f.Expect(relayed_set.size() == relayed.size(),
-             "the relay saw an entry twice");
-    f.Expect(relayed_set == committed,
-             absl::StrCat("the relay saw ", relayed_set.size(), " entries for ",
-                          committed.size(), " processed messages"));
-    EXPECT_TRUE(f.Result())
+    EXPECT_TRUE(CheckRelaySeesEveryEntryOnceInOrder(**engine, "relay"))
         << (durability == Durability::kSync ? "kSync" : "kBuffered");
   }
+}
+
+TEST(ParallelCommitBrokenVariantTest, UnorderedWritesMakeTheRelaySkipEntries) {
+  util::TempDir dir;
+  EngineHooks hooks;
+  hooks.unordered_writes = true;
+  auto engine = OpenEngine(dir, Buffered(), hooks);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ::testing::AssertionResult detected = FirstFailure([&](int round) {
+    return CheckRelaySeesEveryEntryOnceInOrder(**engine,
+                                               absl::StrCat("r", round));
+  });
+  EXPECT_FALSE(detected);
+  EXPECT_THAT(detected.message(), HasSubstr("position"));
 }
 
 // ---- Dedupe policies under parallel calls
