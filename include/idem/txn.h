@@ -118,7 +118,9 @@ class Txn {
 // (the calls above fail, the reads are served). Two threads that nest the
 // same engines in opposite orders can deadlock if they deliver the same
 // message IDs to both engines (each waits for the other's delivery of the
-// ID), or while both engines reopen their store or change expiry buckets.
+// ID), if handlers of both engines run again after a conflict at the same
+// time (reruns of one engine take turns), or while both engines reopen
+// their store or change expiry buckets.
 using Handler = absl::FunctionRef<absl::Status(const Message&, Txn&)>;
 
 }  // namespace idem
