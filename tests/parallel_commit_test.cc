@@ -78,6 +78,22 @@ Options Buffered() { return WithDurability(Durability::kBuffered); }
   return ::testing::AssertionSuccess();
 }
 
+using BrokenCheck =
+    std::function<::testing::AssertionResult(Engine& engine, int round)>;
+
+// On a kBuffered engine with `hooks` (a deliberately broken variant),
+// `check` must fail within kMaxDetectionRounds rounds, naming `failure`.
+void ExpectCaught(const EngineHooks& hooks, const BrokenCheck& check,
+                  const std::string& failure) {
+  util::TempDir dir;
+  auto engine = OpenEngine(dir, Buffered(), hooks);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  ::testing::AssertionResult detected =
+      FirstFailure([&](int round) { return check(**engine, round); });
+  EXPECT_FALSE(detected) << "the broken variant went unnoticed";
+  EXPECT_THAT(detected.message(), HasSubstr(failure));
+}
+
 // ---- Handlers overlap
 // --------------------------------------------------------
 
@@ -201,17 +217,15 @@ TEST(ParallelCommitTest, TransfersUnderSyncConserveTheTotal) {
 }
 
 TEST(ParallelCommitBrokenVariantTest, WithoutReadValidationTransfersLoseMoney) {
-  util::TempDir dir;
   EngineHooks hooks;
   hooks.skip_read_validation = true;
-  auto engine = OpenEngine(dir, Buffered(), hooks);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckTransfersConserveTheTotal(**engine, absl::StrCat("r", round),
-                                          10, kPause);
-  });
-  EXPECT_FALSE(detected);
-  EXPECT_THAT(detected.message(), HasSubstr("the committed transfers say"));
+  ExpectCaught(
+      hooks,
+      [](Engine& engine, int round) {
+        return CheckTransfersConserveTheTotal(engine, absl::StrCat("r", round),
+                                              10, kPause);
+      },
+      "the committed transfers say");
 }
 
 // ---- Reruns
@@ -338,16 +352,15 @@ TEST(ParallelCommitTest, OffsetsNeverGoBackwards) {
 }
 
 TEST(ParallelCommitBrokenVariantTest, WithoutQueuedOffsetsOffsetsGoBack) {
-  util::TempDir dir;
   EngineHooks hooks;
   hooks.skip_queued_offsets = true;
-  auto engine = OpenEngine(dir, Buffered(), hooks);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckOffsetsNeverGoBack(**engine, absl::StrCat("topic", round), 25);
-  });
-  EXPECT_FALSE(detected);
-  EXPECT_THAT(detected.message(), HasSubstr("committed offset"));
+  ExpectCaught(
+      hooks,
+      [](Engine& engine, int round) {
+        return CheckOffsetsNeverGoBack(engine, absl::StrCat("topic", round),
+                                       25);
+      },
+      "committed offset");
 }
 
 // ---- The outbox
@@ -429,17 +442,15 @@ TEST(ParallelCommitTest, RelayDuringParallelCommitsSeesEveryEntryOnceInOrder) {
 }
 
 TEST(ParallelCommitBrokenVariantTest, UnorderedWritesMakeTheRelaySkipEntries) {
-  util::TempDir dir;
   EngineHooks hooks;
   hooks.unordered_writes = true;
-  auto engine = OpenEngine(dir, Buffered(), hooks);
-  ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckRelaySeesEveryEntryOnceInOrder(**engine,
-                                               absl::StrCat("r", round));
-  });
-  EXPECT_FALSE(detected);
-  EXPECT_THAT(detected.message(), HasSubstr("position"));
+  ExpectCaught(
+      hooks,
+      [](Engine& engine, int round) {
+        return CheckRelaySeesEveryEntryOnceInOrder(engine,
+                                                   absl::StrCat("r", round));
+      },
+      "position");
 }
 
 // ---- Dedupe policies under parallel calls
