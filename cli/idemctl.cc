@@ -192,6 +192,7 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
       {"duplicates", s.duplicates},
       {"failed", s.failed},
       {"conflicts", s.conflicts},
+      {"handler_reruns", s.handler_reruns},
       {"late_duplicates", s.late_duplicates},
       {"expired_dropped", s.expired_dropped},
       {"outbox_pending", s.outbox_pending},

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/state_versions.h"
 #include "engine/status_util.h"
 
 namespace idem {
@@ -17,14 +18,26 @@ rocksdb::Slice ToSlice(std::string_view s) {
 }  // namespace
 
 BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
-                   rocksdb::ColumnFamilyHandle* state)
-    : overlay_(overlay), db_(db), state_(state) {}
+                   rocksdb::ColumnFamilyHandle* state,
+                   const StateVersions* versions, StateReads* reads)
+    : overlay_(overlay),
+      db_(db),
+      state_(state),
+      versions_(versions),
+      reads_(reads) {}
 
 absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
   // Heterogeneous lookups: no copy of the key.
   const absl::string_view k = AbslView(key);
   if (auto it = writes_.find(k); it != writes_.end()) return it->second;
   if (auto it = overlay_->find(k); it != overlay_->end()) return it->second;
+  // A commit in flight that writes the key gives its value; otherwise the
+  // store has the latest. Either way a commit registered later is a change.
+  if (reads_ != nullptr) {
+    StateVersions::Read read = versions_->ReadKey(key);
+    reads_->Add(key, read.version);
+    if (read.in_flight.has_value()) return *std::move(read.in_flight);
+  }
   std::string value;
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), state_, ToSlice(key), &value);

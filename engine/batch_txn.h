@@ -6,12 +6,17 @@
 // handler succeeds, Apply moves the writes into the overlay, which becomes
 // the commit's state writes, and the caller takes the emits; if it fails,
 // the BatchTxn is simply dropped, so nothing of it reaches the commit.
+// Each read past the overlay is noted in a StateReads with the version of
+// engine/state_versions.h current at the read, so that the commit can tell
+// whether a concurrent commit changed the key since; a key that a commit in
+// flight writes reads that commit's value rather than the store's.
 //
 // Neither class is thread-safe; both live for one commit.
 
 #ifndef IDEM_ENGINE_BATCH_TXN_H_
 #define IDEM_ENGINE_BATCH_TXN_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,11 +46,32 @@ struct Emitted {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+class StateVersions;
+
+// The store reads of one commit's handlers: each key with the version noted
+// before it was read (engine/state_versions.h validates them).
+class StateReads {
+ public:
+  void Add(std::string_view key, uint64_t version) {
+    reads_.emplace_back(std::string(key), version);
+  }
+  bool empty() const { return reads_.empty(); }
+  const std::vector<std::pair<std::string, uint64_t>>& reads() const {
+    return reads_;
+  }
+
+ private:
+  std::vector<std::pair<std::string, uint64_t>> reads_;
+};
+
 class BatchTxn : public Txn {
  public:
-  // All pointers are borrowed and must outlive the BatchTxn.
+  // All pointers are borrowed and must outlive the BatchTxn. With `versions`
+  // and `reads`, each store read is noted in `reads`.
   BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
-           rocksdb::ColumnFamilyHandle* state);
+           rocksdb::ColumnFamilyHandle* state,
+           const StateVersions* versions = nullptr,
+           StateReads* reads = nullptr);
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
@@ -79,6 +105,8 @@ class BatchTxn : public Txn {
   const BatchOverlay* const overlay_;
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;
+  const StateVersions* const versions_;
+  StateReads* const reads_;
   BatchOverlay writes_;
   std::string result_;
   std::vector<Emitted> emitted_;

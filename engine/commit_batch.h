@@ -132,6 +132,11 @@ class CommitBuilder {
   // The final state values written by the commit so far (a BatchTxn reads
   // through it and applies into it).
   BatchOverlay& state() { return state_; }
+  const BatchOverlay& state() const { return state_; }
+
+  // The offset each partition of the commit advances to, before Build
+  // compares it with the stored one.
+  const OffsetTracker& offsets() const { return offsets_; }
 
   // Records the outcome of `message` for the offsets (OffsetTracker::Add).
   void AddOutcome(const Message& message, Outcome outcome) {

@@ -15,14 +15,32 @@
 namespace idem {
 
 struct EngineHooks {
-  // Runs the duplicate check, the handler and the commit without the commit
-  // lock: concurrent deliveries of one ID can both run (breaks guarantee 3).
-  bool skip_commit_lock = false;
+  // Claims no in-flight IDs (engine/inflight_ids.h): a delivery of an ID
+  // that another thread is processing runs its handler too (breaks one
+  // effect per ID under concurrency, guarantee 3).
+  bool skip_inflight_ids = false;
+  // Commits without validating the handlers' state reads
+  // (engine/state_versions.h): a handler that read a key another commit
+  // changed since still commits, so concurrent read-modify-writes lose
+  // updates (breaks serializable state).
+  bool skip_read_validation = false;
+  // Compares a commit's offsets only with the stored ones its commit read
+  // before its handlers ran, not with those of commits queued since: a
+  // commit of a lower offset that lands after a higher one moves the
+  // partition's offset back (breaks "offsets never go backwards").
+  bool skip_queued_offsets = false;
+  // Each commit decided in the ordered critical section writes on its own,
+  // after leaving it, instead of through the commit queue: commits land in
+  // any order (every other one pauses 300 µs first, to widen the race), so
+  // a relay can see a later outbox position before an earlier one and skip
+  // it (breaks "positions increase in commit order").
+  bool unordered_writes = false;
   // Commits the state writes and offsets, then the dedupe records, in two
   // separate writes (breaks atomicity, guarantee 2).
   bool split_commit = false;
-  // WaitDurable returns without syncing: outcomes are acknowledged before
-  // they are durable (breaks guarantee 6 under kBuffered).
+  // WaitDurable returns without syncing, and kSync commits are written
+  // without a sync: outcomes are acknowledged before they are durable
+  // (breaks guarantee 6).
   bool skip_wal_sync = false;
   // Drops an expiry bucket one bucket width before its end, while records
   // in it are still live (breaks strict expiry under expiry_buckets: a

@@ -42,10 +42,6 @@ absl::Status CommitOutcomeUnknown(const rocksdb::Status& s) {
       s.ToString(), ")"));
 }
 
-void AddIfNonZero(std::atomic<uint64_t>& counter, uint64_t n) {
-  if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
-}
-
 }  // namespace
 
 EngineImpl::EngineImpl(std::string path, const Options& options,
@@ -60,6 +56,7 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
       hooks_(hooks),
       ttl_filter_(std::move(ttl_filter)),
       parts_(std::move(parts)),
+      queue_(options.durability == Durability::kSync && !hooks.skip_wal_sync),
       store_(std::move(store)) {
   syncer_.set_skip_sync_for_testing(hooks_.skip_wal_sync);
   issued_sequence_.store(store_->db->GetLatestSequenceNumber());
@@ -133,10 +130,17 @@ absl::Status EngineImpl::RecoverIfNeeded() {
     }
     outbox_issued_.store(outbox->issued);
     outbox_acked_.store(outbox->acked);
+    {
+      // No commit is in flight (the store lock is held exclusively): what
+      // was queued on top of the failed write never landed.
+      PlainMutexLock order(&order_mu_);
+      queued_offsets_.clear();
+    }
     rocksdb::Status s = WriteSyncBarrier((*reopened)->db);
     store_ = std::move(*reopened);
     if (s.ok()) {
       syncer_.MarkDurable(recovered);
+      queue_.Reset();
       store_error_ = absl::OkStatus();
       needs_reopen_.store(false);
       LogEvent(LogSeverity::kInfo, "reopened the store; commits go on");
@@ -181,24 +185,12 @@ EngineImpl::ReadLock::~ReadLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (locked_) engine_->store_mu_.ReaderUnlock();
 }
 
-EngineImpl::CommitLock::CommitLock(EngineImpl* engine,
-                                   Use use) ABSL_NO_THREAD_SAFETY_ANALYSIS
-    : engine_(engine),
-      locked_(!engine->hooks_.skip_commit_lock &&
-              !(use == kRead && engine->InsideOwnHandler())) {
-  if (locked_) engine_->commit_mu_.Lock();
-}
-
-EngineImpl::CommitLock::~CommitLock() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  if (locked_) engine_->commit_mu_.Unlock();
-}
-
 absl::Status EngineImpl::RejectInsideHandler(const char* call) const {
   if (!InsideOwnHandler()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       call,
       " called from inside a handler of the same engine, directly or through "
-      "handlers of other engines (it would wait for the commit the handler is "
+      "handlers of other engines (it could wait for the commit the handler is "
       "part of)"));
 }
 
@@ -239,34 +231,39 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   // Under kBuffered a sync about to start waits for this commit to join it.
   std::optional<WalSyncer::CommitScope> in_flight;
   if (options_.durability == Durability::kBuffered) in_flight.emplace(&syncer_);
-  CommitLock commit_lock(this);
-  if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  // Buckets are dropped only under the commit lock, at an engine time read
-  // before the drop; so the engine time of any later read covers them.
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
-  if (!now_micros.ok()) return now_micros.status();
-  // Each record's expiry and bucket, once for the whole commit.
-  const RecordPlacements placements =
-      PlaceRecords(options_, messages, *now_micros);
-  {
-    // Most commits neither drop nor create a bucket: one shared lock of the
-    // store then covers the check and the commit.
-    absl::ReaderMutexLock store_lock(&store_mu_);
-    absl::StatusOr<Store*> store = CurrentStore();
-    if (!store.ok()) return store.status();
-    // A read-only store fails the commit itself.
-    if ((*store)->read_only ||
-        !BucketsChange(**store, placements, *now_micros)) {
-      return CommitBatch(**store, messages, placements, handler, *now_micros);
+  if (needs_reopen_.load()) {
+    CommitLock commit_lock(this);
+    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  }
+  // Buckets change only under the store lock held exclusively, at an engine
+  // time read before the change; a commit reads the engine time under its
+  // shared hold, so that time covers every bucket dropped before, and none
+  // is dropped until its write landed. Most commits neither drop nor create
+  // a bucket; the others make the change and look again (twice at most,
+  // then commit: a missing bucket fails the commit with kInternal).
+  constexpr int kMaxBucketChanges = 2;
+  for (int changes = 0;; ++changes) {
+    absl::StatusOr<int64_t> now_micros;
+    RecordPlacements placements;
+    {
+      absl::ReaderMutexLock store_lock(&store_mu_);
+      absl::StatusOr<Store*> store = CurrentStore();
+      if (!store.ok()) return store.status();
+      now_micros = time_->NowMicros();
+      if (!now_micros.ok()) return now_micros.status();
+      // Each record's expiry and bucket, once for the whole commit.
+      placements = PlaceRecords(options_, messages, *now_micros);
+      // A read-only store fails the commit itself.
+      if ((*store)->read_only || changes == kMaxBucketChanges ||
+          !BucketsChange(**store, placements, *now_micros)) {
+        return CommitBatch(**store, messages, placements, handler, *now_micros);
+      }
+    }
+    CommitLock commit_lock(this);
+    if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
+      return s;
     }
   }
-  if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
-    return s;
-  }
-  absl::ReaderMutexLock store_lock(&store_mu_);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  return CommitBatch(**store, messages, placements, handler, *now_micros);
 }
 
 bool EngineImpl::BucketsChange(const Store& store,
@@ -355,75 +352,74 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     record_keys.push_back(RecordKeyFor(store.partition_scope, message,
                                        HashMessageId(message.id)));
   }
-  // Nothing else writes while the commit lock is held, so one lookup per
-  // message before any handler runs stays true for the whole batch.
+  // A delivery of an ID in flight in another commit waits here for that
+  // commit's outcome. Once claimed, nothing else writes these records, so
+  // one lookup per message before any handler runs stays true for the whole
+  // batch.
+  InflightIds::Claim claim =
+      inflight_.Acquire(record_keys, !hooks_.skip_inflight_ids);
   absl::StatusOr<LiveLookup> stored =
       LiveRecords(store, record_keys, now_micros);
   if (!stored.ok()) return stored.status();
-  // The same holds for the offsets: a malformed one fails the call before
-  // any handler runs.
+  // A malformed offset fails the call before any handler runs. Commits
+  // queued since are newer; QueueCommit compares with those.
   absl::StatusOr<StoredOffsets> stored_offsets =
       ReadStoredOffsets(store.db, store.offsets, messages);
   if (!stored_offsets.ok()) return stored_offsets.status();
 
-  CommitBuilder commit(store.state, store.offsets, store.outbox);
-  commit.Reserve(messages.size());
-  DuplicateAges ages;
-  absl::StatusOr<std::vector<Result>> results =
-      HandleMessages(store, messages, placements, record_keys, *stored, handler,
-                     now_micros, commit, ages);
-  if (!results.ok()) return results.status();
+  // Handlers run again while a read went stale, taking turns with other
+  // handlers that run again.
+  RerunTurn rerun_turn(&rerun_mu_);
+  for (;;) {
+    CommitBuilder commit(store.state, store.offsets, store.outbox);
+    commit.Reserve(messages.size());
+    DuplicateAges ages;
+    StateReads reads;
+    absl::StatusOr<std::vector<Result>> results =
+        HandleMessages(store, messages, placements, record_keys, *stored,
+                       handler, now_micros, commit, ages, reads);
+    if (!results.ok()) return results.status();
 
-  // One WriteBatch: state, dedupe records and offsets commit together.
-  // Sized for a dedupe record and a small state write per message, so that
-  // a typical batch is built without growing.
-  rocksdb::WriteBatch batch(kBatchHeaderBytes +
-                            kBatchBytesPerMessage * messages.size());
-  // Only with hooks_.split_commit: the second write of a broken variant.
-  std::optional<rocksdb::WriteBatch> split_records;
-  if (hooks_.split_commit) split_records.emplace();
-  const OutboxCursor outbox = CurrentOutboxCursor();
-  if (absl::Status s =
-          commit.Build(*stored_offsets, outbox, batch,
-                       split_records.has_value() ? *split_records : batch);
-      !s.ok()) {
-    return s;
-  }
-  // A duration, not an expiry decision: the steady clock, not Options::clock.
-  const auto write_start = std::chrono::steady_clock::now();
-  if (absl::Status s = Write(store, &batch); !s.ok()) return s;
-  if (!hooks_.skip_commit_lock) {
-    commit_micros_.Add(std::chrono::duration<double, std::micro>(
-                           std::chrono::steady_clock::now() - write_start)
-                           .count());
-  }
-  if (split_records.has_value()) {
-    if (absl::Status s = Write(store, &*split_records); !s.ok()) return s;
-  }
-  if (commit.emitted() > 0) {
-    outbox_issued_.store(outbox.issued + commit.emitted());
-    outbox_emitted_.fetch_add(commit.emitted(), std::memory_order_relaxed);
-  }
-
-  // Every outcome depends on at most the commits published so far.
-  const uint64_t sequence = store.db->GetLatestSequenceNumber();
-  // Counted here, published once per commit.
-  uint64_t counts[4] = {0, 0, 0, 0};
-  for (Result& result : *results) {
-    if (result.outcome != Outcome::kFailed || result.permanent) {
-      result.sequence = sequence;
+    // One WriteBatch: state, dedupe records and offsets commit together.
+    // Sized for a dedupe record and a small state write per message, so
+    // that a typical batch is built without growing.
+    rocksdb::WriteBatch batch(kBatchHeaderBytes +
+                              kBatchBytesPerMessage * messages.size());
+    // Only with hooks_.split_commit: the second write of a broken variant.
+    std::optional<rocksdb::WriteBatch> split_records;
+    if (hooks_.split_commit) split_records.emplace();
+    CommitQueue::Writer writer(&batch);
+    // Before the commit can join a group write: a sync failing after this
+    // may be this commit's.
+    const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
+    absl::StatusOr<Queued> queued =
+        QueueCommit(commit, reads, *stored_offsets, batch,
+                    split_records.has_value() ? *split_records : batch, writer);
+    if (!queued.ok()) return queued.status();
+    if (*queued == Queued::kStale) {
+      handler_reruns_.fetch_add(ages.handlers, std::memory_order_relaxed);
+      rerun_turn.Take();
+      continue;
     }
-    ++counts[static_cast<int>(result.outcome)];
+    rerun_turn.Release();
+    if (*queued == Queued::kQueued) {
+      // A duration, not an expiry decision: the steady clock, not
+      // Options::clock.
+      const auto write_start = std::chrono::steady_clock::now();
+      absl::Status written = AwaitWrite(store, writer, batch, failed_syncs);
+      versions_.Publish(commit.state());
+      if (!written.ok()) return written;
+      absl::MutexLock lock(&durations_mu_);
+      commit_micros_.Add(std::chrono::duration<double, std::micro>(
+                             std::chrono::steady_clock::now() - write_start)
+                             .count());
+    }
+    if (split_records.has_value()) {
+      if (absl::Status s = Write(store, &*split_records); !s.ok()) return s;
+    }
+    CountOutcomes(store, *results, ages, commit.emitted());
+    return results;
   }
-  AddIfNonZero(processed_, counts[static_cast<int>(Outcome::kProcessed)]);
-  AddIfNonZero(duplicates_, counts[static_cast<int>(Outcome::kDuplicate)]);
-  AddIfNonZero(conflicts_, counts[static_cast<int>(Outcome::kConflict)]);
-  AddIfNonZero(failed_, counts[static_cast<int>(Outcome::kFailed)]);
-  if (!ages.ages_micros.empty()) {
-    redelivery_ages_.Add(ages.ages_micros);
-    late_duplicates_.fetch_add(ages.late, std::memory_order_relaxed);
-  }
-  return results;
 }
 
 absl::StatusOr<rocksdb::ColumnFamilyHandle*> EngineImpl::FamilyFor(
@@ -441,7 +437,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     absl::Span<const RecordPlacement> placements,
     absl::Span<const RecordKey> record_keys,
     absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
-    int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages) {
+    int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages,
+    StateReads& reads) {
   // Record key -> index of its first occurrence in this batch that committed
   // a record (processed, or failed permanently).
   // A single message cannot repeat an ID of its batch.
@@ -506,7 +503,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       }
       if (result.outcome == Outcome::kDuplicate) {
         if (first_micros != kUnknownFirstProcessed) {
-          ages.ages_micros.push_back(now_micros - first_micros);
+          // A concurrent first delivery may have read a later time.
+          ages.ages_micros.push_back(
+              std::max<int64_t>(0, now_micros - first_micros));
           if (IsLateDuplicate(first_micros, live->expiry_micros, now_micros)) {
             ++ages.late;
           }
@@ -532,8 +531,9 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
       continue;
     }
 
-    BatchTxn txn(&commit.state(), store.db, store.state);
+    BatchTxn txn(&commit.state(), store.db, store.state, &versions_, &reads);
     absl::Status status;
+    ++ages.handlers;
     {
       HandlerScope scope(this);
       status = CallHandler(handler, message, txn);
@@ -586,10 +586,23 @@ absl::StatusOr<LiveLookup> EngineImpl::LiveRecords(
 
 absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
   if (batch->Count() == 0) return absl::OkStatus();
-  rocksdb::WriteOptions write_options;
-  write_options.sync = options_.durability == Durability::kSync;
+  CommitQueue::Writer writer(batch);
   const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-  rocksdb::Status s = store.db->Write(write_options, batch);
+  bool writes_state = false;
+  {
+    PlainMutexLock order(&order_mu_);
+    writes_state = NoteQueuedWrites(store, *batch);
+    if (writes_state) versions_.PendAll();
+    queue_.Add(&writer);
+  }
+  rocksdb::Status s = queue_.Wait(store.db, &writer);
+  if (writes_state) versions_.PublishAll();
+  return Landed(store, s, *batch, failed_syncs);
+}
+
+absl::Status EngineImpl::Landed(Store& store, const rocksdb::Status& s,
+                                const rocksdb::WriteBatch& batch,
+                                uint64_t failed_syncs) {
   if (!s.ok()) {
     needs_reopen_.store(true);
     if (parts_.wal_watch->failed_syncs() != failed_syncs) {
@@ -597,8 +610,13 @@ absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
     }
     return FromRocksStatus(s, "committing (nothing committed)");
   }
-  issued_sequence_.store(store.db->GetLatestSequenceNumber());
-  user_bytes_.fetch_add(batch->GetDataSize(), std::memory_order_relaxed);
+  // Concurrent writers land in order; the highest sequence read wins.
+  const uint64_t latest = store.db->GetLatestSequenceNumber();
+  uint64_t issued = issued_sequence_.load();
+  while (issued < latest &&
+         !issued_sequence_.compare_exchange_weak(issued, latest)) {
+  }
+  user_bytes_.fetch_add(batch.GetDataSize(), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -753,34 +771,6 @@ absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(
   // Every entry read was committed at or before the snapshot.
   if (absl::Status s = MakeDurable(**store, sequence); !s.ok()) return s;
   return entries;
-}
-
-absl::Status EngineImpl::AckOutbox(uint64_t position) {
-  if (absl::Status s = RejectInsideHandler("AckOutbox"); !s.ok()) return s;
-  if (absl::Status s = RejectIfReadOnly("AckOutbox"); !s.ok()) return s;
-  PlainMutexLock commit_lock(&commit_mu_);
-  if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  const OutboxCursor cursor = CurrentOutboxCursor();
-  if (position == 0 || position > cursor.issued) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AckOutbox: position ", position,
-        " was never issued (the last issued is ", cursor.issued, ")"));
-  }
-  if (position <= cursor.acked) return absl::OkStatus();
-  absl::ReaderMutexLock store_lock(&store_mu_);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  rocksdb::WriteBatch batch;
-  if (absl::Status s =
-          BuildOutboxAck((*store)->outbox, cursor, position, batch);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = Write(**store, &batch); !s.ok()) return s;
-  outbox_acked_.store(position);
-  outbox_acknowledged_.fetch_add(position - cursor.acked,
-                                 std::memory_order_relaxed);
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(

@@ -3,6 +3,17 @@
 // I/O errors, stats and maintenance. Thread-safety as documented on
 // idem::Engine.
 //
+// Concurrency (docs/design.md, "Concurrency"): commits run their handlers in
+// parallel. A commit claims its messages' IDs (engine/inflight_ids.h), so a
+// second delivery of an ID waits for the first's outcome; its handlers read
+// the store (or a queued commit's values), each read noted
+// (engine/state_versions.h); then a short
+// ordered critical section (order_mu_) validates those reads, assigns outbox
+// positions and offsets, builds the WriteBatch and queues it
+// (engine/commit_queue.h), whose group commit writes and syncs outside every
+// engine lock. A commit whose reads were changed meanwhile runs its handlers
+// again (Stats::handler_reruns), taking turns with other reruns (rerun_mu_).
+//
 // Recovery: after a failed write or sync, RocksDB refuses further writes
 // (and some errors are permanent for that DB instance). The engine then
 // closes and reopens its store before the next commit, so it is usable again
@@ -27,13 +38,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/commit_batch.h"
+#include "engine/commit_queue.h"
 #include "engine/dedupe_policy.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
+#include "engine/inflight_ids.h"
 #include "engine/latency_histogram.h"
 #include "engine/outbox_record.h"
 #include "engine/plain_mutex.h"
 #include "engine/record.h"
+#include "engine/state_versions.h"
 #include "engine/store.h"
 #include "engine/ttl_filter.h"
 #include "engine/wal_syncer.h"
@@ -115,15 +129,65 @@ class EngineImpl : public Engine {
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
 
   // The commit path of ProcessBatch, after validation, at `now_micros` (the
-  // engine time read under the commit lock), each message's record placed
-  // by `placements` (PlaceRecords, engine/commit_batch.h): reads the live
-  // records and stored offsets, runs HandleMessages, builds the WriteBatch
-  // (CommitBuilder) and writes it.
+  // engine time read under the store lock), each message's record placed
+  // by `placements` (PlaceRecords, engine/commit_batch.h): claims the IDs,
+  // reads the live records and stored offsets, runs HandleMessages, queues
+  // the commit (QueueCommit; again from HandleMessages if a read went
+  // stale) and waits for its write.
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
-      int64_t now_micros) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+      int64_t now_micros) ABSL_SHARED_LOCKS_REQUIRED(store_mu_)
+      ABSL_LOCKS_EXCLUDED(order_mu_);
+
+  // What QueueCommit did.
+  enum class Queued {
+    kStale,    // a read of `reads` may be stale: run the handlers again
+    kNothing,  // the commit writes nothing: nothing queued
+    kQueued,   // `writer` is queued: wait for it
+  };
+  // The ordered critical section of a commit: validates `reads`, then builds
+  // `commit` into `batch` (`records` gets the dedupe records; it is `batch`
+  // except for the split_commit hook) at the next outbox positions and with
+  // each partition's offset only if above the latest one queued or stored
+  // (`stored`: read before the handlers), marks its state keys pending and
+  // queues `writer` (which holds `batch`). Fails only as CommitBuilder::Build.
+  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit,
+                                     const StateReads& reads,
+                                     const StoredOffsets& stored,
+                                     rocksdb::WriteBatch& batch,
+                                     rocksdb::WriteBatch& records,
+                                     CommitQueue::Writer& writer)
+      ABSL_LOCKS_EXCLUDED(order_mu_);
+
+  // Holds rerun_mu_ from Take until Release or its end: the turn of a
+  // commit whose handlers run again.
+  class RerunTurn {
+   public:
+    explicit RerunTurn(absl::Mutex* mu) : mu_(mu) {}
+    RerunTurn(const RerunTurn&) = delete;
+    RerunTurn& operator=(const RerunTurn&) = delete;
+    ~RerunTurn() { Release(); }
+    void Take() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (!held_) mu_->Lock();
+      held_ = true;
+    }
+    void Release() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (held_) mu_->Unlock();
+      held_ = false;
+    }
+
+   private:
+    absl::Mutex* const mu_;
+    bool held_ = false;
+  };
+
+  // Waits for the queued `writer` (holding `batch`) to land: OK, or the
+  // write's error as Landed gives it (`failed_syncs`: the WAL's failed
+  // syncs counted before the commit was queued).
+  absl::Status AwaitWrite(Store& store, CommitQueue::Writer& writer,
+                          rocksdb::WriteBatch& batch, uint64_t failed_syncs)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // Where a Seen or Forget looks: the message's source and partition, for a
   // partition-scoped store.
@@ -147,27 +211,34 @@ class EngineImpl : public Engine {
 
   // What HandleMessages found besides the outcomes, for the counters once
   // the commit is written: the ages of the records at their duplicates
-  // (those that know their first processing) and how many came late.
+  // (those that know their first processing) and how many came late; and
+  // how many handlers ran (for Stats::handler_reruns when they run again).
   struct DuplicateAges {
     std::vector<int64_t> ages_micros;
     uint64_t late = 0;
+    uint64_t handlers = 0;
   };
+
+  // Counts the outcomes (and `emitted` outbox entries) of a landed commit
+  // and sets the outcomes' sequence.
+  void CountOutcomes(Store& store, std::vector<Result>& results,
+                     const DuplicateAges& ages, uint64_t emitted);
 
   // The duplicate check and handler of each message in order (`stored`: the
   // live stored record per message, `record_keys` the keys of their
   // records), at `now_micros`. A success adds its state
   // writes and dedupe record to `commit`, a permanent failure its failed
   // record, a refreshed duplicate its moved record; every message adds its
-  // outcome. Fails only on a storage error a handler's read met, or a
-  // bucket MaintainBuckets should have created (kInternal).
+  // outcome; the handlers' store reads go to `reads`. Fails only on a
+  // storage error a handler's read met, or a bucket MaintainBuckets should
+  // have created (kInternal).
   absl::StatusOr<std::vector<Result>> HandleMessages(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements,
       absl::Span<const RecordKey> record_keys,
       absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
-      int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+      int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages,
+      StateReads& reads) ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // The family `placement` puts a record in (kInternal if its bucket is
   // missing).
@@ -204,13 +275,25 @@ class EngineImpl : public Engine {
                                          int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
-  // Writes `batch` with the configured durability. A failure marks the store
-  // for reopening and is kUnknown if a WAL sync failed meanwhile (the batch
-  // may have reached the log, and a reopen would replay it), otherwise the
-  // converted RocksDB error (nothing committed).
+  // Writes `batch` with the configured durability, through the commit queue
+  // (the calls outside the handler path: Forget, imports, offsets). Offsets
+  // it writes become the latest queued; if it writes state, every handler
+  // read in flight counts as stale. A failure marks the store for reopening.
   absl::Status Write(Store& store, rocksdb::WriteBatch* batch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-          ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
+
+  // After the write of `batch` returned `s`: OK and the counters of a
+  // landed write, or an error with the store marked for reopening: kUnknown
+  // if a WAL sync failed since `failed_syncs` was counted (before the write
+  // was queued: its group may have reached the log, which a reopen would
+  // replay), otherwise the converted RocksDB error (nothing committed).
+  absl::Status Landed(Store& store, const rocksdb::Status& s,
+                      const rocksdb::WriteBatch& batch, uint64_t failed_syncs);
+
+  // Records the offsets `batch` puts or deletes as the latest queued
+  // (deleted: none, -1); whether it writes to the state family.
+  bool NoteQueuedWrites(const Store& store, const rocksdb::WriteBatch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_);
 
   // Whether one of this engine's handlers is running anywhere on the calling
   // thread's stack (also further up, when that handler called another engine
@@ -248,23 +331,21 @@ class EngineImpl : public Engine {
     const bool locked_;
   };
 
-  // Holds commit_mu_ for one commit, except under the deliberately broken
-  // variant EngineHooks::skip_commit_lock (no mutual exclusion between
-  // commits). kRead (GetStats' read of the commit durations) also does not
-  // lock from inside one of this engine's handlers, whose commit holds it.
-  // To the thread-safety analysis it always holds the lock.
+  // Holds commit_mu_ (recovery, bucket changes, the writes outside the
+  // handler path) for its scope.
   class ABSL_SCOPED_LOCKABLE CommitLock {
    public:
-    enum Use { kCommit, kRead };
-    explicit CommitLock(EngineImpl* engine, Use use = kCommit)
-        ABSL_EXCLUSIVE_LOCK_FUNCTION(engine->commit_mu_);
+    explicit CommitLock(EngineImpl* engine)
+        ABSL_EXCLUSIVE_LOCK_FUNCTION(engine->commit_mu_)
+        : engine_(engine) {
+      engine_->commit_mu_.Lock();
+    }
     CommitLock(const CommitLock&) = delete;
     CommitLock& operator=(const CommitLock&) = delete;
-    ~CommitLock() ABSL_UNLOCK_FUNCTION();
+    ~CommitLock() ABSL_UNLOCK_FUNCTION() { engine_->commit_mu_.Unlock(); }
 
    private:
     EngineImpl* const engine_;
-    const bool locked_;
   };
 
   // One of the engine's own events (a reopen, bucket drops), prefixed
@@ -301,14 +382,34 @@ class EngineImpl : public Engine {
   const StoreParts parts_;
   WalSyncer syncer_;
 
-  // Lock order: commit_mu_, then store_mu_, then the syncer's (its locks
-  // are never held through a sync; see engine/wal_syncer.h).
-  // One commit (duplicate check, handlers, write) or recovery at a time.
-  // A PlainMutex: taken on every call, it skips Debian's Abseil lock-cycle
-  // checks (engine/plain_mutex.h).
+  // Lock order: commit_mu_, then store_mu_, then rerun_mu_, then order_mu_,
+  // then the locks of inflight_, versions_, queue_ and the syncer (none of
+  // them is held while a handler runs or through a sync, except rerun_mu_
+  // by a handler that runs again; see engine/wal_syncer.h).
+  // One recovery, bucket change or write outside the handler path (Forget,
+  // AckOutbox, imports, offsets) at a time; commits of ProcessBatch take it
+  // only to recover or change buckets.
   PlainMutex commit_mu_ ABSL_ACQUIRED_BEFORE(store_mu_);
-  // Shared by every use of store_; exclusive to replace it.
-  absl::Mutex store_mu_;
+  // Shared by every use of store_ (a commit holds it from its lookups until
+  // its write landed); exclusive to replace it or change its buckets.
+  absl::Mutex store_mu_ ABSL_ACQUIRED_BEFORE(rerun_mu_);
+  // Handlers that run again after a stale read take turns under it, so a
+  // hot key's losers do not keep invalidating each other. Guards nothing.
+  absl::Mutex rerun_mu_ ABSL_ACQUIRED_BEFORE(order_mu_);
+  // The ordered critical section: validation, outbox positions, offsets,
+  // queueing. Held for microseconds, never while a handler runs or a write
+  // is in progress. A PlainMutex: taken on every commit, it skips Debian's
+  // Abseil lock-cycle checks (engine/plain_mutex.h).
+  PlainMutex order_mu_;
+  // The latest offset queued per offset key (engine/record.h), -1 for one
+  // deleted: newer than any stored offset a commit read before it queued.
+  // Cleared when the store is reopened.
+  absl::flat_hash_map<std::string, int64_t> queued_offsets_
+      ABSL_GUARDED_BY(order_mu_);
+  // IDs in flight, the versions of state keys, and the group commit.
+  InflightIds inflight_;
+  StateVersions versions_;
+  CommitQueue queue_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
   // Set by a failed write or sync; cleared by a successful reopen.
   std::atomic<bool> needs_reopen_{false};
@@ -319,20 +420,22 @@ class EngineImpl : public Engine {
   // The highest sequence a commit has returned; a reopened store must reach
   // it, or commits were lost.
   std::atomic<uint64_t> issued_sequence_{0};
-  // The stored outbox cursor (engine/outbox_record.h) as of the last
-  // successful commit or acknowledgement; written only under commit_mu_,
-  // reloaded from the store when it is reopened.
+  // The outbox cursor (engine/outbox_record.h) as of the last commit or
+  // acknowledgement queued; written only under order_mu_, reloaded from the
+  // store when it is reopened.
   std::atomic<uint64_t> outbox_issued_{0};
   std::atomic<uint64_t> outbox_acked_{0};
 
-  // The durations of the commits' writes since Open, in microseconds
-  // (Stats::commit_durations); not kept under skip_commit_lock.
-  LatencyHistogram commit_micros_ ABSL_GUARDED_BY(commit_mu_);
+  // The durations of the commits' writes (queueing, group write, sync)
+  // since Open, in microseconds (Stats::commit_durations).
+  absl::Mutex durations_mu_;
+  LatencyHistogram commit_micros_ ABSL_GUARDED_BY(durations_mu_);
   // Counters since Open.
   std::atomic<uint64_t> processed_{0};
   std::atomic<uint64_t> duplicates_{0};
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> conflicts_{0};
+  std::atomic<uint64_t> handler_reruns_{0};
   std::atomic<uint64_t> late_duplicates_{0};
   RedeliveryAges redelivery_ages_;
   std::atomic<uint64_t> user_bytes_{0};

@@ -178,9 +178,7 @@ Options EngineImpl::options() {
 absl::StatusOr<Stats> EngineImpl::GetStats() {
   Stats stats;
   {
-    // Waits for a commit in progress (none from inside a handler, whose
-    // commit this thread holds).
-    CommitLock lock(this, CommitLock::kRead);
+    absl::MutexLock lock(&durations_mu_);
     const LatencyHistogram& h = commit_micros_;
     CommitDurations& d = stats.commit_durations;
     int64_t below = 0;
@@ -197,6 +195,7 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.duplicates = duplicates_.load(std::memory_order_relaxed);
   stats.failed = failed_.load(std::memory_order_relaxed);
   stats.conflicts = conflicts_.load(std::memory_order_relaxed);
+  stats.handler_reruns = handler_reruns_.load(std::memory_order_relaxed);
   stats.late_duplicates = late_duplicates_.load(std::memory_order_relaxed);
   const RedeliveryAges::Summary ages = redelivery_ages_.Get();
   stats.redelivery_age_p50 = ages.p50;

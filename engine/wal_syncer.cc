@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/status_util.h"
+#include "engine/tsan_scope.h"
 
 namespace idem {
 
@@ -13,6 +14,7 @@ rocksdb::Status WriteSyncBarrier(rocksdb::DB* db) {
   if (!s.ok()) return s;
   rocksdb::WriteOptions options;
   options.sync = true;
+  RocksWriteScope rocks_write;
   return db->Write(options, &barrier);
 }
 

@@ -10,8 +10,8 @@
 // The barrier holds RocksDB's write queue for the length of the sync, so
 // commits cannot pile up behind a running sync. To group them anyway, the
 // leader first waits until no commit is in flight (commits bracket
-// themselves with CommitScope, from before they queue for the commit lock
-// until their write returned), for at most the duration of the previous sync
+// themselves with CommitScope, from their start, handlers included, until
+// their write returned), for at most the duration of the previous sync
 // (capped at kMaxGroupWait): with N threads committing and waiting, one sync
 // then covers up to N commits, at the price of at most doubling a wait.
 //

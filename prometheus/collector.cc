@@ -69,6 +69,14 @@ class CollectorImpl final : public PrometheusCollector {
       if (!series.ok()) return series.status();
       counter->series = *std::move(series);
     }
+    if (absl::Status s = AddCounter(registry, "idem_handler_reruns_total",
+                                    "Handler calls made again because a "
+                                    "concurrent commit changed a state key "
+                                    "the handler had read",
+                                    labels, handler_reruns_);
+        !s.ok()) {
+      return s;
+    }
     if (absl::Status s = AddCounter(registry, "idem_expired_dropped_total",
                                     "Dedupe records the TTL compaction "
                                     "filter removed",
@@ -128,6 +136,7 @@ class CollectorImpl final : public PrometheusCollector {
     duplicates_.Follow(static_cast<double>(stats->duplicates));
     failed_.Follow(static_cast<double>(stats->failed));
     conflicts_.Follow(static_cast<double>(stats->conflicts));
+    handler_reruns_.Follow(static_cast<double>(stats->handler_reruns));
     expired_dropped_.Follow(static_cast<double>(stats->expired_dropped));
     write_amplification_->Set(stats->write_amplification);
     live_sst_bytes_->Set(static_cast<double>(stats->live_sst_bytes));
@@ -175,6 +184,7 @@ class CollectorImpl final : public PrometheusCollector {
   FollowedCounter duplicates_ ABSL_GUARDED_BY(mu_);
   FollowedCounter failed_ ABSL_GUARDED_BY(mu_);
   FollowedCounter conflicts_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter handler_reruns_ ABSL_GUARDED_BY(mu_);
   FollowedCounter expired_dropped_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> write_amplification_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> live_sst_bytes_ ABSL_GUARDED_BY(mu_);

@@ -84,6 +84,7 @@ TEST_F(PrometheusCollectorTest, RegistersTheRequiredNamesAndTypes) {
   const std::map<std::string, prometheus::MetricType> expected = {
       {"idem_messages_total", prometheus::MetricType::Counter},
       {"idem_expired_dropped_total", prometheus::MetricType::Counter},
+      {"idem_handler_reruns_total", prometheus::MetricType::Counter},
       {"idem_write_amplification", prometheus::MetricType::Gauge},
       {"idem_live_sst_bytes", prometheus::MetricType::Gauge},
       {"idem_memtable_bytes", prometheus::MetricType::Gauge},

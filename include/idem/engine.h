@@ -4,9 +4,17 @@
 // offset in one atomic RocksDB write (the inbox pattern, without a server).
 //
 // An Engine is safe for concurrent access from multiple threads without
-// external synchronization. Handlers run one at a time under the engine's
-// commit lock, so a handler's read-modify-write of state never races another.
-// Only one Engine (in any process) may have a store open at a time.
+// external synchronization. The handlers of concurrent Process and
+// ProcessBatch calls run at the same time; no engine-wide lock is held while
+// a handler runs or while the write-ahead log syncs, and concurrent kSync
+// commits share syncs. Every guarantee holds under concurrency: a delivery
+// of an ID that another call is processing waits for that call's outcome
+// (kDuplicate with its result, or it runs itself if the first failed
+// transiently); handlers' state reads and writes behave as if the handlers
+// had run one at a time in commit order (a handler whose reads another
+// commit changed runs again: see Handler in idem/txn.h); a partition's
+// committed offset never goes backwards; outbox positions increase in commit
+// order. Only one Engine (in any process) may have a store open at a time.
 //
 // Storage errors (I/O failure, disk full, corruption) fail the whole call and
 // commit nothing; a handler error fails only its own message (kFailed).
@@ -131,13 +139,15 @@ class Engine {
                                          Handler handler) = 0;
 
   // Processes `messages` in order as one commit; one Result per message, in
-  // the same order. Within the batch the first occurrence of an ID wins and
-  // later ones are kDuplicate of it (or run again if it failed). Handlers see
-  // the writes of earlier messages of the batch. Per (source, partition) the
-  // recorded offset is the highest offset of a kProcessed, kDuplicate,
-  // kConflict or permanent kFailed message that comes before the
-  // partition's first transient kFailed message in the batch. Errors as for
-  // Process; any invalid message rejects the whole batch before anything runs.
+  // the same order. Concurrent calls with IDs in common wait for each other
+  // (the whole batch waits until none of its IDs is in flight elsewhere).
+  // Within the batch the first occurrence of an ID wins and later ones are
+  // kDuplicate of it (or run again if it failed). Handlers see the writes of
+  // earlier messages of the batch. Per (source, partition) the recorded offset
+  // is the highest offset of a kProcessed, kDuplicate, kConflict or permanent
+  // kFailed message that comes before the partition's first transient kFailed
+  // message in the batch. Errors as for Process; any invalid message rejects
+  // the whole batch before anything runs.
   virtual absl::StatusOr<std::vector<Result>> ProcessBatch(
       absl::Span<const Message> messages, Handler handler) = 0;
 

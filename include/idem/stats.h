@@ -38,6 +38,11 @@ struct Stats {
   uint64_t failed = 0;
   // Options::detect_conflicts: kConflict outcomes since Open.
   uint64_t conflicts = 0;
+  // Handler calls made again since Open because a concurrent commit changed
+  // a state key the handler had read before its own commit (Txn::Get; see
+  // Handler in idem/txn.h). Zero when concurrent handlers touch disjoint
+  // keys.
+  uint64_t handler_reruns = 0;
   // Duplicates whose record was more than 80% through its window (from its
   // first processing to its expiry) when they arrived: a window too short
   // for the broker's redelivery delays (make it at least twice the longest).

@@ -93,16 +93,35 @@ class Txn {
 
 // User code run for each new message. Return OK to commit the Txn's writes;
 // any other status (or a thrown exception) discards them and the message's
-// outcome is kFailed. A handler runs with the engine's commit lock held: it
-// must not call Process, ProcessBatch, Forget, WaitDurable, ReadOutbox,
-// AckOutbox, CompactExpired or Checkpoint on the same engine (they fail with
-// kFailedPrecondition), and
-// should not block on slow external I/O. Reading committed data (GetState,
+// outcome is kFailed.
+//
+// Concurrency: handlers of concurrent Process/ProcessBatch calls on one
+// engine run at the same time, on the callers' threads, with no engine-wide
+// lock held; so a handler may block on slow external I/O without stopping
+// the others. Never two at once for one message ID: a second delivery waits
+// for the first's outcome. Txn::Get/Put/Delete behave as if the handlers had
+// run one at a time in commit order: if another commit changed a key this
+// handler read (Txn::Get) after it read it, nothing of this run commits and
+// the handler runs again, with fresh reads (its batch's handlers all run
+// again; Stats::handler_reruns counts them). That happens only when two
+// handlers in flight touched the same key, one of them reading it. So a
+// handler may run more than once for one delivery, and what it does outside
+// the Txn happens each time: pass the message ID as the idempotency key of
+// external calls, and keep side effects in Txn writes and emits, which
+// commit once.
+//
+// A handler must not call Process, ProcessBatch, Forget, WaitDurable,
+// ReadOutbox, AckOutbox, CompactExpired or Checkpoint on the same engine
+// (they fail with kFailedPrecondition). Reading committed data (GetState,
 // Seen, CommittedOffset, GetStats, Dump) is allowed, but Txn::Get is what
-// sees the batch. The same holds at any depth: a handler may call another
-// engine, whose handler may call back into the first engine (the calls above
-// fail, the reads are served), as long as no two threads nest the same
-// engines in opposite orders (each would wait for the other's commit lock).
+// sees the batch and is validated. The same holds at any depth: a handler
+// may call another engine, whose handler may call back into the first engine
+// (the calls above fail, the reads are served). Two threads that nest the
+// same engines in opposite orders can deadlock if they deliver the same
+// message IDs to both engines (each waits for the other's delivery of the
+// ID), if handlers of both engines run again after a conflict at the same
+// time (reruns of one engine take turns), or while both engines reopen
+// their store or change expiry buckets.
 using Handler = absl::FunctionRef<absl::Status(const Message&, Txn&)>;
 
 }  // namespace idem

@@ -1,0 +1,109 @@
+#include "engine/commit_queue.h"
+
+#include <string>
+#include <vector>
+
+#include "engine/tsan_scope.h"
+
+namespace idem {
+namespace {
+
+// The WriteBatch header: the sequence (8 bytes), then the count (4 bytes,
+// little-endian).
+constexpr size_t kHeaderBytes = 12;
+constexpr size_t kCountOffset = 8;
+
+}  // namespace
+
+rocksdb::WriteBatch MergeBatches(const rocksdb::WriteBatch* const* batches,
+                                 size_t n) {
+  size_t bytes = kHeaderBytes;
+  for (size_t i = 0; i < n; ++i) bytes += batches[i]->GetDataSize();
+  std::string rep;
+  rep.reserve(bytes);
+  rep.append(batches[0]->Data());
+  uint32_t count = batches[0]->Count();
+  for (size_t i = 1; i < n; ++i) {
+    rep.append(batches[i]->Data(), kHeaderBytes, std::string::npos);
+    count += batches[i]->Count();
+  }
+  for (size_t b = 0; b < 4; ++b) {
+    rep[kCountOffset + b] = static_cast<char>((count >> (8 * b)) & 0xff);
+  }
+  return rocksdb::WriteBatch(std::move(rep));
+}
+
+void CommitQueue::Add(Writer* writer) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(writer);
+}
+
+rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
+  std::vector<Writer*> group;
+  rocksdb::Status failed;
+  {
+    absl::MutexLock lock(&mu_);
+    auto done_or_front = [this, writer]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return writer->done_ || queue_.front() == writer;
+    };
+    mu_.Await(absl::Condition(&done_or_front));
+    if (writer->done_) return writer->status_;
+    // This writer leads: it and those behind it, up to the byte limit.
+    size_t bytes = 0;
+    for (Writer* w : queue_) {
+      if (!group.empty() && bytes + w->batch_->GetDataSize() > kMaxGroupBytes) {
+        break;
+      }
+      bytes += w->batch_->GetDataSize();
+      group.push_back(w);
+    }
+    failed = failed_;
+  }
+  // The queue is open meanwhile: commits decided now queue behind the group
+  // and form the next one.
+  rocksdb::Status s = failed;
+  if (s.ok()) {
+    rocksdb::WriteOptions options;
+    options.sync = sync_;
+    RocksWriteScope rocks_write;
+    if (group.size() == 1) {
+      s = db->Write(options, group[0]->batch_);
+    } else {
+      std::vector<const rocksdb::WriteBatch*> batches;
+      batches.reserve(group.size());
+      for (Writer* w : group) batches.push_back(w->batch_);
+      rocksdb::WriteBatch merged = MergeBatches(batches.data(), batches.size());
+      s = db->Write(options, &merged);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  if (!s.ok() && failed_.ok()) failed_ = s;
+  if (failed.ok()) {
+    ++groups_;
+    writes_ += group.size();
+  }
+  for (Writer* w : group) {
+    w->status_ = s;
+    w->done_ = true;
+    queue_.pop_front();
+  }
+  // Unlocking wakes the writers done and the next leader.
+  return s;
+}
+
+void CommitQueue::Reset() {
+  absl::MutexLock lock(&mu_);
+  failed_ = rocksdb::Status::OK();
+}
+
+uint64_t CommitQueue::groups() const {
+  absl::MutexLock lock(&mu_);
+  return groups_;
+}
+
+uint64_t CommitQueue::writes() const {
+  absl::MutexLock lock(&mu_);
+  return writes_;
+}
+
+}  // namespace idem

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the core library and the engine's concurrency tests with clang and
+# ThreadSanitizer in ${BUILD_DIR:-build-tsan}/ (nothing else: no tools,
+# benchmarks, Kafka or Prometheus), then runs each test binary with a time
+# bound. Exits non-zero on a build failure, a failed test or a TSan report
+# (halt_on_error). Suppressions (tests/tsan/suppressions.txt) cover
+# third-party code only: idem's own code must be race-free. RocksDB and
+# Abseil are Debian's, not instrumented; tests/tsan/absl_mutex_annotations.cc
+# makes absl::Mutex visible. RocksDB is linked
+# as its shared library: ThreadSanitizer needs position-independent code.
+# Usage: scripts/tsan.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build-tsan}
+# One binary: concurrency_test, parallel_commit_test, inflight_ids_test,
+# commit_queue_test and state_versions_test (tests/CMakeLists.txt).
+tests=(idem_concurrency_tests)
+start=$(date +%s)
+echo "tsan: building ${tests[*]} in $build_dir/ (log: $build_dir/build.log)"
+mkdir -p "$build_dir"
+source scripts/compiler-cache.sh
+if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
+         "${cache_flags[@]}" -DIDEM_TSAN=ON -DIDEM_ROCKSDB_SHARED=ON \
+         -DIDEM_BUILD_TOOLS=OFF -DIDEM_BUILD_BENCH=OFF \
+         -DIDEM_BUILD_SLOW_TESTS=OFF -DIDEM_WITH_KAFKA=OFF \
+         -DIDEM_WITH_PROMETHEUS=OFF -DCMAKE_BUILD_TYPE=Release \
+         "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" &&
+       cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target "${tests[@]}"
+     } >"$build_dir/build.log" 2>&1; then
+  tail -n 60 "$build_dir/build.log" >&2
+  echo "tsan: build FAILED (full log: $build_dir/build.log)" >&2
+  exit 1
+fi
+echo "tsan: built in $(( $(date +%s) - start )) s"
+failed=()
+for t in "${tests[@]}"; do
+  log="$build_dir/$t.tsan.log"
+  if TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan/suppressions.txt" \
+       timeout "${TSAN_TIMEOUT:-300}" "$build_dir/tests/$t" >"$log" 2>&1; then
+    echo "tsan:   ok: $t"
+  else
+    tail -n 80 "$log" >&2
+    echo "tsan:   FAILED: $t (log: $log)" >&2
+    failed+=("$t")
+  fi
+done
+echo "tsan: finished in $(( $(date +%s) - start )) s"
+[ ${#failed[@]} -eq 0 ]
