@@ -14,10 +14,13 @@
 // had run one at a time in commit order (a handler whose reads another
 // commit changed runs again: see Handler in idem/txn.h); a partition's
 // committed offset never goes backwards; outbox positions increase in commit
-// order. Only one Engine (in any process) may have a store open at a time.
+// order. Only one writable Engine (in any process) may have a store open at
+// a time; read-only engines (Options::read_only) may open it beside it.
 //
 // Storage errors (I/O failure, disk full, corruption) fail the whole call and
-// commit nothing; a handler error fails only its own message (kFailed).
+// commit nothing, except a write-ahead-log sync that fails after the write
+// reached the log: the call then returns kUnknown, the outcome unknown (see
+// Process); a handler error fails only its own message (kFailed).
 
 #ifndef IDEM_ENGINE_H_
 #define IDEM_ENGINE_H_
@@ -124,17 +127,17 @@ class Engine {
   // Returns kInvalidArgument for a bad message (nothing runs),
   // kFailedPrecondition when called from inside one of this engine's
   // handlers, directly or through handlers of other engines it called (so do
-  // Forget, WaitDurable, ReadOutbox, AckOutbox, CompactExpired and
-  // Checkpoint), kFailedPrecondition
-  // if the clock returned a non-finite time and kUnavailable if it threw
-  // (idem/clock.h; nothing runs, nothing is committed), and a storage error
-  // if the commit failed: kResourceExhausted (a full disk), kUnavailable or
-  // another code of an I/O error when nothing was committed, but kUnknown
-  // when the write reached the write-ahead log and only its sync failed: the
-  // outcome is then unknown (the reopen before the next call may recover
-  // the commit). Either way the message may be retried once the cause is
-  // gone: a retry returns the committed outcome (kDuplicate) if the commit
-  // was kept, and runs the handler again if not.
+  // Forget, WaitDurable, ReadOutbox, AckOutbox, CompactExpired, Checkpoint,
+  // SetCommittedOffset, ImportPartition and ApplyPartitionChanges),
+  // kFailedPrecondition if the clock returned a non-finite time and
+  // kUnavailable if it threw (idem/clock.h; nothing runs, nothing is
+  // committed), and a storage error if the commit failed: kResourceExhausted (a
+  // full disk), kUnavailable or another code of an I/O error when nothing was
+  // committed, but kUnknown when the write reached the write-ahead log and only
+  // its sync failed: the outcome is then unknown (the reopen before the next
+  // call may recover the commit). Either way the message may be retried once
+  // the cause is gone: a retry returns the committed outcome (kDuplicate) if
+  // the commit was kept, and runs the handler again if not.
   virtual absl::StatusOr<Result> Process(const Message& message,
                                          Handler handler) = 0;
 

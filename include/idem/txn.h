@@ -111,9 +111,10 @@ class Txn {
 // commit once.
 //
 // A handler must not call Process, ProcessBatch, Forget, WaitDurable,
-// ReadOutbox, AckOutbox, CompactExpired or Checkpoint on the same engine
-// (they fail with kFailedPrecondition). Reading committed data (GetState,
-// Seen, CommittedOffset, GetStats, Dump) is allowed, but Txn::Get is what
+// ReadOutbox, AckOutbox, CompactExpired, Checkpoint, SetCommittedOffset,
+// ImportPartition or ApplyPartitionChanges on the same engine (they fail
+// with kFailedPrecondition). Reading committed data (GetState, Seen,
+// CommittedOffset, GetStats, Dump, options) is allowed, but Txn::Get is what
 // sees the batch and is validated. The same holds at any depth: a handler
 // may call another engine, whose handler may call back into the first engine
 // (the calls above fail, the reads are served). Two threads that nest the
