@@ -21,20 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "engine/wal_watch.h"
 
 namespace idem::crash {
 namespace {
 
-bool IsWal(const std::string& fname) {
-  constexpr std::string_view kSuffix = ".log";
-  return fname.size() >= kSuffix.size() &&
-         fname.compare(fname.size() - kSuffix.size(), kSuffix.size(),
-                       kSuffix) == 0;
-}
-
 // Whether `target` names the file `fname`.
 bool TargetsFile(const std::string& fname, FaultTarget target) {
-  return target == FaultTarget::kAllFiles || IsWal(fname);
+  return target == FaultTarget::kAllFiles || IsWriteAheadLog(fname);
 }
 
 // Whether a fault aimed at `target` fails an operation on `fname` (`sync`:
@@ -260,13 +254,13 @@ rocksdb::IOStatus CrashFileSystem::MaybeFail(const std::string& fname,
 }
 
 void CrashFileSystem::BeforeSync(const std::string& fname) {
-  if (!IsWal(fname)) return;
+  if (!IsWriteAheadLog(fname)) return;
   const int64_t delay_us = wal_sync_delay_us_.load();
   if (delay_us > 0) absl::SleepFor(absl::Microseconds(delay_us));
 }
 
 void CrashFileSystem::AfterSync(const std::string& fname, bool ok) {
-  if (ok && IsWal(fname)) wal_syncs_.fetch_add(1);
+  if (ok && IsWriteAheadLog(fname)) wal_syncs_.fetch_add(1);
 }
 
 std::shared_ptr<CrashFileSystem::FileSizes> CrashFileSystem::TrackFile(
@@ -325,7 +319,7 @@ absl::Status CrashFileSystem::CopyDurableImage(const std::string& from,
   for (const fs::path& file : files) {
     uint64_t size = fs::file_size(file, ec);
     if (ec) continue;  // deleted meanwhile (an obsolete file)
-    if (IsWal(file.string())) {
+    if (IsWriteAheadLog(file.string())) {
       absl::MutexLock lock(&sizes_mu_);
       auto it = sizes_.find(file.lexically_normal().string());
       if (it != sizes_.end()) size = std::min(size, it->second->synced);
@@ -346,7 +340,7 @@ absl::Status CrashFileSystem::DropUnsyncedWalData(const std::string& dir) {
   std::error_code ec;
   std::vector<fs::path> files;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file() && IsWal(entry.path().string())) {
+    if (entry.is_regular_file() && IsWriteAheadLog(entry.path().string())) {
       files.push_back(entry.path());
     }
   }

@@ -5,13 +5,6 @@
 namespace idem {
 namespace {
 
-bool IsWriteAheadLog(const std::string& fname) {
-  constexpr std::string_view kSuffix = ".log";
-  return fname.size() > kSuffix.size() &&
-         std::string_view(fname).substr(fname.size() - kSuffix.size()) ==
-             kSuffix;
-}
-
 // A write-ahead log file whose failed syncs count in `failed_syncs`.
 class WatchedLog : public rocksdb::FSWritableFileOwnerWrapper {
  public:

@@ -16,10 +16,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "rocksdb/file_system.h"
 
 namespace idem {
+
+// Whether `fname` names a write-ahead log file (RocksDB's "<number>.log").
+inline bool IsWriteAheadLog(std::string_view fname) {
+  return fname.ends_with(".log");
+}
 
 class WalWatch : public rocksdb::FileSystemWrapper {
  public:
