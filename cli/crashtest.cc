@@ -37,6 +37,8 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kEmitOutsideCommit;
   else if (s == "ack_before_publish")
     *self_test = crash::SelfTest::kAckBeforePublish;
+  else if (s == "lost_updates")
+    *self_test = crash::SelfTest::kLostUpdates;
   else if (s == "ignore_conflicts")
     *self_test = crash::SelfTest::kIgnoreConflicts;
   else
@@ -146,8 +148,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   }
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable, "
-           "split_commit, emit_outside_commit, ack_before_publish or "
-           "ignore_conflicts, got '"
+           "split_commit, emit_outside_commit, ack_before_publish, "
+           "lost_updates or ignore_conflicts, got '"
         << args.self_test << "'\n";
     return 2;
   }

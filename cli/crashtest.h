@@ -38,7 +38,8 @@ struct CrashtestArgs {
   double recovery_crash_rate = 0.2;    // in [0, 1]
   // none | ack_before_durable | split_commit | emit_outside_commit |
   // ack_before_publish (these two with the pipeline workload) |
-  // ignore_conflicts (with detect_conflicts)
+  // lost_updates (with threads >= 2) | ignore_conflicts (with
+  // detect_conflicts)
   std::string self_test = "none";
 };
 

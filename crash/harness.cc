@@ -639,6 +639,10 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
           absl::StrCat(name, " must be in [0, 1], got ", rate));
     }
   }
+  if (o.self_test == SelfTest::kLostUpdates && o.threads < 2) {
+    return absl::InvalidArgumentError(
+        "self_test=lost_updates needs threads >= 2");
+  }
   if (o.self_test == SelfTest::kIgnoreConflicts && !o.detect_conflicts) {
     return absl::InvalidArgumentError(
         "self_test=ignore_conflicts needs detect_conflicts");

@@ -23,6 +23,7 @@ EngineHooks HooksFor(SelfTest self_test) {
   hooks.skip_wal_sync = self_test == SelfTest::kAckBeforeDurable;
   hooks.split_commit = self_test == SelfTest::kSplitCommit;
   hooks.ignore_conflicts = self_test == SelfTest::kIgnoreConflicts;
+  hooks.skip_read_validation = self_test == SelfTest::kLostUpdates;
   return hooks;
 }
 

@@ -401,8 +401,10 @@ absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
   if (name == "ledger") return NewLedgerWorkload();
   if (name == "inventory") return NewInventoryWorkload();
   if (name == "pipeline") return NewPipelineWorkload();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown workload '", name, "' (built-in: ledger, inventory, pipeline)"));
+  if (name == "transfers") return NewTransfersWorkload();
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown workload '", name,
+                   "' (built-in: ledger, inventory, pipeline, transfers)"));
 }
 
 }  // namespace idem::crash

@@ -58,12 +58,14 @@ class BatchRun {
  public:
   BatchRun(Engine& engine, absl::Span<Record> records,
            const ConsumerOptions& options,
-           const DeadLetterFunction& dead_letter, Handler handler)
+           const DeadLetterFunction& dead_letter, Handler handler,
+           const ProcessControls& controls)
       : engine_(engine),
         records_(records),
         options_(options),
         dead_letter_(dead_letter),
         handler_(handler),
+        controls_(controls),
         entries_(records.size()) {}
 
   absl::StatusOr<ProcessedBatch> Run() {
@@ -91,7 +93,8 @@ class BatchRun {
       if (!next.ok()) return next.status();
       round = *std::move(next);
     }
-    if (max_sequence_ > 0) {
+    out_.max_sequence = max_sequence_;
+    if (max_sequence_ > 0 && controls_.wait_durable) {
       if (absl::Status s = engine_.WaitDurable(max_sequence_); !s.ok()) {
         return s;
       }
@@ -114,7 +117,7 @@ class BatchRun {
       message.payload = record.value;
       message.source = record.topic;
       message.partition = record.partition;
-      message.offset = record.offset;
+      message.offset = controls_.stored_offset.value_or(record.offset);
       message.ttl = options_.ttl;
       messages.push_back(message);
       entries_[i].deferred = false;
@@ -124,6 +127,10 @@ class BatchRun {
       const size_t i = round[&message - messages.data()];
       Entry& entry = entries_[i];
       Record& record = records_[i];
+      if (Cancelled()) {
+        entry.deferred = true;  // not an attempt: the partition is gone
+        return absl::AbortedError("the partition was lost");
+      }
       if (entry.dead_lettered) {
         txn.SetResult(kDeadLetteredResult);
         if (!entry.dead_letter_error.ok()) {
@@ -150,6 +157,10 @@ class BatchRun {
     absl::StatusOr<std::vector<Result>> results =
         engine_.ProcessBatch(messages, run_one);
     if (!results.ok()) return results.status();
+    if (Cancelled()) {
+      return absl::CancelledError(
+          "the partition was lost: its remaining records were not run");
+    }
 
     std::vector<size_t> next;
     absl::flat_hash_set<PartitionRef> failed_partitions;
@@ -233,6 +244,11 @@ class BatchRun {
                         headers);
   }
 
+  bool Cancelled() const {
+    return controls_.cancelled != nullptr &&
+           controls_.cancelled->load(std::memory_order_acquire);
+  }
+
   // Whether a handler error may succeed on another attempt
   // (ConsumerOptions::non_retriable_codes).
   bool Retriable(const absl::Status& error) const {
@@ -295,6 +311,7 @@ class BatchRun {
   const ConsumerOptions& options_;
   const DeadLetterFunction& dead_letter_;
   const Handler handler_;
+  const ProcessControls& controls_;
   std::vector<Entry> entries_;
   uint64_t max_sequence_ = 0;
   ProcessedBatch out_;
@@ -304,8 +321,10 @@ class BatchRun {
 
 absl::StatusOr<ProcessedBatch> ProcessRecords(
     Engine& engine, absl::Span<Record> records, const ConsumerOptions& options,
-    const DeadLetterFunction& dead_letter, Handler handler) {
-  return BatchRun(engine, records, options, dead_letter, handler).Run();
+    const DeadLetterFunction& dead_letter, Handler handler,
+    const ProcessControls& controls) {
+  return BatchRun(engine, records, options, dead_letter, handler, controls)
+      .Run();
 }
 
 }  // namespace idem::kafka

@@ -8,7 +8,9 @@
 #ifndef IDEM_KAFKA_BATCH_PROCESSOR_H_
 #define IDEM_KAFKA_BATCH_PROCESSOR_H_
 
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +30,38 @@ struct ProcessedBatch {
   // Per partition of the batch, the next offset to read (Kafka's committed
   // offset convention): the highest handled offset + 1.
   absl::btree_map<TopicPartition, int64_t> next_offsets;
+  // The highest commit sequence of the batch (Result::sequence); 0 if none.
+  uint64_t max_sequence = 0;
+};
+
+// Adds the record counts of `batch` (records, processed, duplicates,
+// dead_lettered, retries, non_retriable) to `sum`.
+inline void AddRecordCounts(const BatchReport& batch, BatchReport& sum) {
+  sum.records += batch.records;
+  sum.processed += batch.processed;
+  sum.duplicates += batch.duplicates;
+  sum.dead_lettered += batch.dead_lettered;
+  sum.retries += batch.retries;
+  sum.non_retriable += batch.non_retriable;
+}
+
+// How a consumer's worker runs a group of records
+// (ConsumerOptions::workers > 1; kafka/parallel_runner.h).
+struct ProcessControls {
+  // Checked before each handler call: once it is true (the records'
+  // partition was lost), no more handlers run, and ProcessRecords returns
+  // kCancelled after committing what already ran.
+  const std::atomic<bool>* cancelled = nullptr;
+  // If set, the offset each message records in the engine (Message::offset)
+  // instead of its record's: the partition's low watermark - 1 under
+  // Ordering::kKey (-1: none), as records of one partition commit out of
+  // offset order there.
+  std::optional<int64_t> stored_offset;
+  // Whether to wait until the batch is durable before returning
+  // (Engine::WaitDurable). A consumer's workers leave it to the polling
+  // thread, which waits once per call for every group (so a group of one
+  // record does not wait for a sync of its own).
+  bool wait_durable = true;
 };
 
 // Processes `records` (Record::id is filled in here) with `handler`, keeping
@@ -41,10 +75,12 @@ struct ProcessedBatch {
 // Returns the engine's error, the dead-letter function's error or kAborted;
 // records before the error may be committed (the engine deduplicates them
 // when they are processed again). On success every record is committed
-// (processed, duplicate or dead-lettered) and durable.
+// (processed, duplicate or dead-lettered) and, unless
+// controls.wait_durable is false, durable.
 absl::StatusOr<ProcessedBatch> ProcessRecords(
     Engine& engine, absl::Span<Record> records, const ConsumerOptions& options,
-    const DeadLetterFunction& dead_letter, Handler handler);
+    const DeadLetterFunction& dead_letter, Handler handler,
+    const ProcessControls& controls = {});
 
 }  // namespace idem::kafka
 

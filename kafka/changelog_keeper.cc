@@ -170,6 +170,7 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
                                       : std::nullopt) &&
         **epoch == last->epoch && ends.Orphans().empty()) {
       // The engine's copy is the changelog's last commit, and its own.
+      absl::MutexLock lock(&fences_mu_);
       fences_[partition] = Fence{last->epoch, last->offset, last->offset};
       report.topic = topic;
       report.partition = partition;
@@ -258,7 +259,10 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(
     return s;
   }
   if (hooks_.restore_step) hooks_.restore_step("marked");
-  fences_[partition] = Fence{epoch, kNothingPublished, offset.value_or(-1)};
+  {
+    absl::MutexLock lock(&fences_mu_);
+    fences_[partition] = Fence{epoch, kNothingPublished, offset.value_or(-1)};
+  }
   report.topic = topic;
   report.partition = partition;
   report.restored = true;
@@ -343,16 +347,26 @@ absl::Status ChangelogKeeper::CommitMark(const std::string& topic,
 
 absl::Status ChangelogKeeper::MarkHandled(const std::string& topic,
                                           int32_t partition, int64_t offset) {
-  auto fence = fences_.find(partition);
-  if (fence == fences_.end() || fence->second.marked >= offset) {
-    return absl::OkStatus();
+  int64_t epoch = 0;
+  {
+    absl::MutexLock lock(&fences_mu_);
+    auto fence = fences_.find(partition);
+    if (fence == fences_.end() || fence->second.marked >= offset) {
+      return absl::OkStatus();
+    }
+    epoch = fence->second.epoch;
   }
-  if (absl::Status s =
-          CommitMark(topic, partition, fence->second.epoch, offset, {});
+  // Outside the lock: a commit. The partition's records are handled on one
+  // thread at a time, so nothing else marks it meanwhile.
+  if (absl::Status s = CommitMark(topic, partition, epoch, offset, {});
       !s.ok()) {
     return s;
   }
-  fence->second.marked = offset;
+  absl::MutexLock lock(&fences_mu_);
+  auto fence = fences_.find(partition);
+  if (fence != fences_.end() && fence->second.epoch == epoch) {
+    fence->second.marked = std::max(fence->second.marked, offset);
+  }
   return absl::OkStatus();
 }
 
@@ -392,31 +406,40 @@ bool ChangelogKeeper::Skip(const OutboxEntry& entry) const {
     return false;
   }
   if (hooks_.changelog_unfenced) return false;
-  auto fence = fences_.find(entry.partition);
-  if (fence == fences_.end()) return true;
   std::optional<ChangelogMark> mark;
   for (const auto& [name, value] : entry.headers) {
     if (name == kChangelogMarkHeader) mark = DecodeMark(value);
   }
+  absl::MutexLock lock(&fences_mu_);
+  auto fence = fences_.find(entry.partition);
+  if (fence == fences_.end()) return true;
   return !mark.has_value() || mark->epoch != fence->second.epoch ||
          mark->offset <= fence->second.published_up_to;
 }
 
 absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
                                      Handler handler) {
-  auto fence = fences_.find(record.partition);
-  if (fence == fences_.end()) {
-    return absl::AbortedError(absl::StrCat(
-        "changelog mode: a record of ", AbslView(record.topic), "/",
-        record.partition, ", which was not checked against its changelog"));
+  int64_t epoch = 0;
+  {
+    absl::MutexLock lock(&fences_mu_);
+    auto fence = fences_.find(record.partition);
+    if (fence == fences_.end()) {
+      return absl::AbortedError(absl::StrCat(
+          "changelog mode: a record of ", AbslView(record.topic), "/",
+          record.partition, ", which was not checked against its changelog"));
+    }
+    epoch = fence->second.epoch;
   }
-  ChangelogTxn changelog(txn, record, target_, fence->second.epoch,
-                         clock_->Now() + ttl_);
+  ChangelogTxn changelog(txn, record, target_, epoch, clock_->Now() + ttl_);
   if (absl::Status s = handler(record, changelog); !s.ok()) return s;
   if (direct_ != nullptr) return ProduceOutsideCommit(changelog);
   if (absl::Status s = changelog.Finish(); !s.ok()) return s;
   // If this commit fails after all, the partition's next check restores it.
-  fence->second.marked = std::max(fence->second.marked, record.offset);
+  absl::MutexLock lock(&fences_mu_);
+  auto fence = fences_.find(record.partition);
+  if (fence != fences_.end() && fence->second.epoch == epoch) {
+    fence->second.marked = std::max(fence->second.marked, record.offset);
+  }
   return absl::OkStatus();
 }
 

@@ -17,7 +17,10 @@
 // entries it has published before: so a member that returns with entries it
 // never published cannot append them after another owner's.
 //
-// Not thread-safe: used from the consumer's polling thread.
+// Thread-compatible, except that Handle, MarkHandled and Skip may run on
+// several threads at once (the consumer's workers, each on partitions of its
+// own) beside the polling thread's calls: the fences are guarded by a
+// mutex.
 
 #ifndef IDEM_KAFKA_CHANGELOG_KEEPER_H_
 #define IDEM_KAFKA_CHANGELOG_KEEPER_H_
@@ -33,6 +36,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
@@ -80,8 +84,14 @@ class ChangelogKeeper {
                               const absl::btree_set<int32_t>& held);
 
   // The partition left this member: its entries are no longer published.
-  void Release(int32_t partition) { fences_.erase(partition); }
-  void ReleaseAll() { fences_.clear(); }
+  void Release(int32_t partition) {
+    absl::MutexLock lock(&fences_mu_);
+    fences_.erase(partition);
+  }
+  void ReleaseAll() {
+    absl::MutexLock lock(&fences_mu_);
+    fences_.clear();
+  }
 
   // For OutboxRelayOptions::skip: true for a changelog entry this member
   // must not publish (see the file comment).
@@ -158,7 +168,8 @@ class ChangelogKeeper {
   absl::Duration ttl_;
   Clock* clock_;
   bool topics_ready_ = false;
-  absl::flat_hash_map<int32_t, Fence> fences_;
+  mutable absl::Mutex fences_mu_;
+  absl::flat_hash_map<int32_t, Fence> fences_ ABSL_GUARDED_BY(fences_mu_);
   absl::BitGen bitgen_;
   StandbyCopies standby_;
   absl::Time last_standby_round_ = absl::InfinitePast();

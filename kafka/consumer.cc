@@ -1,10 +1,13 @@
 // Consumer: librdkafka's high-level consumer around ProcessRecords
-// (kafka/batch_processor.h). Everything but logging runs on the caller's
-// thread: rebalance, error and commit callbacks are served by
-// rd_kafka_consumer_poll (rd_kafka_poll_set_consumer), so a revocation can
-// only arrive while a batch is being collected, never while one is being
-// processed. The log callback (OnLog) runs on librdkafka's own threads and
-// touches only the logger, which is constant.
+// (kafka/batch_processor.h). Polling, rebalance, error and commit callbacks
+// run on the caller's thread: they are served by rd_kafka_consumer_poll
+// (rd_kafka_poll_set_consumer). With one worker (the default) records are
+// processed there too, so a revocation can only arrive while a batch is
+// being collected; with more, a ParallelRunner (kafka/parallel_runner.h)
+// processes them on its threads while the caller's thread polls, and a
+// revocation waits for (or cancels) the revoked partitions' records. The log
+// callback (OnLog) runs on librdkafka's own threads and touches only the
+// logger, which is constant.
 
 #include "idem/kafka/consumer.h"
 
@@ -29,6 +32,8 @@
 #include "kafka/batch_processor.h"
 #include "kafka/changelog_keeper.h"
 #include "kafka/consumer_hooks.h"
+#include "kafka/consumer_options.h"
+#include "kafka/parallel_runner.h"
 #include "kafka/rdkafka_util.h"
 #include "kafka/record_ids.h"
 #include "kafka/user_code.h"
@@ -36,72 +41,9 @@
 namespace idem::kafka {
 namespace {
 
-// Properties the consumer sets itself and refuses from kafka_config.
-constexpr const char* kOwnedProperties[] = {
-    "bootstrap.servers", "metadata.broker.list", "group.id",
-    "enable.auto.commit", "enable.auto.offset.store"};
-
-bool NonNegativeFinite(absl::Duration d) {
-  return d >= absl::ZeroDuration() && d != absl::InfiniteDuration();
-}
-
-absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
-  auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ConsumerOptions: ", AbslView(what)));
-  };
-  if (options.brokers.empty()) return invalid("brokers must not be empty");
-  if (options.group_id.empty()) return invalid("group_id must not be empty");
-  if (options.topics.empty()) return invalid("topics must not be empty");
-  for (const std::string& topic : options.topics) {
-    if (topic.empty()) return invalid("topics must not contain an empty name");
-  }
-  if (!options.id_function && options.id_header.empty()) {
-    return invalid("id_header must not be empty (or set id_function)");
-  }
-  if (!NonNegativeFinite(options.ttl)) {
-    return invalid("ttl must be >= 0 and finite");
-  }
-  if (options.max_batch < 1) return invalid("max_batch must be >= 1");
-  if (!NonNegativeFinite(options.poll_timeout)) {
-    return invalid("poll_timeout must be >= 0 and finite");
-  }
-  if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
-  if (options.dead_letter_topic.size() > kMaxSourceBytes) {
-    return invalid(absl::StrCat("dead_letter_topic must be at most ",
-                                kMaxSourceBytes, " bytes"));
-  }
-  if (!NonNegativeFinite(options.retry_backoff)) {
-    return invalid("retry_backoff must be >= 0 and finite");
-  }
-  if (options.statistics_interval < absl::Milliseconds(1) ||
-      options.statistics_interval == absl::InfiniteDuration()) {
-    return invalid("statistics_interval must be >= 1 ms and finite");
-  }
-  if (!options.standby_partitions.empty() && options.changelog_topic.empty()) {
-    return invalid("standby_partitions needs changelog_topic");
-  }
-  for (int32_t partition : options.standby_partitions) {
-    if (partition < 0) {
-      return invalid(
-          absl::StrCat("standby_partitions must be >= 0, got ", partition));
-    }
-  }
-  if (options.standby_interval <= absl::ZeroDuration() ||
-      options.standby_interval == absl::InfiniteDuration()) {
-    return invalid("standby_interval must be > 0 and finite");
-  }
-  for (const auto& [name, value] : options.kafka_config) {
-    for (const char* owned : kOwnedProperties) {
-      if (name == owned) {
-        return invalid(
-            absl::StrCat("kafka_config must not set ", name,
-                         ": the consumer sets it (see ConsumerOptions)"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
+// How long a call with workers waits for a record while they are busy,
+// before it looks at them again.
+constexpr absl::Duration kWorkerPollWait = absl::Milliseconds(5);
 
 class ConsumerImpl final : public Consumer {
  public:
@@ -120,6 +62,11 @@ class ConsumerImpl final : public Consumer {
     relay_ = std::move(relay);
     changelog_ = std::move(changelog);
     dead_letter_ = options_.dead_letter;
+    if (options_.workers > 1) {
+      runner_ = std::make_unique<ParallelRunner>(
+          options_.workers, options_.ordering, options_.max_batch,
+          hooks_.lane_per_record);
+    }
     ConfPtr conf(rd_kafka_conf_new());
     ConfigList config = {{"auto.offset.reset", "earliest"}};
     config.insert(config.end(), options_.kafka_config.begin(),
@@ -170,22 +117,27 @@ class ConsumerImpl final : public Consumer {
       report_ = nullptr;
     };
 
-    // Collect: wait for the first record, then take what is already fetched.
+    if (absl::Status s =
+            runner_ != nullptr ? PollWithWorkers() : PollAndProcess();
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+    if (changelog_ != nullptr) FollowStandbys();
+    return report;
+  }
+
+  // One call on the polling thread alone: waits for the first record, takes
+  // what is already fetched, up to max_batch, and processes it.
+  absl::Status PollAndProcess() {
     absl::Duration wait = options_.poll_timeout;
     while (static_cast<int>(in_flight_.size()) < options_.max_batch) {
-      const absl::Duration engine_before = stats_.engine_time;
-      const absl::Time start = absl::Now();
-      rd_kafka_message_t* message =
-          rd_kafka_consumer_poll(rk_.get(), ToKafkaMillis(wait));
-      // Engine time spent in rebalance callbacks is not Kafka's.
-      stats_.kafka_time +=
-          (absl::Now() - start) - (stats_.engine_time - engine_before);
+      MessagePtr message = Poll(wait);
       wait = absl::ZeroDuration();
       if (!callback_error_.ok()) return FailFromCallback();
       if (message == nullptr) break;
-      MessagePtr owned(message);
       if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        in_flight_.push_back(std::move(owned));
+        in_flight_.push_back(std::move(message));
         if (in_flight_.size() == 1 && hooks_.after_first_record) {
           hooks_.after_first_record();
         }
@@ -202,9 +154,173 @@ class ConsumerImpl final : public Consumer {
       Rewind();
       return s;
     }
-    if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
-    if (changelog_ != nullptr) FollowStandbys();
-    return report;
+    return absl::OkStatus();
+  }
+
+  // One call with workers (ConsumerOptions::workers): takes records while
+  // the workers run them, waits until every one is handled, then commits
+  // the partitions' watermarks (or reads them again from the first record
+  // not handled).
+  absl::Status PollWithWorkers() {
+    runner_->Begin(
+        [this](const ParallelRunner::Group& group) { return RunGroup(group); });
+    absl::btree_set<TopicPartition> paused;
+    const absl::Status taken = TakeRecords(paused);
+    runner_->WaitIdle();
+    for (const TopicPartition& partition : paused) {
+      if (assignment_.contains(partition)) PauseOrResume(partition, false);
+    }
+    const absl::Status finished = FinishWorkerRun();
+    if (!taken.ok()) return taken;
+    if (!failed_.ok()) return failed_;
+    return finished;
+  }
+
+  // Hands records to the workers until 2 * max_batch * workers were taken
+  // (as many as `workers` partitions hold before they are paused), or none
+  // arrives while they are idle. Under Ordering::kPartition, a
+  // partition with 2 * max_batch records waiting (a full group queued
+  // behind the one its lane runs) is paused (librdkafka then drops what it
+  // fetched of it, and fetches it again from the last record taken) until
+  // half of them are handled, so that one busy partition does not hold back
+  // the others queued behind it. Under kKey a partition's records spread over
+  // many lanes, so none is paused: fetching again after a pause costs more than
+  // it saves there.
+  absl::Status TakeRecords(absl::btree_set<TopicPartition>& paused) {
+    const int64_t limit = 2 * int64_t{options_.max_batch} * options_.workers;
+    absl::Duration wait = options_.poll_timeout;
+    for (int64_t taken = 0; taken < limit;) {
+      MessagePtr message = Poll(wait);
+      if (!callback_error_.ok()) {
+        return std::exchange(callback_error_, absl::OkStatus());
+      }
+      if (!failed_.ok()) return failed_;
+      ResumeDrained(paused);
+      if (message == nullptr) {
+        if (runner_->Idle()) return absl::OkStatus();
+        wait = kWorkerPollWait;  // the workers are busy: look again soon
+        continue;
+      }
+      wait = absl::ZeroDuration();
+      if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (absl::Status s = OnMessageError(*message); !s.ok()) return s;
+        continue;
+      }
+      TopicPartition partition{rd_kafka_topic_name(message->rkt),
+                               message->partition};
+      QueuedRecord queued;
+      queued.record = RecordFromMessage(*message);
+      queued.owner =
+          std::shared_ptr<const void>(message.release(), [](const void* owned) {
+            rd_kafka_message_destroy(
+                static_cast<rd_kafka_message_t*>(const_cast<void*>(owned)));
+          });
+      runner_->Add(std::move(queued));
+      if (++taken == 1 && hooks_.after_first_record) {
+        hooks_.after_first_record();
+      }
+      if (options_.ordering == Ordering::kPartition &&
+          runner_->Waiting(partition) >= 2 * int64_t{options_.max_batch} &&
+          paused.insert(partition).second) {
+        PauseOrResume(partition, true);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Resumes the partitions TakeRecords paused that have fewer than
+  // max_batch records waiting.
+  void ResumeDrained(absl::btree_set<TopicPartition>& paused) {
+    for (auto it = paused.begin(); it != paused.end();) {
+      if (runner_->Waiting(*it) >= options_.max_batch) {
+        ++it;
+        continue;
+      }
+      if (assignment_.contains(*it)) PauseOrResume(*it, false);
+      it = paused.erase(it);
+    }
+  }
+
+  // On a worker: one group of a lane's records (kafka/parallel_runner.h).
+  absl::StatusOr<ProcessedBatch> RunGroup(const ParallelRunner::Group& group) {
+    auto with_changelog = [this](const Record& record, Txn& txn) {
+      return changelog_->Handle(record, txn, *handler_);
+    };
+    ProcessControls controls;
+    controls.cancelled = group.cancelled;
+    controls.stored_offset = group.stored_offset;
+    if (hooks_.store_record_offsets) controls.stored_offset.reset();
+    controls.wait_durable = false;  // FinishWorkerRun and Revoke wait
+    absl::StatusOr<ProcessedBatch> batch = ProcessRecords(
+        *engine_, group.records, options_, dead_letter_,
+        changelog_ != nullptr ? Handler(with_changelog) : *handler_, controls);
+    if (!batch.ok()) return batch;
+    if (absl::Status s = MarkHandled(batch->next_offsets); !s.ok()) return s;
+    return batch;
+  }
+
+  // After the workers are idle: counts what they did, brings the engine's
+  // offsets to the watermarks (Ordering::kKey) and commits them to Kafka,
+  // and reads partitions with records not handled again from the first.
+  absl::Status FinishWorkerRun() {
+    ParallelRunner::Outcome outcome = runner_->TakeOutcome();
+    stats_.engine_time += outcome.busy;
+    if (outcome.max_sequence > 0) {
+      // Nothing is committed to Kafka, or reported, before it is durable.
+      const absl::Time start = absl::Now();
+      absl::Status durable = engine_->WaitDurable(outcome.max_sequence);
+      stats_.engine_time += absl::Now() - start;
+      if (!durable.ok()) {
+        // Read everything taken again: the engine catches what stayed.
+        outcome.rewind = outcome.first_taken;
+        outcome.next_offsets.clear();
+        if (outcome.error.ok()) outcome.error = durable;
+      }
+    }
+    if (outcome.report.records > 0) Count(outcome.report);
+    absl::btree_map<TopicPartition, int64_t> commit;
+    for (const auto& [partition, next] : outcome.next_offsets) {
+      // A partition revoked meanwhile had its offsets committed then.
+      if (!assignment_.contains(partition)) continue;
+      if (absl::Status s = CatchUpEngineOffset(partition, next); !s.ok()) {
+        if (outcome.error.ok()) outcome.error = s;
+        continue;
+      }
+      commit.emplace(partition, next);
+    }
+    if (options_.commit_to_kafka && !commit.empty()) CommitToKafka(commit);
+    absl::btree_map<TopicPartition, int64_t> rewind;
+    for (const auto& [partition, offset] : outcome.rewind) {
+      if (assignment_.contains(partition)) rewind.emplace(partition, offset);
+    }
+    SeekTo(rewind);
+    return outcome.error;
+  }
+
+  // Ordering::kKey: a partition's records commit with the watermark their
+  // group began at (ProcessControls::stored_offset), so once all of them are
+  // handled the engine's offset is set to the last. REQUIRES: none of the
+  // partition's records is being handled.
+  absl::Status CatchUpEngineOffset(const TopicPartition& partition,
+                                   int64_t next) {
+    if (options_.ordering != Ordering::kKey) return absl::OkStatus();
+    absl::StatusOr<std::optional<int64_t>> current =
+        engine_->CommittedOffset(partition.first, partition.second);
+    if (!current.ok()) return current.status();
+    if (current->has_value() && **current >= next - 1) return absl::OkStatus();
+    return engine_->SetCommittedOffset(partition.first, partition.second,
+                                       next - 1);
+  }
+
+  // Polls librdkafka once, waiting up to `wait`; serves its callbacks.
+  MessagePtr Poll(absl::Duration wait) {
+    const absl::Duration engine_before = stats_.engine_time;
+    const absl::Time start = absl::Now();
+    MessagePtr message(rd_kafka_consumer_poll(rk_.get(), ToKafkaMillis(wait)));
+    // Engine time spent in rebalance callbacks is not Kafka's.
+    stats_.kafka_time +=
+        (absl::Now() - start) - (stats_.engine_time - engine_before);
+    return message;
   }
 
   // Brings the standby copies up to date when their interval is due. A
@@ -287,6 +403,20 @@ class ConsumerImpl final : public Consumer {
   }
 
  private:
+  // The consumer's own pause of a partition with enough records waiting
+  // (TakeRecords); an error is counted.
+  void PauseOrResume(const TopicPartition& partition, bool pause) {
+    PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
+    rd_kafka_topic_partition_list_add(list.get(), partition.first.c_str(),
+                                      partition.second);
+    const rd_kafka_resp_err_t err =
+        pause ? rd_kafka_pause_partitions(rk_.get(), list.get())
+              : rd_kafka_resume_partitions(rk_.get(), list.get());
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      NoteError(FromKafkaError(err, pause ? "pausing" : "resuming"));
+    }
+  }
+
   absl::Status PauseOrResume(const std::string& topic, int32_t partition,
                              bool pause) {
     const char* call = pause ? "Pause" : "Resume";
@@ -465,7 +595,9 @@ class ConsumerImpl final : public Consumer {
   void Revoke(rd_kafka_topic_partition_list_t* partitions) {
     ++stats_.revocations;
     const bool lost = rd_kafka_assignment_lost(rk_.get());
-    if (lost) {
+    if (runner_ != nullptr) {
+      SettleWorkers(partitions, lost);
+    } else if (lost) {
       // Another consumer may own them already: leave their records alone.
       DropInFlight(partitions);
     } else if (handler_ == nullptr || hooks_.drop_in_flight_on_revoke) {
@@ -501,6 +633,40 @@ class ConsumerImpl final : public Consumer {
       }
     }
     Unassign(partitions);
+  }
+
+  // Revoke with workers: waits until the revoked partitions' records taken
+  // so far are handled (at most 2 * max_batch * workers in one call) and
+  // brings their engine offsets to the
+  // watermark; for lost ones (or when closing), drops those not started and
+  // waits only for the groups running. Nothing of them commits afterwards.
+  void SettleWorkers(const rd_kafka_topic_partition_list_t* partitions,
+                     bool lost) {
+    std::vector<TopicPartition> revoked;
+    for (int i = 0; i < partitions->cnt; ++i) {
+      revoked.emplace_back(partitions->elems[i].topic,
+                           partitions->elems[i].partition);
+    }
+    if (lost || handler_ == nullptr || hooks_.drop_in_flight_on_revoke) {
+      runner_->Cancel(revoked);
+      return;
+    }
+    runner_->Finish(revoked);
+    if (const uint64_t sequence = runner_->MaxSequence(); sequence > 0) {
+      if (absl::Status s = engine_->WaitDurable(sequence); !s.ok()) {
+        // Not durable: commit nothing of them to Kafka (Revoke commits the
+        // engine's offsets, which a reopen may set back).
+        callback_error_ = s;
+        return;
+      }
+    }
+    for (const TopicPartition& partition : revoked) {
+      std::optional<int64_t> next = runner_->NextOffset(partition);
+      if (!next.has_value()) continue;
+      if (absl::Status s = CatchUpEngineOffset(partition, *next); !s.ok()) {
+        NoteError(s);
+      }
+    }
   }
 
   void Unassign(rd_kafka_topic_partition_list_t* partitions) {
@@ -567,25 +733,32 @@ class ConsumerImpl final : public Consumer {
     stats_.engine_time += absl::Now() - start;
     if (!batch.ok()) return batch.status();
     in_flight_.clear();
-    if (changelog_ != nullptr) {
-      for (const auto& [tp, next] : batch->next_offsets) {
-        if (absl::Status s =
-                changelog_->MarkHandled(tp.first, tp.second, next - 1);
-            !s.ok()) {
-          return s;
-        }
+    if (absl::Status s = MarkHandled(batch->next_offsets); !s.ok()) return s;
+    Count(batch->report);
+    if (options_.commit_to_kafka) {
+      CommitToKafka(batch->next_offsets);
+    }
+    return absl::OkStatus();
+  }
+
+  // Changelog mode: marks each partition of a batch handled up to its last
+  // offset (ChangelogKeeper::MarkHandled). Safe on the workers.
+  absl::Status MarkHandled(
+      const absl::btree_map<TopicPartition, int64_t>& next_offsets) {
+    if (changelog_ == nullptr) return absl::OkStatus();
+    for (const auto& [tp, next] : next_offsets) {
+      if (absl::Status s =
+              changelog_->MarkHandled(tp.first, tp.second, next - 1);
+          !s.ok()) {
+        return s;
       }
     }
+    return absl::OkStatus();
+  }
 
-    const BatchReport& done = batch->report;
-    if (report_ != nullptr) {
-      report_->records += done.records;
-      report_->processed += done.processed;
-      report_->duplicates += done.duplicates;
-      report_->dead_lettered += done.dead_lettered;
-      report_->retries += done.retries;
-      report_->non_retriable += done.non_retriable;
-    }
+  // Adds a processed batch to the call's report and the totals.
+  void Count(const BatchReport& done) {
+    if (report_ != nullptr) AddRecordCounts(done, *report_);
     stats_.records += done.records;
     stats_.processed += done.processed;
     stats_.duplicates += done.duplicates;
@@ -593,10 +766,6 @@ class ConsumerImpl final : public Consumer {
     stats_.retries += done.retries;
     stats_.non_retriable += done.non_retriable;
     ++stats_.batches;
-    if (options_.commit_to_kafka) {
-      CommitToKafka(batch->next_offsets);
-    }
-    return absl::OkStatus();
   }
 
   // Commits `next` (next offset per partition) to Kafka asynchronously; the
@@ -639,6 +808,11 @@ class ConsumerImpl final : public Consumer {
       if (!inserted) it->second = std::min(it->second, m->offset);
     }
     in_flight_.clear();
+    SeekTo(first);
+  }
+
+  // Makes the next poll read each partition of `first` from its offset.
+  void SeekTo(const absl::btree_map<TopicPartition, int64_t>& first) {
     if (first.empty()) return;
     PartitionListPtr seek(rd_kafka_topic_partition_list_new(first.size()));
     for (const auto& [tp, offset] : first) {
@@ -745,11 +919,15 @@ class ConsumerImpl final : public Consumer {
 
   // ---- Used from the polling thread only ----
   HandlePtr rk_;
+  // Null with one worker. Idle and empty between PollBatch calls, and
+  // destroyed before rk_ (its threads joined).
+  std::unique_ptr<ParallelRunner> runner_;
   std::vector<MessagePtr> in_flight_;  // polled, not yet processed
-  const Handler* handler_ = nullptr;   // during PollBatch
-  BatchReport* report_ = nullptr;      // during PollBatch
-  absl::Status callback_error_;        // raised inside a callback
-  absl::Status failed_;                // permanent: the consumer is unusable
+  // During PollBatch; read by the workers too, while they run.
+  const Handler* handler_ = nullptr;
+  BatchReport* report_ = nullptr;  // during PollBatch
+  absl::Status callback_error_;    // raised inside a callback
+  absl::Status failed_;            // permanent: the consumer is unusable
   std::set<TopicPartition> assignment_;
   ConsumerStats stats_;
 

@@ -24,6 +24,13 @@ struct ConsumerHooks {
   bool skip_revoke_commit = false;
   // On revocation, drop the in-flight records instead of finishing them.
   bool drop_in_flight_on_revoke = false;
+  // With workers: every record in a lane of its own, so records of one
+  // partition (kPartition) or one key (kKey) run in any order.
+  bool lane_per_record = false;
+  // With workers and Ordering::kKey: each record commits its own offset
+  // rather than the partition's low watermark, so a crash can leave the
+  // engine's offset above a record of another key that never committed.
+  bool store_record_offsets = false;
   // Called inside PollBatch once the first record of a batch is in flight,
   // so a test can make a rebalance arrive mid-collection.
   std::function<void()> after_first_record;

@@ -170,6 +170,32 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
   EXPECT_TRUE(*b->Seen("first-0", kTopic, 0));
 }
 
+// As above with 3 workers per member (Ordering::kPartition): A's partitions
+// run in parallel, their changelog marks stay in order, and B restores
+// exactly what A committed.
+TEST_F(KafkaChangelogTest, ChangelogWithParallelWorkersRestoresExactly) {
+  workers_ = 3;
+  Stream all = MakeStream("first", 90);
+  Produce(all);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> a_reports;
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &a_reports));
+  ExpectExact(*a, all);
+
+  Stream second = MakeStream("second", 45);
+  Produce(second);
+  Append(all, second);
+  std::unique_ptr<Engine> b = OpenStore("b");
+  ASSERT_NE(b, nullptr);
+  std::vector<RestoreReport> b_reports;
+  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*b, Handled(all), &b_reports));
+  ASSERT_EQ(b_reports.size(), static_cast<size_t>(kPartitions));
+  for (const RestoreReport& r : b_reports) EXPECT_TRUE(r.restored);
+  ExpectExact(*b, all);
+  EXPECT_THAT(MarksGoingBack(), IsEmpty());
+}
+
 // A, killed mid-stream (SIGKILL, in a process of its own), leaves commits it
 // never published; B restores what the changelog holds and processes from
 // there. Then A comes back with its stale store, gets every partition back

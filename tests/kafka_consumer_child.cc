@@ -7,12 +7,15 @@
 // test::ApplyInPartition), and with --die_at=<step> it SIGKILLs itself at
 // that step of a restore (ConsumerHooks::restore_step; for "chunk" the
 // restore applies every 5 records, so that it has chunks).
+// With --workers=<n> (and --ordering=key) it runs handlers on n workers.
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 //            [<downstream> | --changelog=<changelog> [--die_at=<step>]]
+//            [--workers=<n>] [--ordering=key] [--store_record_offsets]
 
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -22,6 +25,25 @@
 #include "tests/testing/kafka_test_util.h"
 
 int main(int argc, char** argv) {
+  // Worker flags, anywhere: --workers=<n>, --ordering=key and the broken
+  // variant --store_record_offsets (ConsumerHooks::store_record_offsets).
+  int workers = 1;
+  bool key_ordering = false;
+  bool store_record_offsets = false;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.starts_with("--workers=")) {
+      workers = std::atoi(arg.c_str() + 10);
+    } else if (arg == "--ordering=key") {
+      key_ordering = true;
+    } else if (arg == "--store_record_offsets") {
+      store_record_offsets = true;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
   if (argc < 5 || argc > 7) {
     std::fprintf(stderr,
                  "usage: %s <brokers> <topic> <group> <store> "
@@ -45,6 +67,7 @@ int main(int argc, char** argv) {
     if (die_at == step) raise(SIGKILL);
   };
   if (die_at == "chunk") hooks.restore_chunk_records = 5;
+  hooks.store_record_offsets = store_record_offsets;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -56,6 +79,8 @@ int main(int argc, char** argv) {
   options.group_id = argv[3];
   options.max_batch = 25;
   options.changelog_topic = changelog;
+  options.workers = workers;
+  if (key_ordering) options.ordering = idem::kafka::Ordering::kKey;
   options.kafka_config = {{"session.timeout.ms", "3000"},
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
@@ -65,17 +90,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
   }
-  absl::Status status =
-      (*consumer)->Run([&](const idem::kafka::Record& record, idem::Txn& txn) {
-        absl::SleepFor(absl::Milliseconds(2));
-        if (!changelog.empty()) {
-          return idem::test::ApplyInPartition(record, txn);
-        }
-        if (!downstream.empty()) {
-          return idem::test::ApplyAndForward(record, txn, downstream);
-        }
-        return idem::test::ApplyRecord(record, txn);
-      });
+  absl::Status status = (*consumer)->Run([&](const idem::kafka::Record& record,
+                                             idem::Txn& txn) {
+    // With workers, records wait 1 to 4 ms, so that they finish (and
+    // commit) out of offset order.
+    absl::SleepFor(absl::Milliseconds(workers > 1 ? 1 + record.offset % 4 : 2));
+    if (!changelog.empty()) {
+      return idem::test::ApplyInPartition(record, txn);
+    }
+    if (!downstream.empty()) {
+      return idem::test::ApplyAndForward(record, txn, downstream);
+    }
+    return idem::test::ApplyRecord(record, txn);
+  });
   std::fprintf(stderr, "%s\n", status.ToString().c_str());
   return 1;
 }

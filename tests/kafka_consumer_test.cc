@@ -291,6 +291,8 @@ struct RebalanceRun {
   bool separate_engines = true;  // B has an engine of its own
   bool commit_to_kafka = true;
   std::string strategy = "range,roundrobin";  // partition.assignment.strategy
+  int workers = 1;                            // ConsumerOptions::workers
+  Ordering ordering = Ordering::kPartition;   // and ::ordering
 };
 
 // Consumer A processes the first half of the stream alone; consumer B joins
@@ -321,6 +323,8 @@ std::vector<std::string> RebalanceMidStream(KafkaTestBed& bed, TempDir& dir,
   ConsumerOptions options = TestConsumerOptions(bed, "g");
   options.commit_to_kafka = run.commit_to_kafka;
   options.max_batch = 20;
+  options.workers = run.workers;
+  options.ordering = run.ordering;
   options.kafka_config.push_back(
       {"partition.assignment.strategy", run.strategy});
   auto a = Consumer::Create(engines.front(), options);
@@ -362,6 +366,21 @@ TEST_F(KafkaConsumerTest, RebalanceBetweenEnginesAppliesEveryMessageOnce) {
 
 // Between engines, Kafka's committed offsets are what hands a partition
 // over: without them the new owner re-applies what the old one did.
+// With workers, a revocation waits for the revoked partitions' records (and
+// under kKey brings the engine's offset to the watermark) before it commits
+// their offsets: B starts exactly after what A applied.
+TEST_F(KafkaConsumerTest,
+       WorkersRebalanceBetweenEnginesAppliesEveryMessageOnce) {
+  EXPECT_THAT(RebalanceMidStream(bed_, dir_, {.workers = 4}), IsEmpty());
+}
+
+TEST_F(KafkaConsumerTest,
+       KeyOrderingWorkersRebalanceBetweenEnginesAppliesEveryMessageOnce) {
+  EXPECT_THAT(RebalanceMidStream(bed_, dir_,
+                                 {.workers = 4, .ordering = Ordering::kKey}),
+              IsEmpty());
+}
+
 TEST_F(KafkaConsumerTest, WithoutKafkaCommitsAMovedPartitionIsReapplied) {
   EXPECT_THAT(RebalanceMidStream(bed_, dir_, {.commit_to_kafka = false}),
               Not(IsEmpty()));

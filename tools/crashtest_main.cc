@@ -21,9 +21,10 @@ int main(int argc, char** argv) {
       "--durability=buffered");
   idem::cli::CrashtestArgs args;
   app->add_option("--workload", args.workload,
-                  "Workload: ledger, inventory or pipeline (the ledger, "
+                  "Workload: ledger, inventory, pipeline (the ledger, "
                   "emitting through the outbox to a downstream store that a "
-                  "relay in the worker feeds).");
+                  "relay in the worker feeds) or transfers (amounts moved "
+                  "between four shared accounts by --threads threads).");
   app->add_option("--cycles", args.cycles,
                   "Crash cycles, in [0, 1000000]: N worker runs that each end "
                   "in a crash of --mode's kind, then one crash-free final "
@@ -77,7 +78,9 @@ int main(int argc, char** argv) {
                   "--workload=pipeline emit_outside_commit (the handler "
                   "publishes its emits itself, outside the commit) or "
                   "ack_before_publish (the relay acknowledges outbox "
-                  "entries before publishing them), and with "
+                  "entries before publishing them), lost_updates (no check "
+                  "that a handler's reads are current at commit; with "
+                  "--threads >= 2, e.g. --workload=transfers), and with "
                   "--detect_conflicts ignore_conflicts (conflicting "
                   "redeliveries answered as duplicates).");
   if (std::optional<int> code =

@@ -107,6 +107,7 @@ class ChangelogTestBase : public ::testing::Test {
     ConsumerOptions options = TestConsumerOptions(bed_, "members");
     options.changelog_topic = kChangelog;
     options.max_batch = 40;
+    options.workers = workers_;
     options.logger = &logger_;
     options.on_restore = [reports](const RestoreReport& report) {
       reports->push_back(report);
@@ -229,6 +230,7 @@ class ChangelogTestBase : public ::testing::Test {
 
   util::TempDir dir_;
   KafkaTestBed bed_;
+  int workers_ = 1;  // ConsumerOptions::workers of the members
   std::set<std::string> dead_lettered_;
   test::RecordingLogger logger_;
 };

@@ -126,8 +126,12 @@ class Workload {
 // reservation per order whatever the message ID) and "pipeline" (the
 // ledger, whose handler also emits a ledger entry per payment, and a second
 // entry for a payment above 500, to a downstream that keeps its own
-// balances: they must equal the applied entries' payments).
+// balances: they must equal the applied entries' payments), "transfers"
+// (each message moves an amount between two of four shared accounts, so
+// concurrent threads read and write the same keys: every balance must
+// equal the committed transfers, and the total stays zero).
 std::unique_ptr<Workload> NewLedgerWorkload();
+std::unique_ptr<Workload> NewTransfersWorkload();
 std::unique_ptr<Workload> NewInventoryWorkload();
 std::unique_ptr<Workload> NewPipelineWorkload();
 // By name; kInvalidArgument for an unknown name.
@@ -157,6 +161,10 @@ enum class SelfTest {
   kAckBeforePublish,   // the relay acknowledges outbox entries before it
                        // publishes them (needs a workload with a
                        // Downstream)
+  kLostUpdates,        // the engine does not check that a handler's reads
+                       // are still current when it commits, so concurrent
+                       // read-modify-writes of one key lose updates (needs
+                       // threads >= 2, e.g. with "transfers")
   kIgnoreConflicts,    // the engine answers a conflicting redelivery as a
                        // duplicate (needs detect_conflicts)
 };

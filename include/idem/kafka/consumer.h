@@ -12,8 +12,13 @@
 //   commits the offsets to Kafka too, asynchronously. Those are for lag
 //   monitoring and for handing a partition to a consumer with another engine;
 //   correctness on one engine does not depend on them.
-// - On revocation it finishes the in-flight batch and commits the revoked
-//   partitions' offsets to Kafka synchronously before releasing them.
+// - On revocation it finishes the in-flight records of the revoked
+//   partitions (with workers, it waits for them: at most 2 * max_batch *
+//   workers records are taken in one call) and commits their offsets
+//   to Kafka synchronously before releasing them; nothing of a revoked
+//   partition commits after that. A lost partition's running handlers are
+//   let finish (records not yet started are dropped), and nothing is
+//   committed to Kafka for it.
 // - A record whose handler keeps failing (or whose ID is unusable) is passed
 //   to the dead-letter path after ConsumerOptions::max_attempts, so one poison
 //   record cannot stall its partition; see ConsumerOptions::dead_letter.
@@ -21,10 +26,18 @@
 //   committed with their records) and the dead letters, through an
 //   OutboxRelay (idem/kafka/outbox_relay.h); see ConsumerOptions::relay_outbox.
 //
+// - With ConsumerOptions::workers > 1, handlers run on that many threads:
+//   partitions in parallel (Ordering::kPartition), or, with Ordering::kKey,
+//   records of different Kafka keys in parallel even within one partition.
+//   Offsets advance only to each partition's low watermark (every record
+//   below it has committed); see ConsumerOptions::workers.
+//
 // Requires the optional idem::kafka library (built when librdkafka is found).
 // A Consumer is not thread-safe: call it from one thread at a time (rebalance
 // handling runs inside PollBatch, on the calling thread); only Stop may be
-// called from any thread at any time. The Engine is
+// called from any thread at any time. Handlers, the ID function and the
+// dead-letter function run on the calling thread when workers is 1, and on
+// the consumer's worker threads, concurrently, when it is more. The Engine is
 // borrowed and must outlive the Consumer; other threads may use the engine
 // meanwhile (several consumers may share one engine).
 
@@ -70,8 +83,9 @@ struct Record {
   std::optional<std::string_view> Header(std::string_view name) const;
 };
 
-// User code run once per new message ID, with the engine's commit lock held
-// (see idem::Handler): return OK to commit the Txn's writes.
+// User code run once per new message ID (see idem::Handler; with
+// ConsumerOptions::workers > 1, on several threads at once): return OK to
+// commit the Txn's writes.
 using Handler = absl::FunctionRef<absl::Status(const Record&, Txn&)>;
 
 // Derives a record's dedupe ID. A non-OK status (or an ID that is empty or
@@ -83,6 +97,18 @@ using IdFunction = std::function<absl::StatusOr<std::string>(const Record&)>;
 // the batch (PollBatch returns it) and the record is retried later.
 using DeadLetterFunction =
     std::function<absl::Status(const Record&, const absl::Status& error)>;
+
+// Which records of a Consumer with ConsumerOptions::workers > 1 may run at
+// the same time.
+enum class Ordering {
+  // A partition's records run one after another, in offset order;
+  // different partitions run in parallel.
+  kPartition,
+  // Records with the same Kafka key (the same bytes; a record without a key
+  // counts as the empty key) of one partition run one after another, in
+  // offset order; different keys run in parallel, also within a partition.
+  kKey,
+};
 
 // What the consumer decided for one assigned partition.
 struct PartitionStart {
@@ -163,6 +189,35 @@ struct ConsumerOptions {
   // How long a poll waits for the first record of a batch; the rest of the
   // batch is what is already fetched. Must be >= 0. Default: 100 ms.
   absl::Duration poll_timeout = absl::Milliseconds(100);
+
+  // ---- Parallel handlers ----
+
+  // Threads that run handlers. 1 (the default): everything runs on the
+  // thread that calls PollBatch, one record at a time. More: handlers run
+  // concurrently on this many threads of the consumer's, so the handler, the
+  // id_function and the dead-letter function must be thread-safe; the engine
+  // keeps its guarantees under concurrent handlers (idem/engine.h: each ID
+  // has one effect, state reads and writes are serializable, and a handler
+  // may run more than once: Stats::handler_reruns). A PollBatch call then
+  // keeps polling while the workers run, until it has taken 2 * max_batch *
+  // workers records or nothing more arrives (under kPartition pausing, in
+  // librdkafka, a partition with 2 * max_batch records waiting until half
+  // are handled), and returns once every record it took is handled. The
+  // broker's committed offset and the engine's stored offset of a partition
+  // advance only to its low watermark: every record below it has committed.
+  // Records above it that committed before a crash are read again and caught as
+  // duplicates. Must be in [1, kMaxWorkers].
+  int workers = 1;
+  static constexpr int kMaxWorkers = 1024;
+  // With workers > 1: which records may run at the same time. With kKey
+  // the records of one key go to one worker at a time, in offset order; the
+  // engine's offset of a partition is committed at the watermark the
+  // partition had when a record's group of records began, and brought to
+  // the watermark at the end of each PollBatch. kKey cannot be combined
+  // with changelog_topic (kInvalidArgument): a changelog's marks say that
+  // everything up to an offset is in the changelog, which concurrent keys of
+  // one partition do not keep. Default: kPartition.
+  Ordering ordering = Ordering::kPartition;
 
   // ---- Failures ----
 

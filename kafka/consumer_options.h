@@ -1,0 +1,18 @@
+// The checks of ConsumerOptions that Consumer::Create makes before it
+// touches librdkafka.
+
+#ifndef IDEM_KAFKA_CONSUMER_OPTIONS_H_
+#define IDEM_KAFKA_CONSUMER_OPTIONS_H_
+
+#include "absl/status/status.h"
+#include "idem/kafka/consumer.h"
+
+namespace idem::kafka {
+
+// kInvalidArgument naming the field (or the kafka_config property) for
+// options a Consumer cannot run with; OK otherwise.
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options);
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CONSUMER_OPTIONS_H_
