@@ -158,6 +158,10 @@ void ParallelRunner::WorkerLoop() {
       group.push_back(std::move(lane.queue.front()));
       lane.queue.pop_front();
     }
+    if (group.empty()) {  // not expected: a ready lane has records
+      if (!lane.running) lanes_.erase(key);
+      continue;
+    }
     lane.running = true;
     ++state.running_groups;
     Group run;

@@ -32,8 +32,10 @@ std::vector<PeerConfig> MakeConfigs(const std::string& scratch,
   add({"idem", "idem kBuffered + WaitDurable", "fsync", batch, 1, false, true,
        false, idem(IdemMode::kBufferedWait)});
   if (clients > 1) {
+    add({"idem", "idem kSync", "fsync", 1, clients, false, true, true,
+         idem(IdemMode::kSync)});
     add({"idem", "idem kBuffered + WaitDurable", "fsync", 1, clients, false,
-         true, true, idem(IdemMode::kBufferedWait)});
+         true, false, idem(IdemMode::kBufferedWait)});
   }
   add({"idem", "idem kBuffered (no wait)", "page cache", 1, 1, false, true,
        true, idem(IdemMode::kBuffered)});

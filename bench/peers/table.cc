@@ -136,9 +136,8 @@ void PrintTable(const ReportHeader& h, const std::vector<ResultRow>& rows,
          "tickers; PostgreSQL: WAL; Redis: AOF) / logical bytes (ID + account "
          "+ 8-byte balance per new message).\n"
          "vs idem = this row / the idem row of the same durability "
-         "(fsync: kSync, or kBuffered + WaitDurable for many clients; "
-         "otherwise kBuffered without waiting), batch and clients; disk vs "
-         "idem compares bytes per processed message.\n";
+         "(fsync: kSync; otherwise kBuffered without waiting), batch and "
+         "clients; disk vs idem compares bytes per processed message.\n";
 }
 
 }  // namespace idem::peers
