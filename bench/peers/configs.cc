@@ -41,6 +41,13 @@ std::vector<PeerConfig> MakeConfigs(const std::string& scratch,
        true, idem(IdemMode::kBuffered)});
   add({"idem", "idem kBuffered (no wait)", "page cache", batch, 1, false, true,
        true, idem(IdemMode::kBuffered)});
+  if (clients > 1) {
+    // CPU-bound: what more threads add when nothing waits for the disk.
+    add({"idem", "idem kBuffered (no wait)", "page cache", 1, clients, false,
+         true, true, idem(IdemMode::kBuffered)});
+    add({"idem", "idem kBuffered (no wait)", "page cache", batch, clients,
+         false, true, true, idem(IdemMode::kBuffered)});
+  }
 
   auto postgres = [&](bool sync, bool pipelined) {
     return [pg, sync, pipelined] {
