@@ -1,6 +1,8 @@
 #include "engine/commit_queue.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/tsan_scope.h"
@@ -36,9 +38,22 @@ rocksdb::WriteBatch MergeBatches(const rocksdb::WriteBatch* const* batches,
 void CommitQueue::Add(Writer* writer) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(writer);
+  front_hint_.store(queue_.front(), std::memory_order_release);
+}
+
+void CommitQueue::SpinBriefly(const Writer* writer) const {
+  const auto end = std::chrono::steady_clock::now() + kSpin;
+  while (!writer->done_hint_.load(std::memory_order_acquire) &&
+         front_hint_.load(std::memory_order_acquire) != writer &&
+         std::chrono::steady_clock::now() < end) {
+    std::this_thread::yield();
+  }
 }
 
 rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
+  // A group write takes microseconds: looking again for a while costs less
+  // than going to sleep and being woken, which Await below does.
+  SpinBriefly(writer);
   std::vector<Writer*> group;
   rocksdb::Status failed;
   {
@@ -85,8 +100,11 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   for (Writer* w : group) {
     w->status_ = s;
     w->done_ = true;
+    w->done_hint_.store(true, std::memory_order_release);
     queue_.pop_front();
   }
+  front_hint_.store(queue_.empty() ? nullptr : queue_.front(),
+                    std::memory_order_release);
   // Unlocking wakes the writers done and the next leader.
   return s;
 }

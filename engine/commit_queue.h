@@ -23,6 +23,8 @@
 #ifndef IDEM_ENGINE_COMMIT_QUEUE_H_
 #define IDEM_ENGINE_COMMIT_QUEUE_H_
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -52,6 +54,8 @@ class CommitQueue {
     friend class CommitQueue;
     rocksdb::WriteBatch* const batch_;
     bool done_ = false;
+    // done_, readable without the lock: Wait's spin looks at it first.
+    std::atomic<bool> done_hint_{false};
     rocksdb::Status status_;
   };
 
@@ -69,6 +73,10 @@ class CommitQueue {
   rocksdb::Status Wait(rocksdb::DB* db, Writer* writer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // How long Wait looks, yielding, for its writer's write to land or for
+  // the writer to lead, before it sleeps until woken.
+  static constexpr std::chrono::microseconds kSpin{50};
+
   // Clears the failure that fails every write (after the store was
   // reopened). REQUIRES: no writer is queued.
   void Reset() ABSL_LOCKS_EXCLUDED(mu_);
@@ -78,10 +86,14 @@ class CommitQueue {
   uint64_t writes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  void SpinBriefly(const Writer* writer) const;
+
   const bool sync_;
   mutable absl::Mutex mu_;
   // Front: the leader while its group is written, then the next leader.
   std::deque<Writer*> queue_ ABSL_GUARDED_BY(mu_);
+  // queue_.front() (null when empty), readable without the lock.
+  std::atomic<Writer*> front_hint_{nullptr};
   // The first failed write's status; fails every later one.
   rocksdb::Status failed_ ABSL_GUARDED_BY(mu_);
   uint64_t groups_ ABSL_GUARDED_BY(mu_) = 0;

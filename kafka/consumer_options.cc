@@ -63,6 +63,17 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
           absl::StrCat("standby_partitions must be >= 0, got ", partition));
     }
   }
+  if (options.outbox_max_attempts < 0) {
+    return invalid("outbox_max_attempts must be >= 0");
+  }
+  if (options.outbox_max_attempts > 0 && options.dead_letter_topic.empty()) {
+    return invalid(
+        "outbox_max_attempts needs dead_letter_topic: an outbox entry given "
+        "up on goes there");
+  }
+  if (options.max_outbox_pending < 0) {
+    return invalid("max_outbox_pending must be >= 0");
+  }
   if (options.standby_interval <= absl::ZeroDuration() ||
       options.standby_interval == absl::InfiniteDuration()) {
     return invalid("standby_interval must be > 0 and finite");

@@ -24,9 +24,10 @@ struct MockClusterDeleter {
 
 class MockClusterImpl final : public MockCluster {
  public:
-  MockClusterImpl(HandlePtr host, rd_kafka_mock_cluster_t* cluster)
+  MockClusterImpl(HandlePtr host, rd_kafka_mock_cluster_t* cluster, int brokers)
       : host_(std::move(host)),
         cluster_(cluster),
+        brokers_(brokers),
         bootstrap_servers_(rd_kafka_mock_cluster_bootstraps(cluster)) {}
 
   const std::string& bootstrap_servers() const override {
@@ -46,10 +47,23 @@ class MockClusterImpl final : public MockCluster {
         absl::StrCat("creating topic ", topic));
   }
 
+  absl::Status SetBrokerDown(int32_t broker, bool down) override {
+    if (broker != -1 && (broker < 1 || broker > brokers_)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MockCluster::SetBrokerDown: no broker ", broker,
+                       " (brokers are 1 to ", brokers_, ", or -1 for all)"));
+    }
+    return FromKafkaError(
+        down ? rd_kafka_mock_broker_set_down(cluster_.get(), broker)
+             : rd_kafka_mock_broker_set_up(cluster_.get(), broker),
+        absl::StrCat(down ? "taking down" : "bringing up", " broker ", broker));
+  }
+
  private:
   // Declared first so it is destroyed last: the cluster needs its host.
   const HandlePtr host_;
   const std::unique_ptr<rd_kafka_mock_cluster_t, MockClusterDeleter> cluster_;
+  const int brokers_;
   const std::string bootstrap_servers_;
 };
 
@@ -80,7 +94,7 @@ absl::StatusOr<std::unique_ptr<MockCluster>> MockCluster::Start(int brokers) {
     return absl::UnavailableError(
         "MockCluster::Start: could not start brokers");
   }
-  return std::make_unique<MockClusterImpl>(*std::move(host), cluster);
+  return std::make_unique<MockClusterImpl>(*std::move(host), cluster, brokers);
 }
 
 }  // namespace idem::kafka

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
@@ -28,6 +29,12 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   if (options.brokers.empty()) return invalid("brokers must not be empty");
   if (options.max_batch < 1) return invalid("max_batch must be >= 1");
   if (options.id_header.empty()) return invalid("id_header must not be empty");
+  if (options.max_attempts < 0) return invalid("max_attempts must be >= 0");
+  if (options.max_attempts > 0 && options.dead_letter_topic.empty()) {
+    return invalid(
+        "max_attempts needs dead_letter_topic: an entry given up on goes "
+        "there, never nowhere");
+  }
   if (options.idle_wait < absl::ZeroDuration() ||
       options.idle_wait == absl::InfiniteDuration()) {
     return invalid("idle_wait must be >= 0 and finite");
@@ -60,6 +67,38 @@ OutgoingRecord ToRecord(const OutboxEntry& entry, const std::string& header) {
   return record;
 }
 
+// Whether the brokers refuse a record for good (OutboxRelayOptions::
+// max_attempts).
+bool RefusedForGood(const absl::Status& status) {
+  return absl::IsInvalidArgument(status) || absl::IsOutOfRange(status) ||
+         absl::IsPermissionDenied(status);
+}
+
+// The dead letter of an entry given up on after `attempts` attempts that
+// failed with `error`.
+OutgoingRecord DeadLetterRecord(const OutboxEntry& entry,
+                                const OutboxRelayOptions& options,
+                                const absl::Status& error, int attempts) {
+  OutgoingRecord record = ToRecord(entry, options.id_header);
+  record.topic = options.dead_letter_topic;
+  record.partition = -1;
+  record.headers.emplace_back("idem.error", error.ToString());
+  record.headers.emplace_back("idem.destination", entry.destination);
+  if (entry.partition >= 0) {
+    record.headers.emplace_back("idem.destination.partition",
+                                absl::StrCat(entry.partition));
+  }
+  record.headers.emplace_back("idem.attempts", absl::StrCat(attempts));
+  if (absl::IsOutOfRange(error)) {
+    // Too large for the brokers: its value would be refused again.
+    record.headers.emplace_back("idem.value.bytes",
+                                absl::StrCat(entry.value.size()));
+    record.value.clear();
+    record.tombstone = false;
+  }
+  return record;
+}
+
 // What a round does with an entry: acknowledge it unpublished (skip), or
 // publish it in the round's first produce call (publish_first) or second.
 enum Phase : uint8_t { kSkip, kFirst, kSecond };
@@ -81,6 +120,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     stats_.published += report.published;
     stats_.acknowledged += report.acknowledged;
     stats_.skipped += report.skipped;
+    stats_.dead_lettered += report.dead_lettered;
     if (!status.ok()) {
       ++stats_.errors;
       stats_.last_error = status.ToString();
@@ -97,6 +137,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       total.published += round->published;
       total.acknowledged += round->acknowledged;
       total.skipped += round->skipped;
+      total.dead_lettered += round->dead_lettered;
       if (round->last_position > 0) total.last_position = round->last_position;
       if (round->published + round->skipped < options_.max_batch) {
         return total;
@@ -127,6 +168,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     if (entries->empty()) return absl::OkStatus();
     std::vector<Phase> phase(entries->size(), kSecond);
     std::vector<OutgoingRecord> records[2];
+    std::vector<bool> dead_letter(entries->size(), false);
     for (size_t i = 0; i < entries->size(); ++i) {
       const OutboxEntry& entry = (*entries)[i];
       if (options_.skip && options_.skip(entry)) {
@@ -135,6 +177,14 @@ class OutboxRelayImpl final : public OutboxRelay {
       }
       if (absl::c_linear_search(options_.publish_first, entry.destination)) {
         phase[i] = kFirst;
+      }
+      auto refused = refused_.find(entry.position);
+      if (refused != refused_.end() &&
+          refused->second.attempts >= options_.max_attempts) {
+        records[phase[i] - kFirst].push_back(DeadLetterRecord(
+            entry, options_, refused->second.error, refused->second.attempts));
+        dead_letter[i] = true;
+        continue;
       }
       records[phase[i] - kFirst].push_back(ToRecord(entry, options_.id_header));
     }
@@ -167,8 +217,14 @@ class OutboxRelayImpl final : public OutboxRelay {
         return s;
       }
     }
+    for (size_t i = 0; i < prefix; ++i) {
+      if (dead_letter[i]) ++report.dead_lettered;
+      refused_.erase((*entries)[i].position);
+    }
     if (!published.ok()) {
-      const OutboxEntry& failed = (*entries)[prefix];
+      const OutboxEntry& failed =
+          (*entries)[FailedEntry(phase, records[0].size(), delivered)];
+      CountRefusal(failed, published);
       return absl::Status(
           published.code(),
           absl::StrCat("publishing outbox entry ", failed.position,
@@ -191,6 +247,30 @@ class OutboxRelayImpl final : public OutboxRelay {
     return absl::OkStatus();
   }
 
+  // The index of the entry whose record failed: the first one not delivered
+  // of the phase that failed (the first phase's, if it was not all
+  // delivered).
+  static size_t FailedEntry(const std::vector<Phase>& phase,
+                            size_t first_phase_records,
+                            const size_t delivered[2]) {
+    const Phase failed = delivered[0] < first_phase_records ? kFirst : kSecond;
+    size_t seen = 0;
+    for (size_t i = 0; i < phase.size(); ++i) {
+      if (phase[i] != failed) continue;
+      if (seen++ == delivered[failed - kFirst]) return i;
+    }
+    return phase.size() - 1;  // not reached: a phase failed
+  }
+
+  // With max_attempts: one more attempt at `entry` failed with `error`,
+  // if that error means the brokers refuse it for good.
+  void CountRefusal(const OutboxEntry& entry, const absl::Status& error) {
+    if (options_.max_attempts == 0 || !RefusedForGood(error)) return;
+    Refusal& refusal = refused_[entry.position];
+    ++refusal.attempts;
+    refusal.error = error;
+  }
+
   absl::Status Between() {
     if (!hooks_.between_publish_and_ack) return absl::OkStatus();
     return hooks_.between_publish_and_ack();
@@ -201,6 +281,12 @@ class OutboxRelayImpl final : public OutboxRelay {
   const OutboxRelayHooks hooks_;
   const std::unique_ptr<Producer> producer_;
   RelayStats stats_;
+  // Entries the brokers refused for good (max_attempts), by position.
+  struct Refusal {
+    int attempts = 0;
+    absl::Status error;
+  };
+  absl::flat_hash_map<uint64_t, Refusal> refused_;
   std::atomic<bool> stop_{false};
 };
 

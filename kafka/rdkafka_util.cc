@@ -68,8 +68,14 @@ absl::Status FromKafkaError(rd_kafka_resp_err_t err, std::string_view context) {
     case RD_KAFKA_RESP_ERR__INVALID_ARG:
     case RD_KAFKA_RESP_ERR_INVALID_PARTITIONS:
     case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
-    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
       return absl::InvalidArgumentError(message);
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+      return absl::OutOfRangeError(message);
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED:
+    case RD_KAFKA_RESP_ERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+      return absl::PermissionDeniedError(message);
     case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS:
       return absl::AlreadyExistsError(message);
     case RD_KAFKA_RESP_ERR__TIMED_OUT:

@@ -42,9 +42,13 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
         {"idem_kafka_restore_records_total",
          "Records restored into the store from a changelog"},
         {"idem_kafka_standby_records_read_total",
-         "Changelog records read to keep standby copies warm"}};
-    FollowedCounter* const series[] = {&records_, &dead_lettered_, &retries_,
-                                       &errors_,  &restored_,      &standby_};
+         "Changelog records read to keep standby copies warm"},
+        {"idem_kafka_outbox_dead_lettered_total",
+         "Outbox entries the brokers refused for good, published to the "
+         "dead-letter topic"}};
+    FollowedCounter* const series[] = {
+        &records_, &dead_lettered_,       &retries_, &errors_, &restored_,
+        &standby_, &outbox_dead_lettered_};
     for (size_t i = 0; i < std::size(counters); ++i) {
       auto family =
           RegisterFamily(prometheus::BuildCounter(), counters[i].first,
@@ -72,6 +76,8 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
     errors_.Follow(static_cast<double>(stats.kafka_errors));
     restored_.Follow(static_cast<double>(stats.restored_records));
     standby_.Follow(static_cast<double>(stats.standby_records_read));
+    outbox_dead_lettered_.Follow(
+        static_cast<double>(stats.outbox_dead_lettered));
     // Partitions not in this update's lag lose their series.
     std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag;
     for (const kafka::PartitionLag& p : stats.lag) {
@@ -103,6 +109,7 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
   FollowedCounter errors_ ABSL_GUARDED_BY(mu_);
   FollowedCounter restored_ ABSL_GUARDED_BY(mu_);
   FollowedCounter standby_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter outbox_dead_lettered_ ABSL_GUARDED_BY(mu_);
   prometheus::Family<Gauge>* lag_family_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag_
       ABSL_GUARDED_BY(mu_);

@@ -278,7 +278,9 @@ TEST(ParallelRunnerTest, CancelStopsTheRunningGroupAndDropsTheQueue) {
   runner.Add(source.Make(0, 100, "k"));  // dropped: the partition is gone
   const ParallelRunner::Outcome outcome = runner.TakeOutcome();
   EXPECT_TRUE(outcome.error.ok()) << "a cancellation is not an error";
-  EXPECT_EQ(outcome.rewind.at({"t", 0}), 0);
+  // Reading again starts at or before the first record not handled (the
+  // cancelled group's first: its records may be partly committed).
+  EXPECT_LE(outcome.rewind.at({"t", 0}), handled);
   EXPECT_EQ(log.handled(), handled);
 }
 

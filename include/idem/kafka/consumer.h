@@ -272,6 +272,20 @@ struct ConsumerOptions {
   // kafka_config (which the relay uses too, e.g. for security settings);
   // enable.idempotence and acks are the relay's own. Default: none.
   std::vector<std::pair<std::string, std::string>> relay_kafka_config;
+  // The relay's OutboxRelayOptions::max_attempts: attempts at an outbox
+  // entry the brokers refuse for good (unknown topic, too large, not
+  // authorized) before it goes to dead_letter_topic instead, so the entries
+  // behind it flow (ConsumerStats::outbox_dead_lettered). 0: never give up.
+  // More than 0 needs dead_letter_topic. Default: 0.
+  int outbox_max_attempts = 0;
+  // Backpressure: when the engine's outbox holds more than this many
+  // entries not yet published (Stats::outbox_pending, read before each
+  // poll), the consumer pauses its input (every assigned partition, in
+  // librdkafka) and only publishes until the outbox holds at most this
+  // many, then resumes (ConsumerStats::backpressure_pauses). So a slow or
+  // unreachable destination bounds the outbox instead of letting it grow
+  // without end. 0: unbounded. Must be >= 0. Default: 0.
+  int64_t max_outbox_pending = 0;
 
   // ---- State that follows its partitions (docs/scale-out.md) ----
 
@@ -428,6 +442,15 @@ struct ConsumerStats {
   int64_t standby_updates = 0;
   int64_t standby_records_read = 0;
   int64_t standby_errors = 0;
+  // PollBatch errors that Run rode out (retried after a pause), also in
+  // kafka_errors and last_kafka_error.
+  int64_t run_retries = 0;
+  // Outbox entries the relay gave up on and published to
+  // dead_letter_topic (outbox_max_attempts), of outbox_published.
+  int64_t outbox_dead_lettered = 0;
+  // Times the input was paused because the outbox held more than
+  // max_outbox_pending entries.
+  int64_t backpressure_pauses = 0;
 };
 
 class Consumer {
@@ -451,11 +474,21 @@ class Consumer {
   // Rebalances are handled inside the call. Returns what it did; zero
   // records when nothing arrived. On a storage error, a dead-letter failure
   // or a Kafka fatal error, returns it; the partitions of the batch are
-  // rewound to the engine's offsets, so the next call retries them.
+  // rewound to the engine's offsets, so the next call retries them. Brokers
+  // that are down or unreachable make it return kUnavailable at worst (the
+  // outbox could not be published: the batch stays committed, and the next
+  // call publishes it; in changelog mode the next call first checks every
+  // held partition against its changelog again), never a permanent error;
+  // librdkafka reconnects by itself.
   virtual absl::StatusOr<BatchReport> PollBatch(Handler handler) = 0;
 
-  // Calls PollBatch until Stop is called or it fails; returns OK after Stop,
-  // otherwise PollBatch's error. Does not close the consumer.
+  // Calls PollBatch until Stop is called; returns OK after Stop. An error
+  // with a cause that can pass (kUnavailable: brokers down or unreachable,
+  // or the store; kDeadlineExceeded; kResourceExhausted: a full disk;
+  // kUnknown: a failed sync) is counted (ConsumerStats::run_retries) and
+  // retried after a pause of 100 ms, doubled after each further failure up
+  // to 10 s, and reset by a success; any other error, or one that made the
+  // consumer unusable, is returned. Does not close the consumer.
   virtual absl::Status Run(Handler handler) = 0;
 
   // Makes Run return after its current batch. Safe from any thread and from

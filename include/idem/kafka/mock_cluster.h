@@ -37,6 +37,13 @@ class MockCluster {
   // bad arguments; kAlreadyExists if the topic exists.
   virtual absl::Status CreateTopic(const std::string& topic,
                                    int partitions) = 0;
+
+  // Takes broker `broker` down (`down`: it drops its connections and
+  // refuses new ones) or brings it back up; -1 for every broker. Brokers are
+  // numbered from 1. Leadership does not move, so clients of a down
+  // broker's partitions see an outage until it is up again.
+  // kInvalidArgument for a broker the cluster does not have.
+  virtual absl::Status SetBrokerDown(int32_t broker, bool down) = 0;
 };
 
 }  // namespace idem::kafka

@@ -65,6 +65,22 @@ struct OutboxRelayOptions {
   // is in Kafka before any later entry of another destination. Default:
   // none (one produce call per round).
   std::vector<std::string> publish_first;
+  // Attempts at publishing an entry that the brokers refuse for good (an
+  // unknown topic or partition, a record too large, no authorization:
+  // kInvalidArgument, kOutOfRange or kPermissionDenied from the producer)
+  // before the relay gives up on it and publishes it to dead_letter_topic
+  // instead, so that the entries behind it flow. Transient failures (brokers
+  // down, timeouts) never count. 0: never give up (an entry the brokers
+  // refuse holds back the outbox until the cause is fixed). Must be >= 0;
+  // more than 0 needs dead_letter_topic. Default: 0.
+  int max_attempts = 0;
+  // Where given-up entries go: the entry's key, value and headers, under its
+  // message ID (id_header), with headers idem.error (why), idem.destination
+  // (the topic it was for), idem.destination.partition (if it named one)
+  // and idem.attempts. A record too large (kOutOfRange) goes without its
+  // value, with the header idem.value.bytes (its size) instead. Default:
+  // empty.
+  std::string dead_letter_topic;
   // Receives the relay's producer's librdkafka log lines (see
   // Producer::Create); borrowed, must outlive the relay. Default: nullptr
   // (stderr).
@@ -76,6 +92,8 @@ struct RelayReport {
   int64_t published = 0;     // entries produced and acknowledged by Kafka
   int64_t acknowledged = 0;  // entries removed from the outbox
   int64_t skipped = 0;       // of acknowledged: not published (skip)
+  // Of published: entries given up on and published to dead_letter_topic.
+  int64_t dead_lettered = 0;
   // The last position acknowledged; 0 if none was.
   uint64_t last_position = 0;
 };
@@ -86,6 +104,7 @@ struct RelayStats {
   int64_t published = 0;
   int64_t acknowledged = 0;
   int64_t skipped = 0;
+  int64_t dead_lettered = 0;  // see OutboxRelayOptions::max_attempts
   int64_t errors = 0;
   std::string last_error;
 };

@@ -1,0 +1,298 @@
+// ConsumerImpl, the Consumer (idem/kafka/consumer.h) behind
+// Consumer::Create, declared here so that its jobs live in files of their
+// own: the poll loop (consumer.cc), parallel workers (consumer_workers.cc),
+// rebalances and restores (consumer_rebalance.cc), publishing the outbox
+// (consumer_relay.cc); the option checks are in consumer_options.h.
+//
+// Polling, rebalance, error and commit callbacks run on the caller's
+// thread: they are served by rd_kafka_consumer_poll
+// (rd_kafka_poll_set_consumer). With one worker (the default) records are
+// processed there too, so a revocation can only arrive while a batch is
+// being collected; with more, a ParallelRunner (kafka/parallel_runner.h)
+// processes them on its threads while the caller's thread polls, and a
+// revocation waits for (or cancels) the revoked partitions' records. The log
+// callback (OnLog) runs on librdkafka's own threads and touches only the
+// logger, which is constant.
+
+#ifndef IDEM_KAFKA_CONSUMER_IMPL_H_
+#define IDEM_KAFKA_CONSUMER_IMPL_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "idem/engine.h"
+#include "idem/kafka/consumer.h"
+#include "idem/kafka/outbox_relay.h"
+#include "kafka/batch_processor.h"
+#include "kafka/changelog_keeper.h"
+#include "kafka/consumer_hooks.h"
+#include "kafka/parallel_runner.h"
+#include "kafka/rdkafka_util.h"
+
+namespace idem::kafka {
+
+class ConsumerImpl final : public Consumer {
+ public:
+  ConsumerImpl(Engine* engine, const ConsumerOptions& options,
+               const ConsumerHooks& hooks)
+      : engine_(engine), options_(options), hooks_(hooks) {}
+
+  ~ConsumerImpl() override {
+    // Leaving the group releases the partitions at once; its error has
+    // nowhere to go from a destructor.
+    Close().IgnoreError();
+  }
+
+  absl::Status Init(std::unique_ptr<OutboxRelay> relay,
+                    std::unique_ptr<ChangelogKeeper> changelog);
+
+  absl::StatusOr<BatchReport> PollBatch(Handler handler) override;
+
+  absl::Status Run(Handler handler) override;
+
+  void Stop() override { stop_.store(true, std::memory_order_release); }
+
+  absl::Status Close() override;
+
+  std::vector<std::pair<std::string, int32_t>> Assignment() const override {
+    return {assignment_.begin(), assignment_.end()};
+  }
+
+  const ConsumerOptions& options() const { return options_; }
+
+  ConsumerStats stats() const override;
+
+  absl::Status Pause(const std::string& topic, int32_t partition) override {
+    return PauseOrResume(topic, partition, /*pause=*/true);
+  }
+
+  absl::Status Resume(const std::string& topic, int32_t partition) override {
+    return PauseOrResume(topic, partition, /*pause=*/false);
+  }
+
+ private:
+  // One call on the polling thread alone: waits for the first record, takes
+  // what is already fetched, up to max_batch, and processes it.
+  absl::Status PollAndProcess();
+
+  // One call with workers (ConsumerOptions::workers): takes records while
+  // the workers run them, waits until every one is handled, then commits
+  // the partitions' watermarks (or reads them again from the first record
+  // not handled).
+  absl::Status PollWithWorkers();
+
+  // Hands records to the workers until 2 * max_batch * workers were taken
+  // (as many as `workers` partitions hold before they are paused), or none
+  // arrives while they are idle. Under Ordering::kPartition, a
+  // partition with 2 * max_batch records waiting (a full group queued
+  // behind the one its lane runs) is paused (librdkafka then drops what it
+  // fetched of it, and fetches it again from the last record taken) until
+  // half of them are handled, so that one busy partition does not hold back
+  // the others queued behind it. Under kKey a partition's records spread over
+  // many lanes, so none is paused: fetching again after a pause costs more than
+  // it saves there.
+  absl::Status TakeRecords(absl::btree_set<TopicPartition>& paused);
+
+  // Resumes the partitions TakeRecords paused that have fewer than
+  // max_batch records waiting.
+  void ResumeDrained(absl::btree_set<TopicPartition>& paused);
+
+  // On a worker: one group of a lane's records (kafka/parallel_runner.h).
+  absl::StatusOr<ProcessedBatch> RunGroup(const ParallelRunner::Group& group);
+
+  // After the workers are idle: counts what they did, brings the engine's
+  // offsets to the watermarks (Ordering::kKey) and commits them to Kafka,
+  // and reads partitions with records not handled again from the first.
+  absl::Status FinishWorkerRun();
+
+  // Ordering::kKey: a partition's records commit with the watermark their
+  // group began at (ProcessControls::stored_offset), so once all of them are
+  // handled the engine's offset is set to the last. REQUIRES: none of the
+  // partition's records is being handled.
+  absl::Status CatchUpEngineOffset(const TopicPartition& partition,
+                                   int64_t next);
+
+  // Polls librdkafka once, waiting up to `wait`; serves its callbacks.
+  MessagePtr Poll(absl::Duration wait);
+
+  // Brings the standby copies up to date when their interval is due. A
+  // copy's error is counted, and does not stop processing.
+  void FollowStandbys();
+
+  // Changelog mode, after publishing failed (RelayOutbox): checks every held
+  // partition against its changelog again, restoring it where the changelog
+  // lacks part of what the engine holds, and reads each again from the
+  // offset after its changelog's last complete commit. kUnavailable while
+  // the changelog cannot be read; the next call tries again.
+  absl::Status RecheckPartitions();
+
+  // Whether Run retries after PollBatch failed with `status`: a cause that
+  // can pass (brokers or the store unavailable, a timeout, a full disk, a
+  // failed sync).
+  static bool RetriableInRun(const absl::Status& status);
+
+  // Sleeps `duration`, or less once Stop is called.
+  void SleepUnlessStopped(absl::Duration duration);
+
+  // The consumer's own pause of a partition with enough records waiting
+  // (TakeRecords); an error is counted.
+  void PauseOrResume(const TopicPartition& partition, bool pause);
+
+  absl::Status PauseOrResume(const std::string& topic, int32_t partition,
+                             bool pause);
+
+  static ConsumerImpl* Self(void* opaque) {
+    return static_cast<ConsumerImpl*>(opaque);
+  }
+
+  static void OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err,
+                          rd_kafka_topic_partition_list_t* partitions,
+                          void* opaque);
+
+  static void OnCommit(rd_kafka_t*, rd_kafka_resp_err_t err,
+                       rd_kafka_topic_partition_list_t*, void* opaque) {
+    Self(opaque)->NoteCommit(err);
+  }
+
+  static void OnError(rd_kafka_t* rk, int err, const char* reason,
+                      void* opaque);
+
+  // From librdkafka's threads: only the constant logger is touched.
+  static void OnLog(const rd_kafka_t* rk, int level, const char* facility,
+                    const char* text);
+
+  // Served by rd_kafka_consumer_poll, on the polling thread.
+  static int OnStatistics(rd_kafka_t*, char* json, size_t length,
+                          void* opaque);
+
+  void NoteError(const absl::Status& status) {
+    ++stats_.kafka_errors;
+    stats_.last_kafka_error = status.ToString();
+  }
+
+  absl::Status OnMessageError(const rd_kafka_message_t& message);
+
+  // Starts each assigned partition at the engine's offset + 1.
+  void Assign(rd_kafka_topic_partition_list_t* partitions);
+
+  // Finishes the in-flight batch (with workers: SettleWorkers), commits the
+  // revoked partitions' offsets to Kafka synchronously, then releases them.
+  void Revoke(rd_kafka_topic_partition_list_t* partitions);
+
+  // Revoke with workers: waits until the revoked partitions' records taken
+  // so far are handled (at most 2 * max_batch * workers in one call) and
+  // brings their engine offsets to the watermark; for lost ones (or when
+  // closing), drops those not started and waits only for the groups
+  // running. Nothing of them commits afterwards.
+  void SettleWorkers(const rd_kafka_topic_partition_list_t* partitions,
+                     bool lost);
+
+  void Unassign(rd_kafka_topic_partition_list_t* partitions);
+
+  bool Cooperative() const {
+    return std::strcmp(rd_kafka_rebalance_protocol(rk_.get()), "COOPERATIVE") ==
+           0;
+  }
+
+  // Commits, for each of `partitions`, the engine's offset + 1 to Kafka and
+  // waits for the answer. Errors are counted: Kafka's offsets are advisory.
+  void CommitEngineOffsets(const rd_kafka_topic_partition_list_t* partitions);
+
+  void NoteCommit(rd_kafka_resp_err_t err);
+
+  // Processes the in-flight records and commits their offsets to Kafka.
+  absl::Status ProcessInFlight();
+
+  // Changelog mode: marks each partition of a batch handled up to its last
+  // offset (ChangelogKeeper::MarkHandled). Safe on the workers.
+  absl::Status MarkHandled(
+      const absl::btree_map<TopicPartition, int64_t>& next_offsets);
+
+  // Adds a processed batch to the call's report and the totals.
+  void Count(const BatchReport& done);
+
+  // Commits `next` (next offset per partition) to Kafka asynchronously; the
+  // answer comes to OnCommit.
+  void CommitToKafka(const absl::btree_map<TopicPartition, int64_t>& next);
+
+  // Drops in-flight records of `partitions` (all of them for nullptr).
+  void DropInFlight(const rd_kafka_topic_partition_list_t* partitions);
+
+  // After a failed batch: the next poll re-reads each still-assigned
+  // partition of the in-flight records from its first in-flight offset.
+  void Rewind();
+
+  // Makes the next poll read each partition of `first` from its offset.
+  void SeekTo(const absl::btree_map<TopicPartition, int64_t>& first);
+
+  absl::Status FailFromCallback();
+
+  // Changelog mode, on assignment: checks (and restores) the partition and
+  // returns the engine's offset afterwards.
+  absl::StatusOr<std::optional<int64_t>> CheckChangelog(
+      const std::string& topic, int32_t partition);
+
+  // Publishes what the engine's outbox holds (ConsumerOptions::relay_outbox):
+  // the handlers' emits and the dead letters, committed with their records.
+  // The batch is committed either way; an error is returned so the caller
+  // sees it, and the next call publishes the rest again.
+  absl::Status RelayOutbox(BatchReport& report);
+
+  // Backpressure (ConsumerOptions::max_outbox_pending): whether the outbox
+  // holds more entries than allowed; pausing every assigned partition, and
+  // resuming those it paused.
+  bool OutboxFull();
+  void PauseInput();
+  void ResumeInput();
+
+  // ---- Constant after construction ----
+  Engine* const engine_;
+  const ConsumerOptions options_;
+  const ConsumerHooks hooks_;
+  std::unique_ptr<OutboxRelay> relay_;  // null without relay_outbox
+  // Null without a changelog_topic. Used from the polling thread (the
+  // relay's skip calls it there too), and by the workers through Handle and
+  // MarkHandled, which it guards.
+  std::unique_ptr<ChangelogKeeper> changelog_;
+  DeadLetterFunction dead_letter_;
+
+  // ---- Used from the polling thread only ----
+  HandlePtr rk_;
+  // Null with one worker. Idle and empty between PollBatch calls, and
+  // destroyed before rk_ (its threads joined).
+  std::unique_ptr<ParallelRunner> runner_;
+  std::vector<MessagePtr> in_flight_;  // polled, not yet processed
+  // During PollBatch; read by the workers too, while they run.
+  const Handler* handler_ = nullptr;
+  BatchReport* report_ = nullptr;  // during PollBatch
+  absl::Status callback_error_;    // raised inside a callback
+  absl::Status failed_;            // permanent: the consumer is unusable
+  // Changelog mode: publishing failed, and the held partitions must be
+  // checked against the changelog again before any is processed.
+  bool recheck_ = false;
+  // Partitions PauseInput paused (backpressure), resumed by ResumeInput.
+  std::set<TopicPartition> backpressured_;
+  std::set<TopicPartition> assignment_;
+  ConsumerStats stats_;
+
+  // ---- Any thread ----
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_CONSUMER_IMPL_H_

@@ -1,0 +1,251 @@
+// ConsumerImpl's rebalances: assignments (and, in changelog mode, the check
+// and restore of each partition), revocations, lost partitions, and the
+// standby copies.
+
+#include "kafka/consumer_impl.h"
+
+#include <librdkafka/rdkafka.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/absl_view.h"
+#include "kafka/record_ids.h"
+#include "kafka/user_code.h"
+
+namespace idem::kafka {
+
+void ConsumerImpl::FollowStandbys() {
+  absl::btree_set<int32_t> held;
+  for (const TopicPartition& tp : assignment_) held.insert(tp.second);
+  const absl::Time start = absl::Now();
+  const ChangelogKeeper::StandbyRound round =
+      changelog_->FollowStandbys(options_.topics[0], held);
+  stats_.kafka_time += absl::Now() - start;
+  stats_.standby_updates += round.copies;
+  stats_.standby_records_read += round.records_read;
+  stats_.standby_errors += round.errors;
+  if (round.errors > 0) NoteError(round.last_error);
+}
+
+void ConsumerImpl::OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+  ConsumerImpl* self = Self(opaque);
+  if (self->report_ != nullptr) self->report_->rebalanced = true;
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+      self->Assign(partitions);
+      break;
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+      self->Revoke(partitions);
+      break;
+    default:
+      self->NoteError(FromKafkaError(err, "rebalancing"));
+      self->Unassign(nullptr);
+      break;
+  }
+}
+
+void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
+  ++stats_.assignments;
+  PartitionListPtr group;
+  if (options_.check_group_offsets) {
+    group.reset(rd_kafka_topic_partition_list_copy(partitions));
+    const rd_kafka_resp_err_t err =
+        rd_kafka_committed(rk_.get(), group.get(), /*timeout_ms=*/10000);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      NoteError(FromKafkaError(err, "reading the group's offsets"));
+      group.reset();
+    }
+  }
+  for (int i = 0; i < partitions->cnt; ++i) {
+    rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    PartitionStart start;
+    start.topic = tp.topic;
+    start.partition = tp.partition;
+    const absl::Time begin = absl::Now();
+    absl::StatusOr<std::optional<int64_t>> engine_offset =
+        engine_->CommittedOffset(tp.topic, tp.partition);
+    stats_.engine_time += absl::Now() - begin;
+    if (engine_offset.ok() && changelog_ != nullptr) {
+      engine_offset = CheckChangelog(tp.topic, tp.partition);
+    }
+    if (!engine_offset.ok()) {
+      // The consumer cannot tell where its state is: it stops for good.
+      failed_ = engine_offset.status();
+      callback_error_ = failed_;
+    } else {
+      start.engine_offset = *engine_offset;
+    }
+    if (group != nullptr && group->elems[i].offset >= 0) {
+      start.group_next_offset = group->elems[i].offset;
+    }
+    if (start.engine_offset.has_value() && !hooks_.ignore_engine_offsets) {
+      start.start_offset = *start.engine_offset + 1;
+      tp.offset = start.start_offset;
+    } else if (changelog_ != nullptr) {
+      // The changelog holds nothing of it: everything is to be processed.
+      start.start_offset = 0;
+      tp.offset = RD_KAFKA_OFFSET_BEGINNING;
+    } else {
+      tp.offset = RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
+    }
+    assignment_.emplace(tp.topic, tp.partition);
+    if (options_.on_assign) {
+      absl::Status s = CallUserCode("on_assign", [&] {
+        options_.on_assign(start);
+        return absl::OkStatus();
+      });
+      if (!s.ok()) NoteError(s);
+    }
+  }
+  absl::Status status =
+      Cooperative() ? FromKafkaErrorObject(
+                          rd_kafka_incremental_assign(rk_.get(), partitions),
+                          "assigning partitions")
+                    : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
+                                     "assigning partitions");
+  if (!status.ok() && callback_error_.ok()) callback_error_ = status;
+  // A partition paused before it was revoked starts unpaused.
+  if (status.ok()) rd_kafka_resume_partitions(rk_.get(), partitions);
+}
+
+void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
+  ++stats_.revocations;
+  const bool lost = rd_kafka_assignment_lost(rk_.get());
+  if (runner_ != nullptr) {
+    SettleWorkers(partitions, lost);
+  } else if (lost) {
+    // Another consumer may own them already: leave their records alone.
+    DropInFlight(partitions);
+  } else if (handler_ == nullptr || hooks_.drop_in_flight_on_revoke) {
+    DropInFlight(partitions);  // closing: nothing is in flight
+  } else if (!in_flight_.empty()) {
+    if (absl::Status s = ProcessInFlight(); !s.ok()) {
+      callback_error_ = s;
+      DropInFlight(partitions);
+    }
+  }
+  if (!lost && changelog_ != nullptr && callback_error_.ok()) {
+    // The next owner restores from the changelog: publish it first.
+    BatchReport published;
+    if (absl::Status s = RelayOutbox(published); !s.ok()) {
+      callback_error_ = s;
+    }
+  }
+  if (!lost && !hooks_.skip_revoke_commit) {
+    CommitEngineOffsets(partitions);
+  }
+  const auto& listener = lost ? options_.on_lost : options_.on_revoke;
+  for (int i = 0; i < partitions->cnt; ++i) {
+    const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    assignment_.erase({tp.topic, tp.partition});
+    if (changelog_ != nullptr) changelog_->Release(tp.partition);
+    if (listener) {
+      const std::string topic = tp.topic;
+      absl::Status s = CallUserCode(lost ? "on_lost" : "on_revoke", [&] {
+        listener(topic, tp.partition);
+        return absl::OkStatus();
+      });
+      if (!s.ok()) NoteError(s);
+    }
+  }
+  Unassign(partitions);
+}
+
+void ConsumerImpl::Unassign(rd_kafka_topic_partition_list_t* partitions) {
+  absl::Status status;
+  if (Cooperative() && partitions != nullptr) {
+    status = FromKafkaErrorObject(
+        rd_kafka_incremental_unassign(rk_.get(), partitions),
+        "releasing partitions");
+  } else {
+    status = FromKafkaError(rd_kafka_assign(rk_.get(), nullptr),
+                            "releasing partitions");
+    assignment_.clear();
+  }
+  if (!status.ok()) NoteError(status);
+}
+
+void ConsumerImpl::CommitEngineOffsets(const rd_kafka_topic_partition_list_t* partitions) {
+  PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
+  for (int i = 0; i < partitions->cnt; ++i) {
+    const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine_->CommittedOffset(tp.topic, tp.partition);
+    if (!offset.ok() || !offset->has_value()) continue;
+    rd_kafka_topic_partition_list_add(offsets.get(), tp.topic, tp.partition)
+        ->offset = **offset + 1;
+  }
+  if (offsets->cnt == 0) return;
+  NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/0));
+}
+
+absl::StatusOr<std::optional<int64_t>> ConsumerImpl::CheckChangelog( const std::string& topic, int32_t partition) {
+  const absl::Time begin = absl::Now();
+  absl::StatusOr<RestoreReport> report = changelog_->Check(topic, partition);
+  stats_.restore_time += absl::Now() - begin;
+  stats_.engine_time += absl::Now() - begin;
+  if (!report.ok()) return report.status();
+  ++stats_.restore_checks;
+  stats_.restore_records_read += report->records_read;
+  if (report->restored) {
+    ++stats_.restores;
+    stats_.restored_records += report->state_entries + report->dedupe_records;
+    if (options_.logger != nullptr) {
+      const std::string line = absl::StrCat(
+          "idem: restored ", topic, "/", partition,
+          report->from_standby ? " from its standby copy and changelog "
+                               : " from changelog ",
+          options_.changelog_topic, " at offset ",
+          report->offset.has_value() ? absl::StrCat(*report->offset)
+                                     : std::string("(none)"),
+          ": ", report->state_entries, " state entries, ",
+          report->dedupe_records, " dedupe records, ", report->orphans,
+          " orphans, ", report->records_read, " records read in ",
+          absl::FormatDuration(report->duration));
+      CallUserCode("ConsumerOptions::logger", [&] {
+        options_.logger->Log(LogSeverity::kInfo, line);
+        return absl::OkStatus();
+      }).IgnoreError();  // a logger that throws loses the line
+    }
+  }
+  if (options_.on_restore) {
+    absl::Status s = CallUserCode("on_restore", [&] {
+      options_.on_restore(*report);
+      return absl::OkStatus();
+    });
+    if (!s.ok()) NoteError(s);
+  }
+  return report->offset;
+}
+
+absl::Status ConsumerImpl::RecheckPartitions() {
+  absl::btree_map<TopicPartition, int64_t> from;
+  for (const TopicPartition& tp : assignment_) {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        CheckChangelog(tp.first, tp.second);
+    if (!offset.ok()) {
+      const absl::StatusCode code =
+          absl::IsDeadlineExceeded(offset.status())
+              ? absl::StatusCode::kUnavailable
+              : offset.status().code();
+      return absl::Status(
+          code, absl::StrCat("changelog mode: checking ", tp.first, "/",
+                             tp.second, " against its changelog again: ",
+                             offset.status().message()));
+    }
+    from[tp] = offset->has_value() ? **offset + 1 : RD_KAFKA_OFFSET_BEGINNING;
+  }
+  // What was fetched beyond the changelog's commits is read again.
+  SeekTo(from);
+  recheck_ = false;
+  return absl::OkStatus();
+}
+
+}  // namespace idem::kafka
