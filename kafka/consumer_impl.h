@@ -176,8 +176,7 @@ class ConsumerImpl final : public Consumer {
                     const char* text);
 
   // Served by rd_kafka_consumer_poll, on the polling thread.
-  static int OnStatistics(rd_kafka_t*, char* json, size_t length,
-                          void* opaque);
+  static int OnStatistics(rd_kafka_t*, char* json, size_t length, void* opaque);
 
   void NoteError(const absl::Status& status) {
     ++stats_.kafka_errors;

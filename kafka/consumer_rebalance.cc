@@ -2,8 +2,6 @@
 // and restore of each partition), revocations, lost partitions, and the
 // standby copies.
 
-#include "kafka/consumer_impl.h"
-
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
+#include "kafka/consumer_impl.h"
 #include "kafka/record_ids.h"
 #include "kafka/user_code.h"
 
@@ -34,7 +33,9 @@ void ConsumerImpl::FollowStandbys() {
   if (round.errors > 0) NoteError(round.last_error);
 }
 
-void ConsumerImpl::OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+void ConsumerImpl::OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err,
+                               rd_kafka_topic_partition_list_t* partitions,
+                               void* opaque) {
   ConsumerImpl* self = Self(opaque);
   if (self->report_ != nullptr) self->report_->rebalanced = true;
   switch (err) {
@@ -172,7 +173,8 @@ void ConsumerImpl::Unassign(rd_kafka_topic_partition_list_t* partitions) {
   if (!status.ok()) NoteError(status);
 }
 
-void ConsumerImpl::CommitEngineOffsets(const rd_kafka_topic_partition_list_t* partitions) {
+void ConsumerImpl::CommitEngineOffsets(
+    const rd_kafka_topic_partition_list_t* partitions) {
   PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
   for (int i = 0; i < partitions->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = partitions->elems[i];
@@ -186,7 +188,8 @@ void ConsumerImpl::CommitEngineOffsets(const rd_kafka_topic_partition_list_t* pa
   NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/0));
 }
 
-absl::StatusOr<std::optional<int64_t>> ConsumerImpl::CheckChangelog( const std::string& topic, int32_t partition) {
+absl::StatusOr<std::optional<int64_t>> ConsumerImpl::CheckChangelog(
+    const std::string& topic, int32_t partition) {
   const absl::Time begin = absl::Now();
   absl::StatusOr<RestoreReport> report = changelog_->Check(topic, partition);
   stats_.restore_time += absl::Now() - begin;
@@ -231,10 +234,9 @@ absl::Status ConsumerImpl::RecheckPartitions() {
     absl::StatusOr<std::optional<int64_t>> offset =
         CheckChangelog(tp.first, tp.second);
     if (!offset.ok()) {
-      const absl::StatusCode code =
-          absl::IsDeadlineExceeded(offset.status())
-              ? absl::StatusCode::kUnavailable
-              : offset.status().code();
+      const absl::StatusCode code = absl::IsDeadlineExceeded(offset.status())
+                                        ? absl::StatusCode::kUnavailable
+                                        : offset.status().code();
       return absl::Status(
           code, absl::StrCat("changelog mode: checking ", tp.first, "/",
                              tp.second, " against its changelog again: ",

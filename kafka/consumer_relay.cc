@@ -1,8 +1,6 @@
 // ConsumerImpl's publishing of the engine's outbox after each batch
 // (ConsumerOptions::relay_outbox).
 
-#include "kafka/consumer_impl.h"
-
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
+#include "kafka/consumer_impl.h"
 #include "kafka/record_ids.h"
 #include "kafka/user_code.h"
 
@@ -29,10 +28,9 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
     NoteError(relayed.status());
     // A delivery that timed out (brokers down or unreachable) is as
     // transient as any other unavailability.
-    const absl::StatusCode code =
-        absl::IsDeadlineExceeded(relayed.status())
-            ? absl::StatusCode::kUnavailable
-            : relayed.status().code();
+    const absl::StatusCode code = absl::IsDeadlineExceeded(relayed.status())
+                                      ? absl::StatusCode::kUnavailable
+                                      : relayed.status().code();
     if (changelog_ != nullptr) {
       // Some of the changelog may have reached Kafka and some not: only a
       // check against the changelog can tell which. Every held partition

@@ -1,8 +1,6 @@
 // ConsumerImpl with ConsumerOptions::workers > 1: records taken while the
 // workers run them, groups through ProcessRecords, watermarks, revocations.
 
-#include "kafka/consumer_impl.h"
-
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
+#include "kafka/consumer_impl.h"
 #include "kafka/record_ids.h"
 #include "kafka/user_code.h"
 
@@ -42,7 +41,8 @@ absl::Status ConsumerImpl::PollWithWorkers() {
   return finished;
 }
 
-absl::Status ConsumerImpl::TakeRecords(absl::btree_set<TopicPartition>& paused) {
+absl::Status ConsumerImpl::TakeRecords(
+    absl::btree_set<TopicPartition>& paused) {
   const int64_t limit = 2 * int64_t{options_.max_batch} * options_.workers;
   absl::Duration wait = options_.poll_timeout;
   for (int64_t taken = 0; taken < limit;) {
@@ -95,7 +95,8 @@ void ConsumerImpl::ResumeDrained(absl::btree_set<TopicPartition>& paused) {
   }
 }
 
-absl::StatusOr<ProcessedBatch> ConsumerImpl::RunGroup(const ParallelRunner::Group& group) {
+absl::StatusOr<ProcessedBatch> ConsumerImpl::RunGroup(
+    const ParallelRunner::Group& group) {
   auto with_changelog = [this](const Record& record, Txn& txn) {
     return changelog_->Handle(record, txn, *handler_);
   };
@@ -147,7 +148,8 @@ absl::Status ConsumerImpl::FinishWorkerRun() {
   return outcome.error;
 }
 
-absl::Status ConsumerImpl::CatchUpEngineOffset(const TopicPartition& partition, int64_t next) {
+absl::Status ConsumerImpl::CatchUpEngineOffset(const TopicPartition& partition,
+                                               int64_t next) {
   if (options_.ordering != Ordering::kKey) return absl::OkStatus();
   absl::StatusOr<std::optional<int64_t>> current =
       engine_->CommittedOffset(partition.first, partition.second);
@@ -157,7 +159,8 @@ absl::Status ConsumerImpl::CatchUpEngineOffset(const TopicPartition& partition, 
                                      next - 1);
 }
 
-void ConsumerImpl::SettleWorkers(const rd_kafka_topic_partition_list_t* partitions, bool lost) {
+void ConsumerImpl::SettleWorkers(
+    const rd_kafka_topic_partition_list_t* partitions, bool lost) {
   std::vector<TopicPartition> revoked;
   for (int i = 0; i < partitions->cnt; ++i) {
     revoked.emplace_back(partitions->elems[i].topic,

@@ -108,8 +108,9 @@ TEST(KafkaOutageTest, BrokerDownPlainConsumerRidesItOut) {
         absl::Seconds(60)));
     EXPECT_TRUE(run.Stop().ok()) << "Run must ride the outage out";
   }
-  EXPECT_THAT(test::EffectErrors(stream.unique_ids, test::AppliedCounts(*engine)),
-              IsEmpty());
+  EXPECT_THAT(
+      test::EffectErrors(stream.unique_ids, test::AppliedCounts(*engine)),
+      IsEmpty());
   const ConsumerStats stats = (*consumer)->stats();
   EXPECT_GE(stats.run_retries, 1) << "the relay never failed: no outage seen";
   for (const PartitionLag& lag : stats.lag) {
@@ -132,8 +133,7 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
       absl::SleepFor(absl::Milliseconds(2));
       return test::ApplyInPartition(record, txn);
     });
-    ASSERT_TRUE(
-        WaitFor([&] { return Handled(*a) >= 40; }, absl::Seconds(60)));
+    ASSERT_TRUE(WaitFor([&] { return Handled(*a) >= 40; }, absl::Seconds(60)));
     ASSERT_NO_FATAL_FAILURE(Outage(*bed_.cluster));
     test::Stream second = test::MakeStream("second", 60);
     Produce(second);

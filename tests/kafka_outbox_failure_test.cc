@@ -41,8 +41,8 @@ std::vector<ReadBack> ReadTopic(const std::string& brokers,
   auto reader = PartitionReader::Create(brokers, {{"log_level", "3"}});
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return out;
-  absl::Status s = (*reader)->Read(
-      topic, 0, 0, absl::Seconds(10), [&](const LogRecord& r) {
+  absl::Status s =
+      (*reader)->Read(topic, 0, 0, absl::Seconds(10), [&](const LogRecord& r) {
         ReadBack& back = out.emplace_back();
         back.key = std::string(r.record.key);
         back.value = std::string(r.record.value);
@@ -68,7 +68,9 @@ class KafkaOutboxPoisonTest : public ::testing::Test {
     // producer (message.max.bytes below).
     for (const auto& [id, value] :
          std::vector<std::pair<std::string, std::string>>{
-             {"m1", "small"}, {"m2", std::string(20000, 'x')}, {"m3", "tiny"}}) {
+             {"m1", "small"},
+             {"m2", std::string(20000, 'x')},
+             {"m3", "tiny"}}) {
       Message message;
       message.id = id;
       auto result = engine_->Process(message, [&](const Message&, Txn& txn) {
@@ -91,7 +93,8 @@ class KafkaOutboxPoisonTest : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
 };
 
-TEST_F(KafkaOutboxPoisonTest, PoisonEntryGoesToTheDeadLetterTopicAndTheRestFlow) {
+TEST_F(KafkaOutboxPoisonTest,
+       PoisonEntryGoesToTheDeadLetterTopicAndTheRestFlow) {
   OutboxRelayOptions options = RelayOptions();
   options.max_attempts = 2;
   EXPECT_THAT(OutboxRelay::Create(engine_.get(), options).status().message(),
@@ -158,14 +161,11 @@ TEST(KafkaBackpressureTest, BackpressurePausesInputUntilTheRelayCatchesUp) {
   auto forward = [](const Record& record, Txn& txn) {
     return test::ApplyAndForward(record, txn, "orders.out");
   };
-  auto handled = [&] {
-    return test::CommittedRecords(*engine, bed.topic, 2);
-  };
+  auto handled = [&] { return test::CommittedRecords(*engine, bed.topic, 2); };
   {
     ConsumerHooks held_back;
     held_back.skip_relay = true;
-    auto consumer =
-        CreateConsumerWithHooks(engine.get(), options, held_back);
+    auto consumer = CreateConsumerWithHooks(engine.get(), options, held_back);
     ASSERT_TRUE(consumer.ok()) << consumer.status();
     for (int i = 0; i < 100; ++i) {
       ASSERT_TRUE((*consumer)->PollBatch(forward).ok());
@@ -178,9 +178,9 @@ TEST(KafkaBackpressureTest, BackpressurePausesInputUntilTheRelayCatchesUp) {
   }
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
-  ASSERT_TRUE(
-      test::PollUntil(**consumer, forward, [&] { return handled() >= 200; })
-          .ok());
+  ASSERT_TRUE(test::PollUntil(**consumer, forward, [&] {
+                return handled() >= 200;
+              }).ok());
   EXPECT_THAT(
       test::EffectErrors(stream.unique_ids, test::AppliedCounts(*engine)),
       IsEmpty());

@@ -72,7 +72,8 @@ struct OutboxRelayOptions {
   // instead, so that the entries behind it flow. Transient failures (brokers
   // down, timeouts) never count. 0: never give up (an entry the brokers
   // refuse holds back the outbox until the cause is fixed). Must be >= 0;
-  // more than 0 needs dead_letter_topic. Default: 0.
+  // more than 0 needs dead_letter_topic. Attempts are counted by the relay
+  // object: a new relay (after a restart) counts from zero. Default: 0.
   int max_attempts = 0;
   // Where given-up entries go: the entry's key, value and headers, under its
   // message ID (id_header), with headers idem.error (why), idem.destination
