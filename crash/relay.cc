@@ -11,6 +11,7 @@
 #include "engine/absl_view.h"
 #include "engine/outbox_record.h"
 #include "engine/record.h"
+#include "idem/forwarding_txn.h"
 
 namespace idem::crash {
 namespace {
@@ -38,39 +39,28 @@ std::optional<std::string> TakeField(std::string_view* in) {
 
 // The Txn of SelfTest::kEmitOutsideCommit: everything goes to the handler's
 // Txn but the emits, which are published at once.
-class PublishAtOnceTxn : public Txn {
+class PublishAtOnceTxn final : public ForwardingTxn {
  public:
   // `partition_scope`: the upstream store's dedupe records are
   // partition-scoped, so the message's record key, which names its emits,
   // holds its source and partition.
   PublishAtOnceTxn(const Message& message, bool partition_scope, Txn& txn,
                    Relay& relay)
-      : key_(RecordKeyFor(partition_scope, message, HashMessageId(message.id))),
-        txn_(txn),
+      : ForwardingTxn(txn),
+        key_(RecordKeyFor(partition_scope, message, HashMessageId(message.id))),
         relay_(relay) {}
 
-  absl::StatusOr<std::optional<std::string>> Get(
-      std::string_view key) override {
-    return txn_.Get(key);
-  }
-  void Put(std::string_view key, std::string_view value) override {
-    txn_.Put(key, value);
-  }
-  void Delete(std::string_view key) override { txn_.Delete(key); }
-  void SetResult(std::string_view result) override { txn_.SetResult(result); }
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) override {
-    EmitWithHeaders(destination, key, value, {});
-  }
-  void EmitWithHeaders(std::string_view destination, std::string_view key,
+  void EmitWithOptions(std::string_view destination, std::string_view key,
                        std::string_view value,
-                       absl::Span<const Header> headers) override {
+                       const EmitOptions& options) override {
     OutboxEntry entry;
     entry.message_id = OutboxMessageId(key_, next_index_++);
     entry.destination = std::string(destination);
+    entry.partition = options.partition;
     entry.key = std::string(key);
     entry.value = std::string(value);
-    for (const auto& [name, header_value] : headers) {
+    entry.tombstone = options.tombstone;
+    for (const auto& [name, header_value] : options.headers) {
       entry.headers.emplace_back(std::string(name), std::string(header_value));
     }
     if (status_.ok()) status_ = relay_.Publish({entry});
@@ -80,7 +70,6 @@ class PublishAtOnceTxn : public Txn {
 
  private:
   const RecordKey key_;
-  Txn& txn_;
   Relay& relay_;
   uint32_t next_index_ = 0;
   absl::Status status_;

@@ -56,34 +56,15 @@ std::string PartitionTxn::Scoped(std::string_view key) const {
 
 absl::StatusOr<std::optional<std::string>> PartitionTxn::Get(
     std::string_view key) {
-  return txn_.Get(Scoped(key));
+  return target().Get(Scoped(key));
 }
 
 void PartitionTxn::Put(std::string_view key, std::string_view value) {
-  txn_.Put(Scoped(key), value);
+  target().Put(Scoped(key), value);
 }
 
-void PartitionTxn::Delete(std::string_view key) { txn_.Delete(Scoped(key)); }
-
-void PartitionTxn::SetResult(std::string_view result) {
-  txn_.SetResult(result);
-}
-
-void PartitionTxn::Emit(std::string_view destination, std::string_view key,
-                        std::string_view value) {
-  txn_.Emit(destination, key, value);
-}
-
-void PartitionTxn::EmitWithHeaders(std::string_view destination,
-                                   std::string_view key, std::string_view value,
-                                   absl::Span<const Header> headers) {
-  txn_.EmitWithHeaders(destination, key, value, headers);
-}
-
-void PartitionTxn::EmitWithOptions(std::string_view destination,
-                                   std::string_view key, std::string_view value,
-                                   const EmitOptions& options) {
-  txn_.EmitWithOptions(destination, key, value, options);
+void PartitionTxn::Delete(std::string_view key) {
+  target().Delete(Scoped(key));
 }
 
 }  // namespace idem

@@ -11,17 +11,12 @@ namespace idem::kafka {
 ChangelogTxn::ChangelogTxn(Txn& txn, const Record& record,
                            const ChangelogTarget& target, int64_t epoch,
                            absl::Time expires_at)
-    : txn_(txn),
+    : ForwardingTxn(txn),
       record_(record),
       target_(target),
       epoch_(epoch),
       expires_at_(expires_at),
       prefix_(PartitionStatePrefix(record.topic, record.partition)) {}
-
-absl::StatusOr<std::optional<std::string>> ChangelogTxn::Get(
-    std::string_view key) {
-  return txn_.Get(key);
-}
 
 std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
   std::string_view relative = key;
@@ -43,37 +38,20 @@ std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
 void ChangelogTxn::Put(std::string_view key, std::string_view value) {
   std::optional<std::string_view> relative = Relative(key);
   if (!relative.has_value()) return;
-  txn_.Put(key, value);
+  target().Put(key, value);
   writes_.insert_or_assign(std::string(*relative), std::string(value));
 }
 
 void ChangelogTxn::Delete(std::string_view key) {
   std::optional<std::string_view> relative = Relative(key);
   if (!relative.has_value()) return;
-  txn_.Delete(key);
+  target().Delete(key);
   writes_.insert_or_assign(std::string(*relative), std::nullopt);
 }
 
 void ChangelogTxn::SetResult(std::string_view result) {
   result_ = result;
-  txn_.SetResult(result);
-}
-
-void ChangelogTxn::Emit(std::string_view destination, std::string_view key,
-                        std::string_view value) {
-  txn_.Emit(destination, key, value);
-}
-
-void ChangelogTxn::EmitWithHeaders(std::string_view destination,
-                                   std::string_view key, std::string_view value,
-                                   absl::Span<const Header> headers) {
-  txn_.EmitWithHeaders(destination, key, value, headers);
-}
-
-void ChangelogTxn::EmitWithOptions(std::string_view destination,
-                                   std::string_view key, std::string_view value,
-                                   const EmitOptions& options) {
-  txn_.EmitWithOptions(destination, key, value, options);
+  target().SetResult(result);
 }
 
 absl::Status ChangelogTxn::FinishInto(Txn& out) {

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "idem/forwarding_txn.h"
 #include "idem/kafka/consumer.h"
 #include "idem/txn.h"
 #include "kafka/changelog_format.h"
@@ -35,7 +36,7 @@ struct ChangelogTarget {
   std::string dedupe_topic;
 };
 
-class ChangelogTxn final : public Txn {
+class ChangelogTxn final : public ForwardingTxn {
  public:
   // `txn`, `record` and `target` are borrowed for the ChangelogTxn's life.
   // `epoch`: the member's epoch of the partition. `expires_at`: the
@@ -43,23 +44,14 @@ class ChangelogTxn final : public Txn {
   ChangelogTxn(Txn& txn, const Record& record, const ChangelogTarget& target,
                int64_t epoch, absl::Time expires_at);
 
-  absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
   void SetResult(std::string_view result) override;
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) override;
-  void EmitWithHeaders(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       absl::Span<const Header> headers) override;
-  void EmitWithOptions(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       const EmitOptions& options) override;
 
   // Call once the handler returned OK: the first refused write's error, or
   // OK after emitting the changelog records (the dedupe record, the state
   // changes in key order, then the offset record).
-  absl::Status Finish() { return FinishInto(txn_); }
+  absl::Status Finish() { return FinishInto(target()); }
   // As Finish, emitting into `out` instead of the engine's Txn.
   absl::Status FinishInto(Txn& out);
 
@@ -68,7 +60,6 @@ class ChangelogTxn final : public Txn {
   // refused) if `key` is outside it or is the epoch key.
   std::optional<std::string_view> Relative(std::string_view key);
 
-  Txn& txn_;
   const Record& record_;
   const ChangelogTarget& target_;
   const int64_t epoch_;

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
+#include "idem/forwarding_txn.h"
 #include "idem/partition_snapshot.h"
 #include "idem/txn.h"
 
@@ -44,29 +45,20 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
     std::string_view state_key);
 
 // A Txn whose keys live under PartitionStatePrefix(source, partition).
-// SetResult, Emit, EmitWithHeaders and EmitWithOptions pass through unchanged.
-class PartitionTxn final : public Txn {
+// SetResult, Emit, EmitWithHeaders and EmitWithOptions pass through unchanged
+// (idem/forwarding_txn.h).
+class PartitionTxn final : public ForwardingTxn {
  public:
   PartitionTxn(Txn& txn, std::string_view source, int32_t partition)
-      : txn_(txn), prefix_(PartitionStatePrefix(source, partition)) {}
+      : ForwardingTxn(txn), prefix_(PartitionStatePrefix(source, partition)) {}
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
-  void SetResult(std::string_view result) override;
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) override;
-  void EmitWithHeaders(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       absl::Span<const Header> headers) override;
-  void EmitWithOptions(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       const EmitOptions& options) override;
 
  private:
   std::string Scoped(std::string_view key) const;
 
-  Txn& txn_;
   const std::string prefix_;
 };
 

@@ -1,0 +1,65 @@
+// idem::ForwardingTxn passes every call to another Txn: the base of a Txn
+// decorator, as rocksdb::FileSystemWrapper is of a file system, so that a
+// decorator overrides only what it changes. Every emit reaches
+// EmitWithOptions (Emit and EmitWithHeaders call it with their arguments),
+// so a decorator that changes emits overrides that one alone.
+//
+// The target is borrowed and must outlive the ForwardingTxn. Valid during
+// one handler call, as the Txn it forwards to; not thread-safe.
+
+#ifndef IDEM_FORWARDING_TXN_H_
+#define IDEM_FORWARDING_TXN_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "idem/txn.h"
+
+namespace idem {
+
+class ForwardingTxn : public Txn {
+ public:
+  explicit ForwardingTxn(Txn& target) : target_(target) {}
+
+  absl::StatusOr<std::optional<std::string>> Get(
+      std::string_view key) override {
+    return target_.Get(key);
+  }
+  void Put(std::string_view key, std::string_view value) override {
+    target_.Put(key, value);
+  }
+  void Delete(std::string_view key) override { target_.Delete(key); }
+  void SetResult(std::string_view result) override {
+    target_.SetResult(result);
+  }
+  void Emit(std::string_view destination, std::string_view key,
+            std::string_view value) final {
+    EmitWithOptions(destination, key, value, EmitOptions());
+  }
+  void EmitWithHeaders(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       absl::Span<const Header> headers) final {
+    EmitOptions options;
+    options.headers = headers;
+    EmitWithOptions(destination, key, value, options);
+  }
+  void EmitWithOptions(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       const EmitOptions& options) override {
+    target_.EmitWithOptions(destination, key, value, options);
+  }
+
+ protected:
+  // The Txn calls go to.
+  Txn& target() const { return target_; }
+
+ private:
+  Txn& target_;
+};
+
+}  // namespace idem
+
+#endif  // IDEM_FORWARDING_TXN_H_
