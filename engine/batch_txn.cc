@@ -5,17 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/coding.h"
 #include "engine/state_versions.h"
 #include "engine/status_util.h"
 
 namespace idem {
-namespace {
-
-rocksdb::Slice ToSlice(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
-}
-
-}  // namespace
+namespace {}  // namespace
 
 BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
                    rocksdb::ColumnFamilyHandle* state,

@@ -9,15 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/absl_view.h"
+#include "engine/coding.h"
 #include "engine/expiry_buckets.h"
 #include "engine/status_util.h"
 
 namespace idem {
 namespace {
-
-rocksdb::Slice ToSlice(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
-}
 
 int64_t ExpiryMicros(int64_t now_micros, absl::Duration ttl) {
   // Round up: a positive ttl must outlive the instant of its commit.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/batch_txn.h"
+#include "engine/coding.h"
 #include "engine/expiry_buckets.h"
 #include "engine/handler_scope.h"
 #include "engine/info_log.h"
@@ -19,10 +20,6 @@
 
 namespace idem {
 namespace {
-
-rocksdb::Slice ToSlice(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
-}
 
 // The WriteBatch header, and the bytes a commit reserves per message: a
 // dedupe record (tag, family, 16-byte key, 13-byte value, lengths) and a

@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/coding.h"
 #include "engine/commit_batch.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
@@ -29,10 +30,6 @@ namespace {
 
 std::string_view ToView(const rocksdb::Slice& s) {
   return std::string_view(s.data(), s.size());
-}
-
-rocksdb::Slice ToSlice(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
 }
 
 // Visits every (key, value) of `cf` in [begin, end) as read through `read`.

@@ -1,25 +1,10 @@
 #include "engine/outbox_record.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/coding.h"
 
 namespace idem {
 namespace {
-
-void PutFixed32LE(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-void PutFixed64LE(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint64_t GetFixedLE(std::string_view bytes) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    v |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
-  }
-  return v;
-}
 
 void PutLengthPrefixed(std::string* out, std::string_view field) {
   PutFixed32LE(out, static_cast<uint32_t>(field.size()));
@@ -29,7 +14,7 @@ void PutLengthPrefixed(std::string* out, std::string_view field) {
 // Takes a length-prefixed field off the front of `in`.
 bool GetLengthPrefixed(std::string_view* in, std::string_view* field) {
   if (in->size() < 4) return false;
-  const uint64_t length = GetFixedLE(in->substr(0, 4));
+  const uint64_t length = GetFixed32LE(in->data());
   in->remove_prefix(4);
   if (length > in->size()) return false;
   *field = in->substr(0, length);
@@ -93,8 +78,7 @@ std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
   OutboxFields fields;
   if (version == kOutboxPartitionedEntryVersion) {
     if (value.size() < 5) return std::nullopt;
-    fields.partition = static_cast<int32_t>(
-        static_cast<uint32_t>(GetFixedLE(value.substr(0, 4))));
+    fields.partition = static_cast<int32_t>(GetFixed32LE(value.data()));
     const uint8_t flags = static_cast<uint8_t>(value[4]);
     value.remove_prefix(5);
     fields.tombstone = flags == 1;
@@ -111,7 +95,7 @@ std::optional<OutboxFields> DecodeOutboxValue(std::string_view value) {
       !GetLengthPrefixed(&value, &fields.key) || value.size() < 4) {
     return std::nullopt;
   }
-  const uint64_t headers = GetFixedLE(value.substr(0, 4));
+  const uint64_t headers = GetFixed32LE(value.data());
   value.remove_prefix(4);
   // Each header takes at least 8 bytes: bound the count before reserving.
   if (headers > value.size() / 8) return std::nullopt;
@@ -144,8 +128,8 @@ std::optional<OutboxCursor> DecodeOutboxCursor(std::string_view value) {
     return std::nullopt;
   }
   OutboxCursor cursor;
-  cursor.issued = GetFixedLE(value.substr(1, 8));
-  cursor.acked = GetFixedLE(value.substr(9, 8));
+  cursor.issued = GetFixed64LE(value.data() + 1);
+  cursor.acked = GetFixed64LE(value.data() + 9);
   if (cursor.acked > cursor.issued) return std::nullopt;
   return cursor;
 }

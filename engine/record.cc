@@ -6,41 +6,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "engine/coding.h"
+
 namespace idem {
-namespace {
-
-void PutFixed64LE(std::string* out, uint64_t v) {
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
-  out->append(buf, 8);
-}
-
-uint64_t GetFixed64LE(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) {
-    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  }
-  return v;
-}
-
-void PutBigEndian32(char* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (24 - 8 * i));
-}
-
-// REQUIRES: bytes.size() >= 4.
-uint32_t GetBigEndian32(std::string_view bytes) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    v = (v << 8) | static_cast<unsigned char>(bytes[i]);
-  }
-  return v;
-}
-
-void PutBigEndian64(char* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
-}
-
-}  // namespace
 
 DedupeKey HashMessageId(std::string_view id) {
   const XXH128_hash_t h = XXH3_128bits(id.data(), id.size());
@@ -68,16 +36,26 @@ RecordKey RecordKey::ForStore(const DedupeKey& hash) {
   return key;
 }
 
-RecordKey RecordKey::ForPartition(std::string_view source, int32_t partition,
-                                  const DedupeKey& hash) {
-  RecordKey key;
-  key.bytes_.resize(8 + source.size() + kDedupeKeyBytes);
-  char* out = key.bytes_.data();
+namespace {
+
+// The partition's prefix of record keys (PartitionRecordPrefix), written at
+// `out`. REQUIRES: 8 + source.size() writable bytes.
+void PutPartitionPrefix(char* out, std::string_view source, int32_t partition) {
   PutBigEndian32(out, static_cast<uint32_t>(source.size()));
   // An empty source may have a null data(), which memcpy must not get.
   if (!source.empty()) std::memcpy(out + 4, source.data(), source.size());
   PutBigEndian32(out + 4 + source.size(), static_cast<uint32_t>(partition));
-  std::memcpy(out + 8 + source.size(), hash.data(), kDedupeKeyBytes);
+}
+
+}  // namespace
+
+RecordKey RecordKey::ForPartition(std::string_view source, int32_t partition,
+                                  const DedupeKey& hash) {
+  RecordKey key;
+  key.bytes_.resize(8 + source.size() + kDedupeKeyBytes);
+  PutPartitionPrefix(key.bytes_.data(), source, partition);
+  std::memcpy(key.bytes_.data() + 8 + source.size(), hash.data(),
+              kDedupeKeyBytes);
   return key;
 }
 
@@ -89,12 +67,7 @@ RecordKey RecordKeyFor(bool partition_scope, const Message& message,
 
 std::string PartitionRecordPrefix(std::string_view source, int32_t partition) {
   std::string prefix(8 + source.size(), '\0');
-  PutBigEndian32(prefix.data(), static_cast<uint32_t>(source.size()));
-  if (!source.empty()) {
-    std::memcpy(prefix.data() + 4, source.data(), source.size());
-  }
-  PutBigEndian32(prefix.data() + 4 + source.size(),
-                 static_cast<uint32_t>(partition));
+  PutPartitionPrefix(prefix.data(), source, partition);
   return prefix;
 }
 
@@ -110,14 +83,14 @@ std::string KeyRangeEnd(std::string_view prefix) {
 std::optional<PartitionRecordKey> DecodePartitionRecordKey(
     std::string_view key) {
   if (key.size() < 8 + kDedupeKeyBytes) return std::nullopt;
-  const uint32_t length = GetBigEndian32(key);
+  const uint32_t length = GetBigEndian32(key.data());
   if (key.size() != 8 + uint64_t{length} + kDedupeKeyBytes) {
     return std::nullopt;
   }
   PartitionRecordKey decoded;
   decoded.source = key.substr(4, length);
   decoded.partition =
-      static_cast<int32_t>(GetBigEndian32(key.substr(4 + length)));
+      static_cast<int32_t>(GetBigEndian32(key.data() + 4 + length));
   if (decoded.partition < 0) return std::nullopt;  // never written
   decoded.hash = key.substr(8 + length);
   return decoded;
@@ -131,20 +104,6 @@ int64_t TimeToMicros(absl::Time t) {
 }
 
 namespace {
-
-void PutFixed32LE(std::string* out, uint32_t v) {
-  char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
-  out->append(buf, 4);
-}
-
-uint32_t GetFixed32LE(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) {
-    v |= uint32_t{static_cast<unsigned char>(p[i])} << (8 * i);
-  }
-  return v;
-}
 
 constexpr int64_t kMicrosPerSecond = 1'000'000;
 

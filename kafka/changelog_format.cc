@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/coding.h"
 
 namespace idem::kafka {
 namespace {
@@ -74,21 +75,15 @@ std::optional<ChangelogKey> DecodeChangelogKey(std::string_view key) {
 }
 
 std::string EncodeDedupeValue(absl::Time expires_at, std::string_view result) {
-  const int64_t micros = absl::ToUnixMicros(expires_at);
-  std::string value(8, '\0');
-  for (int i = 0; i < 8; ++i) {
-    value[i] = static_cast<char>(static_cast<uint64_t>(micros) >> (8 * i));
-  }
+  std::string value;
+  PutFixed64LE(&value, static_cast<uint64_t>(absl::ToUnixMicros(expires_at)));
   value.append(result);
   return value;
 }
 
 std::optional<DedupeValue> DecodeDedupeValue(std::string_view value) {
   if (value.size() < 8) return std::nullopt;
-  uint64_t micros = 0;
-  for (int i = 0; i < 8; ++i) {
-    micros |= uint64_t{static_cast<unsigned char>(value[i])} << (8 * i);
-  }
+  const uint64_t micros = GetFixed64LE(value.data());
   return DedupeValue{absl::FromUnixMicros(static_cast<int64_t>(micros)),
                      value.substr(8)};
 }

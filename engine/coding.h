@@ -1,0 +1,67 @@
+// The byte encodings idem's keys and values are made of, in one place (as
+// LevelDB's util/coding.h): fixed-width little-endian integers (values),
+// big-endian integers (keys, so that they sort numerically), and the view
+// of a string as a rocksdb::Slice. Header-only; free functions, all
+// thread-safe.
+
+#ifndef IDEM_ENGINE_CODING_H_
+#define IDEM_ENGINE_CODING_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rocksdb/slice.h"
+
+namespace idem {
+
+inline rocksdb::Slice ToSlice(std::string_view s) {
+  return rocksdb::Slice(s.data(), s.size());
+}
+
+// Little-endian, appended to `out`.
+inline void PutFixed32LE(std::string* out, uint32_t v) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  out->append(buf, 4);
+}
+inline void PutFixed64LE(std::string* out, uint64_t v) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  out->append(buf, 8);
+}
+
+// Little-endian. REQUIRES: `p` points to 4 (8) readable bytes.
+inline uint32_t GetFixed32LE(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) {
+    v |= uint32_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  }
+  return v;
+}
+inline uint64_t GetFixed64LE(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) {
+    v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  }
+  return v;
+}
+
+// Big-endian, written at `out`. REQUIRES: 4 (8) writable bytes.
+inline void PutBigEndian32(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (24 - 8 * i));
+}
+inline void PutBigEndian64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
+}
+
+// Big-endian. REQUIRES: `p` points to 4 readable bytes.
+inline uint32_t GetBigEndian32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace idem
+
+#endif  // IDEM_ENGINE_CODING_H_
