@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/user_code.h"
 
 namespace idem {
 
@@ -13,14 +14,16 @@ EngineClock::EngineClock(Clock* clock, bool monotonic)
 
 absl::StatusOr<int64_t> EngineClock::NowMicros() {
   absl::Time now;
-  try {
-    now = clock_->Now();
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "the clock threw an exception (", e.what(), "); nothing was done"));
-  } catch (...) {
-    return absl::UnavailableError(
-        "the clock threw a non-standard exception; nothing was done");
+  if (absl::Status s = CallUserCode(
+          "the clock",
+          [&] {
+            now = clock_->Now();
+            return absl::OkStatus();
+          },
+          absl::StatusCode::kUnavailable);
+      !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat(s.message(), "; nothing was done"));
   }
   if (now == absl::InfiniteFuture() || now == absl::InfinitePast()) {
     return absl::FailedPreconditionError(

@@ -16,6 +16,7 @@
 #include "engine/outbox_store.h"
 #include "engine/status_util.h"
 #include "engine/store_directory.h"
+#include "engine/user_code.h"
 #include "engine/validate.h"
 
 namespace idem {
@@ -82,11 +83,11 @@ void EngineImpl::LogEvent(LogSeverity severity,
                           std::string_view message) const {
   const std::string line = absl::StrCat("idem: ", AbslView(message));
   if (options_.logger != nullptr) {
-    try {
+    // A logger that throws loses the line, as RocksDB's do.
+    CallUserCode("the logger", [&] {
       options_.logger->Log(severity, line);
-    } catch (...) {
-      // A logger that throws loses the line, as RocksDB's do.
-    }
+      return absl::OkStatus();
+    }).IgnoreError();
   } else if (!options_.read_only) {
     StoreLogFile(CanonicalStorePath(path_) + "/LOG", options_.clock,
                  /*rotate=*/false)

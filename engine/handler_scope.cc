@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "engine/user_code.h"
 
 namespace idem {
 
@@ -23,13 +24,7 @@ bool HandlerScope::Running(const Engine* engine) {
 }
 
 absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {
-  try {
-    return handler(message, txn);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
-  } catch (...) {
-    return absl::InternalError("handler threw a non-standard exception");
-  }
+  return CallUserCode("handler", [&] { return handler(message, txn); });
 }
 
 }  // namespace idem

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
+#include "engine/user_code.h"
 #include "kafka/record_ids.h"
-#include "kafka/user_code.h"
 
 namespace idem::kafka {
 namespace {

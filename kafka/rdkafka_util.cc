@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
-#include "kafka/user_code.h"
+#include "engine/user_code.h"
 
 namespace idem::kafka {
 

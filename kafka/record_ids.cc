@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/user_code.h"
 #include "idem/message.h"
-#include "kafka/user_code.h"
 
 namespace idem::kafka {
 
