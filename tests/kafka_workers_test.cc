@@ -85,7 +85,10 @@ TEST_F(KafkaWorkersTest, ParallelPartitionsOverlapAndApplyEachMessageOnce) {
       **consumer,
       [&](const Record& record, Txn& txn) {
         OverlapCounter::Scope scope(overlap);
-        absl::SleepFor(absl::Milliseconds(2));
+        // Long enough that every partition's records are fetched while the
+        // first partition's are still being handled, whatever order
+        // librdkafka's fetch responses come in.
+        absl::SleepFor(absl::Milliseconds(10));
         return ApplyRecord(record, txn);
       },
       [&] { return Committed(*engine, bed_.topic) >= 400; });
