@@ -234,15 +234,23 @@ ConsumerStats ConsumerImpl::stats() const {
 }
 
 void ConsumerImpl::PauseOrResume(const TopicPartition& partition, bool pause) {
+  if (absl::Status s = SetPaused(partition.first, partition.second, pause);
+      !s.ok()) {
+    NoteError(s);
+  }
+}
+
+absl::Status ConsumerImpl::SetPaused(const std::string& topic,
+                                     int32_t partition, bool pause) {
   PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(list.get(), partition.first.c_str(),
-                                    partition.second);
+  rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition);
   const rd_kafka_resp_err_t err =
       pause ? rd_kafka_pause_partitions(rk_.get(), list.get())
             : rd_kafka_resume_partitions(rk_.get(), list.get());
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    NoteError(FromKafkaError(err, pause ? "pausing" : "resuming"));
+    return FromKafkaError(err, pause ? "pausing" : "resuming");
   }
+  return FromKafkaError(list->elems[0].err, pause ? "pausing" : "resuming");
 }
 
 absl::Status ConsumerImpl::PauseOrResume(const std::string& topic,
@@ -257,15 +265,7 @@ absl::Status ConsumerImpl::PauseOrResume(const std::string& topic,
                                             " is not assigned to this "
                                             "consumer"));
   }
-  PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition);
-  const rd_kafka_resp_err_t err =
-      pause ? rd_kafka_pause_partitions(rk_.get(), list.get())
-            : rd_kafka_resume_partitions(rk_.get(), list.get());
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    return FromKafkaError(err, pause ? "pausing" : "resuming");
-  }
-  return FromKafkaError(list->elems[0].err, pause ? "pausing" : "resuming");
+  return SetPaused(topic, partition, pause);
 }
 
 void ConsumerImpl::OnError(rd_kafka_t* rk, int err, const char* reason,

@@ -155,6 +155,11 @@ class ConsumerImpl final : public Consumer {
   absl::Status PauseOrResume(const std::string& topic, int32_t partition,
                              bool pause);
 
+  // Pauses (or resumes) fetching one partition in librdkafka; its error, or
+  // the partition's own.
+  absl::Status SetPaused(const std::string& topic, int32_t partition,
+                         bool pause);
+
   static ConsumerImpl* Self(void* opaque) {
     return static_cast<ConsumerImpl*>(opaque);
   }
