@@ -44,6 +44,12 @@ std::optional<ChangelogMark> DecodeMark(std::string_view text) {
   return ChangelogMark{*epoch, *offset};
 }
 
+std::optional<int64_t> DecodeFormatVersion(std::string_view text) {
+  std::optional<int64_t> version = ParseCount(text);
+  if (!version.has_value() || *version < 1) return std::nullopt;
+  return version;
+}
+
 std::optional<int64_t> DecodeOffsetValue(std::string_view value) {
   if (value == "-1") return -1;
   return ParseCount(value);

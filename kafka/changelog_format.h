@@ -17,7 +17,12 @@
 //   value: the record's expiry (int64 microseconds since the Unix epoch, 8
 //   bytes little-endian), then the handler's result.
 // Every record of both carries the header kChangelogMarkHeader: "E O", the
-// epoch and offset of the commit that wrote it.
+// epoch and offset of the commit that wrote it, and the header
+// kChangelogVersionHeader: the format version (decimal) of the record. A
+// record without a version header is version 1 (builds before the header
+// wrote version 1). A reader refuses a version above kChangelogFormatVersion
+// with kFailedPrecondition rather than misreading it (docs/operations.md,
+// "Upgrading a changelog-mode group").
 //
 // Pure functions; thread-safe.
 
@@ -34,6 +39,10 @@
 namespace idem::kafka {
 
 inline constexpr char kChangelogMarkHeader[] = "idem.changelog";
+inline constexpr char kChangelogVersionHeader[] = "idem.changelog.version";
+// The version this build writes, and the highest it reads.
+inline constexpr int kChangelogFormatVersion = 1;
+inline constexpr char kChangelogFormatVersionText[] = "1";
 
 // The state key (relative to the partition's PartitionTxn prefix) where a
 // member keeps its epoch of the partition. Handlers cannot write it.
@@ -51,6 +60,9 @@ struct ChangelogMark {
 std::string EncodeMark(const ChangelogMark& mark);
 // nullopt unless "E O" with E >= 0 and O >= -1 (decimal).
 std::optional<ChangelogMark> DecodeMark(std::string_view text);
+
+// A version header's value: a decimal >= 1; nullopt otherwise.
+std::optional<int64_t> DecodeFormatVersion(std::string_view text);
 
 // An "o/" record's value: the offset, or -1; nullopt otherwise.
 std::optional<int64_t> DecodeOffsetValue(std::string_view value);

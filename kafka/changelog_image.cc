@@ -34,10 +34,30 @@ std::optional<std::string> IdHashFromHex(std::string_view hex) {
   return bytes;
 }
 
+// OK for a record of a format version this build reads (no version header:
+// version 1); kFailedPrecondition naming the version for a newer one.
+absl::Status CheckFormatVersion(const LogRecord& record) {
+  const Record& r = record.record;
+  std::optional<std::string_view> text = r.Header(kChangelogVersionHeader);
+  if (!text.has_value()) return absl::OkStatus();
+  std::optional<int64_t> version = DecodeFormatVersion(*text);
+  if (!version.has_value()) {
+    return Undecodable(r.topic, record, "a format version that is no number");
+  }
+  if (*version <= kChangelogFormatVersion) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "changelog record ", AbslView(r.topic), "/", r.partition, "@", r.offset,
+      " has format version ", *version, ", newer than this build reads (up to ",
+      kChangelogFormatVersion,
+      "): a member of a newer build wrote it; upgrade this member before it "
+      "restores (docs/operations.md, \"Upgrading a changelog-mode group\")"));
+}
+
 }  // namespace
 
 absl::Status ChangelogImageBuilder::AddChangelogRecord(
     const LogRecord& record) {
+  if (absl::Status s = CheckFormatVersion(record); !s.ok()) return s;
   const Record& r = record.record;
   ++changes_.records_read;
   changes_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
@@ -67,6 +87,7 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
 }
 
 absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
+  if (absl::Status s = CheckFormatVersion(record); !s.ok()) return s;
   const Record& r = record.record;
   ++changes_.records_read;
   changes_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());

@@ -59,7 +59,8 @@ class ChangelogImageBuilder {
 
   // A record of the changelog topic, in log order. kDataLoss naming its
   // offset if it does not decode (an unknown key, an "o/" record without
-  // an offset).
+  // an offset); kFailedPrecondition naming its format version if that is
+  // newer than this build reads (kChangelogFormatVersion).
   absl::Status AddChangelogRecord(const LogRecord& record);
   // A record of the dedupe topic, in log order. kDataLoss as above.
   absl::Status AddDedupeRecord(const LogRecord& record);

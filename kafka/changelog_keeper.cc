@@ -327,7 +327,9 @@ absl::Status ChangelogKeeper::CommitMark(const std::string& topic,
   message.partition = partition;
   absl::StatusOr<Result> marked =
       engine_->Process(message, [&](const Message&, Txn& txn) {
-        const Txn::Header headers[] = {{kChangelogMarkHeader, mark}};
+        const Txn::Header headers[] = {
+            {kChangelogMarkHeader, mark},
+            {kChangelogVersionHeader, kChangelogFormatVersionText}};
         for (const auto& [key, value] : set_back) {
           txn.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
                               value.value_or(""),

@@ -57,7 +57,9 @@ void ChangelogTxn::SetResult(std::string_view result) {
 absl::Status ChangelogTxn::FinishInto(Txn& out) {
   if (!refused_.ok()) return refused_;
   const std::string mark = EncodeMark({epoch_, record_.offset});
-  const Header headers[] = {{kChangelogMarkHeader, mark}};
+  const Header headers[] = {
+      {kChangelogMarkHeader, mark},
+      {kChangelogVersionHeader, kChangelogFormatVersionText}};
   const int32_t p = record_.partition;
   // The dedupe record first: its topic is published before the changelog
   // (OutboxRelayOptions::publish_first), so a complete commit's record is

@@ -299,8 +299,13 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
     return absl::InvalidArgumentError("OutboxRelay::Create: engine is null");
   }
   if (absl::Status s = ValidateRelayOptions(options); !s.ok()) return s;
+  // Keyed entries without a partition land where Java's producer puts
+  // them (murmur2 of the key), so outputs co-partition with topics that
+  // Java clients write; kafka_config may choose another partitioner.
   std::vector<std::pair<std::string, std::string>> config = {
-      {"enable.idempotence", "true"}, {"acks", "all"}};
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"partitioner", "murmur2_random"}};
   config.insert(config.end(), options.kafka_config.begin(),
                 options.kafka_config.end());
   absl::StatusOr<std::unique_ptr<Producer>> producer =

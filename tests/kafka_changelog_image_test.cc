@@ -103,6 +103,40 @@ TEST(ChangelogFormatTest, MarksKeysAndValuesRoundTrip) {
   EXPECT_EQ(DedupeTopicOf("orders.changelog"), "orders.changelog.dedupe");
 }
 
+// Records carry a format version; a record without one is version 1 (the
+// other tests' records have none). A newer version is refused as a
+// precondition naming the version, never read as if it were this build's.
+TEST_F(ChangelogImageTest, FormatVersionNewerThanThisBuildIsRefusedNamingIt) {
+  Stored current{StateRecordKey("a"), "1", EncodeMark({0, 5}), 7};
+  LogRecord record = current.View();
+  record.record.headers.emplace_back(kChangelogVersionHeader,
+                                     kChangelogFormatVersionText);
+  EXPECT_TRUE(builder_.AddChangelogRecord(record).ok());
+
+  const std::string future = absl::StrCat(kChangelogFormatVersion + 1);
+  record.record.headers.back().second = future;
+  absl::Status refused = builder_.AddChangelogRecord(record);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(),
+              ::testing::HasSubstr(absl::StrCat("format version ", future)));
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("log/0@7"));
+  Stored dedupe{DedupeKeyToHex(KeyView(HashMessageId("m"))),
+                EncodeDedupeValue(kNow, "r"), EncodeMark({0, 5}), 8};
+  LogRecord dedupe_record = dedupe.View();
+  dedupe_record.record.headers.emplace_back(kChangelogVersionHeader, future);
+  EXPECT_EQ(builder_.AddDedupeRecord(dedupe_record).code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  for (const char* bad : {"0", "x", "-1", "01", ""}) {
+    record.record.headers.back().second = bad;
+    EXPECT_EQ(builder_.AddChangelogRecord(record).code(),
+              absl::StatusCode::kDataLoss)
+        << bad;
+  }
+  EXPECT_EQ(DecodeFormatVersion("1"), 1);
+  EXPECT_EQ(DecodeFormatVersion("0"), std::nullopt);
+}
+
 TEST_F(ChangelogImageTest, AnEmptyChangelogHasNoLastCommit) {
   ChangelogChanges changes = builder_.TakeChanges(kNow);
   EXPECT_EQ(changes.last, std::nullopt);

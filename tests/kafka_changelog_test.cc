@@ -462,6 +462,37 @@ TEST_F(KafkaChangelogTest, ChangelogRefusesWritesOutsidePartitionTxn) {
   EXPECT_EQ((*consumer)->stats().processed, 0);
 }
 
+// A changelog record written by a newer build (a format version above
+// kChangelogFormatVersion) stops the restore with kFailedPrecondition naming
+// the version: the member neither misreads it nor processes the partition.
+TEST_F(KafkaChangelogTest,
+       ChangelogFormatVersionFromANewerBuildFailsTheRestore) {
+  const std::string future = absl::StrCat(kafka::kChangelogFormatVersion + 1);
+  kafka::OutgoingRecord newer;
+  newer.topic = kChangelog;
+  newer.partition = 1;
+  newer.key = kafka::OffsetRecordKey(5);
+  newer.value = "3";
+  newer.headers = {{kafka::kChangelogMarkHeader, kafka::EncodeMark({5, 3})},
+                   {kafka::kChangelogVersionHeader, future}};
+  ASSERT_TRUE(bed_.producer->Produce({newer}).ok());
+  Stream all = MakeStream("m", 6);
+  Produce(all);
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> reports;
+  auto consumer = Consumer::Create(a.get(), MemberOptions(&reports));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  absl::Status s = test::PollUntil(
+      **consumer, test::ApplyInPartition, [] { return false; },
+      absl::Seconds(30));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("format version ", future)));
+  EXPECT_THAT(s.message(), HasSubstr("orders-state/1@0"));
+  EXPECT_EQ(*a->CommittedOffset(kTopic, 1), std::nullopt);
+  (*consumer)->Close().IgnoreError();
+}
+
 TEST_F(KafkaChangelogTest, ChangelogOptionsAreChecked) {
   std::unique_ptr<Engine> partitioned = OpenStore("p");
   ASSERT_NE(partitioned, nullptr);

@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -48,6 +50,7 @@ using ::idem::util::TempDir;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 constexpr int kPartitions = 3;
@@ -338,6 +341,150 @@ std::vector<std::string> StopRelayBetweenPublishAndAck(
     }
   }
   return EffectErrors(expected, AppliedCounts(**downstream));
+}
+
+// Java's default partitioner for a keyed record, from the algorithm's
+// definition (Kafka's Utils.murmur2: seed 0x9747b28c, m 0x5bd1e995, r 24;
+// partition = (hash & 0x7fffffff) % partitions).
+int32_t JavaMurmur2(std::string_view key) {
+  constexpr uint32_t kM = 0x5bd1e995;
+  const auto byte = [&](size_t i) {
+    return static_cast<uint32_t>(static_cast<uint8_t>(key[i]));
+  };
+  uint32_t h = 0x9747b28cu ^ static_cast<uint32_t>(key.size());
+  for (size_t i = 0; i + 4 <= key.size(); i += 4) {
+    uint32_t k =
+        byte(i) | byte(i + 1) << 8 | byte(i + 2) << 16 | byte(i + 3) << 24;
+    k *= kM;
+    k ^= k >> 24;
+    k *= kM;
+    h *= kM;
+    h ^= k;
+  }
+  const size_t tail = key.size() & ~size_t{3};
+  switch (key.size() % 4) {
+    case 3:
+      h ^= byte(tail + 2) << 16;
+      [[fallthrough]];
+    case 2:
+      h ^= byte(tail + 1) << 8;
+      [[fallthrough]];
+    case 1:
+      h ^= byte(tail);
+      h *= kM;
+  }
+  h ^= h >> 13;
+  h *= kM;
+  h ^= h >> 15;
+  return static_cast<int32_t>(h);
+}
+
+int32_t JavaPartition(std::string_view key, int32_t partitions) {
+  return static_cast<int32_t>(
+      (static_cast<uint32_t>(JavaMurmur2(key)) & 0x7fffffffu) %
+      static_cast<uint32_t>(partitions));
+}
+
+// The reference above against the hashes Kafka's own tests publish for
+// Utils.murmur2 (UtilsTest.testMurmur2), and their partitions among 7.
+TEST(JavaMurmur2Test, Murmur2ReferenceMatchesKafkasPublishedHashes) {
+  struct Known {
+    const char* key;
+    int32_t hash;
+    int32_t partition_of_7;
+  };
+  const Known known[] = {
+      {"21", -973932308, 3},
+      {"foobar", -790332482, 0},
+      {"a-little-bit-long-string", -985981536, 1},
+      {"a-little-bit-longer-string", -1486304829, 0},
+      {"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971, 3},
+      {"abc", 479470107, 4},
+  };
+  for (const Known& k : known) {
+    EXPECT_EQ(JavaMurmur2(k.key), k.hash) << k.key;
+    EXPECT_EQ(JavaPartition(k.key, 7), k.partition_of_7) << k.key;
+  }
+}
+
+class KafkaOutboxPartitionerTest : public KafkaOutboxTest {
+ protected:
+  static constexpr int kSpread = 7;
+
+  // Commits one emit to "spread" (kSpread partitions) per key of Keys(),
+  // without a partition, relays them with `config`, and returns the keys
+  // that did not land on JavaPartition's partition, as "<key>: <p>".
+  std::vector<std::string> MisplacedKeys(
+      const std::vector<std::pair<std::string, std::string>>& config) {
+    EXPECT_TRUE(bed_.cluster->CreateTopic("spread", kSpread).ok());
+    auto engine = Engine::Open(dir_.Sub("spread-store"), Options());
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    if (!engine.ok()) return {"no engine"};
+    for (const std::string& key : Keys()) {
+      Message m;
+      m.id = key;
+      absl::StatusOr<Result> r =
+          (*engine)->Process(m, [&](const Message&, Txn& txn) {
+            txn.Emit("spread", key, "v");
+            return absl::OkStatus();
+          });
+      EXPECT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << key;
+    }
+    OutboxRelayOptions options = RelayOptions();
+    options.kafka_config.insert(options.kafka_config.end(), config.begin(),
+                                config.end());
+    auto relay = OutboxRelay::Create(engine->get(), options);
+    EXPECT_TRUE(relay.ok()) << relay.status();
+    if (!relay.ok()) return {"no relay"};
+    absl::StatusOr<kafka::RelayReport> drained = (*relay)->Drain();
+    EXPECT_TRUE(drained.ok()) << drained.status();
+    auto reader = kafka::PartitionReader::Create(
+        bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    if (!reader.ok()) return {"no reader"};
+    std::vector<std::string> misplaced;
+    size_t read = 0;
+    for (int32_t p = 0; p < kSpread; ++p) {
+      absl::Status s = (*reader)->Read(
+          "spread", p, 0, absl::Seconds(10), [&](const kafka::LogRecord& l) {
+            ++read;
+            const std::string key(l.record.key);
+            if (JavaPartition(key, kSpread) != p) {
+              misplaced.push_back(absl::StrCat(key, ": ", p));
+            }
+            return absl::OkStatus();
+          });
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    EXPECT_EQ(read, Keys().size());
+    return misplaced;
+  }
+
+  static std::vector<std::string> Keys() {
+    std::vector<std::string> keys = {
+        "21",
+        "foobar",
+        "a-little-bit-long-string",
+        "a-little-bit-longer-string",
+        "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8",
+        "abc"};
+    for (int i = 0; i < 40; ++i) keys.push_back(absl::StrCat("account-", i));
+    return keys;
+  }
+};
+
+// Keyed entries without a partition land where Java's producer would put
+// them, so outputs co-partition with topics Java clients write.
+TEST_F(KafkaOutboxPartitionerTest, RelayMurmur2PartitionsKeysAsJavaDoes) {
+  EXPECT_THAT(MisplacedKeys({}), IsEmpty());
+}
+
+// The check above catches librdkafka's own default partitioner (CRC32),
+// which the relay replaced.
+TEST_F(KafkaOutboxPartitionerTest,
+       BrokenVariantMurmur2CheckCatchesLibrdkafkasDefaultPartitioner) {
+  EXPECT_THAT(MisplacedKeys({{"partitioner", "consistent_random"}}),
+              Not(IsEmpty()));
 }
 
 TEST_F(KafkaOutboxTest,

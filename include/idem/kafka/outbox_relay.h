@@ -2,7 +2,13 @@
 // Kafka: each entry to the topic named by its destination, keyed by its key,
 // with the header `message-id` (the header a Consumer reads IDs from) set to
 // the entry's message ID, followed by the entry's own headers (except any
-// of that name, which the relay's replaces). It produces
+// of that name, which the relay's replaces). An entry without a partition
+// (OutboxEntry::partition -1) goes where the Java producer's default
+// partitioner would put its key: murmur2(key) & 0x7fffffff modulo the
+// partition count (librdkafka's "murmur2_random"; entries without a key go
+// to a random partition), so keyed outputs co-partition with topics that
+// Java producers write; set "partitioner" in kafka_config to change it. It
+// produces
 // with an idempotent producer (enable.idempotence=true, acks=all), waits for
 // the delivery reports, and then acknowledges (Engine::AckOutbox) the
 // longest prefix of entries that were all delivered.
@@ -43,8 +49,9 @@ namespace idem::kafka {
 struct OutboxRelayOptions {
   // Kafka bootstrap servers ("host:port,..."). Required.
   std::string brokers;
-  // Further librdkafka producer properties (name, value), applied in order.
-  // enable.idempotence and acks are the relay's own (kInvalidArgument).
+  // Further librdkafka producer properties (name, value), applied in order
+  // after the relay's default partitioner=murmur2_random. enable.idempotence
+  // and acks are the relay's own (kInvalidArgument).
   std::vector<std::pair<std::string, std::string>> kafka_config;
   // Most entries per round (one ReadOutbox, one produce, one AckOutbox).
   // Must be >= 1. Default: 500.
