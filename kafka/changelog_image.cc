@@ -63,27 +63,84 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
   changes_.bytes_read += static_cast<int64_t>(r.key.size() + r.value.size());
   std::optional<ChangelogKey> key = DecodeChangelogKey(r.key);
   if (!key.has_value()) return Undecodable(r.topic, record, "unknown key");
-  if (key->kind == ChangelogKey::Kind::kState) {
-    std::optional<std::string> value;
-    if (!record.tombstone && keep_state_) value = std::string(r.value);
-    pending_.insert_or_assign(std::string(key->state_key), std::move(value));
+  if (key->kind == ChangelogKey::Kind::kOffset) {
+    std::optional<int64_t> offset;
+    if (!record.tombstone) offset = DecodeOffsetValue(r.value);
+    if (!offset.has_value()) {
+      return Undecodable(r.topic, record, "an offset record without an offset");
+    }
+    Mark(key->epoch, *offset);
     return absl::OkStatus();
   }
-  std::optional<int64_t> offset;
-  if (!record.tombstone) offset = DecodeOffsetValue(r.value);
-  if (!offset.has_value()) {
-    return Undecodable(r.topic, record, "an offset record without an offset");
+  std::optional<std::string_view> mark_text = r.Header(kChangelogMarkHeader);
+  std::optional<ChangelogMark> mark;
+  if (mark_text.has_value()) mark = DecodeMark(*mark_text);
+  if (!mark.has_value()) {
+    return Undecodable(r.topic, record, "a state record without a mark");
+  }
+  // The broken variant (set_epochs_end(false)) folds every epoch as one.
+  if (!epochs_end_) mark->epoch = 0;
+  if (over_.contains(mark->epoch)) {
+    ++changes_.stale_records;
+    dropped_.insert(std::string(key->state_key));
+    return absl::OkStatus();
+  }
+  std::optional<std::string> value;
+  if (!record.tombstone && keep_state_) value = std::string(r.value);
+  pending_[mark->epoch].insert_or_assign(std::string(key->state_key),
+                                         std::move(value));
+  return absl::OkStatus();
+}
+
+void ChangelogImageBuilder::Mark(int64_t epoch, int64_t offset) {
+  if (!epochs_end_) {
+    // The broken variant: every mark completes every pending write.
+    auto writes = pending_.find(0);
+    if (writes != pending_.end()) {
+      for (auto& [state_key, value] : writes->second) {
+        if (keep_state_) {
+          changes_.writes.insert_or_assign(state_key, std::move(value));
+        }
+      }
+      pending_.erase(writes);
+    }
+    changes_.last = ChangelogMark{epoch, offset};
+    last_offset_[epoch] = offset;
+    return;
+  }
+  if (over_.contains(epoch)) {
+    ++changes_.stale_records;
+    DropPending(epoch);
+    return;
+  }
+  if (changes_.last.has_value() && changes_.last->epoch != epoch) {
+    // A new owner: the epoch before it is over, and so is its unfinished
+    // commit.
+    over_.insert(changes_.last->epoch);
+    DropPending(changes_.last->epoch);
   }
   // A commit is complete: its changes join the state.
-  if (keep_state_) {
-    for (auto& [state_key, value] : pending_) {
-      changes_.writes.insert_or_assign(state_key, std::move(value));
+  auto writes = pending_.find(epoch);
+  if (writes != pending_.end()) {
+    for (auto& [state_key, value] : writes->second) {
+      dropped_.erase(state_key);
+      if (keep_state_) {
+        changes_.writes.insert_or_assign(state_key, std::move(value));
+      }
     }
+    pending_.erase(writes);
   }
-  pending_.clear();
-  changes_.last = ChangelogMark{key->epoch, *offset};
-  last_offset_[key->epoch] = *offset;
-  return absl::OkStatus();
+  changes_.last = ChangelogMark{epoch, offset};
+  last_offset_[epoch] = offset;
+}
+
+void ChangelogImageBuilder::DropPending(int64_t epoch) {
+  auto writes = pending_.find(epoch);
+  if (writes == pending_.end()) return;
+  for (const auto& [state_key, value] : writes->second) {
+    dropped_.insert(state_key);
+  }
+  pending_.erase(writes);
 }
 
 absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
@@ -114,7 +171,12 @@ ChangelogChanges ChangelogImageBuilder::TakeChanges(absl::Time now) {
   for (Dedupe& d : dedupe_) {
     auto last = last_offset_.find(d.mark.epoch);
     if (last == last_offset_.end() || d.mark.offset > last->second) {
-      waiting.push_back(std::move(d));
+      // A commit of an epoch that is over never completes.
+      if (over_.contains(d.mark.epoch)) {
+        ++taken.stale_records;
+      } else {
+        waiting.push_back(std::move(d));
+      }
       continue;
     }
     latest.insert_or_assign(d.id_hash, &d);
@@ -129,8 +191,10 @@ ChangelogChanges ChangelogImageBuilder::TakeChanges(absl::Time now) {
 }
 
 absl::btree_set<std::string> ChangelogImageBuilder::Orphans() const {
-  absl::btree_set<std::string> orphans;
-  for (const auto& [state_key, value] : pending_) orphans.insert(state_key);
+  absl::btree_set<std::string> orphans = dropped_;
+  for (const auto& [epoch, writes] : pending_) {
+    for (const auto& [state_key, value] : writes) orphans.insert(state_key);
+  }
   return orphans;
 }
 

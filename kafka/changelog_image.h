@@ -4,15 +4,23 @@
 // commit, without Kafka, so restores are tested on their own. Not
 // thread-safe.
 //
-// Only complete commits count: a commit's changes are handed out when its
-// "o/" record arrives. Changes after the last "o/" record are the
-// remains of a commit whose publication an owner did not finish (it was
-// killed, or a delivery failed); they are `orphans`, which the next owner
-// sets back (docs/scale-out.md). A dedupe record counts only if the commit
-// that wrote it is complete: its offset is at most the last offset of its
-// epoch. The builder hands out what completed since it was last asked
-// (TakeChanges): a restore, or a copy that follows the changelog as it
-// grows, applies each piece on top of the last.
+// Only complete commits count: a commit's changes (the records carrying its
+// epoch's mark) are handed out when its epoch's next "o/" record arrives.
+// Changes not followed by such a record are the remains of a commit whose
+// publication an owner did not finish (it was killed, or a delivery
+// failed); they are `orphans`, which the next owner sets back
+// (docs/scale-out.md). A dedupe record counts only if the commit that wrote
+// it is complete: its offset is at most the last offset of its epoch.
+//
+// Epochs supersede each other in log order: once an "o/" record of a new
+// epoch arrives, the epoch before it is over. A record of an epoch that is
+// over (a member that lost the partition and still published: a zombie)
+// completes nothing: its writes are dropped, and their keys count as
+// orphans, so that the next owner publishes their values again (after
+// compaction a dropped write may be the only record of its key left). The
+// builder hands out what completed since it was last asked (TakeChanges): a
+// restore, or a copy that follows the changelog as it grows, applies each piece
+// on top of the last.
 
 #ifndef IDEM_KAFKA_CHANGELOG_IMAGE_H_
 #define IDEM_KAFKA_CHANGELOG_IMAGE_H_
@@ -25,6 +33,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "idem/partition_snapshot.h"
@@ -47,6 +56,8 @@ struct ChangelogChanges {
   // their keys' and values' bytes.
   int64_t records_read = 0;
   int64_t bytes_read = 0;
+  // Of records_read: records of epochs that were over (left out).
+  int64_t stale_records = 0;
 };
 
 class ChangelogImageBuilder {
@@ -69,11 +80,16 @@ class ChangelogImageBuilder {
   // dedupe records that expired by `now` left out. A dedupe record whose
   // commit is not complete yet stays for a later call.
   ChangelogChanges TakeChanges(absl::Time now);
-  // Keys written after the last complete commit, by a commit not finished
-  // (yet).
+  // Keys written by a commit not finished (yet), or by an epoch that was
+  // over, and not written by a complete commit since.
   absl::btree_set<std::string> Orphans() const;
   // The last complete commit's mark so far; nullopt if none.
   std::optional<ChangelogMark> Last() const { return changes_.last; }
+
+  // false: the broken variant in which no epoch is ever over (every "o/"
+  // record completes every pending write, whatever its epoch), for tests
+  // that must show a zombie's records are caught. Default: true.
+  void set_epochs_end(bool epochs_end) { epochs_end_ = epochs_end; }
 
  private:
   struct Dedupe {
@@ -83,10 +99,23 @@ class ChangelogImageBuilder {
     std::string result;
   };
 
+  using Writes = absl::btree_map<std::string, std::optional<std::string>>;
+
+  // The "o/" record of `epoch`: completes that epoch's pending writes, or,
+  // for an epoch that is over, drops them.
+  void Mark(int64_t epoch, int64_t offset);
+  // Drops `epoch`'s pending writes; their keys become orphans.
+  void DropPending(int64_t epoch);
+
   const bool keep_state_;
+  bool epochs_end_ = true;
   ChangelogChanges changes_;
-  // Changes since the last "o/" record (nullopt: deleted).
-  absl::btree_map<std::string, std::optional<std::string>> pending_;
+  // Per epoch, its writes since its last "o/" record (nullopt: deleted).
+  absl::flat_hash_map<int64_t, Writes> pending_;
+  // Keys of dropped writes not written by a complete commit since.
+  absl::btree_set<std::string> dropped_;
+  // Epochs that are over: another epoch's "o/" record followed theirs.
+  absl::flat_hash_set<int64_t> over_;
   // The last offset of each epoch, from its last "o/" record.
   absl::flat_hash_map<int64_t, int64_t> last_offset_;
   std::vector<Dedupe> dedupe_;  // not taken yet, in log order

@@ -155,6 +155,7 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
     // This member wrote the partition before: is its copy the changelog's
     // last commit? The changelog's marks and keys tell, without its values.
     ChangelogImageBuilder ends(/*keep_state=*/false);
+    ends.set_epochs_end(!hooks_.changelog_restore_ignores_epochs);
     if (absl::Status s = reader_->Read(
             target_.changelog_topic, partition, 0, kKafkaTimeout,
             [&](const LogRecord& r) { return ends.AddChangelogRecord(r); });

@@ -11,6 +11,7 @@ absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
   const int64_t chunk = hooks_->restore_chunk_records > 0
                             ? hooks_->restore_chunk_records
                             : kChunkRecords;
+  copy.builder.set_epochs_end(!hooks_->changelog_restore_ignores_epochs);
   int64_t unapplied = 0;
   auto count = [&]() -> absl::Status {
     if (++unapplied < chunk) return absl::OkStatus();

@@ -458,31 +458,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
   }
   std::unique_ptr<OutboxRelay> relay;
   if (options.relay_outbox) {
-    OutboxRelayOptions relay_options;
-    relay_options.brokers = options.brokers;
-    // Security and other shared settings apply to the relay too.
-    relay_options.kafka_config = options.kafka_config;
-    relay_options.kafka_config.insert(relay_options.kafka_config.end(),
-                                      options.relay_kafka_config.begin(),
-                                      options.relay_kafka_config.end());
-    relay_options.max_batch = options.max_batch;
-    relay_options.max_attempts = options.outbox_max_attempts;
-    relay_options.dead_letter_topic = options.dead_letter_topic;
-    relay_options.logger = options.logger;
-    if (changelog != nullptr) {
-      ChangelogKeeper* keeper = changelog.get();
-      relay_options.skip = [keeper](const OutboxEntry& entry) {
-        return keeper->Skip(entry);
-      };
-      relay_options.publish_first = {keeper->dedupe_topic()};
-    }
     absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
-        OutboxRelay::Create(engine, relay_options);
-    if (!created.ok()) {
-      return absl::Status(created.status().code(),
-                          absl::StrCat("ConsumerOptions: the outbox relay: ",
-                                       created.status().message()));
-    }
+        consumer->CreateRelay(changelog.get());
+    if (!created.ok()) return created.status();
     relay = *std::move(created);
   }
   if (absl::Status s = consumer->Init(std::move(relay), std::move(changelog));

@@ -42,6 +42,7 @@
 #include "kafka/consumer_hooks.h"
 #include "kafka/parallel_runner.h"
 #include "kafka/rdkafka_util.h"
+#include "kafka/transactional_producer.h"
 
 namespace idem::kafka {
 
@@ -59,6 +60,13 @@ class ConsumerImpl final : public Consumer {
 
   absl::Status Init(std::unique_ptr<OutboxRelay> relay,
                     std::unique_ptr<ChangelogKeeper> changelog);
+
+  // The relay of relay_outbox, for `changelog` (null without a
+  // changelog_topic), transactional with transactional_output.
+  // kInvalidArgument and Kafka errors as OutboxRelay::Create, named as the
+  // relay's.
+  absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateRelay(
+      ChangelogKeeper* changelog);
 
   absl::StatusOr<BatchReport> PollBatch(Handler handler) override;
 
@@ -207,9 +215,11 @@ class ConsumerImpl final : public Consumer {
 
   void Unassign(rd_kafka_topic_partition_list_t* partitions);
 
+  // Null (no protocol) once the member has left the group, as after
+  // max.poll.interval.ms passed.
   bool Cooperative() const {
-    return std::strcmp(rd_kafka_rebalance_protocol(rk_.get()), "COOPERATIVE") ==
-           0;
+    const char* protocol = rd_kafka_rebalance_protocol(rk_.get());
+    return protocol != nullptr && std::strcmp(protocol, "COOPERATIVE") == 0;
   }
 
   // Commits, for each of `partitions`, the engine's offset + 1 to Kafka and
@@ -255,6 +265,27 @@ class ConsumerImpl final : public Consumer {
   // The batch is committed either way; an error is returned so the caller
   // sees it, and the next call publishes the rest again.
   absl::Status RelayOutbox(BatchReport& report);
+
+  // Changelog mode: whether this member still holds its partitions as the
+  // group coordinator sees it. librdkafka's own view first (a member that
+  // stalled past max.poll.interval.ms has left), then the coordinator's: a
+  // synchronous commit of the engine's offsets, which the coordinator
+  // refuses under a generation or member ID that is no longer the group's.
+  // False when either says the member is out (ConsumerStats::
+  // membership_lost); a failure of another kind is not taken as an answer.
+  bool MembershipHolds();
+
+  // transactional_output: what each relay transaction commits with its
+  // records, the engine's offsets of the held partitions under this
+  // member's group metadata.
+  absl::StatusOr<GroupOffsets> TransactionOffsets();
+
+  // Changelog mode, after this member found it may no longer own its
+  // partitions: none of its changelog entries is published (every
+  // partition is checked against its changelog again before it is
+  // processed), and with transactional_output neither is any other outbox
+  // entry still unpublished (ConsumerStats::outbox_dropped).
+  void Unfence();
 
   // Backpressure (ConsumerOptions::max_outbox_pending): whether the outbox
   // holds more entries than allowed; pausing every assigned partition, and

@@ -54,6 +54,12 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
       options.statistics_interval == absl::InfiniteDuration()) {
     return invalid("statistics_interval must be >= 1 ms and finite");
   }
+  if (options.transactional_output && !options.relay_outbox) {
+    return invalid("transactional_output needs relay_outbox");
+  }
+  if (options.transactional_output && options.relay_progress_topic.empty()) {
+    return invalid("transactional_output needs a relay_progress_topic");
+  }
   if (!options.standby_partitions.empty() && options.changelog_topic.empty()) {
     return invalid("standby_partitions needs changelog_topic");
   }

@@ -1,5 +1,7 @@
 // ConsumerImpl's publishing of the engine's outbox after each batch
-// (ConsumerOptions::relay_outbox).
+// (ConsumerOptions::relay_outbox): the relay it creates (transactional with
+// ConsumerOptions::transactional_output), the membership check and fences of
+// changelog mode, and backpressure.
 
 #include <librdkafka/rdkafka.h>
 
@@ -10,25 +12,147 @@
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "engine/absl_view.h"
 #include "engine/user_code.h"
 #include "kafka/consumer_impl.h"
+#include "kafka/outbox_relay_hooks.h"
 #include "kafka/record_ids.h"
 
 namespace idem::kafka {
 
+namespace {
+
+// The state key (outside every partition's prefix) where a store keeps the
+// member ID of its consumer's transactional.id.
+constexpr std::string_view kMemberStateKey{"\0idem.kafka.member", 18};
+
+// The member ID the store at `engine` keeps, drawn and committed on first
+// use.
+absl::StatusOr<std::string> StoreMemberId(Engine* engine) {
+  absl::BitGen bits;
+  const std::string drawn =
+      absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(bits), absl::kZeroPad16));
+  Message message;
+  message.id = absl::StrCat("idem.kafka.member/", drawn);
+  message.source = "idem.kafka.member";
+  message.partition = 0;
+  std::string member;
+  absl::StatusOr<Result> kept =
+      engine->Process(message, [&](const Message&, Txn& txn) {
+        absl::StatusOr<std::optional<std::string>> stored =
+            txn.Get(kMemberStateKey);
+        if (!stored.ok()) return stored.status();
+        if (stored->has_value()) {
+          member = **stored;
+        } else {
+          member = drawn;
+          txn.Put(kMemberStateKey, member);
+        }
+        return absl::OkStatus();
+      });
+  if (!kept.ok()) return kept.status();
+  if (kept->outcome == Outcome::kFailed) return kept->error;
+  return member;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
+    ChangelogKeeper* changelog) {
+  OutboxRelayOptions relay_options;
+  relay_options.brokers = options_.brokers;
+  // Security and other shared settings apply to the relay too.
+  relay_options.kafka_config = options_.kafka_config;
+  relay_options.kafka_config.insert(relay_options.kafka_config.end(),
+                                    options_.relay_kafka_config.begin(),
+                                    options_.relay_kafka_config.end());
+  relay_options.max_batch = options_.max_batch;
+  relay_options.max_attempts = options_.outbox_max_attempts;
+  relay_options.dead_letter_topic = options_.dead_letter_topic;
+  relay_options.logger = options_.logger;
+  if (changelog != nullptr) {
+    relay_options.skip = [changelog](const OutboxEntry& entry) {
+      return changelog->Skip(entry);
+    };
+    relay_options.publish_first = {changelog->dedupe_topic()};
+  }
+  OutboxRelayHooks relay_hooks;
+  if (options_.transactional_output) {
+    absl::StatusOr<std::string> member = StoreMemberId(engine_);
+    if (!member.ok()) return member.status();
+    relay_options.transactional_id =
+        absl::StrCat("idem.", options_.group_id, ".", *member);
+    relay_options.progress_topic = options_.relay_progress_topic;
+    relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
+  }
+  absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
+      CreateOutboxRelayWithHooks(engine_, relay_options, relay_hooks);
+  if (!created.ok()) {
+    return absl::Status(created.status().code(),
+                        absl::StrCat("ConsumerOptions: the outbox relay: ",
+                                     created.status().message()));
+  }
+  return created;
+}
+
+absl::StatusOr<GroupOffsets> ConsumerImpl::TransactionOffsets() {
+  GroupOffsets offsets;
+  offsets.offsets.reset(rd_kafka_topic_partition_list_new(0));
+  if (rk_ == nullptr) return offsets;
+  offsets.group.reset(rd_kafka_consumer_group_metadata(rk_.get()));
+  if (offsets.group == nullptr) return offsets;  // not in a group (yet)
+  for (const TopicPartition& tp : assignment_) {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine_->CommittedOffset(tp.first, tp.second);
+    if (!offset.ok()) return offset.status();
+    if (!offset->has_value()) continue;
+    rd_kafka_topic_partition_list_add(offsets.offsets.get(), tp.first.c_str(),
+                                      tp.second)
+        ->offset = **offset + 1;
+  }
+  return offsets;
+}
+
+void ConsumerImpl::Unfence() {
+  changelog_->ReleaseAll();
+  recheck_ = true;
+  if (!options_.transactional_output) return;
+  // Every unpublished entry is of a commit whose changelog entries are
+  // unpublished too (one transaction carries both), which the partitions'
+  // next owner processes again: its outputs are that owner's to publish.
+  while (true) {
+    absl::StatusOr<std::vector<OutboxEntry>> entries =
+        engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
+    if (!entries.ok() || entries->empty()) return;
+    if (!engine_->AckOutbox(entries->back().position).ok()) return;
+    stats_.outbox_dropped += static_cast<int64_t>(entries->size());
+  }
+}
+
 absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
   if (relay_ == nullptr || hooks_.skip_relay) return absl::OkStatus();
+  if (changelog_ != nullptr && !MembershipHolds()) {
+    // Another member may own the partitions now and have published after
+    // this one's last commit: none of this member's changelog entries may
+    // follow (the relay acknowledges them unpublished). Each partition is
+    // checked against its changelog again before it is processed.
+    ++stats_.membership_lost;
+    Unfence();
+  }
   const absl::Time start = absl::Now();
   absl::StatusOr<RelayReport> relayed = relay_->Drain();
   stats_.kafka_time += absl::Now() - start;
   if (!relayed.ok()) {
     NoteError(relayed.status());
     // A delivery that timed out (brokers down or unreachable) is as
-    // transient as any other unavailability.
-    const absl::StatusCode code = absl::IsDeadlineExceeded(relayed.status())
+    // transient as any other unavailability, and so is a fenced
+    // transaction (kAborted): the member rejoins the group at its next
+    // poll, and the relay creates its producer again.
+    const absl::StatusCode code = absl::IsDeadlineExceeded(relayed.status()) ||
+                                          absl::IsAborted(relayed.status())
                                       ? absl::StatusCode::kUnavailable
                                       : relayed.status().code();
     if (changelog_ != nullptr) {
@@ -36,9 +160,15 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
       // check against the changelog can tell which. Every held partition
       // is checked again (RecheckPartitions) before anything else is
       // processed, as on a new assignment; until then none is fenced, so
-      // the relay publishes none of their changelog entries.
-      changelog_->ReleaseAll();
-      recheck_ = true;
+      // the relay publishes none of their changelog entries. A fenced
+      // transaction (kAborted) means another member may own them now.
+      if (absl::IsAborted(relayed.status())) {
+        ++stats_.membership_lost;
+        Unfence();
+      } else {
+        changelog_->ReleaseAll();
+        recheck_ = true;
+      }
       return absl::Status(
           code, absl::StrCat("changelog mode: publishing failed; every "
                              "partition is checked against its changelog "
@@ -51,6 +181,35 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
   stats_.outbox_published += relayed->published;
   stats_.outbox_dead_lettered += relayed->dead_lettered;
   return absl::OkStatus();
+}
+
+bool ConsumerImpl::MembershipHolds() {
+  if (hooks_.changelog_skip_membership_check) return true;
+  if (rd_kafka_assignment_lost(rk_.get())) return false;
+  PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
+  for (const TopicPartition& tp : assignment_) {
+    absl::StatusOr<std::optional<int64_t>> offset =
+        engine_->CommittedOffset(tp.first, tp.second);
+    if (!offset.ok() || !offset->has_value()) continue;
+    rd_kafka_topic_partition_list_add(offsets.get(), tp.first.c_str(),
+                                      tp.second)
+        ->offset = **offset + 1;
+  }
+  if (offsets->cnt == 0) return true;  // nothing committed: nothing to fence
+  const absl::Time start = absl::Now();
+  const rd_kafka_resp_err_t err =
+      rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/0);
+  stats_.kafka_time += absl::Now() - start;
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
+    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID:
+      return false;
+    default:
+      NoteCommit(err);
+      return true;
+  }
 }
 
 bool ConsumerImpl::OutboxFull() {

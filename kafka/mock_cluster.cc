@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kafka/rdkafka_util.h"
@@ -57,6 +58,23 @@ class MockClusterImpl final : public MockCluster {
         down ? rd_kafka_mock_broker_set_down(cluster_.get(), broker)
              : rd_kafka_mock_broker_set_up(cluster_.get(), broker),
         absl::StrCat(down ? "taking down" : "bringing up", " broker ", broker));
+  }
+
+  absl::Status FailNextRequests(int16_t api_key,
+                                const std::vector<int32_t>& errors) override {
+    if (api_key < 0 || errors.empty()) {
+      return absl::InvalidArgumentError(
+          "MockCluster::FailNextRequests: an API key >= 0 and at least one "
+          "error");
+    }
+    std::vector<rd_kafka_resp_err_t> codes;
+    codes.reserve(errors.size());
+    for (int32_t error : errors) {
+      codes.push_back(static_cast<rd_kafka_resp_err_t>(error));
+    }
+    rd_kafka_mock_push_request_errors_array(cluster_.get(), api_key,
+                                            codes.size(), codes.data());
+    return absl::OkStatus();
   }
 
  private:

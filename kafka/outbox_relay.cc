@@ -14,12 +14,20 @@
 #include "engine/absl_view.h"
 #include "idem/kafka/producer.h"
 #include "kafka/outbox_relay_hooks.h"
+#include "kafka/rdkafka_util.h"
+#include "kafka/relay_progress.h"
+#include "kafka/transactional_producer.h"
 
 namespace idem::kafka {
 namespace {
 
 // Producer properties the relay sets itself and refuses from kafka_config.
-constexpr const char* kOwnedProperties[] = {"enable.idempotence", "acks"};
+constexpr const char* kOwnedProperties[] = {"enable.idempotence", "acks",
+                                            "transactional.id"};
+
+// How long a transactional producer waits for the brokers to register it,
+// commit or abort.
+constexpr absl::Duration kTransactionTimeout = absl::Seconds(30);
 
 absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   auto invalid = [](std::string_view what) {
@@ -35,6 +43,9 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
         "max_attempts needs dead_letter_topic: an entry given up on goes "
         "there, never nowhere");
   }
+  if (!options.transactional_id.empty() && options.progress_topic.empty()) {
+    return invalid("transactional_id needs a progress_topic");
+  }
   if (options.idle_wait < absl::ZeroDuration() ||
       options.idle_wait == absl::InfiniteDuration()) {
     return invalid("idle_wait must be >= 0 and finite");
@@ -44,7 +55,8 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
       if (name == owned) {
         return invalid(
             absl::StrCat("kafka_config must not set ", name,
-                         ": the relay produces idempotently with acks=all"));
+                         ": the relay produces idempotently with acks=all "
+                         "(and sets transactional.id from transactional_id)"));
       }
     }
   }
@@ -103,15 +115,23 @@ OutgoingRecord DeadLetterRecord(const OutboxEntry& entry,
 // publish it in the round's first produce call (publish_first) or second.
 enum Phase : uint8_t { kSkip, kFirst, kSecond };
 
+// A round's entries sorted for publishing.
+struct RoundPlan {
+  std::vector<Phase> phase;                // per entry
+  std::vector<OutgoingRecord> records[2];  // per produce call
+  std::vector<bool> dead_letter;           // per entry
+};
+
 class OutboxRelayImpl final : public OutboxRelay {
  public:
   OutboxRelayImpl(Engine* engine, const OutboxRelayOptions& options,
                   const OutboxRelayHooks& hooks,
-                  std::unique_ptr<Producer> producer)
+                  std::unique_ptr<Producer> producer, ConfigList config)
       : engine_(engine),
         options_(options),
         hooks_(hooks),
-        producer_(std::move(producer)) {}
+        producer_(std::move(producer)),
+        config_(std::move(config)) {}
 
   absl::StatusOr<RelayReport> RelayOnce() override {
     ++stats_.rounds;
@@ -121,6 +141,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     stats_.acknowledged += report.acknowledged;
     stats_.skipped += report.skipped;
     stats_.dead_lettered += report.dead_lettered;
+    stats_.already_published += report.already_published;
     if (!status.ok()) {
       ++stats_.errors;
       stats_.last_error = status.ToString();
@@ -138,8 +159,9 @@ class OutboxRelayImpl final : public OutboxRelay {
       total.acknowledged += round->acknowledged;
       total.skipped += round->skipped;
       total.dead_lettered += round->dead_lettered;
+      total.already_published += round->already_published;
       if (round->last_position > 0) total.last_position = round->last_position;
-      if (round->published + round->skipped < options_.max_batch) {
+      if (round->acknowledged < options_.max_batch) {
         return total;
       }
     }
@@ -158,6 +180,9 @@ class OutboxRelayImpl final : public OutboxRelay {
 
   void Stop() override { stop_.store(true); }
 
+  // With transactional_id: creates the transactional producer.
+  absl::Status Start() { return StartTransactionalProducer(); }
+
   RelayStats stats() const override { return stats_; }
 
  private:
@@ -166,28 +191,11 @@ class OutboxRelayImpl final : public OutboxRelay {
         engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
     if (!entries.ok()) return entries.status();
     if (entries->empty()) return absl::OkStatus();
-    std::vector<Phase> phase(entries->size(), kSecond);
-    std::vector<OutgoingRecord> records[2];
-    std::vector<bool> dead_letter(entries->size(), false);
-    for (size_t i = 0; i < entries->size(); ++i) {
-      const OutboxEntry& entry = (*entries)[i];
-      if (options_.skip && options_.skip(entry)) {
-        phase[i] = kSkip;
-        continue;
-      }
-      if (absl::c_linear_search(options_.publish_first, entry.destination)) {
-        phase[i] = kFirst;
-      }
-      auto refused = refused_.find(entry.position);
-      if (refused != refused_.end() &&
-          refused->second.attempts >= options_.max_attempts) {
-        records[phase[i] - kFirst].push_back(DeadLetterRecord(
-            entry, options_, refused->second.error, refused->second.attempts));
-        dead_letter[i] = true;
-        continue;
-      }
-      records[phase[i] - kFirst].push_back(ToRecord(entry, options_.id_header));
+    if (!options_.transactional_id.empty()) {
+      return TransactionalRound(*entries, report);
     }
+    RoundPlan plan = Plan(*entries, 0);
+    const std::vector<Phase>& phase = plan.phase;
     if (hooks_.ack_before_publish) {
       if (absl::Status s = Ack(*entries, entries->size(), phase, report);
           !s.ok()) {
@@ -199,9 +207,9 @@ class OutboxRelayImpl final : public OutboxRelay {
     // first is delivered in full.
     size_t delivered[2] = {0, 0};
     absl::Status published =
-        producer_->ProduceCounted(records[0], &delivered[0]);
+        producer_->ProduceCounted(plan.records[0], &delivered[0]);
     if (published.ok()) {
-      published = producer_->ProduceCounted(records[1], &delivered[1]);
+      published = producer_->ProduceCounted(plan.records[1], &delivered[1]);
     }
     report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
     // The acknowledgeable prefix: entries skipped or delivered.
@@ -217,21 +225,177 @@ class OutboxRelayImpl final : public OutboxRelay {
         return s;
       }
     }
-    for (size_t i = 0; i < prefix; ++i) {
-      if (dead_letter[i]) ++report.dead_lettered;
-      refused_.erase((*entries)[i].position);
-    }
+    ForgetRefusals(*entries, prefix, plan, report);
     if (!published.ok()) {
-      const OutboxEntry& failed =
-          (*entries)[FailedEntry(phase, records[0].size(), delivered)];
-      CountRefusal(failed, published);
-      return absl::Status(
-          published.code(),
-          absl::StrCat("publishing outbox entry ", failed.position,
-                       " (message ", failed.message_id, " to ",
-                       failed.destination, "): ", published.message()));
+      return PublishError(*entries, plan, delivered, published);
     }
     return absl::OkStatus();
+  }
+
+  // Sorts `entries` from index `first` on (those before are acknowledged
+  // unpublished: kSkip) into the round's produce calls, with dead letters
+  // for entries given up on.
+  RoundPlan Plan(const std::vector<OutboxEntry>& entries, size_t first) {
+    RoundPlan plan;
+    plan.phase.assign(entries.size(), kSecond);
+    plan.dead_letter.assign(entries.size(), false);
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const OutboxEntry& entry = entries[i];
+      if (i < first || (options_.skip && options_.skip(entry))) {
+        plan.phase[i] = kSkip;
+        continue;
+      }
+      if (absl::c_linear_search(options_.publish_first, entry.destination)) {
+        plan.phase[i] = kFirst;
+      }
+      std::vector<OutgoingRecord>& records =
+          plan.records[plan.phase[i] - kFirst];
+      auto refused = refused_.find(entry.position);
+      if (refused != refused_.end() &&
+          refused->second.attempts >= options_.max_attempts) {
+        records.push_back(DeadLetterRecord(
+            entry, options_, refused->second.error, refused->second.attempts));
+        plan.dead_letter[i] = true;
+        continue;
+      }
+      records.push_back(ToRecord(entry, options_.id_header));
+    }
+    return plan;
+  }
+
+  // One round as one Kafka transaction: the entries, the progress record,
+  // the group's offsets (a Consumer's), the commit; then AckOutbox of all.
+  // Entries up to the progress a committed transaction recorded are
+  // acknowledged unpublished. On any error the transaction is aborted and
+  // nothing new is acknowledged.
+  absl::Status TransactionalRound(const std::vector<OutboxEntry>& entries,
+                                  RelayReport& report) {
+    if (txn_ == nullptr) {
+      if (absl::Status s = StartTransactionalProducer(); !s.ok()) return s;
+    }
+    size_t already = 0;
+    while (already < entries.size() &&
+           entries[already].position <= published_up_to_) {
+      ++already;
+    }
+    RoundPlan plan = Plan(entries, already);
+    report.already_published = static_cast<int64_t>(already);
+    if (plan.records[0].empty() && plan.records[1].empty()) {
+      // Nothing to publish (all published before, or skipped).
+      if (absl::Status s = Ack(entries, entries.size(), plan.phase, report);
+          !s.ok()) {
+        return s;
+      }
+      report.skipped -= report.already_published;
+      return absl::OkStatus();
+    }
+    if (absl::Status s = txn_->Begin(); !s.ok()) return TransactionFailed(s);
+    // The progress record goes last in the second produce call (no round
+    // trip of its own).
+    const uint64_t last = entries.back().position;
+    plan.records[1].push_back(RelayProgressRecord(
+        options_.progress_topic, options_.transactional_id, last));
+    size_t delivered[2] = {0, 0};
+    absl::Status published = txn_->Produce(plan.records[0], &delivered[0]);
+    if (published.ok()) {
+      published = txn_->Produce(plan.records[1], &delivered[1]);
+    }
+    plan.records[1].pop_back();
+    const bool entries_delivered = delivered[0] == plan.records[0].size() &&
+                                   delivered[1] >= plan.records[1].size();
+    delivered[1] = std::min(delivered[1], plan.records[1].size());
+    if (!published.ok()) {
+      if (entries_delivered) {  // the progress record failed
+        return TransactionFailed(absl::Status(
+            published.code(),
+            absl::StrCat("recording the relay's progress in ",
+                         options_.progress_topic, ": ", published.message())));
+      }
+      TransactionFailed(published).IgnoreError();  // the entry's error wins
+      return PublishError(entries, plan, delivered, published);
+    }
+    if (hooks_.transaction_offsets) {
+      absl::StatusOr<GroupOffsets> offsets = hooks_.transaction_offsets();
+      if (!offsets.ok()) return TransactionFailed(offsets.status());
+      if (offsets->offsets != nullptr && offsets->offsets->cnt > 0) {
+        if (absl::Status s = txn_->SendOffsets(*offsets); !s.ok()) {
+          return TransactionFailed(s);
+        }
+      }
+    }
+    if (hooks_.before_transaction_commit) {
+      if (absl::Status s = hooks_.before_transaction_commit(); !s.ok()) {
+        return s;
+      }
+    }
+    if (absl::Status s = txn_->Commit(); !s.ok()) return TransactionFailed(s);
+    ++stats_.transactions;
+    published_up_to_ = last;
+    report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
+    if (absl::Status s = Between(); !s.ok()) return s;
+    if (absl::Status s = Ack(entries, entries.size(), plan.phase, report);
+        !s.ok()) {
+      return s;
+    }
+    report.skipped -= report.already_published;
+    ForgetRefusals(entries, entries.size(), plan, report);
+    return absl::OkStatus();
+  }
+
+  // Creates the transactional producer (which fences older instances of
+  // the transactional.id and has the brokers abort what they left open),
+  // then reads the progress its last committed transaction recorded.
+  absl::Status StartTransactionalProducer() {
+    absl::StatusOr<std::unique_ptr<TransactionalProducer>> txn =
+        TransactionalProducer::Create(options_.brokers, config_,
+                                      options_.transactional_id,
+                                      options_.logger, kTransactionTimeout);
+    if (!txn.ok()) return txn.status();
+    absl::StatusOr<uint64_t> progress = ReadRelayProgress(
+        options_.brokers, options_.kafka_config, options_.progress_topic,
+        options_.transactional_id, kTransactionTimeout);
+    if (!progress.ok()) return progress.status();
+    txn_ = *std::move(txn);
+    published_up_to_ = hooks_.ignore_progress ? 0 : *progress;
+    return absl::OkStatus();
+  }
+
+  // Aborts the round's transaction after `error`; a fatal error drops the
+  // producer instead (the next round creates it again). Returns `error`.
+  absl::Status TransactionFailed(absl::Status error) {
+    ++stats_.aborted_transactions;
+    if (!txn_->fatal()) {
+      if (absl::Status s = txn_->Abort(); s.ok() || !txn_->fatal()) {
+        return error;
+      }
+    }
+    txn_.reset();
+    return error;
+  }
+
+  // The entries acknowledged (the first `count`) need no refusal counts;
+  // counts the dead letters among them.
+  void ForgetRefusals(const std::vector<OutboxEntry>& entries, size_t count,
+                      const RoundPlan& plan, RelayReport& report) {
+    for (size_t i = 0; i < count; ++i) {
+      if (plan.dead_letter[i]) ++report.dead_lettered;
+      refused_.erase(entries[i].position);
+    }
+  }
+
+  // The status of a round whose produce calls failed with `published`,
+  // naming the entry that failed; counts the refusal (max_attempts).
+  absl::Status PublishError(const std::vector<OutboxEntry>& entries,
+                            const RoundPlan& plan, const size_t delivered[2],
+                            const absl::Status& published) {
+    const OutboxEntry& failed =
+        entries[FailedEntry(plan.phase, plan.records[0].size(), delivered)];
+    CountRefusal(failed, published);
+    return absl::Status(
+        published.code(),
+        absl::StrCat("publishing outbox entry ", failed.position, " (message ",
+                     failed.message_id, " to ", failed.destination,
+                     "): ", published.message()));
   }
 
   // Acknowledges the first `count` of `entries`; `phase` tells which were
@@ -279,7 +443,13 @@ class OutboxRelayImpl final : public OutboxRelay {
   Engine* const engine_;
   const OutboxRelayOptions options_;
   const OutboxRelayHooks hooks_;
-  const std::unique_ptr<Producer> producer_;
+  const std::unique_ptr<Producer> producer_;  // null with transactional_id
+  const ConfigList config_;                   // the producers' properties
+  // With transactional_id: the producer (null until the first round, and
+  // after a fatal error), and the progress of its last committed
+  // transaction.
+  std::unique_ptr<TransactionalProducer> txn_;
+  uint64_t published_up_to_ = 0;
   RelayStats stats_;
   // Entries the brokers refused for good (max_attempts), by position.
   struct Refusal {
@@ -308,11 +478,22 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
       {"partitioner", "murmur2_random"}};
   config.insert(config.end(), options.kafka_config.begin(),
                 options.kafka_config.end());
-  absl::StatusOr<std::unique_ptr<Producer>> producer =
-      Producer::Create(options.brokers, config, options.logger);
-  if (!producer.ok()) return producer.status();
-  return std::unique_ptr<OutboxRelay>(
-      new OutboxRelayImpl(engine, options, hooks, *std::move(producer)));
+  std::unique_ptr<Producer> producer;
+  if (options.transactional_id.empty()) {
+    absl::StatusOr<std::unique_ptr<Producer>> created =
+        Producer::Create(options.brokers, config, options.logger);
+    if (!created.ok()) return created.status();
+    producer = *std::move(created);
+  }
+  auto relay = std::make_unique<OutboxRelayImpl>(
+      engine, options, hooks, std::move(producer), std::move(config));
+  if (!options.transactional_id.empty()) {
+    // The brokers register the transactional.id (fencing older instances)
+    // and the relay learns its progress now, so Create reports a missing
+    // progress topic or unreachable brokers.
+    if (absl::Status s = relay->Start(); !s.ok()) return s;
+  }
+  return std::unique_ptr<OutboxRelay>(std::move(relay));
 }
 
 absl::StatusOr<std::unique_ptr<OutboxRelay>> OutboxRelay::Create(

@@ -1,6 +1,7 @@
-// Test seams of the outbox relay: a stop between publishing and
-// acknowledging, as a crash there would leave it, and a deliberately broken
-// order of the two. Never set outside tests. A plain value type.
+// Seams of the outbox relay: for tests, a stop between publishing and
+// acknowledging (or before a transaction's commit), as a crash there would
+// leave it, and a deliberately broken order of the two; for a Consumer, the
+// group offsets its transactions carry. A plain value type.
 
 #ifndef IDEM_KAFKA_OUTBOX_RELAY_HOOKS_H_
 #define IDEM_KAFKA_OUTBOX_RELAY_HOOKS_H_
@@ -12,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
 #include "idem/kafka/outbox_relay.h"
+#include "kafka/transactional_producer.h"
 
 namespace idem::kafka {
 
@@ -22,6 +24,19 @@ struct OutboxRelayHooks {
   // Acknowledges a round's entries before publishing them: a stop in
   // between loses them (breaks at-least-once publishing).
   bool ack_before_publish = false;
+  // With transactional_id: called before a round's transaction commits
+  // (its records produced); a non-OK status ends the round there, the
+  // transaction left open, and RelayOnce returns it.
+  std::function<absl::Status()> before_transaction_commit;
+  // With transactional_id, broken: the relay does not read its progress
+  // when it starts, so a crash between a transaction's commit and its
+  // acknowledgement publishes that transaction's entries again.
+  bool ignore_progress = false;
+  // With transactional_id, set by a Consumer (transactional_output): the
+  // offsets and group metadata each round's transaction commits, so the
+  // brokers refuse the transaction of a member no longer in the group
+  // (KIP-447). An error aborts the round.
+  std::function<absl::StatusOr<GroupOffsets>()> transaction_offsets;
 };
 
 // OutboxRelay::Create with hooks; OutboxRelay::Create is this with {}.

@@ -30,11 +30,20 @@ absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
   // 10 ms slowed the read of a long log; idem_kafka_bench BM_Restore and
   // BM_RestoreFromStandby).
   ConfigList settings = {
-      {"bootstrap.servers", brokers},     {"group.id", "idem.partition-reader"},
-      {"enable.auto.commit", "false"},    {"enable.auto.offset.store", "false"},
-      {"enable.partition.eof", "true"},   {"auto.offset.reset", "earliest"},
-      {"queued.min.messages", "1000000"}, {"fetch.max.bytes", "52428800"},
-      {"fetch.wait.max.ms", "50"}};
+      {"bootstrap.servers", brokers},
+      {"group.id", "idem.partition-reader"},
+      {"enable.auto.commit", "false"},
+      {"enable.auto.offset.store", "false"},
+      {"enable.partition.eof", "true"},
+      {"auto.offset.reset", "earliest"},
+      {"queued.min.messages", "1000000"},
+      {"fetch.max.bytes", "52428800"},
+      {"fetch.wait.max.ms", "50"},
+      // Records of aborted or still open transactions are never read: a
+      // read ends at the last stable offset, where librdkafka reports the
+      // partition's end (a zombie member's fenced changelog records are
+      // never restored).
+      {"isolation.level", "read_committed"}};
   settings.insert(settings.end(), config.begin(), config.end());
   if (absl::Status s = SetConfig(conf.get(), settings); !s.ok()) return s;
   absl::StatusOr<HandlePtr> handle =

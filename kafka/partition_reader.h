@@ -1,7 +1,9 @@
 // PartitionReader reads one topic partition of Kafka from its first
 // retained record up to the end it had when the read started, without a
 // consumer group: what a changelog restore needs (docs/scale-out.md). It
-// keeps a record's null value (a tombstone) apart from an empty one.
+// reads with isolation.level=read_committed (records of aborted and open
+// transactions are left out) and keeps a record's null value (a tombstone)
+// apart from an empty one.
 //
 // Not thread-safe: one call at a time.
 

@@ -220,6 +220,53 @@ TEST_F(ChangelogImageTest, ChangesAreTakenAsTheirCommitsComplete) {
   EXPECT_THAT(builder_.Orphans(), ElementsAre("c"));
 }
 
+// A zombie: the owner of epoch 1 lost the partition to epoch 2's owner and
+// still published a commit afterwards. Its writes and dedupe records
+// complete nothing after epoch 2's mark; its keys are orphans (the next
+// owner publishes their values again).
+TEST_F(ChangelogImageTest, ZombieEpochCompletesNothingAfterANewOwnersMark) {
+  const absl::Time live = kNow + absl::Hours(1);
+  State("a", "1", {1, 5});
+  Offset({1, 5});
+  Offset({2, 5});  // the new owner's first mark: epoch 1 is over
+  State("a", "2", {2, 6});
+  Dedupe("new", live, {2, 6});
+  Offset({2, 6});
+  State("a", "stale", {1, 7});
+  State("b", "stale", {1, 7});
+  Dedupe("zombie", live, {1, 7});
+  Offset({1, 7});
+  State("c", "3", {2, 7});
+  Offset({2, 7});
+  const ChangelogChanges changes = builder_.TakeChanges(kNow);
+  EXPECT_EQ(changes.last, (ChangelogMark{2, 7}));
+  EXPECT_THAT(changes.writes,
+              ElementsAre(Pair("a", Optional(std::string("2"))),
+                          Pair("c", Optional(std::string("3")))));
+  EXPECT_THAT(Results(changes), ElementsAre("r-new"));
+  EXPECT_EQ(changes.stale_records, 4);  // two writes, a mark, a dedupe
+  EXPECT_THAT(builder_.Orphans(), ElementsAre("a", "b"));
+  // A complete commit that writes a key again makes it whole.
+  State("a", "4", {2, 8});
+  State("b", std::nullopt, {2, 8});
+  Offset({2, 8});
+  EXPECT_THAT(builder_.Orphans(), IsEmpty());
+}
+
+// A new owner's first mark ends the epoch before it, and that epoch's
+// unfinished commit with it: its writes are orphans, not completed by the
+// new owner's mark (the new owner sets them back in its first commit).
+TEST_F(ChangelogImageTest, ANewEpochsMarkDropsTheOldEpochsUnfinishedCommit) {
+  State("a", "1", {1, 5});
+  Offset({1, 5});
+  State("a", "half", {1, 6});  // killed before its mark
+  State("a", "1", {2, 5});     // the new owner sets it back
+  Offset({2, 5});
+  EXPECT_THAT(builder_.TakeChanges(kNow).writes,
+              ElementsAre(Pair("a", Optional(std::string("1")))));
+  EXPECT_THAT(builder_.Orphans(), IsEmpty());
+}
+
 TEST_F(ChangelogImageTest, UndecodableRecordsAreDataLoss) {
   EXPECT_EQ(builder_.AddChangelogRecord(Stored{"q/1", "v"}.View()).code(),
             absl::StatusCode::kDataLoss);

@@ -286,6 +286,25 @@ struct ConsumerOptions {
   // unreachable destination bounds the outbox instead of letting it grow
   // without end. 0: unbounded. Must be >= 0. Default: 0.
   int64_t max_outbox_pending = 0;
+  // Exactly-once output for readers with isolation.level=read_committed
+  // (docs/outbox.md, "Transactional output"): the relay publishes each round
+  // in a Kafka transaction (OutboxRelayOptions::transactional_id) that also
+  // records its progress in relay_progress_topic and commits the engine's
+  // offsets of the held partitions under this member's group generation
+  // (KIP-447), so the brokers refuse a round of a member that is no longer
+  // in the group. The transactional.id is "idem.<group_id>.<member>", where
+  // <member> is a random ID the store keeps (so a restarted member fences
+  // its previous instance). In changelog mode a member that finds itself
+  // fenced drops its unpublished outbox entries (outputs with the changelog
+  // entries of the same commits; ConsumerStats::outbox_dropped) and checks
+  // its partitions against the changelog again, so whoever owns them
+  // processes those records again and publishes their outputs once. Needs
+  // relay_outbox. Default: false (at-least-once output with stable
+  // message IDs).
+  bool transactional_output = false;
+  // With transactional_output: the relay's OutboxRelayOptions::
+  // progress_topic, which must exist. Default: "idem.relay.progress".
+  std::string relay_progress_topic = "idem.relay.progress";
 
   // ---- State that follows its partitions (docs/scale-out.md) ----
 
@@ -451,6 +470,14 @@ struct ConsumerStats {
   // Times the input was paused because the outbox held more than
   // max_outbox_pending entries.
   int64_t backpressure_pauses = 0;
+  // Changelog mode: relay rounds at which this member found it was no
+  // longer in the group as its coordinator sees it (it stalled past
+  // max.poll.interval.ms, or the group moved on without it), so it dropped
+  // its changelog entries unpublished (docs/scale-out.md, "Zombies").
+  int64_t membership_lost = 0;
+  // transactional_output in changelog mode: outbox entries dropped
+  // unpublished because this member was fenced (see transactional_output).
+  int64_t outbox_dropped = 0;
 };
 
 class Consumer {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,13 @@ class MockCluster {
   // broker's partitions see an outage until it is up again.
   // kInvalidArgument for a broker the cluster does not have.
   virtual absl::Status SetBrokerDown(int32_t broker, bool down) = 0;
+
+  // The next requests of the Kafka API `api_key` (e.g. 26, EndTxn), to any
+  // broker, fail with `errors` (Kafka protocol error codes, e.g. 90,
+  // PRODUCER_FENCED), one per request, in order. kInvalidArgument for a
+  // negative key or no errors.
+  virtual absl::Status FailNextRequests(int16_t api_key,
+                                        const std::vector<int32_t>& errors) = 0;
 };
 
 }  // namespace idem::kafka

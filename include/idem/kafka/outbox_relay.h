@@ -16,7 +16,12 @@
 // Publishing is at-least-once: a relay that stops between publishing and
 // acknowledging (a crash, a delivery error) publishes the same entries again,
 // with the same message IDs, so a consumer that dedupes by message-id (an
-// idem Consumer) applies each exactly once. A Consumer with
+// idem Consumer) applies each exactly once. With transactional_id it is
+// exactly-once for readers with isolation.level=read_committed: each round
+// is one Kafka transaction that also records the round's last position in
+// progress_topic, and a relay restarted after a crash between a
+// transaction's commit and its acknowledgement skips what that transaction
+// published (docs/outbox.md, "Transactional output"). A Consumer with
 // ConsumerOptions::relay_outbox runs one after each batch; run one yourself
 // for an engine that no Consumer drains, or see docs/outbox.md for writing a
 // relay to another broker.
@@ -89,6 +94,25 @@ struct OutboxRelayOptions {
   // value, with the header idem.value.bytes (its size) instead. Default:
   // empty.
   std::string dead_letter_topic;
+  // Exactly-once output: the transactional.id of the relay's producer.
+  // Must be stable across restarts of this relay and unique to it (two
+  // relays with one ID fence each other). Set, every round is a Kafka
+  // transaction: the entries, then a progress record (progress_topic), then
+  // the commit, and only then AckOutbox. A crash before the commit leaves
+  // nothing a read_committed reader sees (the brokers abort it when the
+  // next instance starts); a crash after it leaves the progress record,
+  // which the next instance reads at Create and acknowledges the entries it
+  // covers without publishing them (RelayReport::already_published). A
+  // fatal producer error (fenced by a newer instance) fails the round with
+  // kAborted; the next round creates the producer again. Empty: the
+  // at-least-once relay. Default: empty.
+  std::string transactional_id;
+  // With transactional_id: the topic where the relay records its progress
+  // (partition 0, key transactional_id; see kafka/relay_progress.h). It must
+  // exist before Create (kNotFound otherwise) and should be compacted
+  // (cleanup.policy=compact), since Create reads it from the start; many
+  // relays may share it. Default: "idem.relay.progress".
+  std::string progress_topic = "idem.relay.progress";
   // Receives the relay's producer's librdkafka log lines (see
   // Producer::Create); borrowed, must outlive the relay. Default: nullptr
   // (stderr).
@@ -104,6 +128,9 @@ struct RelayReport {
   int64_t dead_lettered = 0;
   // The last position acknowledged; 0 if none was.
   uint64_t last_position = 0;
+  // Of acknowledged: entries a transaction had published before a crash
+  // let this relay acknowledge them (transactional_id), not published again.
+  int64_t already_published = 0;
 };
 
 // Totals since Create.
@@ -113,6 +140,10 @@ struct RelayStats {
   int64_t acknowledged = 0;
   int64_t skipped = 0;
   int64_t dead_lettered = 0;  // see OutboxRelayOptions::max_attempts
+  int64_t already_published = 0;
+  // With transactional_id: transactions committed, and those aborted.
+  int64_t transactions = 0;
+  int64_t aborted_transactions = 0;
   int64_t errors = 0;
   std::string last_error;
 };

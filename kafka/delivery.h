@@ -1,0 +1,32 @@
+// Producing a call's records with librdkafka and waiting for every one's
+// delivery report: what idem's Producer and the outbox relay's transactional
+// producer share. Thread-safe: each call keeps its own reports.
+
+#ifndef IDEM_KAFKA_DELIVERY_H_
+#define IDEM_KAFKA_DELIVERY_H_
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "idem/kafka/producer.h"
+
+namespace idem::kafka {
+
+// Routes the delivery reports of the handle made from `conf` to
+// ProduceAndWait's calls.
+void EnableDeliveryReports(rd_kafka_conf_t* conf);
+
+// Produces `records` in order on `rk` (made from a conf passed to
+// EnableDeliveryReports) and waits until librdkafka reported each one;
+// `*delivered` is the length of the longest prefix acknowledged. Errors as
+// Producer::Produce.
+absl::Status ProduceAndWait(rd_kafka_t* rk,
+                            absl::Span<const OutgoingRecord> records,
+                            size_t* delivered);
+
+}  // namespace idem::kafka
+
+#endif  // IDEM_KAFKA_DELIVERY_H_

@@ -1,0 +1,212 @@
+// Zombies in changelog mode (ConsumerOptions::changelog_topic), against
+// librdkafka's mock cluster: member A stalls inside a handler for longer
+// than max.poll.interval.ms, the group gives A's partitions to member B,
+// which restores them and processes what follows; then A wakes up and
+// finishes its batch. A member C that restores every partition afterwards,
+// from an empty store, must hold exactly what B committed.
+//
+// Two fences keep A's stale batch out of C's restore, and each is shown to
+// suffice on its own and to be needed (with both off, C is wrong):
+// - the writer's: before publishing, A learns from librdkafka and from the
+//   group coordinator (a synchronous offset commit under A's generation)
+//   that it is out of the group, and drops its changelog entries;
+// - the reader's: a restore lets no commit of an epoch that is over (A's,
+//   once B's mark followed it) complete.
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "idem/kafka/consumer.h"
+#include "idem/partition_state.h"
+#include "kafka/consumer_hooks.h"
+#include "tests/testing/changelog_test_base.h"
+#include "tests/testing/kafka_test_util.h"
+
+namespace idem {
+namespace {
+
+using ::idem::kafka::Consumer;
+using ::idem::kafka::ConsumerHooks;
+using ::idem::kafka::ConsumerOptions;
+using ::idem::kafka::Record;
+using ::idem::kafka::RestoreReport;
+using ::idem::test::kPartitions;
+using ::idem::test::kTopic;
+using ::idem::test::MakeStream;
+using ::idem::test::Stream;
+using ::testing::IsEmpty;
+using ::testing::Not;
+
+// What a zombie run left behind.
+struct ZombieRun {
+  // C's (and B's) departures from what was produced: "<id>: <count>"
+  // effect errors and "p<partition> total <got> != <want>" lines.
+  std::vector<std::string> c_errors;
+  std::vector<std::string> b_errors;
+  // A's ConsumerStats::membership_lost after waking up.
+  int64_t a_membership_lost = 0;
+  // Whether the changelog's marks go back somewhere: A's stale batch was
+  // published after B's commits.
+  bool zombie_published = false;
+};
+
+class KafkaZombieTest : public test::ChangelogTestBase {
+ protected:
+  // A's options: a short max.poll.interval.ms, and small batches, so that
+  // A's stale batch covers only part of what B processes.
+  ConsumerOptions ZombieOptions(std::vector<RestoreReport>* reports) {
+    ConsumerOptions options = MemberOptions(reports);
+    options.max_batch = 6;
+    options.kafka_config.emplace_back("max.poll.interval.ms", "4000");
+    return options;
+  }
+
+  ZombieRun RunZombie(const ConsumerHooks& a_hooks,
+                      const ConsumerHooks& c_hooks) {
+    ZombieRun run;
+    Stream all = MakeStream("first", 30);
+    Produce(all);
+    std::vector<RestoreReport> reports;
+    std::unique_ptr<Engine> a = OpenStore("a");
+    std::unique_ptr<Engine> b = OpenStore("b");
+    std::unique_ptr<Engine> c = OpenStore("c");
+    if (a == nullptr || b == nullptr || c == nullptr) return run;
+    auto member_a = kafka::CreateConsumerWithHooks(
+        a.get(), ZombieOptions(&reports), a_hooks);
+    EXPECT_TRUE(member_a.ok()) << member_a.status();
+    if (!member_a.ok()) return run;
+    absl::Status first =
+        test::PollUntil(**member_a, test::ApplyInPartition,
+                        [&] { return Handled(*a) >= Handled(all); });
+    EXPECT_TRUE(first.ok()) << first;
+
+    Stream second = MakeStream("second", 30);
+    Produce(second);
+    Append(all, second);
+    // A stalls at its first record of `second` until B has taken over and
+    // processed everything, then finishes its batch.
+    absl::Notification stalled;
+    absl::Notification wake;
+    bool stall_done = false;
+    auto stalling = [&](const Record& record, Txn& txn) {
+      if (!stalled.HasBeenNotified() && record.id.starts_with("second-")) {
+        stalled.Notify();
+        wake.WaitForNotificationWithTimeout(absl::Seconds(90));
+        stall_done = true;
+      }
+      return test::ApplyInPartition(record, txn);
+    };
+    std::thread zombie([&] {
+      const absl::Time deadline = absl::Now() + absl::Seconds(120);
+      while (!stall_done && absl::Now() < deadline) {
+        absl::StatusOr<kafka::BatchReport> polled =
+            (*member_a)->PollBatch(stalling);
+        if (!polled.ok() && stall_done) break;
+      }
+    });
+    EXPECT_TRUE(stalled.WaitForNotificationWithTimeout(absl::Seconds(30)));
+
+    auto member_b = Consumer::Create(b.get(), MemberOptions(&reports));
+    EXPECT_TRUE(member_b.ok()) << member_b.status();
+    if (member_b.ok()) {
+      absl::Status taken = test::PollUntil(
+          **member_b, test::ApplyInPartition,
+          [&] { return Handled(*b) >= Handled(all); }, absl::Seconds(90));
+      EXPECT_TRUE(taken.ok()) << taken;
+    }
+    wake.Notify();
+    zombie.join();
+    run.a_membership_lost = (*member_a)->stats().membership_lost;
+    (*member_a)->Close().IgnoreError();
+    if (member_b.ok()) {
+      EXPECT_TRUE((*member_b)->Close().ok());
+    }
+    run.b_errors = Errors(*b, all);
+    run.zombie_published = !MarksGoingBack().empty();
+
+    auto member_c = kafka::CreateConsumerWithHooks(
+        c.get(), MemberOptions(&reports), c_hooks);
+    EXPECT_TRUE(member_c.ok()) << member_c.status();
+    if (member_c.ok()) {
+      absl::Status restored = test::PollUntil(
+          **member_c, test::ApplyInPartition,
+          [&] { return Handled(*c) >= Handled(all); }, absl::Seconds(60));
+      // A broken variant may leave C short of the end: its errors say so.
+      if (!restored.ok()) run.c_errors.push_back(restored.ToString());
+      (*member_c)->Close().IgnoreError();
+    }
+    std::vector<std::string> c_errors = Errors(*c, all);
+    run.c_errors.insert(run.c_errors.end(), c_errors.begin(), c_errors.end());
+    return run;
+  }
+
+  // What `engine` holds that `all` does not say: effect errors and wrong
+  // partition totals.
+  static std::vector<std::string> Errors(Engine& engine, const Stream& all) {
+    std::vector<std::string> errors = test::EffectErrors(
+        all.ids, test::PartitionAppliedCounts(engine, kTopic, kPartitions));
+    for (const auto& [partition, total] : all.totals) {
+      absl::StatusOr<std::optional<std::string>> got =
+          engine.GetState(PartitionStatePrefix(kTopic, partition) + "total");
+      const std::string want = absl::StrCat(total);
+      if (!got.ok() || *got != want) {
+        errors.push_back(absl::StrCat(
+            "p", partition, " total ",
+            got.ok() ? got->value_or("(none)") : got.status().ToString(),
+            " != ", want));
+      }
+    }
+    return errors;
+  }
+};
+
+// Both fences: A learns it is out before publishing and publishes none of
+// its stale batch; B and C are exact.
+TEST_F(KafkaZombieTest, ZombieStalledPastMaxPollIsFencedAndRestoresAreExact) {
+  ZombieRun run = RunZombie({}, {});
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, IsEmpty());
+  EXPECT_GE(run.a_membership_lost, 1);
+  EXPECT_FALSE(run.zombie_published);
+}
+
+// The writer's fence alone (C's restore lets every epoch complete): A
+// publishes nothing stale, so C is exact.
+TEST_F(KafkaZombieTest, ZombieWriterFenceAloneKeepsTheChangelogClean) {
+  ZombieRun run = RunZombie({}, {.changelog_restore_ignores_epochs = true});
+  EXPECT_THAT(run.c_errors, IsEmpty());
+  EXPECT_GE(run.a_membership_lost, 1);
+  EXPECT_FALSE(run.zombie_published);
+}
+
+// The reader's fence alone (A publishes without asking the group): A's
+// stale batch reaches the changelog after B's commits, and C's restore
+// leaves it out.
+TEST_F(KafkaZombieTest, ZombieRestoreFenceAloneLeavesTheStaleBatchOut) {
+  ZombieRun run = RunZombie({.changelog_skip_membership_check = true}, {});
+  EXPECT_TRUE(run.zombie_published);
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, IsEmpty());
+}
+
+// The broken variant with neither fence: A's stale batch completes in C's
+// restore after B's commits, and C's totals are wrong.
+TEST_F(KafkaZombieTest, BrokenVariantZombieWithoutFencesIsCaught) {
+  ZombieRun run = RunZombie({.changelog_skip_membership_check = true},
+                            {.changelog_restore_ignores_epochs = true});
+  EXPECT_TRUE(run.zombie_published);
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, Not(IsEmpty()));
+}
+
+}  // namespace
+}  // namespace idem
