@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "idem/txn.h"
 #include "rocksdb/db.h"
 
@@ -95,6 +96,13 @@ class BatchTxn : public Txn {
   // commit fails even if the handler swallowed it).
   const absl::Status& read_error() const { return read_error_; }
 
+  // What record_expires_at returns: the expiry the engine placed the
+  // message's record at.
+  void set_record_expires_at(absl::Time expires_at) {
+    record_expires_at_ = expires_at;
+  }
+  absl::Time record_expires_at() const override { return record_expires_at_; }
+
   // Moves this message's writes into `overlay`. kInvalidArgument (and
   // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB)
   // or an emit was invalid (its destination empty or over kMaxSourceBytes):
@@ -102,6 +110,7 @@ class BatchTxn : public Txn {
   absl::Status Apply(BatchOverlay* overlay);
 
  private:
+  absl::Time record_expires_at_ = absl::InfiniteFuture();
   const BatchOverlay* const overlay_;
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;

@@ -530,6 +530,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     }
 
     BatchTxn txn(&commit.state(), store.db, store.state, &versions_, &reads);
+    txn.set_record_expires_at(
+        absl::FromUnixMicros(placements[i].expiry_micros));
     absl::Status status;
     ++ages.handlers;
     {

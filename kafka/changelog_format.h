@@ -14,8 +14,10 @@
 //                  keeps each epoch's last offset.
 // Dedupe topic (changelog_topic + ".dedupe", time-retained):
 //   key: 32 lowercase hex digits of the message ID's XXH3-128 hash;
-//   value: the record's expiry (int64 microseconds since the Unix epoch, 8
-//   bytes little-endian), then the handler's result.
+//   value: the record's expiry as the engine computed it (Txn::
+//   record_expires_at: engine time, which never goes back, plus the
+//   window; int64 microseconds since the Unix epoch, 8 bytes
+//   little-endian), then the handler's result.
 // Every record of both carries the header kChangelogMarkHeader: "E O", the
 // epoch and offset of the commit that wrote it, and the header
 // kChangelogVersionHeader: the format version (decimal) of the record. A

@@ -433,7 +433,10 @@ absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
     }
     epoch = fence->second.epoch;
   }
-  ChangelogTxn changelog(txn, record, target_, epoch, clock_->Now() + ttl_);
+  std::optional<absl::Time> expiry_override;
+  if (hooks_.changelog_expiry_from_clock)
+    expiry_override = clock_->Now() + ttl_;
+  ChangelogTxn changelog(txn, record, target_, epoch, expiry_override);
   if (absl::Status s = handler(record, changelog); !s.ok()) return s;
   if (direct_ != nullptr) return ProduceOutsideCommit(changelog);
   if (absl::Status s = changelog.Finish(); !s.ok()) return s;

@@ -10,12 +10,12 @@ namespace idem::kafka {
 
 ChangelogTxn::ChangelogTxn(Txn& txn, const Record& record,
                            const ChangelogTarget& target, int64_t epoch,
-                           absl::Time expires_at)
+                           std::optional<absl::Time> expiry_override)
     : ForwardingTxn(txn),
       record_(record),
       target_(target),
       epoch_(epoch),
-      expires_at_(expires_at),
+      expiry_override_(expiry_override),
       prefix_(PartitionStatePrefix(record.topic, record.partition)) {}
 
 std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
@@ -64,10 +64,11 @@ absl::Status ChangelogTxn::FinishInto(Txn& out) {
   // The dedupe record first: its topic is published before the changelog
   // (OutboxRelayOptions::publish_first), so a complete commit's record is
   // never missing.
-  out.EmitWithOptions(target_.dedupe_topic,
-                      DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
-                      EncodeDedupeValue(expires_at_, result_),
-                      {.partition = p, .headers = headers});
+  out.EmitWithOptions(
+      target_.dedupe_topic, DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
+      EncodeDedupeValue(expiry_override_.value_or(target().record_expires_at()),
+                        result_),
+      {.partition = p, .headers = headers});
   for (const auto& [key, value] : writes_) {
     out.EmitWithOptions(
         target_.changelog_topic, StateRecordKey(key), value.value_or(""),

@@ -39,10 +39,13 @@ struct ChangelogTarget {
 class ChangelogTxn final : public ForwardingTxn {
  public:
   // `txn`, `record` and `target` are borrowed for the ChangelogTxn's life.
-  // `epoch`: the member's epoch of the partition. `expires_at`: the
-  // record's dedupe expiry, as the changelog carries it.
+  // `epoch`: the member's epoch of the partition. The changelog's copy of
+  // the record's dedupe record expires when the engine's does
+  // (Txn::record_expires_at).
+  // `expiry_override`, for a broken variant only, replaces that expiry.
   ChangelogTxn(Txn& txn, const Record& record, const ChangelogTarget& target,
-               int64_t epoch, absl::Time expires_at);
+               int64_t epoch,
+               std::optional<absl::Time> expiry_override = std::nullopt);
 
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
@@ -63,7 +66,7 @@ class ChangelogTxn final : public ForwardingTxn {
   const Record& record_;
   const ChangelogTarget& target_;
   const int64_t epoch_;
-  const absl::Time expires_at_;
+  const std::optional<absl::Time> expiry_override_;
   const std::string prefix_;
   // Relative key -> value (nullopt: deleted), the last write of each.
   absl::btree_map<std::string, std::optional<std::string>> writes_;

@@ -47,6 +47,10 @@ struct ConsumerHooks {
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).
   bool changelog_restore_ignores_epochs = false;
+  // Changelog mode, broken: the changelog's dedupe records expire at the
+  // clock's time plus the window, not when the engine's records do (which
+  // differs once the clock went back: the engine's time does not).
+  bool changelog_expiry_from_clock = false;
   // Changelog mode, broken: produce each record's changelog records to
   // Kafka as soon as its handler returns, outside the engine's commit.
   bool changelog_outside_commit = false;

@@ -429,5 +429,45 @@ TEST_P(EngineTimeTest, BrokenVariantTimeFollowingTheClockBackIsCaught) {
   EXPECT_FALSE(CheckBackwardsClock(*engine_, clock_));
 }
 
+// Txn::record_expires_at is the expiry the commit gives the message's
+// dedupe record: engine time plus the window (or the message's ttl), also
+// after the clock went back.
+TEST(EngineRecordExpiryTest, TxnTellsTheExpiryItsRecordGets) {
+  Options options;
+  options.dedupe_window = absl::Hours(1);
+  test::EngineHarness harness(options);
+  ASSERT_TRUE(harness.Open().ok());
+  Engine& engine = harness.engine();
+  auto expiry_of = [&](const std::string& id, absl::Duration ttl) {
+    Message m;
+    m.id = id;
+    m.ttl = ttl;
+    absl::Time told = absl::InfinitePast();
+    absl::StatusOr<Result> r = engine.Process(m, [&](const Message&, Txn& txn) {
+      told = txn.record_expires_at();
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << id;
+    absl::Time stored = absl::InfinitePast();
+    EXPECT_TRUE(engine
+                    .Dump([&](const DumpEntry& entry) {
+                      if (entry.kind == DumpEntry::Kind::kDedupe &&
+                          entry.key == test::HexOfIdHash(id)) {
+                        stored = entry.expires_at;
+                      }
+                      return absl::OkStatus();
+                    })
+                    .ok());
+    EXPECT_EQ(told, stored) << id;
+    return told;
+  };
+  EXPECT_EQ(expiry_of("a", absl::ZeroDuration()),
+            test::kStart + absl::Hours(1));
+  EXPECT_EQ(expiry_of("b", absl::Minutes(5)), test::kStart + absl::Minutes(5));
+  harness.clock().Set(test::kStart - absl::Minutes(30));  // engine time holds
+  EXPECT_EQ(expiry_of("c", absl::ZeroDuration()),
+            test::kStart + absl::Hours(1));
+}
+
 }  // namespace
 }  // namespace idem

@@ -48,6 +48,9 @@ class LoggingTxn final : public Txn {
         " ", std::string(value), " p", options.partition, " h",
         options.headers.size(), options.tombstone ? " tombstone" : ""));
   }
+  absl::Time record_expires_at() const override {
+    return absl::FromUnixSeconds(1234);
+  }
   std::vector<std::string> log;
 };
 
@@ -67,6 +70,7 @@ TEST(ForwardingTxnTest, ForwardsEveryCallAndFunnelsEmitsThroughOneMethod) {
   LoggingTxn target;
   RenamingTxn txn(target);
   EXPECT_EQ(*txn.Get("k"), std::optional<std::string>("v"));
+  EXPECT_EQ(txn.record_expires_at(), absl::FromUnixSeconds(1234));
   txn.Put("k", "1");
   txn.Delete("k");
   txn.SetResult("r");

@@ -105,6 +105,71 @@ class KafkaChangelogTest : public test::ChangelogTestBase {
     return applied.contains("m-4") ? applied["m-4"] : 0;
   }
 
+  // Member A, on a clock that is set back 30 minutes between two streams
+  // (the engine's time does not go back), processes both with `hooks`;
+  // member B restores every partition from the changelog. Returns the
+  // stream's dedupe records whose expiry in B differs from A's, as "<key>:
+  // <A's> != <B's>", or that B lacks.
+  std::vector<std::string> RestoredExpiryErrors(
+      const kafka::ConsumerHooks& hooks) {
+    ManualClock clock(test::kStart);
+    Stream all = MakeStream("first", 30);
+    Produce(all);
+    std::unique_ptr<Engine> a = OpenStore("a", &clock);
+    std::unique_ptr<Engine> b = OpenStore("b", &clock);
+    if (a == nullptr || b == nullptr) return {"no store"};
+    std::vector<RestoreReport> reports;
+    {
+      auto consumer = kafka::CreateConsumerWithHooks(
+          a.get(), MemberOptions(&reports), hooks);
+      if (!consumer.ok()) return {consumer.status().ToString()};
+      absl::Status s = test::PollUntil(**consumer, test::ApplyInPartition, [&] {
+        return Handled(*a) >= Handled(all);
+      });
+      if (!s.ok()) return {s.ToString()};
+      clock.Set(test::kStart - absl::Minutes(30));
+      Stream second = MakeStream("second", 30);
+      Produce(second);
+      Append(all, second);
+      s = test::PollUntil(**consumer, test::ApplyInPartition,
+                          [&] { return Handled(*a) >= Handled(all); });
+      if (!s.ok()) return {s.ToString()};
+      if (absl::Status closed = (*consumer)->Close(); !closed.ok()) {
+        return {closed.ToString()};
+      }
+    }
+    ConsumeUntil(*b, Handled(all), &reports);
+    std::map<std::string, absl::Time> a_expiry = DedupeExpiries(*a);
+    std::map<std::string, absl::Time> b_expiry = DedupeExpiries(*b);
+    std::vector<std::string> errors;
+    for (const std::string& id : all.ids) {
+      const std::string key = test::HexOfIdHash(id);
+      const absl::Time expires = a_expiry[key];
+      auto restored = b_expiry.find(key);
+      if (restored == b_expiry.end()) {
+        errors.push_back(absl::StrCat(key, ": not restored"));
+      } else if (restored->second != expires) {
+        errors.push_back(
+            absl::StrCat(key, ": ", absl::FormatTime(expires),
+                         " != ", absl::FormatTime(restored->second)));
+      }
+    }
+    return errors;
+  }
+
+  // The expiry of every dedupe record of `engine`, by its key.
+  static std::map<std::string, absl::Time> DedupeExpiries(Engine& engine) {
+    std::map<std::string, absl::Time> expiries;
+    absl::Status s = engine.Dump([&](const DumpEntry& entry) {
+      if (entry.kind == DumpEntry::Kind::kDedupe) {
+        expiries[entry.key] = entry.expires_at;
+      }
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return expiries;
+  }
+
   // Runs the child consumer (tests/kafka_consumer_child.cc) in changelog
   // mode on the store `store` until it SIGKILLs itself at restore step
   // `step`; fails the test unless it did.
@@ -460,6 +525,22 @@ TEST_F(KafkaChangelogTest, ChangelogRefusesWritesOutsidePartitionTxn) {
   }
   EXPECT_EQ(*a->GetState("global"), std::nullopt);
   EXPECT_EQ((*consumer)->stats().processed, 0);
+}
+
+// The changelog carries the expiry the engine gave each record, so a
+// restored record expires when the original does, also after the clock went
+// back (tests/kafka_changelog_test.cc's RestoredExpiryErrors).
+TEST_F(KafkaChangelogTest,
+       ChangelogRestoreKeepsEachRecordsExpiryAfterTheClockWentBack) {
+  EXPECT_THAT(RestoredExpiryErrors({}), IsEmpty());
+}
+
+// The broken variant that computes the changelog's expiry from the clock
+// gives the records committed after the clock went back 30 minutes less.
+TEST_F(KafkaChangelogTest,
+       ChangelogRestoreBrokenVariantExpiryFromTheClockIsCaught) {
+  EXPECT_THAT(RestoredExpiryErrors({.changelog_expiry_from_clock = true}),
+              Not(IsEmpty()));
 }
 
 // A changelog record written by a newer build (a format version above

@@ -32,6 +32,9 @@ class ForwardingTxn : public Txn {
     target_.Put(key, value);
   }
   void Delete(std::string_view key) override { target_.Delete(key); }
+  absl::Time record_expires_at() const override {
+    return target_.record_expires_at();
+  }
   void SetResult(std::string_view result) override {
     target_.SetResult(result);
   }

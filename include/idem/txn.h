@@ -18,6 +18,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "idem/message.h"
 
@@ -42,6 +43,16 @@ class Txn {
   // Sets the bytes stored with the dedupe record and returned to this
   // delivery and to every duplicate of it. The last call wins.
   virtual void SetResult(std::string_view result) = 0;
+
+  // When this message's dedupe record expires if its commit lands: the
+  // engine's time when the call began (which never goes back, even when
+  // Options::clock does: idem/clock.h) plus the message's ttl, or the
+  // dedupe window, rounded as the record stores it. For a copy of the
+  // record kept elsewhere (a changelog) that must expire with it.
+  // InfiniteFuture from a Txn that is not the engine's (a test double).
+  virtual absl::Time record_expires_at() const {
+    return absl::InfiniteFuture();
+  }
 
   // Buffers an outgoing message, committed in the same write as this
   // message's dedupe record, state writes and offset, into the store's

@@ -24,6 +24,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "idem/clock.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/partition_state.h"
@@ -94,9 +95,12 @@ class ChangelogTestBase : public ::testing::Test {
             .ok());
   }
 
-  std::unique_ptr<Engine> OpenStore(const std::string& name) {
+  // A partition-scoped store; on `clock` if set.
+  std::unique_ptr<Engine> OpenStore(const std::string& name,
+                                    Clock* clock = nullptr) {
     ::idem::Options options;
     options.dedupe_scope = DedupeScope::kPartition;
+    options.clock = clock;
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         Engine::Open(dir_.Sub(name), options);
     EXPECT_TRUE(engine.ok()) << engine.status();
