@@ -196,6 +196,10 @@ void ConsumerImpl::SleepUnlessStopped(absl::Duration duration) {
 
 absl::Status ConsumerImpl::Close() {
   if (rk_ == nullptr) return absl::OkStatus();
+  // A member that already left the group (max.poll.interval.ms passed) has
+  // nothing to commit in the revocation below.
+  if (rd_kafka_assignment_lost(rk_.get())) out_of_group_ = true;
+  closing_ = true;
   // Revokes the assignment (committing its offsets) and leaves the group.
   absl::Status status =
       FromKafkaError(rd_kafka_consumer_close(rk_.get()), "closing");

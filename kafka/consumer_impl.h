@@ -319,6 +319,11 @@ class ConsumerImpl final : public Consumer {
   // Changelog mode: publishing failed, and the held partitions must be
   // checked against the changelog again before any is processed.
   bool recheck_ = false;
+  // Changelog mode: the last MembershipHolds found this member out of the
+  // group; until an assignment or a membership check says otherwise, its
+  // revocations commit and publish nothing.
+  bool out_of_group_ = false;
+  bool closing_ = false;  // Close has begun
   // Partitions PauseInput paused (backpressure), resumed by ResumeInput.
   std::set<TopicPartition> backpressured_;
   std::set<TopicPartition> assignment_;

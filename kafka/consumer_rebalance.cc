@@ -53,6 +53,7 @@ void ConsumerImpl::OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err,
 }
 
 void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
+  out_of_group_ = false;
   ++stats_.assignments;
   PartitionListPtr group;
   if (options_.check_group_offsets) {
@@ -132,14 +133,23 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
       DropInFlight(partitions);
     }
   }
-  if (!lost && changelog_ != nullptr && callback_error_.ok()) {
+  // A member that found itself out of the group (MembershipHolds) before
+  // librdkafka served the revocation must not commit: the coordinator no
+  // longer counts it, and librdkafka can hold a synchronous commit from a
+  // member without a group for good.
+  const bool in_group = !lost && !out_of_group_;
+  // In changelog mode the next owner starts from the changelog, not from
+  // Kafka's offsets: a closing member does not wait for a commit (which
+  // librdkafka can hold for good from a member that has left the group).
+  const bool commit = in_group && !(closing_ && changelog_ != nullptr);
+  if (in_group && changelog_ != nullptr && callback_error_.ok()) {
     // The next owner restores from the changelog: publish it first.
     BatchReport published;
     if (absl::Status s = RelayOutbox(published); !s.ok()) {
       callback_error_ = s;
     }
   }
-  if (!lost && !hooks_.skip_revoke_commit) {
+  if (commit && !hooks_.skip_revoke_commit) {
     CommitEngineOffsets(partitions);
   }
   const auto& listener = lost ? options_.on_lost : options_.on_revoke;

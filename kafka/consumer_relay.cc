@@ -161,8 +161,9 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
       // is checked again (RecheckPartitions) before anything else is
       // processed, as on a new assignment; until then none is fenced, so
       // the relay publishes none of their changelog entries. A fenced
-      // transaction (kAborted) means another member may own them now.
-      if (absl::IsAborted(relayed.status())) {
+      // transaction (kAborted from a transactional relay) means another
+      // member may own them now.
+      if (options_.transactional_output && absl::IsAborted(relayed.status())) {
         ++stats_.membership_lost;
         Unfence();
       } else {
@@ -185,7 +186,12 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
 
 bool ConsumerImpl::MembershipHolds() {
   if (hooks_.changelog_skip_membership_check) return true;
-  if (rd_kafka_assignment_lost(rk_.get())) return false;
+  if (rd_kafka_assignment_lost(rk_.get())) {
+    out_of_group_ = true;
+    return false;
+  }
+  // Closing: librdkafka's view only (see Revoke).
+  if (closing_) return !out_of_group_;
   PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
   for (const TopicPartition& tp : assignment_) {
     absl::StatusOr<std::optional<int64_t>> offset =
@@ -205,9 +211,11 @@ bool ConsumerImpl::MembershipHolds() {
     case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
     case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
     case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID:
+      out_of_group_ = true;
       return false;
     default:
       NoteCommit(err);
+      out_of_group_ = false;
       return true;
   }
 }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/absl_view.h"
 #include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {
@@ -31,7 +32,7 @@ struct RecordDelivery {
   size_t index;
 };
 
-void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
+void OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* message, void*) {
   auto* record = static_cast<RecordDelivery*>(message->_private);
   PendingDeliveries* pending = record->pending;
   {
@@ -39,8 +40,8 @@ void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
     if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       pending->delivered[record->index] = true;
     } else if (pending->first_error.ok()) {
-      pending->first_error = FromKafkaError(
-          message->err,
+      pending->first_error = DeliveryError(
+          rk, message->err,
           absl::StrCat("producing to ", rd_kafka_topic_name(message->rkt)));
     }
   }
@@ -49,6 +50,20 @@ void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void*) {
 }
 
 }  // namespace
+
+absl::Status DeliveryError(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                           std::string_view context) {
+  // After a fatal error librdkafka purges what it queued (_PURGE_QUEUE)
+  // before it reports _FATAL: either way the fatal error is the cause.
+  char reason[512] = "";
+  const rd_kafka_resp_err_t fatal =
+      rd_kafka_fatal_error(rk, reason, sizeof(reason));
+  if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) return FromKafkaError(err, context);
+  return absl::AbortedError(absl::StrCat(AbslView(context),
+                                         ": the producer failed for good (",
+                                         rd_kafka_err2name(fatal), ": ", reason,
+                                         "); a new producer must be created"));
+}
 
 void EnableDeliveryReports(rd_kafka_conf_t* conf) {
   rd_kafka_conf_set_dr_msg_cb(conf, OnDelivery);
@@ -91,7 +106,7 @@ absl::Status ProduceAndWait(rd_kafka_t* rk,
       rd_kafka_headers_destroy(headers);
       pending.remaining.fetch_sub(1, std::memory_order_acq_rel);
       enqueue_error =
-          FromKafkaError(err, absl::StrCat("producing to ", record.topic));
+          DeliveryError(rk, err, absl::StrCat("producing to ", record.topic));
       break;
     }
   }

@@ -8,12 +8,20 @@
 #include <librdkafka/rdkafka.h>
 
 #include <cstddef>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "idem/kafka/producer.h"
 
 namespace idem::kafka {
+
+// A delivery or enqueue error of `rk` as a status: as FromKafkaError, but
+// kAborted naming librdkafka's underlying error when the producer has failed
+// for good (rd_kafka_fatal_error, e.g. its idempotence broke): only a new
+// producer can go on.
+absl::Status DeliveryError(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                           std::string_view context);
 
 // Routes the delivery reports of the handle made from `conf` to
 // ProduceAndWait's calls.

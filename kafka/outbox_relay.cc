@@ -194,6 +194,13 @@ class OutboxRelayImpl final : public OutboxRelay {
     if (!options_.transactional_id.empty()) {
       return TransactionalRound(*entries, report);
     }
+    if (producer_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<Producer>> created =
+          Producer::Create(options_.brokers, config_, options_.logger);
+      if (!created.ok()) return created.status();
+      producer_ = *std::move(created);
+      ++stats_.producer_restarts;
+    }
     RoundPlan plan = Plan(*entries, 0);
     const std::vector<Phase>& phase = plan.phase;
     if (hooks_.ack_before_publish) {
@@ -227,6 +234,9 @@ class OutboxRelayImpl final : public OutboxRelay {
     }
     ForgetRefusals(*entries, prefix, plan, report);
     if (!published.ok()) {
+      // A producer that failed for good (its idempotence broke) is
+      // replaced at the next round; what it did not deliver goes again.
+      if (absl::IsAborted(published)) producer_.reset();
       return PublishError(*entries, plan, delivered, published);
     }
     return absl::OkStatus();
@@ -355,6 +365,8 @@ class OutboxRelayImpl final : public OutboxRelay {
         options_.brokers, options_.kafka_config, options_.progress_topic,
         options_.transactional_id, kTransactionTimeout);
     if (!progress.ok()) return progress.status();
+    if (restarted_) ++stats_.producer_restarts;
+    restarted_ = true;
     txn_ = *std::move(txn);
     published_up_to_ = hooks_.ignore_progress ? 0 : *progress;
     return absl::OkStatus();
@@ -443,12 +455,15 @@ class OutboxRelayImpl final : public OutboxRelay {
   Engine* const engine_;
   const OutboxRelayOptions options_;
   const OutboxRelayHooks hooks_;
-  const std::unique_ptr<Producer> producer_;  // null with transactional_id
-  const ConfigList config_;                   // the producers' properties
+  // Null with transactional_id, and after the producer failed for good
+  // until the next round creates another.
+  std::unique_ptr<Producer> producer_;
+  const ConfigList config_;  // the producers' properties
   // With transactional_id: the producer (null until the first round, and
   // after a fatal error), and the progress of its last committed
   // transaction.
   std::unique_ptr<TransactionalProducer> txn_;
+  bool restarted_ = false;  // a transactional producer was created before
   uint64_t published_up_to_ = 0;
   RelayStats stats_;
   // Entries the brokers refused for good (max_attempts), by position.

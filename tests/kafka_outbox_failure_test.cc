@@ -143,6 +143,55 @@ TEST_F(KafkaOutboxPoisonTest, PoisonEntryHoldsBackTheOutboxWithoutMaxAttempts) {
   EXPECT_EQ(engine_->ReadOutbox(10)->size(), 2u);  // m2, and m3 behind it
 }
 
+// A relay whose idempotent producer fails for good (here the brokers refuse
+// it a producer ID: CLUSTER_AUTHORIZATION_FAILED on InitProducerId, a fatal
+// error in librdkafka) fails the round with kAborted naming the cause; the
+// next round restarts the producer and publishes every entry, once.
+TEST(KafkaOutboxRestartTest, RelayProducerFailedForGoodRestartsAndGoesOn) {
+  constexpr int16_t kInitProducerId = 22;
+  constexpr int32_t kClusterAuthorizationFailed = 31;
+  test::KafkaTestBed bed;
+  ASSERT_NO_FATAL_FAILURE(test::StartKafka("in", 1, bed));
+  ASSERT_TRUE(bed.cluster->CreateTopic("out", 1).ok());
+  util::TempDir dir;
+  ASSERT_OPEN(engine, dir.Sub("store"), Options());
+  for (const char* id : {"m1", "m2", "m3"}) {
+    Message message;
+    message.id = id;
+    ASSERT_TRUE(engine
+                    ->Process(message,
+                              [&](const Message&, Txn& txn) {
+                                txn.Emit("out", id, "v");
+                                return absl::OkStatus();
+                              })
+                    .ok());
+  }
+  ASSERT_TRUE(
+      bed.cluster
+          ->FailNextRequests(kInitProducerId, {kClusterAuthorizationFailed})
+          .ok());
+  OutboxRelayOptions options;
+  options.brokers = bed.cluster->bootstrap_servers();
+  options.kafka_config = {{"log_level", "0"}};
+  auto relay = OutboxRelay::Create(engine.get(), options);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  absl::StatusOr<RelayReport> failed = (*relay)->Drain();
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kAborted)
+      << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("failed for good"));
+  EXPECT_EQ((*relay)->stats().producer_restarts, 0);
+  absl::StatusOr<RelayReport> drained = (*relay)->Drain();
+  ASSERT_TRUE(drained.ok()) << drained.status();
+  EXPECT_EQ(drained->acknowledged, 3);
+  EXPECT_EQ((*relay)->stats().producer_restarts, 1);
+  std::vector<std::string> keys;
+  for (const ReadBack& r : ReadTopic(options.brokers, "out")) {
+    keys.push_back(r.key);
+  }
+  EXPECT_THAT(keys, ElementsAre("m1", "m2", "m3"));
+}
+
 // With the relay held back (ConsumerHooks::skip_relay, as a destination
 // that cannot keep up), a consumer with max_outbox_pending stops taking
 // input once its outbox is full; a consumer that publishes lets it go on.

@@ -13,6 +13,7 @@
 // - the reader's: a restore lets no commit of an epoch that is over (A's,
 //   once B's mark followed it) complete.
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,6 +71,15 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     return options;
   }
 
+  // Marks the run's progress on stderr, so that a run that times out says
+  // where.
+  static void Phase(const char* phase) {
+    std::fprintf(
+        stderr, "zombie run: %s at %s\n", phase,
+        absl::FormatTime("%H:%M:%E3S", absl::Now(), absl::UTCTimeZone())
+            .c_str());
+  }
+
   ZombieRun RunZombie(const ConsumerHooks& a_hooks,
                       const ConsumerHooks& c_hooks) {
     ZombieRun run;
@@ -100,31 +110,35 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     auto stalling = [&](const Record& record, Txn& txn) {
       if (!stalled.HasBeenNotified() && record.id.starts_with("second-")) {
         stalled.Notify();
-        wake.WaitForNotificationWithTimeout(absl::Seconds(90));
+        wake.WaitForNotificationWithTimeout(absl::Seconds(75));
         stall_done = true;
       }
       return test::ApplyInPartition(record, txn);
     };
     std::thread zombie([&] {
-      const absl::Time deadline = absl::Now() + absl::Seconds(120);
+      const absl::Time deadline = absl::Now() + absl::Seconds(100);
       while (!stall_done && absl::Now() < deadline) {
         absl::StatusOr<kafka::BatchReport> polled =
             (*member_a)->PollBatch(stalling);
         if (!polled.ok() && stall_done) break;
       }
     });
-    EXPECT_TRUE(stalled.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    EXPECT_TRUE(stalled.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    Phase("A stalled; B takes over");
 
-    auto member_b = Consumer::Create(b.get(), MemberOptions(&reports));
+    std::vector<RestoreReport> b_reports;
+    auto member_b = Consumer::Create(b.get(), MemberOptions(&b_reports));
     EXPECT_TRUE(member_b.ok()) << member_b.status();
     if (member_b.ok()) {
       absl::Status taken = test::PollUntil(
           **member_b, test::ApplyInPartition,
-          [&] { return Handled(*b) >= Handled(all); }, absl::Seconds(90));
+          [&] { return Handled(*b) >= Handled(all); }, absl::Seconds(60));
       EXPECT_TRUE(taken.ok()) << taken;
     }
+    Phase("B done; A wakes");
     wake.Notify();
     zombie.join();
+    Phase("A finished its batch");
     run.a_membership_lost = (*member_a)->stats().membership_lost;
     (*member_a)->Close().IgnoreError();
     if (member_b.ok()) {
@@ -133,13 +147,15 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     run.b_errors = Errors(*b, all);
     run.zombie_published = !MarksGoingBack().empty();
 
+    Phase("C restores");
+    std::vector<RestoreReport> c_reports;
     auto member_c = kafka::CreateConsumerWithHooks(
-        c.get(), MemberOptions(&reports), c_hooks);
+        c.get(), MemberOptions(&c_reports), c_hooks);
     EXPECT_TRUE(member_c.ok()) << member_c.status();
     if (member_c.ok()) {
       absl::Status restored = test::PollUntil(
           **member_c, test::ApplyInPartition,
-          [&] { return Handled(*c) >= Handled(all); }, absl::Seconds(60));
+          [&] { return Handled(*c) >= Handled(all); }, absl::Seconds(45));
       // A broken variant may leave C short of the end: its errors say so.
       if (!restored.ok()) run.c_errors.push_back(restored.ToString());
       (*member_c)->Close().IgnoreError();

@@ -141,6 +141,10 @@ struct RelayStats {
   int64_t skipped = 0;
   int64_t dead_lettered = 0;  // see OutboxRelayOptions::max_attempts
   int64_t already_published = 0;
+  // Producers created again after one failed for good (librdkafka's fatal
+  // errors: a broken idempotent sequence, or, with transactional_id, a
+  // fenced instance); the entries it did not deliver were published again.
+  int64_t producer_restarts = 0;
   // With transactional_id: transactions committed, and those aborted.
   int64_t transactions = 0;
   int64_t aborted_transactions = 0;

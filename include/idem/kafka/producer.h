@@ -58,7 +58,9 @@ class Producer {
   // by its partition leader (acks=all), or the first delivery error
   // (kInvalidArgument for an unknown topic or partition or a record too
   // large; kDeadlineExceeded when delivery.timeout.ms, 30 s unless set in
-  // kafka_config, passed; kUnavailable otherwise). On error some of the
+  // kafka_config, passed; kAborted naming the cause when the producer
+  // failed for good, as when its idempotent sequence broke: create a new
+  // Producer; kUnavailable otherwise). On error some of the
   // records may have been written.
   virtual absl::Status Produce(absl::Span<const OutgoingRecord> records) = 0;
 
