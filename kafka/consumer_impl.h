@@ -281,10 +281,13 @@ class ConsumerImpl final : public Consumer {
   absl::StatusOr<GroupOffsets> TransactionOffsets();
 
   // Changelog mode, after this member found it may no longer own its
-  // partitions: none of its changelog entries is published (every
-  // partition is checked against its changelog again before it is
-  // processed), and with transactional_output neither is any other outbox
-  // entry still unpublished (ConsumerStats::outbox_dropped).
+  // partitions, or a publication failed: none of its changelog entries is
+  // published (every partition is checked against its changelog again
+  // before it is processed, and restored where the changelog lacks
+  // commits, which are then processed again), and with
+  // transactional_output neither is any other outbox entry still
+  // unpublished, since those commits' outputs are published when they are
+  // processed again (ConsumerStats::outbox_dropped).
   void Unfence();
 
   // Backpressure (ConsumerOptions::max_outbox_pending): whether the outbox

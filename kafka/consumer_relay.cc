@@ -163,13 +163,12 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
       // the relay publishes none of their changelog entries. A fenced
       // transaction (kAborted from a transactional relay) means another
       // member may own them now.
+      // With transactional_output the outputs of those commits go too
+      // (Unfence): whoever processes them again publishes them.
       if (options_.transactional_output && absl::IsAborted(relayed.status())) {
         ++stats_.membership_lost;
-        Unfence();
-      } else {
-        changelog_->ReleaseAll();
-        recheck_ = true;
       }
+      Unfence();
       return absl::Status(
           code, absl::StrCat("changelog mode: publishing failed; every "
                              "partition is checked against its changelog "

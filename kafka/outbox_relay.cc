@@ -372,15 +372,13 @@ class OutboxRelayImpl final : public OutboxRelay {
     return absl::OkStatus();
   }
 
-  // Aborts the round's transaction after `error`; a fatal error drops the
-  // producer instead (the next round creates it again). Returns `error`.
+  // Aborts the round's transaction after `error` (unless the producer
+  // failed for good) and drops the producer: the next round creates it
+  // again, which settles a transaction whose commit's outcome is unknown (a
+  // timeout) and reads the progress it left. Returns `error`.
   absl::Status TransactionFailed(absl::Status error) {
     ++stats_.aborted_transactions;
-    if (!txn_->fatal()) {
-      if (absl::Status s = txn_->Abort(); s.ok() || !txn_->fatal()) {
-        return error;
-      }
-    }
+    if (!txn_->fatal()) txn_->Abort().IgnoreError();
     txn_.reset();
     return error;
   }

@@ -295,10 +295,11 @@ struct ConsumerOptions {
   // in the group. The transactional.id is "idem.<group_id>.<member>", where
   // <member> is a random ID the store keeps (so a restarted member fences
   // its previous instance). In changelog mode a member that finds itself
-  // fenced drops its unpublished outbox entries (outputs with the changelog
-  // entries of the same commits; ConsumerStats::outbox_dropped) and checks
-  // its partitions against the changelog again, so whoever owns them
-  // processes those records again and publishes their outputs once. Needs
+  // fenced, or whose round failed, drops its unpublished outbox entries
+  // (outputs with the changelog entries of the same commits;
+  // ConsumerStats::outbox_dropped) and checks its partitions against the
+  // changelog again, so whoever owns them processes those records again and
+  // publishes their outputs once. Needs
   // relay_outbox. Default: false (at-least-once output with stable
   // message IDs).
   bool transactional_output = false;
@@ -476,7 +477,8 @@ struct ConsumerStats {
   // its changelog entries unpublished (docs/scale-out.md, "Zombies").
   int64_t membership_lost = 0;
   // transactional_output in changelog mode: outbox entries dropped
-  // unpublished because this member was fenced (see transactional_output).
+  // unpublished because this member was fenced or a round failed (see
+  // transactional_output).
   int64_t outbox_dropped = 0;
 };
 

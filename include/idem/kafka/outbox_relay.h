@@ -103,8 +103,10 @@ struct OutboxRelayOptions {
   // next instance starts); a crash after it leaves the progress record,
   // which the next instance reads at Create and acknowledges the entries it
   // covers without publishing them (RelayReport::already_published). A
-  // fatal producer error (fenced by a newer instance) fails the round with
-  // kAborted; the next round creates the producer again. Empty: the
+  // round that fails aborts its transaction and returns the error (kAborted
+  // when the producer was fenced by a newer instance); the next round
+  // creates the producer again and reads the progress again, so a commit
+  // whose outcome was unknown is never published twice. Empty: the
   // at-least-once relay. Default: empty.
   std::string transactional_id;
   // With transactional_id: the topic where the relay records its progress
