@@ -40,9 +40,10 @@ struct ConsumerHooks {
   // Changelog mode, broken: publish every changelog entry of the outbox,
   // without the fence that keeps a returning member's stale entries out.
   bool changelog_unfenced = false;
-  // Changelog mode, broken: publish changelog entries without first
-  // checking that the group still counts this member in (a member stalled
-  // past max.poll.interval.ms publishes after its successor).
+  // Changelog mode, broken: publish changelog entries even when the
+  // membership check finds the group no longer counts this member in (a
+  // member stalled past max.poll.interval.ms publishes after its
+  // successor).
   bool changelog_skip_membership_check = false;
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).

@@ -134,7 +134,8 @@ void ConsumerImpl::Unfence() {
 
 absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
   if (relay_ == nullptr || hooks_.skip_relay) return absl::OkStatus();
-  if (changelog_ != nullptr && !MembershipHolds()) {
+  if (changelog_ != nullptr && !MembershipHolds() &&
+      !hooks_.changelog_skip_membership_check) {
     // Another member may own the partitions now and have published after
     // this one's last commit: none of this member's changelog entries may
     // follow (the relay acknowledges them unpublished). Each partition is
@@ -184,7 +185,6 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
 }
 
 bool ConsumerImpl::MembershipHolds() {
-  if (hooks_.changelog_skip_membership_check) return true;
   if (rd_kafka_assignment_lost(rk_.get())) {
     out_of_group_ = true;
     return false;
