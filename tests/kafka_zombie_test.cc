@@ -204,9 +204,9 @@ TEST_F(KafkaZombieTest, ZombieWriterFenceAloneKeepsTheChangelogClean) {
   EXPECT_FALSE(run.zombie_published);
 }
 
-// The reader's fence alone (A publishes even though the group said it is out): A's
-// stale batch reaches the changelog after B's commits, and C's restore
-// leaves it out.
+// The reader's fence alone (A publishes even though the group said it is
+// out): A's stale batch reaches the changelog after B's commits, and C's
+// restore leaves it out.
 TEST_F(KafkaZombieTest, ZombieRestoreFenceAloneLeavesTheStaleBatchOut) {
   ZombieRun run = RunZombie({.changelog_skip_membership_check = true}, {});
   EXPECT_TRUE(run.zombie_published);
