@@ -202,7 +202,7 @@ void BM_TransactionalRelay(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(iterations) * kTxnRecords);
 }
 BENCHMARK(BM_TransactionalRelay)
-    ->Iterations(3)
+    ->Iterations(8)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -752,10 +752,20 @@ absl::Status EngineImpl::MakeDurable(Store& store, uint64_t sequence) {
 
 absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(
     size_t max_entries) {
+  return ReadOutboxFrom("ReadOutbox", 0, max_entries);
+}
+
+absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutboxAfter(
+    uint64_t position, size_t max_entries) {
+  return ReadOutboxFrom("ReadOutboxAfter", position, max_entries);
+}
+
+absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutboxFrom(
+    const char* call, uint64_t position, size_t max_entries) {
   if (max_entries == 0) {
-    return absl::InvalidArgumentError("ReadOutbox: max_entries is 0");
+    return absl::InvalidArgumentError(absl::StrCat(call, ": max_entries is 0"));
   }
-  if (absl::Status s = PrepareOutsideCommit("ReadOutbox"); !s.ok()) return s;
+  if (absl::Status s = PrepareOutsideCommit(call); !s.ok()) return s;
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
@@ -763,8 +773,9 @@ absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(
   const rocksdb::Snapshot* snapshot = db->GetSnapshot();
   rocksdb::ReadOptions read;
   read.snapshot = snapshot;
-  absl::StatusOr<std::vector<OutboxEntry>> entries = ReadOutboxEntries(
-      db, (*store)->outbox, read, outbox_acked_.load(), max_entries);
+  absl::StatusOr<std::vector<OutboxEntry>> entries =
+      ReadOutboxEntries(db, (*store)->outbox, read,
+                        std::max(outbox_acked_.load(), position), max_entries);
   const uint64_t sequence = snapshot->GetSequenceNumber();
   db->ReleaseSnapshot(snapshot);
   if (!entries.ok() || entries->empty()) return entries;

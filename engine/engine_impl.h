@@ -81,6 +81,8 @@ class EngineImpl : public Engine {
   absl::Status WaitDurable(uint64_t sequence) override;
   absl::StatusOr<std::vector<OutboxEntry>> ReadOutbox(
       size_t max_entries) override;
+  absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxAfter(
+      uint64_t position, size_t max_entries) override;
   absl::Status AckOutbox(uint64_t position) override;
   absl::StatusOr<Stats> GetStats() override;
   absl::Status CompactExpired() override;
@@ -313,6 +315,12 @@ class EngineImpl : public Engine {
   // reopens the store if an earlier failure asked for it.
   absl::Status PrepareOutsideCommit(const char* call)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+
+  // ReadOutbox and ReadOutboxAfter (named `call` in errors): the durable
+  // entries above max(`position`, the acknowledged prefix).
+  absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxFrom(const char* call,
+                                                          uint64_t position,
+                                                          size_t max_entries);
 
   // Holds store_mu_ shared for one read call, except from inside one of this
   // engine's handlers, whose commit already holds it (absl::Mutex is not

@@ -35,7 +35,8 @@ absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxEntries(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* outbox,
     const rocksdb::ReadOptions& read, uint64_t after, size_t max_entries) {
   std::vector<OutboxEntry> entries;
-  if (outbox == nullptr) return entries;
+  // No position lies above the largest one.
+  if (outbox == nullptr || after == ~uint64_t{0}) return entries;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, outbox));
   for (it->Seek(EncodeOutboxKey(after + 1));
        it->Valid() && entries.size() < max_entries; it->Next()) {

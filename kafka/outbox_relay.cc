@@ -1,10 +1,13 @@
 // OutboxRelay: Engine::ReadOutbox, Producer::ProduceCounted, then
-// Engine::AckOutbox of the delivered prefix.
+// Engine::AckOutbox of the delivered prefix; or, with transactional_id, one
+// Kafka transaction per round.
 
 #include "idem/kafka/outbox_relay.h"
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/algorithm/container.h"
@@ -122,6 +125,39 @@ struct RoundPlan {
   std::vector<bool> dead_letter;           // per entry
 };
 
+// The next round's entries (those above a position), read on a thread of
+// its own while the current round publishes (and, with transactions,
+// commits), whose round trips to the brokers take longer: the read then
+// costs the round nothing. Take returns them (nullopt if not started, or the
+// read failed: the next round reads again and meets the error); the destructor
+// waits for the read.
+class ReadAhead {
+ public:
+  ReadAhead(Engine* engine, uint64_t after, int max_entries, bool start) {
+    if (!start) return;
+    reader_ = std::thread([this, engine, after, max_entries] {
+      entries_ =
+          engine->ReadOutboxAfter(after, static_cast<size_t>(max_entries));
+    });
+  }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+  ~ReadAhead() {
+    if (reader_.joinable()) reader_.join();
+  }
+
+  std::optional<std::vector<OutboxEntry>> Take() {
+    if (!reader_.joinable()) return std::nullopt;
+    reader_.join();
+    if (!entries_.ok()) return std::nullopt;
+    return *std::move(entries_);
+  }
+
+ private:
+  std::thread reader_;
+  absl::StatusOr<std::vector<OutboxEntry>> entries_;
+};
+
 class OutboxRelayImpl final : public OutboxRelay {
  public:
   OutboxRelayImpl(Engine* engine, const OutboxRelayOptions& options,
@@ -134,26 +170,14 @@ class OutboxRelayImpl final : public OutboxRelay {
         config_(std::move(config)) {}
 
   absl::StatusOr<RelayReport> RelayOnce() override {
-    ++stats_.rounds;
-    RelayReport report;
-    absl::Status status = Round(report);
-    stats_.published += report.published;
-    stats_.acknowledged += report.acknowledged;
-    stats_.skipped += report.skipped;
-    stats_.dead_lettered += report.dead_lettered;
-    stats_.already_published += report.already_published;
-    if (!status.ok()) {
-      ++stats_.errors;
-      stats_.last_error = status.ToString();
-      return status;
-    }
-    return report;
+    return CountedRound(/*next_round_follows=*/false);
   }
 
   absl::StatusOr<RelayReport> Drain() override {
     RelayReport total;
     while (true) {
-      absl::StatusOr<RelayReport> round = RelayOnce();
+      absl::StatusOr<RelayReport> round =
+          CountedRound(/*next_round_follows=*/true);
       if (!round.ok()) return round.status();
       total.published += round->published;
       total.acknowledged += round->acknowledged;
@@ -162,6 +186,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       total.already_published += round->already_published;
       if (round->last_position > 0) total.last_position = round->last_position;
       if (round->acknowledged < options_.max_batch) {
+        read_ahead_.reset();  // none is taken by a round that was not full
         return total;
       }
     }
@@ -186,14 +211,52 @@ class OutboxRelayImpl final : public OutboxRelay {
   RelayStats stats() const override { return stats_; }
 
  private:
-  absl::Status Round(RelayReport& report) {
+  // One round, counted in stats_. `next_round_follows`: the caller (Drain)
+  // starts another round at once if this one is full, so the round may
+  // read that round's entries ahead (ReadAhead).
+  absl::StatusOr<RelayReport> CountedRound(bool next_round_follows) {
+    ++stats_.rounds;
+    RelayReport report;
+    absl::Status status = Round(report, next_round_follows);
+    stats_.published += report.published;
+    stats_.acknowledged += report.acknowledged;
+    stats_.skipped += report.skipped;
+    stats_.dead_lettered += report.dead_lettered;
+    stats_.already_published += report.already_published;
+    if (!status.ok()) {
+      // The next round reads from the outbox again.
+      if (!hooks_.keep_read_ahead_of_failed_commit) read_ahead_.reset();
+      ++stats_.errors;
+      stats_.last_error = status.ToString();
+      return status;
+    }
+    return report;
+  }
+
+  absl::Status Round(RelayReport& report, bool next_round_follows) {
     absl::StatusOr<std::vector<OutboxEntry>> entries =
-        engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
+        read_ahead_.has_value()
+            ? *std::exchange(read_ahead_, std::nullopt)
+            : engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
     if (!entries.ok()) return entries.status();
     if (entries->empty()) return absl::OkStatus();
+    // A full round is followed by another in a Drain: its entries are read
+    // while this one publishes.
+    ReadAhead next(
+        engine_, entries->back().position, options_.max_batch,
+        next_round_follows &&
+            entries->size() == static_cast<size_t>(options_.max_batch));
     if (!options_.transactional_id.empty()) {
-      return TransactionalRound(*entries, report);
+      return TransactionalRound(*entries, next, report);
     }
+    return AtLeastOnceRound(*entries, next, report);
+  }
+
+  // One round of the at-least-once relay: the entries' produce calls, then
+  // AckOutbox of the delivered prefix. When every entry was delivered and
+  // acknowledged, `next` becomes the next round's entries.
+  absl::Status AtLeastOnceRound(const std::vector<OutboxEntry>& entries,
+                                ReadAhead& next, RelayReport& report) {
     if (producer_ == nullptr) {
       absl::StatusOr<std::unique_ptr<Producer>> created =
           Producer::Create(options_.brokers, config_, options_.logger);
@@ -201,10 +264,10 @@ class OutboxRelayImpl final : public OutboxRelay {
       producer_ = *std::move(created);
       ++stats_.producer_restarts;
     }
-    RoundPlan plan = Plan(*entries, 0);
+    RoundPlan plan = Plan(entries, 0);
     const std::vector<Phase>& phase = plan.phase;
     if (hooks_.ack_before_publish) {
-      if (absl::Status s = Ack(*entries, entries->size(), phase, report);
+      if (absl::Status s = Ack(entries, entries.size(), phase, report);
           !s.ok()) {
         return s;
       }
@@ -221,23 +284,24 @@ class OutboxRelayImpl final : public OutboxRelay {
     report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
     // The acknowledgeable prefix: entries skipped or delivered.
     size_t prefix = 0;
-    for (size_t seen[2] = {0, 0}; prefix < entries->size(); ++prefix) {
+    for (size_t seen[2] = {0, 0}; prefix < entries.size(); ++prefix) {
       if (phase[prefix] == kSkip) continue;
       const int p = phase[prefix] - kFirst;
       if (seen[p]++ >= delivered[p]) break;
     }
     if (!hooks_.ack_before_publish) {
       if (absl::Status s = Between(); !s.ok()) return s;
-      if (absl::Status s = Ack(*entries, prefix, phase, report); !s.ok()) {
+      if (absl::Status s = Ack(entries, prefix, phase, report); !s.ok()) {
         return s;
       }
     }
-    ForgetRefusals(*entries, prefix, plan, report);
+    ForgetRefusals(entries, prefix, plan, report);
+    if (published.ok() && prefix == entries.size()) read_ahead_ = next.Take();
     if (!published.ok()) {
       // A producer that failed for good (its idempotence broke) is
       // replaced at the next round; what it did not deliver goes again.
       if (absl::IsAborted(published)) producer_.reset();
-      return PublishError(*entries, plan, delivered, published);
+      return PublishError(entries, plan, delivered, published);
     }
     return absl::OkStatus();
   }
@@ -279,7 +343,7 @@ class OutboxRelayImpl final : public OutboxRelay {
   // acknowledged unpublished. On any error the transaction is aborted and
   // nothing new is acknowledged.
   absl::Status TransactionalRound(const std::vector<OutboxEntry>& entries,
-                                  RelayReport& report) {
+                                  ReadAhead& next, RelayReport& report) {
     if (txn_ == nullptr) {
       if (absl::Status s = StartTransactionalProducer(); !s.ok()) return s;
     }
@@ -297,12 +361,13 @@ class OutboxRelayImpl final : public OutboxRelay {
         return s;
       }
       report.skipped -= report.already_published;
+      read_ahead_ = next.Take();
       return absl::OkStatus();
     }
+    const uint64_t last = entries.back().position;
     if (absl::Status s = txn_->Begin(); !s.ok()) return TransactionFailed(s);
     // The progress record goes last in the second produce call (no round
     // trip of its own).
-    const uint64_t last = entries.back().position;
     plan.records[1].push_back(RelayProgressRecord(
         options_.progress_topic, options_.transactional_id, last));
     size_t delivered[2] = {0, 0};
@@ -338,7 +403,11 @@ class OutboxRelayImpl final : public OutboxRelay {
         return s;
       }
     }
-    if (absl::Status s = txn_->Commit(); !s.ok()) return TransactionFailed(s);
+    if (absl::Status s = txn_->Commit(); !s.ok()) {
+      if (hooks_.keep_read_ahead_of_failed_commit) read_ahead_ = next.Take();
+      return TransactionFailed(s);
+    }
+    read_ahead_ = next.Take();
     ++stats_.transactions;
     published_up_to_ = last;
     report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
@@ -463,6 +532,9 @@ class OutboxRelayImpl final : public OutboxRelay {
   std::unique_ptr<TransactionalProducer> txn_;
   bool restarted_ = false;  // a transactional producer was created before
   uint64_t published_up_to_ = 0;
+  // Within a Drain: the next round's entries, read while the last round's
+  // transaction committed (none after a failed round).
+  std::optional<std::vector<OutboxEntry>> read_ahead_;
   RelayStats stats_;
   // Entries the brokers refused for good (max_attempts), by position.
   struct Refusal {

@@ -32,6 +32,11 @@ struct OutboxRelayHooks {
   // when it starts, so a crash between a transaction's commit and its
   // acknowledgement publishes that transaction's entries again.
   bool ignore_progress = false;
+  // With transactional_id, broken: the entries a round read ahead while its
+  // transaction committed are kept when the commit failed, so the next
+  // round publishes them and acknowledges the failed round's entries
+  // unpublished.
+  bool keep_read_ahead_of_failed_commit = false;
   // With transactional_id, set by a Consumer (transactional_output): the
   // offsets and group metadata each round's transaction commits, so the
   // brokers refuse the transaction of a member no longer in the group

@@ -230,6 +230,50 @@ TEST_F(KafkaTransactionalTest, TransactionalRelayChecksItsOptionsAndTopic) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Drain reads each full round's successor while the round's transaction
+// commits. When that commit fails, the entries read ahead are dropped: the
+// round that follows starts at the failed round's entries. (A broker aborts
+// them and the new producer publishes them again; the mock aborts nothing,
+// so the new producer finds the failed round's progress and acknowledges
+// them as published.) The broken variant that keeps the read-ahead
+// publishes the later entries and acknowledges the failed round's entries
+// with them, never looking at them again.
+TEST_F(KafkaTransactionalTest,
+       TransactionalRelayDropsWhatItReadAheadWhenTheCommitFails) {
+  for (bool broken : {false, true}) {
+    SCOPED_TRACE(broken ? "broken variant" : "relay");
+    util::TempDir dir;
+    ASSERT_OPEN(engine, dir.Sub("store"), Options());
+    CommitEmits(*engine, 25);  // rounds of 10: 1-10, 11-20, 21-25
+    OutboxRelayHooks hooks;
+    hooks.keep_read_ahead_of_failed_commit = broken;
+    int commits = 0;
+    hooks.before_transaction_commit = [&] {
+      if (++commits == 2) {  // fence the second round's commit
+        return bed_.cluster->FailNextRequests(kEndTxn, {kProducerFenced});
+      }
+      return absl::OkStatus();
+    };
+    OutboxRelayOptions options =
+        RelayOptions(absl::StrCat("read-ahead-", broken));
+    auto relay =
+        kafka::CreateOutboxRelayWithHooks(engine.get(), options, hooks);
+    ASSERT_TRUE(relay.ok()) << relay.status();
+    EXPECT_EQ((*relay)->Drain().status().code(), absl::StatusCode::kAborted);
+    absl::StatusOr<RelayReport> after = (*relay)->Drain();
+    ASSERT_TRUE(after.ok()) << after.status();
+    EXPECT_THAT(*engine->ReadOutbox(10), IsEmpty());
+    // Entries 11..25 are each published or found published once more.
+    const int64_t seen = after->published + after->already_published;
+    if (broken) {
+      EXPECT_EQ(seen, 5);
+    } else {
+      EXPECT_EQ(seen, 15);
+      EXPECT_EQ(after->acknowledged, 15);
+    }
+  }
+}
+
 // A producer fenced at its commit (a newer instance of the transactional.id
 // took over, as a broker reports it) fails the round with kAborted; the
 // next round creates the producer again and publishes everything.

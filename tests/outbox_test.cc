@@ -286,6 +286,31 @@ TEST_F(OutboxTest, ReadDoesNotConsumeAndHonoursItsLimit) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(OutboxTest, ReadAfterStartsAboveThePositionAndTheAcknowledgedPrefix) {
+  for (const char* id : {"a", "b", "c"}) Deliver(id, kEmitTwo);
+  absl::StatusOr<std::vector<OutboxEntry>> next =
+      engine_->ReadOutboxAfter(2, 3);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_THAT(Positions(*next), ElementsAre(3, 4, 5));
+  // Below the acknowledged prefix, it reads from the prefix on.
+  ASSERT_TRUE(engine_->AckOutbox(4).ok());
+  next = engine_->ReadOutboxAfter(1, 10);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_THAT(Positions(*next), ElementsAre(5, 6));
+  // At or above the last position: nothing.
+  EXPECT_THAT(*engine_->ReadOutboxAfter(6, 10), IsEmpty());
+  EXPECT_THAT(*engine_->ReadOutboxAfter(~uint64_t{0}, 10), IsEmpty());
+  EXPECT_EQ(engine_->ReadOutboxAfter(2, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status inside;
+  Deliver("d", [&](const Message&, Txn&) {
+    inside = engine_->ReadOutboxAfter(0, 10).status();
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(inside.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(inside.message(), HasSubstr("ReadOutboxAfter"));
+}
+
 TEST_F(OutboxTest, AckRemovesAPrefixAndPositionsAreNeverReused) {
   for (const char* id : {"a", "b", "c"}) Deliver(id, kEmitTwo);
   ASSERT_TRUE(engine_->AckOutbox(3).ok());

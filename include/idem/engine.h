@@ -240,6 +240,14 @@ class Engine {
   virtual absl::StatusOr<std::vector<OutboxEntry>> ReadOutbox(
       size_t max_entries) = 0;
 
+  // As ReadOutbox, but only the entries with positions above `position`: a
+  // relay that published up to `position`, not yet acknowledged, reads the
+  // entries that follow (OutboxRelay reads a transactional round's
+  // successor while the round commits). `position` need not be issued:
+  // above the last one, the result is empty. Same errors as ReadOutbox.
+  virtual absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxAfter(
+      uint64_t position, size_t max_entries) = 0;
+
   // Removes every outbox entry with position <= `position`, with range
   // deletions that rewrite no live data; durable on return under kSync
   // (under kBuffered with the next sync, as commits are: after a crash the

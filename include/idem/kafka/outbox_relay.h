@@ -176,7 +176,10 @@ class OutboxRelay {
   virtual absl::StatusOr<RelayReport> RelayOnce() = 0;
 
   // Rounds until a round finds fewer than max_batch entries (the outbox is
-  // drained up to what was committed when it started), or an error.
+  // drained up to what was committed when it started), or an error. While
+  // a full round publishes, the next round's entries are read on a thread
+  // of the relay's own (Engine::ReadOutboxAfter); a round that fails drops
+  // them, and the next reads the outbox again.
   virtual absl::StatusOr<RelayReport> Drain() = 0;
 
   // Drains, waiting idle_wait whenever the outbox is empty, until Stop is
