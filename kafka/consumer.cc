@@ -196,10 +196,13 @@ void ConsumerImpl::SleepUnlessStopped(absl::Duration duration) {
 
 absl::Status ConsumerImpl::Close() {
   if (rk_ == nullptr) return absl::OkStatus();
+  closing_ = true;
   // A member that already left the group (max.poll.interval.ms passed) has
   // nothing to commit in the revocation below.
-  if (rd_kafka_assignment_lost(rk_.get())) out_of_group_ = true;
-  closing_ = true;
+  if (rd_kafka_assignment_lost(rk_.get())) {
+    out_of_group_ = true;
+    ServeLostRevocation();
+  }
   // Revokes the assignment (committing its offsets) and leaves the group.
   absl::Status status =
       FromKafkaError(rd_kafka_consumer_close(rk_.get()), "closing");
@@ -207,6 +210,18 @@ absl::Status ConsumerImpl::Close() {
   assignment_.clear();
   rk_.reset();
   return status;
+}
+
+void ConsumerImpl::ServeLostRevocation() {
+  // librdkafka queued the revocation when the member left the group; if
+  // the close served it instead, the group could already have terminated
+  // when the callback's unassign reaches it, and that unassign would wait
+  // for good. Served here, before the close starts, the group answers it.
+  // Records still fetched are dropped: the partitions are another
+  // member's now.
+  for (int i = 0; i < 20 && rd_kafka_assignment_lost(rk_.get()); ++i) {
+    MessagePtr message(rd_kafka_consumer_poll(rk_.get(), 50));
+  }
 }
 
 ConsumerStats ConsumerImpl::stats() const {

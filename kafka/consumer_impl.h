@@ -75,6 +75,10 @@ class ConsumerImpl final : public Consumer {
   void Stop() override { stop_.store(true, std::memory_order_release); }
 
   absl::Status Close() override;
+  // Close, for a member whose assignment was lost: serves the revocation
+  // librdkafka queued then (up to a second), so the group is still there
+  // to take the callback's unassign.
+  void ServeLostRevocation();
 
   std::vector<std::pair<std::string, int32_t>> Assignment() const override {
     return {assignment_.begin(), assignment_.end()};
