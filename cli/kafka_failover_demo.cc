@@ -218,9 +218,9 @@ class Failover {
               << (report_.late_duplicate_caught ? "suppressed as a duplicate"
                                                 : "APPLIED AGAIN")
               << "\n";
-    report_.b_records = after.records;
-    report_.b_processed = after.processed;
-    report_.b_duplicates = after.duplicates;
+    report_.member_b_records = after.records;
+    report_.member_b_processed = after.processed;
+    report_.member_b_duplicates = after.duplicates;
     if (absl::Status s = (*consumer)->Close(); !s.ok()) return s;
     absl::StatusOr<examples::BalanceCheck> check =
         examples::CheckPartitionBalances(**engine, report_.topic,
@@ -315,9 +315,9 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
     }
     j.EndArray();
     j.Field("restored_partitions", report.restored_partitions);
-    j.Field("b_records", report.b_records);
-    j.Field("b_processed", report.b_processed);
-    j.Field("b_duplicates", report.b_duplicates);
+    j.Field("member_b_records", report.member_b_records);
+    j.Field("member_b_processed", report.member_b_processed);
+    j.Field("member_b_duplicates", report.member_b_duplicates);
     j.Field("late_duplicate_id", report.late_duplicate_id);
     j.Field("late_duplicate_partition", report.late_duplicate_partition);
     j.Field("late_duplicate_caught", report.late_duplicate_caught);
@@ -339,8 +339,8 @@ void PrintFailoverDemoReport(const FailoverDemoReport& report, bool json,
   for (const kafka::RestoreReport& r : report.restores) {
     out << "    " << DescribeRestore(r) << "\n";
   }
-  out << "  member B: " << report.b_records << " records, "
-      << report.b_processed << " applied, " << report.b_duplicates
+  out << "  member B: " << report.member_b_records << " records, "
+      << report.member_b_processed << " applied, " << report.member_b_duplicates
       << " duplicates suppressed\n"
       << "  " << report.late_duplicate_id << " re-published after the kill: "
       << (report.late_duplicate_caught ? "suppressed as a duplicate"

@@ -68,9 +68,9 @@ struct FailoverDemoReport {
   // duplicate included).
   std::vector<kafka::RestoreReport> restores;
   int64_t restored_partitions = 0;
-  int64_t b_records = 0;
-  int64_t b_processed = 0;
-  int64_t b_duplicates = 0;
+  int64_t member_b_records = 0;
+  int64_t member_b_processed = 0;
+  int64_t member_b_duplicates = 0;
   // The payment member A processed that was re-published after its kill,
   // and whether member B suppressed it as a duplicate.
   std::string late_duplicate_id;

@@ -162,7 +162,7 @@ bool KilledBySigkill(int status) {
 class Run {
  public:
   Run(const CrashTestOptions& options, const Workload& workload)
-      : o_(options),
+      : options_(options),
         workload_(workload),
         store_((fs::path(options.dir) / "store").string()),
         downstream_(workload.downstream() != nullptr
@@ -170,19 +170,19 @@ class Run {
                         : ""),
         journal_((fs::path(options.dir) / "fs-journal").string()),
         messages_per_epoch_(
-            o_.messages != 0
-                ? o_.messages
+            options_.messages != 0
+                ? options_.messages
                 : std::min<size_t>(
                       kDefaultEpochMessages,
-                      500 * static_cast<size_t>(std::max(o_.cycles, 1)))),
+                      500 * static_cast<size_t>(std::max(options_.cycles, 1)))),
         rng_(options.seed) {
-    report_.seed = o_.seed;
+    report_.seed = options_.seed;
     names_.assign(std::begin(kInvariantNames), std::end(kInvariantNames));
     if (!downstream_.empty()) {
       names_.insert(names_.end(), std::begin(kOutboxInvariantNames),
                     std::end(kOutboxInvariantNames));
     }
-    if (o_.detect_conflicts) {
+    if (options_.detect_conflicts) {
       names_.insert(names_.end(), std::begin(kConflictInvariantNames),
                     std::end(kConflictInvariantNames));
     }
@@ -196,7 +196,7 @@ class Run {
   absl::StatusOr<CrashTestReport> Execute() {
     if (absl::Status s = StartEpoch(); !s.ok()) return s;
     int runs_without_crash = 0;
-    while (report_.cycles < o_.cycles) {
+    while (report_.cycles < options_.cycles) {
       // The stream is consumed: close the epoch with its crash-free
       // completeness check and start a fresh store on a new stream, so that
       // every check stays complete and a cycle's cost does not grow with the
@@ -242,7 +242,7 @@ class Run {
   // Builds the next epoch's stream and removes the previous epoch's stores.
   absl::Status StartEpoch() {
     const uint64_t seed =
-        o_.seed + 1000003 * static_cast<uint64_t>(report_.epochs);
+        options_.seed + 1000003 * static_cast<uint64_t>(report_.epochs);
     std::error_code ec;
     for (const std::string& store : {store_, downstream_}) {
       if (!ec && !store.empty()) fs::remove_all(store, ec);
@@ -254,9 +254,9 @@ class Run {
           absl::StrCat("clearing the previous epoch: ", ec.message()));
     }
     stream_ = BuildStream(workload_.Generate(seed, messages_per_epoch_),
-                          o_.partitions, o_.producer_duplicate_rate, seed,
-                          o_.detect_conflicts);
-    acked_offsets_.assign(o_.partitions, -1);
+                          options_.partitions, options_.producer_duplicate_rate,
+                          seed, options_.detect_conflicts);
+    acked_offsets_.assign(options_.partitions, -1);
     delivered_.clear();
     acked_.clear();
     in_flight_.clear();
@@ -279,7 +279,7 @@ class Run {
   }
 
   CycleCrash PickCrash() {
-    switch (o_.mode) {
+    switch (options_.mode) {
       case CrashMode::kKill:
         return CycleCrash::kKill;
       case CrashMode::kPowerLoss:
@@ -362,7 +362,7 @@ class Run {
         name = "final";
         break;
     }
-    return (fs::path(o_.dir) / absl::StrCat(name, ".log")).string();
+    return (fs::path(options_.dir) / absl::StrCat(name, ".log")).string();
   }
 
   // Runs one worker: for kCrash, crashes it as `mode` says, and returns
@@ -383,18 +383,18 @@ class Run {
     config.store_path = store_;
     config.downstream_path = downstream_;
     config.log_path = log_path;
-    config.durability = o_.durability;
-    config.self_test = o_.self_test;
-    config.threads = o_.threads;
-    config.max_batch = o_.max_batch;
-    config.expiry_buckets = o_.expiry_buckets;
-    config.dedupe_scope = o_.dedupe_scope;
-    config.detect_conflicts = o_.detect_conflicts;
-    config.refresh_on_duplicate = o_.refresh_on_duplicate;
-    config.concurrent_duplicate_rate = o_.concurrent_duplicate_rate;
-    config.seed = o_.seed * 1000003 + static_cast<uint64_t>(runs_);
+    config.durability = options_.durability;
+    config.self_test = options_.self_test;
+    config.threads = options_.threads;
+    config.max_batch = options_.max_batch;
+    config.expiry_buckets = options_.expiry_buckets;
+    config.dedupe_scope = options_.dedupe_scope;
+    config.detect_conflicts = options_.detect_conflicts;
+    config.refresh_on_duplicate = options_.refresh_on_duplicate;
+    config.concurrent_duplicate_rate = options_.concurrent_duplicate_rate;
+    config.seed = options_.seed * 1000003 + static_cast<uint64_t>(runs_);
     config.crash_fs.journal_path = journal_;
-    for (int p = 0; p < o_.partitions; ++p) {
+    for (int p = 0; p < options_.partitions; ++p) {
       config.start_offsets.push_back(acked_offsets_[p] + 1);
     }
     if (crash == CycleCrash::kKillPoint) ArmKillPoint(&config.crash_fs);
@@ -427,7 +427,7 @@ class Run {
         while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
         }
       }
-      absl::SleepFor(RandomDelay(o_.max_kill_delay));
+      absl::SleepFor(RandomDelay(options_.max_kill_delay));
       ::kill(pid, SIGKILL);
       status = WaitFor(pid);
     }
@@ -461,7 +461,7 @@ class Run {
                     : crashed ? CycleProgress::Kind::kCrashCycle
                               : CycleProgress::Kind::kNoCrash;
     progress.cycle = report_.cycles + (kind == RunKind::kCrash ? 1 : 0);
-    progress.cycles = o_.cycles;
+    progress.cycles = options_.cycles;
     progress.epoch = report_.epochs;
     if (progress.kind == CycleProgress::Kind::kCrashCycle) {
       progress.crash = crash == CycleCrash::kKill ? "kill"
@@ -473,21 +473,21 @@ class Run {
     const std::string label = RunLabel(progress);
 
     absl::StatusOr<CycleEvents> events =
-        ReadCycleEvents(log_path, o_.partitions);
+        ReadCycleEvents(log_path, options_.partitions);
     if (!events.ok()) return events.status();
     for (const std::string& id : events->invoked) {
       delivered_.insert(id);
       if (!events->acked.contains(id)) in_flight_.insert(id);
     }
     for (const std::string& id : events->acked) acked_.insert(id);
-    for (int p = 0; p < o_.partitions; ++p) {
+    for (int p = 0; p < options_.partitions; ++p) {
       acked_offsets_[p] = std::max(acked_offsets_[p], events->acked_offsets[p]);
     }
     report_.deliveries += events->deliveries;
     report_.acknowledged += events->acked_deliveries;
     report_.duplicates_suppressed += events->duplicates;
     report_.conflicts_rejected += events->conflicts;
-    if (o_.detect_conflicts) {
+    if (options_.detect_conflicts) {
       ++invariants_["conflicts_rejected"].checks;
       if (!events->unrejected_conflicts.empty()) {
         RecordViolation("conflicts_rejected", label,
@@ -518,7 +518,7 @@ class Run {
 
     // Crash the recovery too, now and then.
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    if (!final && crashed && unit(rng_) < o_.recovery_crash_rate) {
+    if (!final && crashed && unit(rng_) < options_.recovery_crash_rate) {
       CrashFsOptions recovery_fs;
       recovery_fs.journal_path = journal_;
       if (crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery_fs);
@@ -528,8 +528,8 @@ class Run {
             absl::StrCat("fork: ", std::strerror(errno)));
       }
       if (rpid == 0) {
-        RunRecovery(store_, downstream_, recovery_fs, o_.durability,
-                    o_.expiry_buckets, o_.dedupe_scope);
+        RunRecovery(store_, downstream_, recovery_fs, options_.durability,
+                    options_.expiry_buckets, options_.dedupe_scope);
       }
       if (crash != CycleCrash::kKillPoint) {
         absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
@@ -542,7 +542,7 @@ class Run {
 
     VerifyInput input;
     input.stream = &stream_;
-    input.dedupe_scope = o_.dedupe_scope;
+    input.dedupe_scope = options_.dedupe_scope;
     input.workload = &workload_;
     input.delivered = &delivered_;
     input.acked = &acked_;
@@ -558,7 +558,7 @@ class Run {
     }
     Record(label, *out);
 
-    if (o_.progress) {
+    if (options_.progress) {
       progress.summary = absl::StrFormat(
           "%d delivered, %d acked, %d duplicates; open %s; %s",
           events->deliveries, events->acked_deliveries, events->duplicates,
@@ -568,12 +568,12 @@ class Run {
           out->violations.empty()
               ? "ok"
               : absl::StrCat(out->violations.size(), " VIOLATION(S)"));
-      o_.progress(progress);
+      options_.progress(progress);
     }
     return crashed;
   }
 
-  const CrashTestOptions& o_;
+  const CrashTestOptions& options_;
   const Workload& workload_;
   const std::string store_;
   const std::string downstream_;  // empty without a Downstream

@@ -84,6 +84,31 @@ void AddIfNonZero(std::atomic<uint64_t>& counter, uint64_t n) {
   if (n != 0) counter.fetch_add(n, std::memory_order_relaxed);
 }
 
+// A commit's outcomes, counted by kind.
+struct OutcomeCounts {
+  uint64_t processed = 0;
+  uint64_t duplicates = 0;
+  uint64_t conflicts = 0;
+  uint64_t failed = 0;
+
+  void Add(Outcome outcome) {
+    switch (outcome) {
+      case Outcome::kProcessed:
+        ++processed;
+        break;
+      case Outcome::kDuplicate:
+        ++duplicates;
+        break;
+      case Outcome::kConflict:
+        ++conflicts;
+        break;
+      case Outcome::kFailed:
+        ++failed;
+        break;
+    }
+  }
+};
+
 }  // namespace
 
 void EngineImpl::CountOutcomes(Store& store, std::vector<Result>& results,
@@ -92,17 +117,17 @@ void EngineImpl::CountOutcomes(Store& store, std::vector<Result>& results,
   // Every outcome depends on at most the commits published so far.
   const uint64_t sequence = store.db->GetLatestSequenceNumber();
   // Counted here, published once per commit.
-  uint64_t counts[4] = {0, 0, 0, 0};
+  OutcomeCounts counts;
   for (Result& result : results) {
     if (result.outcome != Outcome::kFailed || result.permanent) {
       result.sequence = sequence;
     }
-    ++counts[static_cast<int>(result.outcome)];
+    counts.Add(result.outcome);
   }
-  AddIfNonZero(processed_, counts[static_cast<int>(Outcome::kProcessed)]);
-  AddIfNonZero(duplicates_, counts[static_cast<int>(Outcome::kDuplicate)]);
-  AddIfNonZero(conflicts_, counts[static_cast<int>(Outcome::kConflict)]);
-  AddIfNonZero(failed_, counts[static_cast<int>(Outcome::kFailed)]);
+  AddIfNonZero(processed_, counts.processed);
+  AddIfNonZero(duplicates_, counts.duplicates);
+  AddIfNonZero(conflicts_, counts.conflicts);
+  AddIfNonZero(failed_, counts.failed);
   if (!ages.ages_micros.empty()) {
     redelivery_ages_.Add(ages.ages_micros);
     late_duplicates_.fetch_add(ages.late, std::memory_order_relaxed);

@@ -50,7 +50,7 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
                        const OutboxCursor& outbox)
     : path_(std::move(path)),
       options_(options),
-      time_(std::move(time)),
+      clock_(std::move(time)),
       hooks_(hooks),
       ttl_filter_(std::move(ttl_filter)),
       parts_(std::move(parts)),
@@ -247,7 +247,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
-      now_micros = time_->NowMicros();
+      now_micros = clock_->NowMicros();
       if (!now_micros.ok()) return now_micros.status();
       // Each record's expiry and bucket, once for the whole commit.
       placements = PlaceRecords(options_, messages, *now_micros);
@@ -357,7 +357,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   InflightIds::Claim claim =
       inflight_.Acquire(record_keys, !hooks_.skip_inflight_ids);
   absl::StatusOr<LiveLookup> stored =
-      LiveRecords(store, record_keys, now_micros);
+      LookupLiveRecords(store, record_keys, now_micros);
   if (!stored.ok()) return stored.status();
   // A malformed offset fails the call before any handler runs. Commits
   // queued since are newer; QueueCommit compares with those.
@@ -578,7 +578,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   return results;
 }
 
-absl::StatusOr<LiveLookup> EngineImpl::LiveRecords(
+absl::StatusOr<LiveLookup> EngineImpl::LookupLiveRecords(
     Store& store, absl::Span<const RecordKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
@@ -633,7 +633,7 @@ absl::StatusOr<std::optional<std::string>> EngineImpl::GetState(
   return value;
 }
 
-absl::StatusOr<RecordKey> EngineImpl::RecordKeyOf(
+absl::StatusOr<RecordKey> EngineImpl::CheckedRecordKey(
     const Store& store, std::string_view id,
     std::optional<SourcePartition> where) const {
   if (absl::Status s = ValidateId(id); !s.ok()) return s;
@@ -672,14 +672,14 @@ absl::StatusOr<bool> EngineImpl::SeenAt(std::string_view id,
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  absl::StatusOr<RecordKey> key = RecordKeyOf(**store, id, where);
+  absl::StatusOr<RecordKey> key = CheckedRecordKey(**store, id, where);
   if (!key.ok()) return key.status();
   // Read under the store lock: no bucket is dropped in between, and every
   // bucket dropped before was dropped at an engine time at most this one.
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
   absl::StatusOr<LiveLookup> stored =
-      LiveRecords(**store, absl::MakeConstSpan(&*key, 1), *now_micros);
+      LookupLiveRecords(**store, absl::MakeConstSpan(&*key, 1), *now_micros);
   if (!stored.ok()) return stored.status();
   return stored->front().has_value();
 }
@@ -703,9 +703,9 @@ absl::Status EngineImpl::ForgetAt(std::string_view id,
   absl::ReaderMutexLock store_lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  absl::StatusOr<RecordKey> key = RecordKeyOf(**store, id, where);
+  absl::StatusOr<RecordKey> key = CheckedRecordKey(**store, id, where);
   if (!key.ok()) return key.status();
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
   rocksdb::WriteBatch batch;
   for (rocksdb::ColumnFamilyHandle* family :

@@ -207,7 +207,7 @@ class EngineImpl : public Engine {
   // The record key of `id` (at `where`) in `store`: kInvalidArgument for a
   // bad id, source or partition; kFailedPrecondition for a partition-scoped
   // store without `where`.
-  absl::StatusOr<RecordKey> RecordKeyOf(
+  absl::StatusOr<RecordKey> CheckedRecordKey(
       const Store& store, std::string_view id,
       std::optional<SourcePartition> where) const;
 
@@ -272,9 +272,9 @@ class EngineImpl : public Engine {
 
   // For each key, the stored result if a live record exists in a dedupe
   // family live at `now_micros` (LookupLive, engine/commit_batch.h).
-  absl::StatusOr<LiveLookup> LiveRecords(Store& store,
-                                         absl::Span<const RecordKey> keys,
-                                         int64_t now_micros)
+  absl::StatusOr<LiveLookup> LookupLiveRecords(Store& store,
+                                               absl::Span<const RecordKey> keys,
+                                               int64_t now_micros)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Writes `batch` with the configured durability, through the commit queue
@@ -384,7 +384,7 @@ class EngineImpl : public Engine {
   const std::string path_;
   const Options options_;
   // Every read of time goes through it; shared with the TTL filter.
-  const std::shared_ptr<EngineClock> time_;
+  const std::shared_ptr<EngineClock> clock_;
   const EngineHooks hooks_;
   const std::shared_ptr<TtlFilterFactory> ttl_filter_;
   const StoreParts parts_;

@@ -271,7 +271,7 @@ absl::Status EngineImpl::CompactExpired() {
     // change to the bucket set.
     PlainMutexLock commit_lock(&commit_mu_);
     // Before the store lock, as on the commit path.
-    absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+    absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
     if (!now_micros.ok()) return now_micros.status();
     absl::MutexLock store_lock(&store_mu_);
     absl::StatusOr<Store*> store = CurrentStore();
@@ -338,7 +338,7 @@ absl::Status EngineImpl::Dump(
   absl::StatusOr<Store*> current = CurrentStore();
   if (!current.ok()) return current.status();
   const Store& store = **current;
-  absl::StatusOr<int64_t> now = time_->NowMicros();
+  absl::StatusOr<int64_t> now = clock_->NowMicros();
   if (!now.ok()) return now.status();
   const int64_t now_micros = *now;
   const rocksdb::Snapshot* snapshot = store.db->GetSnapshot();

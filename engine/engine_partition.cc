@@ -156,20 +156,20 @@ DedupeKey ToDedupeKey(std::string_view hash) {
 absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
     std::string_view source, int32_t partition) {
   if (absl::Status s = ValidateSource(source, partition); !s.ok()) return s;
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
   ReadLock lock(this);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  Store& st = **store;
+  absl::StatusOr<Store*> current_store = CurrentStore();
+  if (!current_store.ok()) return current_store.status();
+  Store& store = **current_store;
 
   // One snapshot: state, offset and records agree.
-  const rocksdb::Snapshot* db_snapshot = st.db->GetSnapshot();
+  const rocksdb::Snapshot* db_snapshot = store.db->GetSnapshot();
   struct Release {
     rocksdb::DB* db;
     const rocksdb::Snapshot* snapshot;
     ~Release() { db->ReleaseSnapshot(snapshot); }
-  } release{st.db, db_snapshot};
+  } release{store.db, db_snapshot};
   rocksdb::ReadOptions read;
   read.snapshot = db_snapshot;
 
@@ -178,7 +178,7 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   snapshot.partition = partition;
   const std::string state_prefix = PartitionStatePrefix(source, partition);
   if (absl::Status s = ScanRange(
-          st.db, st.state, read, state_prefix, KeyRangeEnd(state_prefix),
+          store.db, store.state, read, state_prefix, KeyRangeEnd(state_prefix),
           [&](std::string_view key, std::string_view value) {
             snapshot.entries.emplace_back(key.substr(state_prefix.size()),
                                           value);
@@ -189,16 +189,16 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   }
 
   absl::StatusOr<std::optional<int64_t>> offset =
-      ReadStoredOffset(st.db, st.offsets, read, source, partition);
+      ReadStoredOffset(store.db, store.offsets, read, source, partition);
   if (!offset.ok()) return offset.status();
   snapshot.offset = *offset;
 
-  if (st.partition_scope) {
+  if (store.partition_scope) {
     const std::string record_prefix = PartitionRecordPrefix(source, partition);
     for (rocksdb::ColumnFamilyHandle* family :
-         LiveDedupeFamilies(st, *now_micros)) {
+         LiveDedupeFamilies(store, *now_micros)) {
       absl::Status s = ScanRange(
-          st.db, family, read, record_prefix, KeyRangeEnd(record_prefix),
+          store.db, family, read, record_prefix, KeyRangeEnd(record_prefix),
           [&](std::string_view key, std::string_view value) {
             std::optional<DedupeRecord> record = DecodeDedupeRecord(value);
             std::optional<PartitionRecordKey> scoped =
@@ -299,7 +299,7 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
     const PartitionCommit& commit, const ImportOptions& options) {
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
 
   // The commit's own record, if it has one (placed as a message's), then
@@ -328,10 +328,10 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   }
 
   absl::ReaderMutexLock store_lock(&store_mu_);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  Store& st = **store;
-  if (!commit.replace && !commit.records.empty() && !st.partition_scope) {
+  absl::StatusOr<Store*> current_store = CurrentStore();
+  if (!current_store.ok()) return current_store.status();
+  Store& store = **current_store;
+  if (!commit.replace && !commit.records.empty() && !store.partition_scope) {
     return absl::FailedPreconditionError(
         absl::StrCat(commit.what,
                      ": dedupe records need a partition-scoped store "
@@ -339,8 +339,8 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   }
 
   absl::StatusOr<std::optional<int64_t>> current =
-      ReadStoredOffset(st.db, st.offsets, rocksdb::ReadOptions(), commit.source,
-                       commit.partition);
+      ReadStoredOffset(store.db, store.offsets, rocksdb::ReadOptions(),
+                       commit.source, commit.partition);
   if (!current.ok()) return current.status();
   const bool offset_changes = commit.replace || commit.offset.has_value();
   if (offset_changes && current->has_value() && !options.allow_rewind &&
@@ -355,25 +355,25 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
 
   std::optional<RecordKey> own_key;
   if (commit.commit_id.has_value()) {
-    own_key = RecordKeyFor(st.partition_scope, own, HashMessageId(own.id));
+    own_key = RecordKeyFor(store.partition_scope, own, HashMessageId(own.id));
   }
   // A repeat of a commit writes nothing, unless it may rewind: then the
   // partition has perhaps moved on since, and the commit replaces it again.
   if (own_key.has_value() && !options.allow_rewind) {
-    absl::StatusOr<LiveLookup> committed =
-        LiveRecords(st, absl::MakeConstSpan(&*own_key, 1), *now_micros);
+    absl::StatusOr<LiveLookup> committed = LookupLiveRecords(
+        store, absl::MakeConstSpan(&*own_key, 1), *now_micros);
     if (!committed.ok()) return committed.status();
     if ((*committed)[0].has_value()) {  // committed before: write nothing
       duplicates_.fetch_add(1, std::memory_order_relaxed);
-      return st.db->GetLatestSequenceNumber();
+      return store.db->GetLatestSequenceNumber();
     }
   }
 
   auto family_of = [&](const RecordPlacement& placement)
       -> absl::StatusOr<rocksdb::ColumnFamilyHandle*> {
-    if (!placement.bucket_end.has_value()) return st.dedupe;
-    auto bucket = st.buckets.find(*placement.bucket_end);
-    if (bucket == st.buckets.end()) {
+    if (!placement.bucket_end.has_value()) return store.dedupe;
+    auto bucket = store.buckets.find(*placement.bucket_end);
+    if (bucket == store.buckets.end()) {
       return absl::InternalError("expiry bucket missing at a partition commit");
     }
     return bucket->second;
@@ -387,15 +387,15 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   if (commit.replace) {
     // The partition's old state and records go first; the puts after them
     // in the same batch have later sequence numbers, so they survive.
-    if (absl::Status s = check(batch.DeleteRange(st.state, state_prefix,
+    if (absl::Status s = check(batch.DeleteRange(store.state, state_prefix,
                                                  KeyRangeEnd(state_prefix)));
         !s.ok()) {
       return s;
     }
-    if (st.partition_scope) {
+    if (store.partition_scope) {
       const std::string record_prefix =
           PartitionRecordPrefix(commit.source, commit.partition);
-      for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(st)) {
+      for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(store)) {
         if (absl::Status s = check(batch.DeleteRange(
                 family, record_prefix, KeyRangeEnd(record_prefix)));
             !s.ok()) {
@@ -407,8 +407,8 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   for (const auto& [key, value] : commit.writes) {
     const std::string scoped = absl::StrCat(state_prefix, AbslView(key));
     if (absl::Status s = check(
-            value.has_value() ? batch.Put(st.state, scoped, ToSlice(*value))
-                              : batch.Delete(st.state, scoped));
+            value.has_value() ? batch.Put(store.state, scoped, ToSlice(*value))
+                              : batch.Delete(store.state, scoped));
         !s.ok()) {
       return s;
     }
@@ -419,13 +419,13 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
     if (!family.ok()) return family.status();
     const DedupeKey hash = ToDedupeKey(live[i]->id_hash);
     const RecordKey key =
-        st.partition_scope
+        store.partition_scope
             ? RecordKey::ForPartition(commit.source, commit.partition, hash)
             : RecordKey::ForStore(hash);
-    if (!st.partition_scope || !commit.replace) {
+    if (!store.partition_scope || !commit.replace) {
       // A record of the ID may live in another family: one live record per
       // key, as lookups assume.
-      for (rocksdb::ColumnFamilyHandle* other : AllDedupeFamilies(st)) {
+      for (rocksdb::ColumnFamilyHandle* other : AllDedupeFamilies(store)) {
         if (other == *family) continue;
         if (absl::Status s = check(batch.Delete(other, ToSlice(key.view())));
             !s.ok()) {
@@ -454,22 +454,23 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   const std::string offset_key =
       EncodeOffsetKey(commit.source, commit.partition);
   if (commit.offset.has_value()) {
-    if (absl::Status s = check(batch.Put(st.offsets, offset_key,
+    if (absl::Status s = check(batch.Put(store.offsets, offset_key,
                                          EncodeOffsetValue(*commit.offset)));
         !s.ok()) {
       return s;
     }
   } else if (commit.replace && current->has_value()) {
     // allow_rewind to no offset at all
-    if (absl::Status s = check(batch.Delete(st.offsets, offset_key)); !s.ok()) {
+    if (absl::Status s = check(batch.Delete(store.offsets, offset_key));
+        !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = Write(st, &batch); !s.ok()) return s;
+  if (absl::Status s = Write(store, &batch); !s.ok()) return s;
   if (commit.commit_id.has_value()) {
     processed_.fetch_add(1, std::memory_order_relaxed);
   }
-  return st.db->GetLatestSequenceNumber();
+  return store.db->GetLatestSequenceNumber();
 }
 
 absl::Status EngineImpl::SetCommittedOffset(std::string_view source,
@@ -497,19 +498,19 @@ absl::StatusOr<uint64_t> EngineImpl::CommitOffset(std::string_view source,
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
   absl::ReaderMutexLock store_lock(&store_mu_);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  Store& st = **store;
+  absl::StatusOr<Store*> current_store = CurrentStore();
+  if (!current_store.ok()) return current_store.status();
+  Store& store = **current_store;
   rocksdb::WriteBatch batch;
   if (absl::Status s = FromRocksStatus(
-          batch.Put(st.offsets, EncodeOffsetKey(source, partition),
+          batch.Put(store.offsets, EncodeOffsetKey(source, partition),
                     EncodeOffsetValue(offset)),
           "building an offset change");
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = Write(st, &batch); !s.ok()) return s;
-  return st.db->GetLatestSequenceNumber();
+  if (absl::Status s = Write(store, &batch); !s.ok()) return s;
+  return store.db->GetLatestSequenceNumber();
 }
 
 }  // namespace idem

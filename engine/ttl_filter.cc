@@ -26,7 +26,7 @@ rocksdb::CompactionFilter::Decision TtlFilter::FilterV2(
 }
 
 TtlFilterFactory::TtlFilterFactory(std::shared_ptr<EngineClock> time)
-    : time_(std::move(time)) {}
+    : clock_(std::move(time)) {}
 
 TtlFilterFactory::TtlFilterFactory(Clock* clock)
     : TtlFilterFactory(std::make_shared<EngineClock>(clock)) {}
@@ -37,7 +37,7 @@ TtlFilterFactory::CreateCompactionFilter(
   // A clock that cannot be read (it threw, or returned a non-finite time)
   // makes the filter keep everything: no record expires before the earliest
   // time.
-  absl::StatusOr<int64_t> now_micros = time_->NowMicros();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   return std::make_unique<TtlFilter>(
       now_micros.ok() ? *now_micros : std::numeric_limits<int64_t>::min(),
       &dropped_);

@@ -63,7 +63,7 @@ class TtlFilterFactory : public rocksdb::CompactionFilterFactory {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
  private:
-  const std::shared_ptr<EngineClock> time_;
+  const std::shared_ptr<EngineClock> clock_;
   std::atomic<uint64_t> dropped_{0};
 };
 

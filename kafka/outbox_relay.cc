@@ -271,7 +271,7 @@ class OutboxRelayImpl final : public OutboxRelay {
           !s.ok()) {
         return s;
       }
-      if (absl::Status s = Between(); !s.ok()) return s;
+      if (absl::Status s = BetweenPublishAndAck(); !s.ok()) return s;
     }
     // Records delivered per phase; the second is produced only once the
     // first is delivered in full.
@@ -290,7 +290,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       if (seen[p]++ >= delivered[p]) break;
     }
     if (!hooks_.ack_before_publish) {
-      if (absl::Status s = Between(); !s.ok()) return s;
+      if (absl::Status s = BetweenPublishAndAck(); !s.ok()) return s;
       if (absl::Status s = Ack(entries, prefix, phase, report); !s.ok()) {
         return s;
       }
@@ -411,7 +411,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     ++stats_.transactions;
     published_up_to_ = last;
     report.published = static_cast<int64_t>(delivered[0] + delivered[1]);
-    if (absl::Status s = Between(); !s.ok()) return s;
+    if (absl::Status s = BetweenPublishAndAck(); !s.ok()) return s;
     if (absl::Status s = Ack(entries, entries.size(), plan.phase, report);
         !s.ok()) {
       return s;
@@ -514,7 +514,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     refusal.error = error;
   }
 
-  absl::Status Between() {
+  absl::Status BetweenPublishAndAck() {
     if (!hooks_.between_publish_and_ack) return absl::OkStatus();
     return hooks_.between_publish_and_ack();
   }
