@@ -19,7 +19,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "idem/engine.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
+#include "idem/kafka/consumer_stats.h"
 
 namespace idem::kafka {
 

@@ -39,7 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "idem/engine.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
 #include "idem/kafka/producer.h"
 #include "idem/outbox.h"
 #include "kafka/changelog_standby.h"

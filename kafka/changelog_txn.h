@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/forwarding_txn.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
 #include "idem/txn.h"
 #include "kafka/changelog_format.h"
 

@@ -17,7 +17,7 @@
 #include "engine/absl_view.h"
 #include "engine/user_code.h"
 #include "kafka/consumer_impl.h"
-#include "kafka/consumer_options.h"
+#include "kafka/consumer_options_check.h"
 #include "kafka/record_ids.h"
 
 namespace idem::kafka {

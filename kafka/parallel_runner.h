@@ -38,7 +38,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
+#include "idem/kafka/consumer_stats.h"
 #include "kafka/batch_processor.h"
 
 namespace idem::kafka {

@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/record.h"
 #include "kafka/rdkafka_util.h"
 
 namespace idem::kafka {

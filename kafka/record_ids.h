@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
 
 namespace idem::kafka {
 

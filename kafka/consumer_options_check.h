@@ -1,11 +1,11 @@
 // The checks of ConsumerOptions that Consumer::Create makes before it
 // touches librdkafka.
 
-#ifndef IDEM_KAFKA_CONSUMER_OPTIONS_H_
-#define IDEM_KAFKA_CONSUMER_OPTIONS_H_
+#ifndef IDEM_KAFKA_CONSUMER_OPTIONS_CHECK_H_
+#define IDEM_KAFKA_CONSUMER_OPTIONS_CHECK_H_
 
 #include "absl/status/status.h"
-#include "idem/kafka/consumer.h"
+#include "idem/kafka/consumer_options.h"
 
 namespace idem::kafka {
 
@@ -15,4 +15,4 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options);
 
 }  // namespace idem::kafka
 
-#endif  // IDEM_KAFKA_CONSUMER_OPTIONS_H_
+#endif  // IDEM_KAFKA_CONSUMER_OPTIONS_CHECK_H_

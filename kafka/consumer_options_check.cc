@@ -1,4 +1,4 @@
-#include "kafka/consumer_options.h"
+#include "kafka/consumer_options_check.h"
 
 #include <string_view>
 
