@@ -44,6 +44,20 @@ std::optional<ChangelogMark> DecodeMark(std::string_view text) {
   return ChangelogMark{*epoch, *offset};
 }
 
+std::string EncodeCheckpoint(const ChangelogCheckpoint& checkpoint) {
+  return absl::StrCat(EncodeMark(checkpoint.mark), " ",
+                      checkpoint.changelog_end);
+}
+
+std::optional<ChangelogCheckpoint> DecodeCheckpoint(std::string_view text) {
+  const size_t space = text.rfind(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  std::optional<ChangelogMark> mark = DecodeMark(text.substr(0, space));
+  std::optional<int64_t> end = ParseCount(text.substr(space + 1));
+  if (!mark.has_value() || !end.has_value()) return std::nullopt;
+  return ChangelogCheckpoint{*mark, *end};
+}
+
 std::optional<int64_t> DecodeFormatVersion(std::string_view text) {
   std::optional<int64_t> version = ParseCount(text);
   if (!version.has_value() || *version < 1) return std::nullopt;

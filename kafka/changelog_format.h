@@ -49,6 +49,10 @@ inline constexpr char kChangelogFormatVersionText[] = "1";
 // The state key (relative to the partition's PartitionTxn prefix) where a
 // member keeps its epoch of the partition. Handlers cannot write it.
 inline constexpr std::string_view kEpochStateKey{"\0idem.changelog.epoch", 21};
+// The state key where a member keeps its checkpoint of the partition
+// (kafka/changelog_checkpoint.h). Handlers cannot write it either.
+inline constexpr std::string_view kCheckpointStateKey{
+    "\0idem.changelog.checkpoint", 26};
 
 // The dedupe records' topic of `changelog_topic`.
 std::string DedupeTopicOf(std::string_view changelog_topic);
@@ -62,6 +66,19 @@ struct ChangelogMark {
 std::string EncodeMark(const ChangelogMark& mark);
 // nullopt unless "E O" with E >= 0 and O >= -1 (decimal).
 std::optional<ChangelogMark> DecodeMark(std::string_view text);
+
+// A member's checkpoint of a changelog partition: its copy is the changelog's
+// up to `changelog_end` (the offset after the last record counted), whose
+// last complete commit is (epoch, offset) (kafka/changelog_checkpoint.h).
+struct ChangelogCheckpoint {
+  ChangelogMark mark;
+  int64_t changelog_end = 0;
+  bool operator==(const ChangelogCheckpoint&) const = default;
+};
+// "E O C" (decimal).
+std::string EncodeCheckpoint(const ChangelogCheckpoint& checkpoint);
+// nullopt unless "E O C" with E >= 0, O >= -1 and C >= 0.
+std::optional<ChangelogCheckpoint> DecodeCheckpoint(std::string_view text);
 
 // A version header's value: a decimal >= 1; nullopt otherwise.
 std::optional<int64_t> DecodeFormatVersion(std::string_view text);

@@ -28,6 +28,17 @@ std::string EpochKey(const std::string& topic, int32_t partition) {
   return PartitionStatePrefix(topic, partition) + std::string(kEpochStateKey);
 }
 
+std::string CheckpointKey(const std::string& topic, int32_t partition) {
+  return PartitionStatePrefix(topic, partition) +
+         std::string(kCheckpointStateKey);
+}
+
+// The mark a partition's copy has: the member's epoch and the engine's
+// committed offset (-1 for none).
+ChangelogMark EngineMark(int64_t epoch, std::optional<int64_t> offset) {
+  return ChangelogMark{epoch, offset.value_or(-1)};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ChangelogKeeper>> ChangelogKeeper::Create(
@@ -89,7 +100,8 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                : engine->options().dedupe_window),
       clock_(engine->options().clock != nullptr ? engine->options().clock
                                                 : SystemClock()),
-      standby_(engine, reader_.get(), &target_, clock_, &hooks_) {}
+      standby_(engine, reader_.get(), &target_, clock_, &hooks_),
+      checkpoints_(target_.changelog_topic) {}
 
 absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
   absl::StatusOr<int32_t> partitions =
@@ -151,31 +163,44 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
   if (!epoch.ok()) return epoch.status();
 
   RestoreReport report;
+  report.topic = topic;
+  report.partition = partition;
+  report.offset = *offset;
   if (epoch->has_value()) {
+    absl::StatusOr<bool> current =
+        CurrentFromCheckpoint(topic, partition, **epoch, *offset, report);
+    if (!current.ok()) return current.status();
+    if (*current) {
+      report.duration = absl::Now() - start;
+      return report;
+    }
     // This member wrote the partition before: is its copy the changelog's
     // last commit? The changelog's marks and keys tell, without its values.
     ChangelogImageBuilder ends(/*keep_state=*/false);
     ends.set_epochs_end(!hooks_.changelog_restore_ignores_epochs);
+    int64_t end = 0;
     if (absl::Status s = reader_->Read(
             target_.changelog_topic, partition, 0, kKafkaTimeout,
-            [&](const LogRecord& r) { return ends.AddChangelogRecord(r); });
+            [&](const LogRecord& r) { return ends.AddChangelogRecord(r); },
+            &end);
         !s.ok()) {
       return s;
     }
     const ChangelogChanges read = ends.TakeChanges(clock_->Now());
-    report.records_read = read.records_read;
-    report.bytes_read = read.bytes_read;
+    report.records_read += read.records_read;
+    report.bytes_read += read.bytes_read;
     const std::optional<ChangelogMark> last = ends.Last();
-    if (last.has_value() &&
-        *offset == (last->offset >= 0 ? std::optional<int64_t>(last->offset)
-                                      : std::nullopt) &&
-        **epoch == last->epoch && ends.Orphans().empty()) {
+    if (last == EngineMark(**epoch, *offset) && ends.Orphans().empty()) {
       // The engine's copy is the changelog's last commit, and its own.
-      absl::MutexLock lock(&fences_mu_);
-      fences_[partition] = Fence{last->epoch, last->offset, last->offset};
-      report.topic = topic;
-      report.partition = partition;
-      report.offset = *offset;
+      {
+        absl::MutexLock lock(&fences_mu_);
+        fences_[partition] = Fence{last->epoch, last->offset, last->offset};
+      }
+      checkpoints_.Verified(partition, end);
+      if (absl::Status s = WriteCheckpoint(topic, partition, {*last, end});
+          !s.ok()) {
+        return s;
+      }
       report.epoch = last->epoch;
       report.duration = absl::Now() - start;
       return report;
@@ -183,6 +208,113 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
   }
   StandbyCopy cold;
   return Restore(topic, partition, cold, start, std::move(report));
+}
+
+absl::StatusOr<bool> ChangelogKeeper::CurrentFromCheckpoint(
+    const std::string& topic, int32_t partition, int64_t epoch,
+    std::optional<int64_t> offset, RestoreReport& report) {
+  absl::StatusOr<std::optional<ChangelogCheckpoint>> checkpoint =
+      ReadCheckpoint(topic, partition);
+  if (!checkpoint.ok()) return checkpoint.status();
+  if (!checkpoint->has_value() || (*checkpoint)->mark.epoch != epoch) {
+    return false;
+  }
+  const ChangelogCheckpoint& from = **checkpoint;
+  absl::StatusOr<Watermarks> marks =
+      reader_->GetWatermarks(target_.changelog_topic, partition, kKafkaTimeout);
+  if (!marks.ok()) return marks.status();
+  // Records after the checkpoint already deleted (retention), or a log
+  // that no longer reaches it (the topic made anew): not this copy's log.
+  if (marks->low > from.changelog_end || marks->high < from.changelog_end) {
+    return false;
+  }
+  ChangelogImageBuilder tail(/*keep_state=*/false);
+  tail.set_epochs_end(!hooks_.changelog_restore_ignores_epochs);
+  int64_t end = from.changelog_end;
+  if (!hooks_.changelog_checkpoint_skips_tail) {
+    if (absl::Status s = reader_->Read(
+            target_.changelog_topic, partition, from.changelog_end,
+            kKafkaTimeout,
+            [&](const LogRecord& r) { return tail.AddChangelogRecord(r); },
+            &end);
+        !s.ok()) {
+      return s;
+    }
+  }
+  const ChangelogChanges read = tail.TakeChanges(clock_->Now());
+  report.records_read += read.records_read;
+  report.bytes_read += read.bytes_read;
+  const ChangelogMark last = tail.Last().value_or(from.mark);
+  if (last != EngineMark(epoch, offset) || !tail.Orphans().empty()) {
+    return false;
+  }
+  {
+    absl::MutexLock lock(&fences_mu_);
+    fences_[partition] = Fence{epoch, last.offset, last.offset};
+  }
+  checkpoints_.Verified(partition, end);
+  if (end != from.changelog_end) {
+    if (absl::Status s = WriteCheckpoint(topic, partition, {last, end});
+        !s.ok()) {
+      return s;
+    }
+  }
+  report.epoch = epoch;
+  return true;
+}
+
+absl::StatusOr<std::optional<ChangelogCheckpoint>>
+ChangelogKeeper::ReadCheckpoint(const std::string& topic, int32_t partition) {
+  absl::StatusOr<std::optional<std::string>> stored =
+      engine_->GetState(CheckpointKey(topic, partition));
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::nullopt;
+  return DecodeCheckpoint(**stored);
+}
+
+absl::Status ChangelogKeeper::WriteCheckpoint(
+    const std::string& topic, int32_t partition,
+    const ChangelogCheckpoint& checkpoint) {
+  PartitionChanges changes;
+  changes.source = topic;
+  changes.partition = partition;
+  changes.writes.emplace_back(std::string(kCheckpointStateKey),
+                              EncodeCheckpoint(checkpoint));
+  return engine_->ApplyPartitionChanges(changes, Engine::ImportOptions());
+}
+
+absl::Status ChangelogKeeper::Checkpoint(const std::string& topic,
+                                         int32_t partition) {
+  int64_t epoch = 0;
+  {
+    absl::MutexLock lock(&fences_mu_);
+    auto fence = fences_.find(partition);
+    if (fence == fences_.end()) return absl::OkStatus();
+    epoch = fence->second.epoch;
+  }
+  absl::StatusOr<std::optional<int64_t>> offset =
+      engine_->CommittedOffset(topic, partition);
+  if (!offset.ok()) return offset.status();
+  absl::StatusOr<Watermarks> marks =
+      reader_->GetWatermarks(target_.changelog_topic, partition, kKafkaTimeout);
+  if (!marks.ok()) return marks.status();
+  std::optional<ChangelogCheckpoint> checkpoint = checkpoints_.Checkpoint(
+      partition, EngineMark(epoch, *offset), marks->high);
+  if (!checkpoint.has_value()) return absl::OkStatus();
+  if (absl::Status s = WriteCheckpoint(topic, partition, *checkpoint);
+      !s.ok()) {
+    return s;
+  }
+  checkpoints_.Verified(partition, checkpoint->changelog_end);
+  return absl::OkStatus();
+}
+
+void ChangelogKeeper::ReleaseAll() {
+  absl::MutexLock lock(&fences_mu_);
+  for (const auto& [partition, fence] : fences_) {
+    checkpoints_.Forget(partition);
+  }
+  fences_.clear();
 }
 
 absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
@@ -237,6 +369,9 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
     if (!value.ok()) return value.status();
     set_back.emplace(key, *std::move(value));
   }
+  // Everything up to the end the copy read is in the engine now; the
+  // relay's records (the new epoch's mark first) are counted from there.
+  checkpoints_.Verified(partition, copy.changelog_end);
   report.records_read += copy.records_read - read_before;
   report.bytes_read += copy.bytes_read - bytes_before;
   report.state_entries = copy.writes_applied - writes_before;

@@ -17,6 +17,12 @@
 // entries it has published before: so a member that returns with entries it
 // never published cannot append them after another owner's.
 //
+// Checkpoints (kafka/changelog_checkpoint.h). A member's checkpoint of a
+// partition lets its check read the changelog from there rather than from
+// the start; it is written after a check found the copy current, and at a
+// revocation or close when the relay's reports account for every record
+// since.
+//
 // Thread-compatible, except that Handle, MarkHandled and Skip may run on
 // several threads at once (the consumer's workers, each on partitions of its
 // own) beside the polling thread's calls: the fences are guarded by a
@@ -42,6 +48,7 @@
 #include "idem/kafka/consumer_options.h"
 #include "idem/kafka/producer.h"
 #include "idem/outbox.h"
+#include "kafka/changelog_checkpoint.h"
 #include "kafka/changelog_standby.h"
 #include "kafka/changelog_txn.h"
 #include "kafka/consumer_hooks.h"
@@ -85,12 +92,22 @@ class ChangelogKeeper {
 
   // The partition left this member: its entries are no longer published.
   void Release(int32_t partition) {
+    checkpoints_.Forget(partition);
     absl::MutexLock lock(&fences_mu_);
     fences_.erase(partition);
   }
-  void ReleaseAll() {
-    absl::MutexLock lock(&fences_mu_);
-    fences_.clear();
+  void ReleaseAll();
+
+  // Once the relay published everything (a revocation, a close): writes
+  // the partition's checkpoint if every record of its changelog since the
+  // last verified point is this member's (kafka/changelog_checkpoint.h);
+  // nothing otherwise. Errors of the engine or the brokers.
+  absl::Status Checkpoint(const std::string& topic, int32_t partition);
+
+  // The relay's report of each round (OutboxRelayHooks::after_round).
+  void NotePublished(absl::Span<const OutboxEntry* const> published,
+                     bool complete, bool transaction) {
+    checkpoints_.NotePublished(published, complete, transaction);
   }
 
   // For OutboxRelayOptions::skip: true for a changelog entry this member
@@ -144,6 +161,22 @@ class ChangelogKeeper {
                                               const SetBack& set_back,
                                               RestoreReport report,
                                               absl::Time start);
+  // Check's first try, with a checkpoint of this member's `epoch`: reads
+  // the changelog from the checkpoint on. True (the partition fenced and
+  // the checkpoint moved to the end read) if what follows is nothing but
+  // this epoch's complete commits up to `offset`, the engine's; false if
+  // there is no such checkpoint, or the changelog from its start must be
+  // read. Adds what it read to `report`.
+  absl::StatusOr<bool> CurrentFromCheckpoint(const std::string& topic,
+                                             int32_t partition, int64_t epoch,
+                                             std::optional<int64_t> offset,
+                                             RestoreReport& report);
+  // The checkpoint kept for (topic, partition); nullopt if none (or a
+  // damaged one: it is only a shortcut).
+  absl::StatusOr<std::optional<ChangelogCheckpoint>> ReadCheckpoint(
+      const std::string& topic, int32_t partition);
+  absl::Status WriteCheckpoint(const std::string& topic, int32_t partition,
+                               const ChangelogCheckpoint& checkpoint);
   // A new epoch for a restore: neither this member's old one nor the
   // changelog's last.
   int64_t NewEpoch(std::optional<int64_t> mine,
@@ -172,6 +205,7 @@ class ChangelogKeeper {
   absl::flat_hash_map<int32_t, Fence> fences_ ABSL_GUARDED_BY(fences_mu_);
   absl::BitGen bitgen_;
   StandbyCopies standby_;
+  CheckpointTracker checkpoints_;
   absl::Time last_standby_round_ = absl::InfinitePast();
 };
 

@@ -30,7 +30,8 @@ absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
               return s;
             }
             return count();
-          });
+          },
+          &copy.changelog_end);
       !s.ok()) {
     return s;
   }

@@ -44,6 +44,9 @@ namespace idem::kafka {
 struct StandbyCopy {
   int64_t changelog_next = 0;  // the next offset to read of each topic
   int64_t dedupe_next = 0;
+  // The changelog topic's high watermark when it was last read to its end:
+  // the copy holds everything before it.
+  int64_t changelog_end = 0;
   ChangelogImageBuilder builder;
   // The engine holds the copy (the changes the builder handed out), at
   // this offset.

@@ -22,7 +22,9 @@ std::optional<std::string_view> ChangelogTxn::Relative(std::string_view key) {
   std::string_view relative = key;
   if (relative.starts_with(prefix_)) {
     relative.remove_prefix(prefix_.size());
-    if (relative != kEpochStateKey) return relative;
+    if (relative != kEpochStateKey && relative != kCheckpointStateKey) {
+      return relative;
+    }
   }
   if (refused_.ok()) {
     refused_ = absl::FailedPreconditionError(

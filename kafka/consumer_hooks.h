@@ -48,6 +48,11 @@ struct ConsumerHooks {
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).
   bool changelog_restore_ignores_epochs = false;
+  // Changelog mode, broken: a member with a checkpoint of the partition
+  // (kafka/changelog_checkpoint.h) takes its copy as current without
+  // reading the changelog after it, so another owner's commits since go
+  // unseen.
+  bool changelog_checkpoint_skips_tail = false;
   // Changelog mode, broken: the changelog's dedupe records expire at the
   // clock's time plus the window, not when the engine's records do (which
   // differs once the clock went back: the engine's time does not).

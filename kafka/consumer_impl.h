@@ -217,6 +217,10 @@ class ConsumerImpl final : public Consumer {
   void SettleWorkers(const rd_kafka_topic_partition_list_t* partitions,
                      bool lost);
 
+  // After a revocation published the outbox, in changelog mode: writes
+  // each partition's checkpoint (ChangelogKeeper::Checkpoint).
+  void CheckpointChangelogs(const rd_kafka_topic_partition_list_t* partitions);
+
   void Unassign(rd_kafka_topic_partition_list_t* partitions);
 
   // Null (no protocol) once the member has left the group, as after

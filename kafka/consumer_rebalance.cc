@@ -147,6 +147,8 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
     BatchReport published;
     if (absl::Status s = RelayOutbox(published); !s.ok()) {
       callback_error_ = s;
+    } else {
+      CheckpointChangelogs(partitions);
     }
   }
   if (commit && !hooks_.skip_revoke_commit) {
@@ -167,6 +169,19 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
     }
   }
   Unassign(partitions);
+}
+
+void ConsumerImpl::CheckpointChangelogs(
+    const rd_kafka_topic_partition_list_t* partitions) {
+  for (int i = 0; i < partitions->cnt; ++i) {
+    const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    // A checkpoint only spares the next restart a read: its failure is
+    // logged, and the revocation goes on.
+    if (absl::Status s = changelog_->Checkpoint(tp.topic, tp.partition);
+        !s.ok()) {
+      NoteError(s);
+    }
+  }
 }
 
 void ConsumerImpl::Unassign(rd_kafka_topic_partition_list_t* partitions) {

@@ -80,6 +80,13 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     relay_options.publish_first = {changelog->dedupe_topic()};
   }
   OutboxRelayHooks relay_hooks;
+  if (changelog != nullptr) {
+    relay_hooks.after_round =
+        [changelog](absl::Span<const OutboxEntry* const> published,
+                    bool complete, bool transaction) {
+          changelog->NotePublished(published, complete, transaction);
+        };
+  }
   if (options_.transactional_output) {
     absl::StatusOr<std::string> member = StoreMemberId(engine_);
     if (!member.ok()) return member.status();

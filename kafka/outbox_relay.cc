@@ -217,7 +217,16 @@ class OutboxRelayImpl final : public OutboxRelay {
   absl::StatusOr<RelayReport> CountedRound(bool next_round_follows) {
     ++stats_.rounds;
     RelayReport report;
+    round_entries_.clear();
+    round_published_.clear();
     absl::Status status = Round(report, next_round_follows);
+    if (hooks_.after_round) {
+      std::vector<const OutboxEntry*> published;
+      published.reserve(round_published_.size());
+      for (size_t i : round_published_) published.push_back(&round_entries_[i]);
+      hooks_.after_round(published, status.ok(),
+                         !options_.transactional_id.empty());
+    }
     stats_.published += report.published;
     stats_.acknowledged += report.acknowledged;
     stats_.skipped += report.skipped;
@@ -234,22 +243,35 @@ class OutboxRelayImpl final : public OutboxRelay {
   }
 
   absl::Status Round(RelayReport& report, bool next_round_follows) {
-    absl::StatusOr<std::vector<OutboxEntry>> entries =
+    absl::StatusOr<std::vector<OutboxEntry>> read =
         read_ahead_.has_value()
             ? *std::exchange(read_ahead_, std::nullopt)
             : engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
-    if (!entries.ok()) return entries.status();
-    if (entries->empty()) return absl::OkStatus();
+    if (!read.ok()) return read.status();
+    round_entries_ = *std::move(read);
+    const std::vector<OutboxEntry>& entries = round_entries_;
+    if (entries.empty()) return absl::OkStatus();
     // A full round is followed by another in a Drain: its entries are read
     // while this one publishes.
     ReadAhead next(
-        engine_, entries->back().position, options_.max_batch,
+        engine_, entries.back().position, options_.max_batch,
         next_round_follows &&
-            entries->size() == static_cast<size_t>(options_.max_batch));
+            entries.size() == static_cast<size_t>(options_.max_batch));
     if (!options_.transactional_id.empty()) {
-      return TransactionalRound(*entries, next, report);
+      return TransactionalRound(entries, next, report);
     }
-    return AtLeastOnceRound(*entries, next, report);
+    return AtLeastOnceRound(entries, next, report);
+  }
+
+  // Notes entries [first, end) of the round's plan that were published
+  // (not skipped, not dead letters) for OutboxRelayHooks::after_round.
+  void NotePublished(const RoundPlan& plan, size_t first, size_t end) {
+    if (!hooks_.after_round) return;
+    for (size_t i = first; i < end; ++i) {
+      if (plan.phase[i] != kSkip && !plan.dead_letter[i]) {
+        round_published_.push_back(i);
+      }
+    }
   }
 
   // One round of the at-least-once relay: the entries' produce calls, then
@@ -296,6 +318,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       }
     }
     ForgetRefusals(entries, prefix, plan, report);
+    NotePublished(plan, 0, prefix);
     if (published.ok() && prefix == entries.size()) read_ahead_ = next.Take();
     if (!published.ok()) {
       // A producer that failed for good (its idempotence broke) is
@@ -418,6 +441,7 @@ class OutboxRelayImpl final : public OutboxRelay {
     }
     report.skipped -= report.already_published;
     ForgetRefusals(entries, entries.size(), plan, report);
+    NotePublished(plan, already, entries.size());
     return absl::OkStatus();
   }
 
@@ -535,6 +559,10 @@ class OutboxRelayImpl final : public OutboxRelay {
   // Within a Drain: the next round's entries, read while the last round's
   // transaction committed (none after a failed round).
   std::optional<std::vector<OutboxEntry>> read_ahead_;
+  // The current round's entries, and the indexes of those it published
+  // (for OutboxRelayHooks::after_round).
+  std::vector<OutboxEntry> round_entries_;
+  std::vector<size_t> round_published_;
   RelayStats stats_;
   // Entries the brokers refused for good (max_attempts), by position.
   struct Refusal {

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "idem/engine.h"
 #include "idem/kafka/outbox_relay.h"
 #include "kafka/transactional_producer.h"
@@ -42,6 +43,15 @@ struct OutboxRelayHooks {
   // brokers refuse the transaction of a member no longer in the group
   // (KIP-447). An error aborts the round.
   std::function<absl::StatusOr<GroupOffsets>()> transaction_offsets;
+  // Set by a Consumer in changelog mode (its checkpoints): called after
+  // each round with the entries the round published (delivered and
+  // acknowledged; with transactional_id, in its committed transaction),
+  // dead letters and skipped entries left out. `complete` is false after a
+  // round that failed: what reached the brokers is then not known.
+  // `transaction`: the round was a Kafka transaction.
+  std::function<void(absl::Span<const OutboxEntry* const> published,
+                     bool complete, bool transaction)>
+      after_round;
 };
 
 // OutboxRelay::Create with hooks; OutboxRelay::Create is this with {}.

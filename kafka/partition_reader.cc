@@ -103,9 +103,10 @@ absl::StatusOr<Watermarks> PartitionReader::GetWatermarks(
 absl::Status PartitionReader::Read(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
-    absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
   absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
   if (!marks.ok()) return marks.status();
+  if (end != nullptr) *end = marks->high;
   const int64_t start = std::max(from, marks->low);
   if (start >= marks->high) return absl::OkStatus();
 

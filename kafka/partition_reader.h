@@ -63,9 +63,12 @@ class PartitionReader {
   // when the call starts, in offset order. Stops at and returns the first
   // non-OK status of `visit`. kDeadlineExceeded if no record arrives for
   // `timeout` while records are still due; Kafka errors as FromKafkaError.
+  // `*end`, if given, is set to that high watermark: on success, the offset
+  // after the last one read (or skipped, as a transaction's marker is).
   absl::Status Read(const std::string& topic, int32_t partition, int64_t from,
                     absl::Duration timeout,
-                    absl::FunctionRef<absl::Status(const LogRecord&)> visit);
+                    absl::FunctionRef<absl::Status(const LogRecord&)> visit,
+                    int64_t* end = nullptr);
 
  private:
   explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}

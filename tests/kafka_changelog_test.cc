@@ -490,7 +490,9 @@ TEST_F(KafkaChangelogTest, ChangelogCurrentCopyIsKept) {
     EXPECT_FALSE(r.restored)
         << r.partition << " offset " << r.offset.value_or(-9) << " orphans "
         << r.orphans << " epoch " << r.epoch << " read " << r.records_read;
-    EXPECT_GT(r.records_read, 0);
+    // The checkpoint written at the close (nothing published since) spares
+    // the check any read (tests/kafka_checkpoint_test.cc).
+    EXPECT_EQ(r.records_read, 0);
   }
   ExpectExact(*a, all);
 }

@@ -62,11 +62,12 @@ struct RestoreReport {
   // The partition's committed offset afterwards (the changelog's); nullopt
   // if nothing was processed yet: the partition is read from its start.
   std::optional<int64_t> offset;
-  // Records read from both changelog topics, and their keys' and values'
-  // bytes; what was restored: state entries written (a restore applies the
-  // changelog in chunks of 100,000 records, and a key written in several
-  // counts in each), live dedupe records, and state keys set back because
-  // a previous owner left a commit half-published.
+  // Records read from both changelog topics (a member with a checkpoint of
+  // the partition reads from there: docs/scale-out.md, "Restarts"), and
+  // their keys' and values' bytes; what was restored: state entries written (a
+  // restore applies the changelog in chunks of 100,000 records, and a key
+  // written in several counts in each), live dedupe records, and state keys set
+  // back because a previous owner left a commit half-published.
   int64_t records_read = 0;
   int64_t bytes_read = 0;
   int64_t state_entries = 0;
