@@ -197,11 +197,10 @@ void ConsumerImpl::SleepUnlessStopped(absl::Duration duration) {
 absl::Status ConsumerImpl::Close() {
   if (rk_ == nullptr) return absl::OkStatus();
   closing_ = true;
-  // A member that already left the group (max.poll.interval.ms passed) has
-  // nothing to commit in the revocation below.
-  if (rd_kafka_assignment_lost(rk_.get())) {
-    out_of_group_ = true;
-    ServeLostRevocation();
+  if (rd_kafka_assignment_lost(rk_.get())) expelled_ = true;
+  if (expelled_) {
+    CloseExpelled();
+    return absl::OkStatus();
   }
   // Revokes the assignment (committing its offsets) and leaves the group.
   absl::Status status =
@@ -212,16 +211,27 @@ absl::Status ConsumerImpl::Close() {
   return status;
 }
 
-void ConsumerImpl::ServeLostRevocation() {
-  // librdkafka queued the revocation when the member left the group; if
-  // the close served it instead, the group could already have terminated
-  // when the callback's unassign reaches it, and that unassign would wait
-  // for good. Served here, before the close starts, the group answers it.
-  // Records still fetched are dropped: the partitions are another
-  // member's now.
-  for (int i = 0; i < 20 && rd_kafka_assignment_lost(rk_.get()); ++i) {
-    MessagePtr message(rd_kafka_consumer_poll(rk_.get(), 50));
+void ConsumerImpl::CloseExpelled() {
+  // The group no longer counts this member: there is nothing to commit and
+  // no group to leave. librdkafka's close could wait for good: the
+  // revocation callback it runs unassigns, and that call can reach a group
+  // subsystem that has terminated meanwhile (librdkafka 2.0.2). So the
+  // partitions are released here as a lost assignment is, and the handle
+  // is destroyed without librdkafka's close.
+  PartitionListPtr held(
+      rd_kafka_topic_partition_list_new(static_cast<int>(assignment_.size())));
+  for (const TopicPartition& tp : assignment_) {
+    rd_kafka_topic_partition_list_add(held.get(), tp.first.c_str(), tp.second);
   }
+  ++stats_.revocations;
+  if (runner_ != nullptr) {
+    SettleWorkers(held.get(), /*lost=*/true);
+  } else {
+    DropInFlight(held.get());
+  }
+  Release(held.get(), /*lost=*/true);
+  in_flight_.clear();  // messages go before the handle that owns them
+  rd_kafka_destroy_flags(rk_.release(), RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 ConsumerStats ConsumerImpl::stats() const {

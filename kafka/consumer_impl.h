@@ -75,10 +75,10 @@ class ConsumerImpl final : public Consumer {
   void Stop() override { stop_.store(true, std::memory_order_release); }
 
   absl::Status Close() override;
-  // Close, for a member whose assignment was lost: serves the revocation
-  // librdkafka queued then (up to a second), so the group is still there
-  // to take the callback's unassign.
-  void ServeLostRevocation();
+  // Close for a member the group no longer counts (expelled_): releases
+  // its partitions as lost and destroys the handle without librdkafka's
+  // close.
+  void CloseExpelled();
 
   std::vector<std::pair<std::string, int32_t>> Assignment() const override {
     return {assignment_.begin(), assignment_.end()};
@@ -221,6 +221,10 @@ class ConsumerImpl final : public Consumer {
   // each partition's checkpoint (ChangelogKeeper::Checkpoint).
   void CheckpointChangelogs(const rd_kafka_topic_partition_list_t* partitions);
 
+  // Revoke's last step, and CloseExpelled's: forgets the partitions (the
+  // changelog's fences too) and calls on_revoke, or on_lost when `lost`.
+  void Release(const rd_kafka_topic_partition_list_t* partitions, bool lost);
+
   void Unassign(rd_kafka_topic_partition_list_t* partitions);
 
   // Null (no protocol) once the member has left the group, as after
@@ -334,6 +338,10 @@ class ConsumerImpl final : public Consumer {
   // group; until an assignment or a membership check says otherwise, its
   // revocations commit and publish nothing.
   bool out_of_group_ = false;
+  // The group refused this member as unknown, of an old generation or
+  // fenced (MembershipHolds), or librdkafka reported its assignment lost;
+  // until the next assignment. Close then skips librdkafka's close.
+  bool expelled_ = false;
   bool closing_ = false;  // Close has begun
   // Partitions PauseInput paused (backpressure), resumed by ResumeInput.
   std::set<TopicPartition> backpressured_;

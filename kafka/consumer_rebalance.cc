@@ -54,6 +54,7 @@ void ConsumerImpl::OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t err,
 
 void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
   out_of_group_ = false;
+  expelled_ = false;
   ++stats_.assignments;
   PartitionListPtr group;
   if (options_.check_group_offsets) {
@@ -154,6 +155,12 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
   if (commit && !hooks_.skip_revoke_commit) {
     CommitEngineOffsets(partitions);
   }
+  Release(partitions, lost);
+  Unassign(partitions);
+}
+
+void ConsumerImpl::Release(const rd_kafka_topic_partition_list_t* partitions,
+                           bool lost) {
   const auto& listener = lost ? options_.on_lost : options_.on_revoke;
   for (int i = 0; i < partitions->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = partitions->elems[i];
@@ -168,7 +175,6 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
       if (!s.ok()) NoteError(s);
     }
   }
-  Unassign(partitions);
 }
 
 void ConsumerImpl::CheckpointChangelogs(

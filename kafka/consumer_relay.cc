@@ -194,6 +194,7 @@ absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
 bool ConsumerImpl::MembershipHolds() {
   if (rd_kafka_assignment_lost(rk_.get())) {
     out_of_group_ = true;
+    expelled_ = true;
     return false;
   }
   // Closing: librdkafka's view only (see Revoke).
@@ -215,13 +216,17 @@ bool ConsumerImpl::MembershipHolds() {
   switch (err) {
     case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION:
     case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
-    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
     case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID:
+      expelled_ = true;
+      out_of_group_ = true;
+      return false;
+    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
       out_of_group_ = true;
       return false;
     default:
       NoteCommit(err);
       out_of_group_ = false;
+      expelled_ = false;
       return true;
   }
 }
