@@ -109,7 +109,10 @@ class Consumer {
   virtual void Stop() = 0;
 
   // Commits offsets, leaves the group (so its partitions are reassigned at
-  // once) and destroys the librdkafka handle. Idempotent.
+  // once) and destroys the librdkafka handle. Idempotent. A member the group
+  // no longer counts (its assignment lost, or its commits refused as from
+  // an unknown member or an old generation) commits nothing and does not
+  // leave: its partitions are released as lost (on_lost).
   virtual absl::Status Close() = 0;
 
   // The partitions currently assigned to this consumer, sorted.

@@ -281,7 +281,8 @@ struct ConsumerOptions {
   // ConsumerRebalanceListener.onPartitionsRevoked. Default: unset.
   std::function<void(const std::string& topic, int32_t partition)> on_revoke;
   // Called instead of on_revoke when the assignment was lost (the session
-  // timed out, or the member was fenced): another member may own the
+  // timed out, or the member was fenced; also by Close of a member the
+  // group no longer counts): another member may own the
   // partition already, so its in-flight records were dropped unprocessed
   // and nothing was committed to Kafka for it, as
   // ConsumerRebalanceListener.onPartitionsLost. Default: unset.
