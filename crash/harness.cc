@@ -15,6 +15,8 @@
 #include <iterator>
 #include <map>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -50,28 +52,25 @@ enum class CycleCrash { kKill, kPowerLoss, kKillPoint };
 // final run.
 enum class RunKind { kCrash, kEpochEnd, kFinal };
 
-// Bounds of CrashTestOptions (documented in idem/crash/harness.h and in
-// idem-crashtest's flags).
-constexpr int kMaxCycles = 1000000;
-constexpr int kMaxThreads = 256;
-// The harness keeps each message and the IDs seen in memory (a few hundred
-// bytes a message, in the harness and in each verifier child): this keeps a
-// run within a few GiB.
-constexpr size_t kMaxMessages = 2000000;
-constexpr int kMaxPartitions = 1024;
-constexpr int kMaxBatch = 10000;
-constexpr int kMaxExpiryBuckets = 64;
-constexpr absl::Duration kMaxKillDelay = absl::Minutes(1);
+// One worker run, as Run::RunOnce plans it.
+struct RunPlan {
+  RunKind kind = RunKind::kCrash;
+  bool final = false;  // crash-free, to the end of the stream (not kCrash)
+  CycleCrash crash = CycleCrash::kKill;  // kKill when final
+  bool power_loss = false;  // unsynced writes are dropped after the crash
+  std::string log_path;
+};
+
+// How a worker run ended.
+struct RunEnd {
+  int status = 0;        // the worker's wait status
+  bool crashed = false;  // by the run's crash (never when final)
+  bool torn = false;     // a power loss that keeps part of the unsynced writes
+};
 
 // Worker runs in a row that may end without a crash before RunCrashTest
 // gives up: the stream is too short for the crash to land in it.
 constexpr int kMaxRunsWithoutCrash = 100;
-
-absl::Status OutOfRange(absl::string_view field, int64_t lo, int64_t hi,
-                        int64_t got) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " must be in [", lo, ", ", hi, "], got ", got));
-}
 
 // How counterexamples name a run.
 std::string RunLabel(const CycleProgress& p) {
@@ -370,19 +369,52 @@ class Run {
   // kinds run crash-free to the end of the stream and return false. Then
   // crashes the recovery now and then, verifies, and reports progress.
   absl::StatusOr<bool> RunOnce(RunKind kind) {
-    const bool final = kind != RunKind::kCrash;
-    const CycleCrash crash = final ? CycleCrash::kKill : PickCrash();
-    const bool power_loss = crash != CycleCrash::kKill;
+    const RunPlan plan = PlanRun(kind);
+    absl::StatusOr<int> status = RunWorkerProcess(plan);
+    if (!status.ok()) return status.status();
+    const RunEnd end = CountRunEnd(plan, *status);
+    if (absl::Status s = AfterCrash(plan.power_loss, end.torn); !s.ok()) {
+      return s;
+    }
+    CycleProgress progress = ProgressOf(plan, end);
+    const std::string label = RunLabel(progress);
+
+    absl::StatusOr<CycleEvents> events =
+        ReadCycleEvents(plan.log_path, options_.partitions);
+    if (!events.ok()) return events.status();
+    AddEvents(*events);
+    CheckEvents(*events, end, label);
+
+    if (absl::Status s = MaybeCrashRecovery(plan, end); !s.ok()) return s;
+    absl::StatusOr<VerifyOutput> out = Verify(plan, *events);
+    if (!out.ok()) return out.status();
+    Record(label, *out);
+    ReportProgress(std::move(progress), *events, *out);
+    return end.crashed;
+  }
+
+  // The run's crash kind and log file; counts the run.
+  RunPlan PlanRun(RunKind kind) {
+    RunPlan plan;
+    plan.kind = kind;
+    plan.final = kind != RunKind::kCrash;
+    plan.crash = plan.final ? CycleCrash::kKill : PickCrash();
+    plan.power_loss = plan.crash != CycleCrash::kKill;
     if (kind == RunKind::kCrash) {
       ++attempt_;
     }
-    const std::string log_path = LogPath(kind);
+    plan.log_path = LogPath(kind);
     ++runs_;
+    return plan;
+  }
 
+  // The worker of run `plan`: it starts at the acknowledged offsets, and a
+  // kill-point run arms its kill point.
+  WorkerConfig WorkerConfigFor(const RunPlan& plan) {
     WorkerConfig config;
     config.store_path = store_;
     config.downstream_path = downstream_;
-    config.log_path = log_path;
+    config.log_path = plan.log_path;
     config.durability = options_.durability;
     config.self_test = options_.self_test;
     config.threads = options_.threads;
@@ -397,8 +429,14 @@ class Run {
     for (int p = 0; p < options_.partitions; ++p) {
       config.start_offsets.push_back(acked_offsets_[p] + 1);
     }
-    if (crash == CycleCrash::kKillPoint) ArmKillPoint(&config.crash_fs);
+    if (plan.crash == CycleCrash::kKillPoint) ArmKillPoint(&config.crash_fs);
+    return config;
+  }
 
+  // Forks the worker and returns its wait status once it has ended, on its
+  // own or by the crash.
+  absl::StatusOr<int> RunWorkerProcess(const RunPlan& plan) {
+    WorkerConfig config = WorkerConfigFor(plan);
     int ready[2];
     if (::pipe(ready) != 0) {
       return absl::UnavailableError(
@@ -415,29 +453,43 @@ class Run {
       RunWorker(config, stream_, workload_);
     }
     ::close(ready[1]);
-
-    int status = 0;
-    if (final || crash == CycleCrash::kKillPoint) {
-      status = WaitOrKill(pid, final ? absl::Minutes(30) : absl::Seconds(60));
-    } else {
-      // One timed kill in five may land in Open (recovery); the others are
-      // timed from when the worker starts consuming.
-      if (rng_() % 5 != 0) {
-        char byte;
-        while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
-        }
-      }
-      absl::SleepFor(RandomDelay(options_.max_kill_delay));
-      ::kill(pid, SIGKILL);
-      status = WaitFor(pid);
-    }
+    const int status = WaitOrCrash(plan, pid, ready[0]);
     ::close(ready[0]);
+    return status;
+  }
+
+  // Waits for worker `pid`: a crash-free or kill-point run until it ends
+  // (SIGKILLed if it hangs), the others until a SIGKILL at a random time.
+  // `ready_fd` reads the byte the worker writes once its store is open.
+  int WaitOrCrash(const RunPlan& plan, pid_t pid, int ready_fd) {
+    if (plan.final || plan.crash == CycleCrash::kKillPoint) {
+      return WaitOrKill(pid,
+                        plan.final ? absl::Minutes(30) : absl::Seconds(60));
+    }
+    // One timed kill in five may land in Open (recovery); the others are
+    // timed from when the worker starts consuming.
+    if (rng_() % 5 != 0) {
+      char byte;
+      while (::read(ready_fd, &byte, 1) < 0 && errno == EINTR) {
+      }
+    }
+    absl::SleepFor(RandomDelay(options_.max_kill_delay));
+    ::kill(pid, SIGKILL);
+    return WaitFor(pid);
+  }
+
+  // How the run ended, counted in the report: a crash by its kind, or a
+  // crash cycle's run that stopped before the crash came.
+  RunEnd CountRunEnd(const RunPlan& plan, int status) {
+    RunEnd end;
+    end.status = status;
     // A crash-free run killed by the timeout did not crash on purpose: it is
-    // reported as a worker that died (below), not counted as a crash.
-    const bool crashed = !final && KilledBySigkill(status);
-    const bool torn = crash == CycleCrash::kPowerLoss && (rng_() % 2 == 1);
-    if (crashed) {
-      switch (crash) {
+    // reported as a worker that died (CheckWorkerErrors), not counted as a
+    // crash.
+    end.crashed = !plan.final && KilledBySigkill(status);
+    end.torn = plan.crash == CycleCrash::kPowerLoss && (rng_() % 2 == 1);
+    if (end.crashed) {
+      switch (plan.crash) {
         case CycleCrash::kKill:
           ++report_.kills;
           break;
@@ -448,66 +500,84 @@ class Run {
           ++report_.kill_points;
           break;
       }
-      if (torn) ++report_.torn_writes;
-    } else if (!final) {
+      if (end.torn) ++report_.torn_writes;
+      attempt_ = 0;  // the next crash cycle starts at its first attempt
+    } else if (!plan.final) {
       ++report_.cycles_without_crash;
     }
-    if (absl::Status s = AfterCrash(power_loss, torn); !s.ok()) return s;
+    return end;
+  }
 
+  // The run's progress report, without its summary.
+  CycleProgress ProgressOf(const RunPlan& plan, const RunEnd& end) const {
     CycleProgress progress;
-    progress.kind = kind == RunKind::kFinal ? CycleProgress::Kind::kFinalRun
-                    : kind == RunKind::kEpochEnd
-                        ? CycleProgress::Kind::kEpochEnd
-                    : crashed ? CycleProgress::Kind::kCrashCycle
-                              : CycleProgress::Kind::kNoCrash;
-    progress.cycle = report_.cycles + (kind == RunKind::kCrash ? 1 : 0);
+    progress.kind =
+        plan.kind == RunKind::kFinal      ? CycleProgress::Kind::kFinalRun
+        : plan.kind == RunKind::kEpochEnd ? CycleProgress::Kind::kEpochEnd
+        : end.crashed                     ? CycleProgress::Kind::kCrashCycle
+                                          : CycleProgress::Kind::kNoCrash;
+    progress.cycle = report_.cycles + (plan.kind == RunKind::kCrash ? 1 : 0);
     progress.cycles = options_.cycles;
     progress.epoch = report_.epochs;
     if (progress.kind == CycleProgress::Kind::kCrashCycle) {
-      progress.crash = crash == CycleCrash::kKill ? "kill"
-                       : crash == CycleCrash::kPowerLoss
-                           ? (torn ? "power loss (torn)" : "power loss")
+      progress.crash = plan.crash == CycleCrash::kKill ? "kill"
+                       : plan.crash == CycleCrash::kPowerLoss
+                           ? (end.torn ? "power loss (torn)" : "power loss")
                            : "kill point";
-      attempt_ = 0;
     }
-    const std::string label = RunLabel(progress);
+    return progress;
+  }
 
-    absl::StatusOr<CycleEvents> events =
-        ReadCycleEvents(log_path, options_.partitions);
-    if (!events.ok()) return events.status();
-    for (const std::string& id : events->invoked) {
+  // Adds what the run's event log says was delivered, acknowledged and
+  // published to the epoch's sets and to the report's counts.
+  void AddEvents(const CycleEvents& events) {
+    for (const std::string& id : events.invoked) {
       delivered_.insert(id);
-      if (!events->acked.contains(id)) in_flight_.insert(id);
+      if (!events.acked.contains(id)) in_flight_.insert(id);
     }
-    for (const std::string& id : events->acked) acked_.insert(id);
+    for (const std::string& id : events.acked) acked_.insert(id);
     for (int p = 0; p < options_.partitions; ++p) {
-      acked_offsets_[p] = std::max(acked_offsets_[p], events->acked_offsets[p]);
+      acked_offsets_[p] = std::max(acked_offsets_[p], events.acked_offsets[p]);
     }
-    report_.deliveries += events->deliveries;
-    report_.acknowledged += events->acked_deliveries;
-    report_.duplicates_suppressed += events->duplicates;
-    report_.conflicts_rejected += events->conflicts;
+    report_.deliveries += events.deliveries;
+    report_.acknowledged += events.acked_deliveries;
+    report_.duplicates_suppressed += events.duplicates;
+    report_.conflicts_rejected += events.conflicts;
+    report_.published += events.published.size();
+  }
+
+  // The invariants the event log shows by itself: conflicts_rejected,
+  // one_content_per_id over the epoch's publications, and worker_errors.
+  void CheckEvents(const CycleEvents& events, const RunEnd& end,
+                   const std::string& label) {
     if (options_.detect_conflicts) {
       ++invariants_["conflicts_rejected"].checks;
-      if (!events->unrejected_conflicts.empty()) {
+      if (!events.unrejected_conflicts.empty()) {
         RecordViolation("conflicts_rejected", label,
                         absl::StrCat("the conflicting redelivery of ",
-                                     events->unrejected_conflicts.front()));
+                                     events.unrejected_conflicts.front()));
       }
     }
-    report_.published += events->published.size();
     if (!downstream_.empty()) {
       // One message ID published with two contents, over the epoch's runs.
-      const std::string conflict = AddPublished(events->published, published_);
+      const std::string conflict = AddPublished(events.published, published_);
       if (!conflict.empty()) {
         RecordViolation("one_content_per_id", label, conflict);
       }
     }
+    CheckWorkerErrors(events, end, label);
+  }
+
+  // A worker error in the log, or a worker that neither crashed nor
+  // finished.
+  void CheckWorkerErrors(const CycleEvents& events, const RunEnd& end,
+                         const std::string& label) {
     ++invariants_["worker_errors"].checks;
-    if (!events->errors.empty()) {
-      RecordViolation("worker_errors", label, events->errors.front());
+    if (!events.errors.empty()) {
+      RecordViolation("worker_errors", label, events.errors.front());
     }
-    if (!crashed && !events->done && events->errors.empty()) {
+    if (!end.crashed && !events.done && events.errors.empty()) {
+      const int status = end.status;
       RecordViolation("worker_errors", label,
                       absl::StrCat("the worker died unexpectedly (",
                                    WIFSIGNALED(status) ? "signal " : "exit ",
@@ -515,31 +585,47 @@ class Run {
                                                        : WEXITSTATUS(status),
                                    ")"));
     }
+  }
 
-    // Crash the recovery too, now and then.
+  // Crashes the recovery too, now and then (recovery_crash_rate of the
+  // crash cycles).
+  absl::Status MaybeCrashRecovery(const RunPlan& plan, const RunEnd& end) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    if (!final && crashed && unit(rng_) < options_.recovery_crash_rate) {
-      CrashFsOptions recovery_fs;
-      recovery_fs.journal_path = journal_;
-      if (crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery_fs);
-      const pid_t rpid = ::fork();
-      if (rpid < 0) {
-        return absl::UnavailableError(
-            absl::StrCat("fork: ", std::strerror(errno)));
-      }
-      if (rpid == 0) {
-        RunRecovery(store_, downstream_, recovery_fs, options_.durability,
-                    options_.expiry_buckets, options_.dedupe_scope);
-      }
-      if (crash != CycleCrash::kKillPoint) {
-        absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
-        ::kill(rpid, SIGKILL);
-      }
-      const int rstatus = WaitOrKill(rpid, absl::Seconds(60));
-      if (KilledBySigkill(rstatus)) ++report_.recovery_crashes;
-      if (absl::Status s = AfterCrash(power_loss, false); !s.ok()) return s;
+    if (!plan.final && end.crashed &&
+        unit(rng_) < options_.recovery_crash_rate) {
+      return CrashRecovery(plan);
     }
+    return absl::OkStatus();
+  }
 
+  // Forks a recovery (Open of the stores) and crashes it as the worker was:
+  // at a kill point, or by a SIGKILL within 40 ms.
+  absl::Status CrashRecovery(const RunPlan& plan) {
+    CrashFsOptions recovery_fs;
+    recovery_fs.journal_path = journal_;
+    if (plan.crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery_fs);
+    const pid_t rpid = ::fork();
+    if (rpid < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("fork: ", std::strerror(errno)));
+    }
+    if (rpid == 0) {
+      RunRecovery(store_, downstream_, recovery_fs, options_.durability,
+                  options_.expiry_buckets, options_.dedupe_scope);
+    }
+    if (plan.crash != CycleCrash::kKillPoint) {
+      absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
+      ::kill(rpid, SIGKILL);
+    }
+    const int rstatus = WaitOrKill(rpid, absl::Seconds(60));
+    if (KilledBySigkill(rstatus)) ++report_.recovery_crashes;
+    return AfterCrash(plan.power_loss, false);
+  }
+
+  // Checks the store's invariants in a child process; notes the time its
+  // Open (recovery) took.
+  absl::StatusOr<VerifyOutput> Verify(const RunPlan& plan,
+                                      const CycleEvents& events) {
     VerifyInput input;
     input.stream = &stream_;
     input.dedupe_scope = options_.dedupe_scope;
@@ -547,30 +633,31 @@ class Run {
     input.delivered = &delivered_;
     input.acked = &acked_;
     input.in_flight = &in_flight_;
-    input.commits = &events->commits;
-    input.final_check = final;
+    input.commits = &events.commits;
+    input.final_check = plan.final;
     input.downstream_path = downstream_;
     input.published = &published_;
     absl::StatusOr<VerifyOutput> out = VerifyStoreInChild(store_, input);
-    if (!out.ok()) return out.status();
-    if (out->opened) {
+    if (out.ok() && out->opened) {
       open_times_.Add(absl::ToDoubleMicroseconds(out->open_time));
     }
-    Record(label, *out);
+    return out;
+  }
 
-    if (options_.progress) {
-      progress.summary = absl::StrFormat(
-          "%d delivered, %d acked, %d duplicates; open %s; %s",
-          events->deliveries, events->acked_deliveries, events->duplicates,
-          out->opened
-              ? absl::StrCat(absl::ToInt64Milliseconds(out->open_time), "ms")
-              : "no store yet",
-          out->violations.empty()
-              ? "ok"
-              : absl::StrCat(out->violations.size(), " VIOLATION(S)"));
-      options_.progress(progress);
-    }
-    return crashed;
+  // Calls options_.progress, if set, with the run's summary.
+  void ReportProgress(CycleProgress progress, const CycleEvents& events,
+                      const VerifyOutput& out) {
+    if (!options_.progress) return;
+    progress.summary = absl::StrFormat(
+        "%d delivered, %d acked, %d duplicates; open %s; %s", events.deliveries,
+        events.acked_deliveries, events.duplicates,
+        out.opened
+            ? absl::StrCat(absl::ToInt64Milliseconds(out.open_time), "ms")
+            : "no store yet",
+        out.violations.empty()
+            ? "ok"
+            : absl::StrCat(out.violations.size(), " VIOLATION(S)"));
+    options_.progress(progress);
   }
 
   const CrashTestOptions& options_;
@@ -601,76 +688,6 @@ bool CrashTestReport::passed() const {
     if (!r.passed) return false;
   }
   return true;
-}
-
-absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
-  if (o.dir.empty()) return absl::InvalidArgumentError("dir is required");
-  if (o.cycles < 0 || o.cycles > kMaxCycles) {
-    return OutOfRange("cycles", 0, kMaxCycles, o.cycles);
-  }
-  if (o.threads < 1 || o.threads > kMaxThreads) {
-    return OutOfRange("threads", 1, kMaxThreads, o.threads);
-  }
-  if (o.messages > kMaxMessages) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "messages must be in [0, ", kMaxMessages, "], got ", o.messages));
-  }
-  if (o.partitions < 1 || o.partitions > kMaxPartitions) {
-    return OutOfRange("partitions", 1, kMaxPartitions, o.partitions);
-  }
-  if (o.max_batch < 1 || o.max_batch > kMaxBatch) {
-    return OutOfRange("max_batch", 1, kMaxBatch, o.max_batch);
-  }
-  if (o.expiry_buckets < 0 || o.expiry_buckets > kMaxExpiryBuckets) {
-    return OutOfRange("expiry_buckets", 0, kMaxExpiryBuckets, o.expiry_buckets);
-  }
-  if (o.dedupe_scope != DedupeScope::kStore &&
-      o.dedupe_scope != DedupeScope::kPartition) {
-    return absl::InvalidArgumentError(
-        "dedupe_scope is not a DedupeScope value");
-  }
-  const std::pair<const char*, double> rates[] = {
-      {"producer_duplicate_rate", o.producer_duplicate_rate},
-      {"concurrent_duplicate_rate", o.concurrent_duplicate_rate},
-      {"recovery_crash_rate", o.recovery_crash_rate}};
-  for (const auto& [name, rate] : rates) {
-    if (!(rate >= 0 && rate <= 1)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, " must be in [0, 1], got ", rate));
-    }
-  }
-  if (o.self_test == SelfTest::kLostUpdates && o.threads < 2) {
-    return absl::InvalidArgumentError(
-        "self_test=lost_updates needs threads >= 2");
-  }
-  if (o.self_test == SelfTest::kIgnoreConflicts && !o.detect_conflicts) {
-    return absl::InvalidArgumentError(
-        "self_test=ignore_conflicts needs detect_conflicts");
-  }
-  if (o.max_kill_delay < absl::ZeroDuration() ||
-      o.max_kill_delay > kMaxKillDelay) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_kill_delay must be in [0, ", absl::FormatDuration(kMaxKillDelay),
-        "], got ", absl::FormatDuration(o.max_kill_delay)));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
-                                      const Workload& workload) {
-  if (absl::Status s = ValidateCrashTestOptions(options); !s.ok()) return s;
-  const char* outbox_self_test =
-      options.self_test == SelfTest::kEmitOutsideCommit  ? "emit_outside_commit"
-      : options.self_test == SelfTest::kAckBeforePublish ? "ack_before_publish"
-                                                         : nullptr;
-  if (outbox_self_test != nullptr && workload.downstream() == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("self_test=", outbox_self_test,
-                     " needs a workload whose handler emits, with a "
-                     "downstream (e.g. pipeline), got ",
-                     workload.name()));
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<CrashTestReport> RunCrashTest(const CrashTestOptions& options,

@@ -3,7 +3,11 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -33,12 +37,7 @@ struct StreamEmits {
 // a message's emits are named by its partition too (OutboxMessageId).
 StreamEmits EmitsOf(const Stream& stream, const Downstream& downstream,
                     bool partition_scope) {
-  std::vector<int32_t> partition_of(stream.messages.size(), 0);
-  for (size_t p = 0; p < stream.partitions.size(); ++p) {
-    for (uint32_t index : stream.partitions[p]) {
-      partition_of[index] = static_cast<int32_t>(p);
-    }
-  }
+  const std::vector<int32_t> partition_of = MessagePartitions(stream);
   StreamEmits emits;
   emits.ids.resize(stream.messages.size());
   for (size_t i = 0; i < stream.messages.size(); ++i) {
@@ -63,7 +62,7 @@ std::string Describe(const Stream& stream, const Emit& emit) {
 }
 
 // The downstream's records of what it applied, by message ID.
-absl::StatusOr<std::map<std::string, AppliedRecord>> ReadApplied(
+absl::StatusOr<std::map<std::string, AppliedRecord>> AppliedRecords(
     Engine& downstream) {
   std::map<std::string, AppliedRecord> applied;
   absl::Status s = downstream.Dump([&](const DumpEntry& e) -> absl::Status {
@@ -106,6 +105,206 @@ void CheckContent(const std::string& where, const std::string& message_id,
   }
 }
 
+// Opens the downstream store at `path`; null if there is none yet.
+absl::StatusOr<std::unique_ptr<Engine>> OpenDownstream(
+    const std::string& path) {
+  Options options;
+  options.create_if_missing = false;
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Open(path, options);
+  if (absl::IsNotFound(engine.status())) return std::unique_ptr<Engine>();
+  return engine;
+}
+
+// The outbox checks of one verification (CheckOutbox), over the outbox, the
+// downstream's records of what it applied and every committed message's
+// emits.
+class OutboxChecker {
+ public:
+  OutboxChecker(const VerifyInput& in, const std::vector<bool>& committed,
+                Checker& check)
+      : in_(in),
+        stream_(*in.stream),
+        downstream_(*in.workload->downstream()),
+        committed_(committed),
+        check_(check),
+        emits_(EmitsOf(stream_, downstream_,
+                       in.dedupe_scope == DedupeScope::kPartition)) {}
+
+  // The outbox, then the downstream (none yet: nothing applied), then every
+  // committed emit; the checks stop where what they read cannot be read.
+  void Run(Engine& upstream) {
+    if (!CheckPending(upstream)) return;
+    absl::StatusOr<std::unique_ptr<Engine>> downstream =
+        OpenDownstream(in_.downstream_path);
+    if (!downstream.ok()) {
+      check_.Violation("recovery_opens",
+                       absl::StrCat("the downstream store: ",
+                                    downstream.status().ToString()));
+      return;
+    }
+    if (*downstream != nullptr && !ReadApplied(**downstream)) return;
+    CheckApplied(downstream->get());
+    CheckNoLostEmit();
+  }
+
+ private:
+  // The outbox: one content per message ID, a committed input for every
+  // entry and, after a crash-free run, no entry left. Notes each entry's
+  // content. False if the outbox could not be read.
+  bool CheckPending(Engine& upstream) {
+    absl::StatusOr<std::vector<OutboxEntry>> pending =
+        upstream.ReadOutbox(std::numeric_limits<size_t>::max());
+    if (!pending.ok()) {
+      check_.Violation(
+          "no_lost_emit",
+          absl::StrCat("reading the outbox: ", pending.status().ToString()));
+      return false;
+    }
+    for (const OutboxEntry& e : *pending) {
+      const std::string content = EntryContent(e);
+      CheckContent(absl::StrCat("the outbox entry at position ", e.position),
+                   e.message_id, content, in_.published, pending_contents_,
+                   check_);
+      pending_contents_.emplace(e.message_id, content);
+      if (CommittedEmit(e.message_id) == nullptr) {
+        check_.Violation(
+            "downstream_exactly_once",
+            absl::StrCat(
+                "the outbox entry at position ", e.position, " (", e.message_id,
+                ") has no committed input: ", Uncommitted(e.message_id)));
+      }
+    }
+    if (in_.final_check && !pending->empty()) {
+      check_.Violation(
+          "final_complete",
+          absl::StrCat("the outbox still holds ", pending->size(),
+                       " entries after the crash-free run (the first at "
+                       "position ",
+                       pending->front().position, ")"));
+    }
+    return true;
+  }
+
+  // Reads the downstream's records of what it applied; false if they could
+  // not be read.
+  bool ReadApplied(Engine& downstream) {
+    absl::StatusOr<std::map<std::string, AppliedRecord>> read =
+        AppliedRecords(downstream);
+    if (!read.ok()) {
+      check_.Violation(
+          "downstream_exactly_once",
+          absl::StrCat("reading the downstream: ", read.status().ToString()));
+      return false;
+    }
+    applied_ = *std::move(read);
+    return true;
+  }
+
+  // Every applied entry (CheckAppliedRecord), and the downstream's state
+  // (`downstream`, null if there is no store yet) against them.
+  void CheckApplied(Engine* downstream) {
+    std::vector<AppliedEntry> entries;
+    for (const auto& [message_id, record] : applied_) {
+      std::optional<AppliedEntry> entry =
+          CheckAppliedRecord(message_id, record);
+      if (entry.has_value()) entries.push_back(*std::move(entry));
+    }
+    if (downstream != nullptr) {
+      if (absl::Status s = downstream_.VerifyDownstream(*downstream, entries);
+          !s.ok()) {
+        check_.Violation("downstream_exactly_once", s.ToString());
+      }
+    }
+  }
+
+  // One downstream record: its content, its committed input, applied once.
+  // Returns the entry it records, with its input if committed; nullopt if
+  // the record does not decode.
+  std::optional<AppliedEntry> CheckAppliedRecord(const std::string& message_id,
+                                                 const AppliedRecord& record) {
+    CheckContent("the downstream", message_id, record.content, in_.published,
+                 pending_contents_, check_);
+    const Emit* emit = CommittedEmit(message_id);
+    if (emit == nullptr) {
+      check_.Violation("downstream_exactly_once",
+                       absl::StrCat(message_id, " is applied downstream but ",
+                                    Uncommitted(message_id)));
+    }
+    if (record.count != 1) {
+      check_.Violation("downstream_exactly_once",
+                       absl::StrCat(message_id, " was applied ", record.count,
+                                    " times downstream"));
+    }
+    std::optional<OutboxEntry> entry =
+        ParseEntryContent(message_id, record.content);
+    if (!entry.has_value()) {
+      check_.Violation("downstream_exactly_once",
+                       absl::StrCat("the downstream's record of ", message_id,
+                                    " does not decode"));
+      return std::nullopt;
+    }
+    AppliedEntry a;
+    a.entry = *std::move(entry);
+    if (emit != nullptr) {
+      a.input = &stream_.messages[emit->message];
+      a.emit_index = emit->index;
+    }
+    return a;
+  }
+
+  // no_lost_emit: every emit of every committed message is applied, or
+  // still in the outbox (a crash-free run leaves nothing there). Reports the
+  // first lost one.
+  void CheckNoLostEmit() {
+    for (size_t i = 0; i < stream_.messages.size(); ++i) {
+      if (!committed_[i]) continue;
+      for (size_t j = 0; j < emits_.ids[i].size(); ++j) {
+        const std::string& id = emits_.ids[i][j];
+        if (applied_.contains(id)) continue;
+        if (!in_.final_check && pending_contents_.contains(id)) continue;
+        check_.Violation(
+            "no_lost_emit",
+            absl::StrCat("emit ", j, " of ", stream_.messages[i].id, " (", id,
+                         in_.final_check
+                             ? ") is not applied downstream after the "
+                               "crash-free run"
+                             : ") was committed but is neither in the outbox "
+                               "nor applied downstream"));
+        return;
+      }
+    }
+  }
+
+  // The emit that `message_id` names, if its message is committed upstream;
+  // else null.
+  const Emit* CommittedEmit(const std::string& message_id) const {
+    auto it = emits_.by_id.find(message_id);
+    return it != emits_.by_id.end() && committed_[it->second.message]
+               ? &it->second
+               : nullptr;
+  }
+
+  // Why `message_id` has no committed input.
+  std::string Uncommitted(const std::string& message_id) const {
+    auto it = emits_.by_id.find(message_id);
+    return it == emits_.by_id.end()
+               ? std::string("no stream message emits it")
+               : absl::StrCat("it is ", Describe(stream_, it->second),
+                              ", which is not committed upstream");
+  }
+
+  const VerifyInput& in_;
+  const Stream& stream_;
+  const Downstream& downstream_;
+  const std::vector<bool>& committed_;  // by stream message index
+  Checker& check_;
+  const StreamEmits emits_;
+  // The content of each message ID in the outbox.
+  absl::flat_hash_map<std::string, std::string> pending_contents_;
+  // The downstream's records of what it applied, by message ID.
+  std::map<std::string, AppliedRecord> applied_;
+};
+
 }  // namespace
 
 std::string AddPublished(
@@ -125,134 +324,8 @@ std::string AddPublished(
 
 void CheckOutbox(Engine& upstream, const VerifyInput& in,
                  const std::vector<bool>& committed, Checker& check) {
-  const Stream& stream = *in.stream;
-  const Downstream& downstream = *in.workload->downstream();
   for (const char* name : kOutboxInvariantNames) check.Evaluated(name);
-  const StreamEmits emits =
-      EmitsOf(stream, downstream, in.dedupe_scope == DedupeScope::kPartition);
-  auto committed_emit = [&](const std::string& message_id) -> const Emit* {
-    auto it = emits.by_id.find(message_id);
-    return it != emits.by_id.end() && committed[it->second.message]
-               ? &it->second
-               : nullptr;
-  };
-  auto uncommitted = [&](const std::string& message_id) {
-    auto it = emits.by_id.find(message_id);
-    return it == emits.by_id.end()
-               ? std::string("no stream message emits it")
-               : absl::StrCat("it is ", Describe(stream, it->second),
-                              ", which is not committed upstream");
-  };
-
-  // The outbox.
-  absl::StatusOr<std::vector<OutboxEntry>> pending =
-      upstream.ReadOutbox(std::numeric_limits<size_t>::max());
-  if (!pending.ok()) {
-    check.Violation("no_lost_emit", absl::StrCat("reading the outbox: ",
-                                                 pending.status().ToString()));
-    return;
-  }
-  absl::flat_hash_map<std::string, std::string> pending_contents;
-  for (const OutboxEntry& e : *pending) {
-    const std::string content = EntryContent(e);
-    CheckContent(absl::StrCat("the outbox entry at position ", e.position),
-                 e.message_id, content, in.published, pending_contents, check);
-    pending_contents.emplace(e.message_id, content);
-    if (committed_emit(e.message_id) == nullptr) {
-      check.Violation(
-          "downstream_exactly_once",
-          absl::StrCat(
-              "the outbox entry at position ", e.position, " (", e.message_id,
-              ") has no committed input: ", uncommitted(e.message_id)));
-    }
-  }
-  if (in.final_check && !pending->empty()) {
-    check.Violation(
-        "final_complete",
-        absl::StrCat("the outbox still holds ", pending->size(),
-                     " entries after the crash-free run (the first at "
-                     "position ",
-                     pending->front().position, ")"));
-  }
-
-  // The downstream.
-  Options options;
-  options.create_if_missing = false;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(in.downstream_path, options);
-  if (!engine.ok() && !absl::IsNotFound(engine.status())) {
-    check.Violation("recovery_opens", absl::StrCat("the downstream store: ",
-                                                   engine.status().ToString()));
-    return;
-  }
-  std::map<std::string, AppliedRecord> applied;
-  if (engine.ok()) {
-    absl::StatusOr<std::map<std::string, AppliedRecord>> read =
-        ReadApplied(**engine);
-    if (!read.ok()) {
-      check.Violation(
-          "downstream_exactly_once",
-          absl::StrCat("reading the downstream: ", read.status().ToString()));
-      return;
-    }
-    applied = *std::move(read);
-  }
-  std::vector<AppliedEntry> entries;
-  for (const auto& [message_id, record] : applied) {
-    CheckContent("the downstream", message_id, record.content, in.published,
-                 pending_contents, check);
-    const Emit* emit = committed_emit(message_id);
-    if (emit == nullptr) {
-      check.Violation("downstream_exactly_once",
-                      absl::StrCat(message_id, " is applied downstream but ",
-                                   uncommitted(message_id)));
-    }
-    if (record.count != 1) {
-      check.Violation("downstream_exactly_once",
-                      absl::StrCat(message_id, " was applied ", record.count,
-                                   " times downstream"));
-    }
-    std::optional<OutboxEntry> entry =
-        ParseEntryContent(message_id, record.content);
-    if (!entry.has_value()) {
-      check.Violation("downstream_exactly_once",
-                      absl::StrCat("the downstream's record of ", message_id,
-                                   " does not decode"));
-      continue;
-    }
-    AppliedEntry& a = entries.emplace_back();
-    a.entry = *std::move(entry);
-    if (emit != nullptr) {
-      a.input = &stream.messages[emit->message];
-      a.emit_index = emit->index;
-    }
-  }
-  if (engine.ok()) {
-    if (absl::Status s = downstream.VerifyDownstream(**engine, entries);
-        !s.ok()) {
-      check.Violation("downstream_exactly_once", s.ToString());
-    }
-  }
-
-  // Every emit of every committed message: applied, or still in the outbox
-  // (a crash-free run leaves nothing there).
-  for (size_t i = 0; i < stream.messages.size(); ++i) {
-    if (!committed[i]) continue;
-    for (size_t j = 0; j < emits.ids[i].size(); ++j) {
-      const std::string& id = emits.ids[i][j];
-      if (applied.contains(id)) continue;
-      if (!in.final_check && pending_contents.contains(id)) continue;
-      check.Violation(
-          "no_lost_emit",
-          absl::StrCat("emit ", j, " of ", stream.messages[i].id, " (", id,
-                       in.final_check
-                           ? ") is not applied downstream after the "
-                             "crash-free run"
-                           : ") was committed but is neither in the outbox "
-                             "nor applied downstream"));
-      return;
-    }
-  }
+  OutboxChecker(in, committed, check).Run(upstream);
 }
 
 }  // namespace idem::crash

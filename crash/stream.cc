@@ -10,6 +10,16 @@ size_t Stream::entries() const {
   return n;
 }
 
+std::vector<int32_t> MessagePartitions(const Stream& stream) {
+  std::vector<int32_t> partition_of(stream.messages.size(), 0);
+  for (size_t p = 0; p < stream.partitions.size(); ++p) {
+    for (uint32_t index : stream.partitions[p]) {
+      partition_of[index] = static_cast<int32_t>(p);
+    }
+  }
+  return partition_of;
+}
+
 Stream BuildStream(std::vector<StreamMessage> messages, int partitions,
                    double producer_duplicate_rate, uint64_t seed,
                    bool conflicting_redeliveries) {

@@ -29,6 +29,10 @@ struct Stream {
   size_t entries() const;
 };
 
+// Each message's partition, by index into Stream::messages (a producer
+// duplicate stays in its original's partition).
+std::vector<int32_t> MessagePartitions(const Stream& stream);
+
 // The fingerprint a conflicting redelivery carries (Message::fingerprint).
 inline constexpr char kConflictFingerprint[] = "idem-crash/conflicting";
 

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,67 +20,86 @@
 namespace idem::crash {
 namespace {
 
-void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
-  const Stream& stream = *in.stream;
-  std::vector<bool> present(stream.messages.size(), false);
-  // Each message's partition (a producer duplicate stays in its original's).
-  std::vector<int32_t> partition_of(stream.messages.size(), 0);
-  for (size_t p = 0; p < stream.partitions.size(); ++p) {
-    for (uint32_t index : stream.partitions[p]) {
-      partition_of[index] = static_cast<int32_t>(p);
-    }
+// Checks stream message `m`'s dedupe record (looked up on `partition` under
+// partition scope) against its effect and against what the event logs say
+// was delivered, acknowledged and in flight: no_lost_ack, no_phantom,
+// atomicity and bounded_in_flight. Returns whether the record is present
+// (false if it could not be read).
+bool CheckRecord(Engine& engine, const VerifyInput& in, const StreamMessage& m,
+                 int32_t partition, Checker& check) {
+  absl::StatusOr<bool> seen = in.dedupe_scope == DedupeScope::kPartition
+                                  ? engine.Seen(m.id, kStreamSource, partition)
+                                  : engine.Seen(m.id);
+  absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
+  if (!seen.ok() || !effect.ok()) {
+    check.Violation(
+        "atomicity",
+        absl::StrCat(
+            "reading ", m.id, ": ",
+            (!seen.ok() ? seen.status() : effect.status()).ToString()));
+    return false;
   }
-  std::vector<StreamMessage> applied;
+  const bool acked = in.acked->contains(m.id);
+  if (acked && !*seen) {
+    check.Violation("no_lost_ack",
+                    absl::StrCat(m.id, " was acknowledged but is absent"));
+  }
+  if (*seen && !in.delivered->contains(m.id)) {
+    check.Violation("no_phantom",
+                    absl::StrCat(m.id, " is present but was never delivered"));
+  }
+  if (*seen != *effect) {
+    check.Violation(
+        "atomicity",
+        absl::StrCat(m.id, *seen ? " is present without its effect"
+                                 : " has its effect but no dedupe record"));
+  }
+  if (*seen && !acked && !in.in_flight->contains(m.id)) {
+    check.Violation("bounded_in_flight",
+                    absl::StrCat(m.id,
+                                 " is present but was never in flight"
+                                 " unacknowledged"));
+  }
+  return *seen;
+}
+
+// Checks every stream message's record (CheckRecord); returns which are
+// present, by index.
+std::vector<bool> CheckRecords(Engine& engine, const VerifyInput& in,
+                               Checker& check) {
+  const Stream& stream = *in.stream;
   for (const char* name :
        {"no_lost_ack", "no_phantom", "atomicity", "bounded_in_flight"}) {
     check.Evaluated(name);
   }
+  const std::vector<int32_t> partition_of = MessagePartitions(stream);
+  std::vector<bool> present(stream.messages.size(), false);
   for (size_t i = 0; i < stream.messages.size(); ++i) {
-    const StreamMessage& m = stream.messages[i];
-    absl::StatusOr<bool> seen =
-        in.dedupe_scope == DedupeScope::kPartition
-            ? engine.Seen(m.id, kStreamSource, partition_of[i])
-            : engine.Seen(m.id);
-    absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
-    if (!seen.ok() || !effect.ok()) {
-      check.Violation(
-          "atomicity",
-          absl::StrCat(
-              "reading ", m.id, ": ",
-              (!seen.ok() ? seen.status() : effect.status()).ToString()));
-      continue;
-    }
-    present[i] = *seen;
-    if (*seen) applied.push_back(m);
-    const bool acked = in.acked->contains(m.id);
-    if (acked && !*seen) {
-      check.Violation("no_lost_ack",
-                      absl::StrCat(m.id, " was acknowledged but is absent"));
-    }
-    if (*seen && !in.delivered->contains(m.id)) {
-      check.Violation(
-          "no_phantom",
-          absl::StrCat(m.id, " is present but was never delivered"));
-    }
-    if (*seen != *effect) {
-      check.Violation(
-          "atomicity",
-          absl::StrCat(m.id, *seen ? " is present without its effect"
-                                   : " has its effect but no dedupe record"));
-    }
-    if (*seen && !acked && !in.in_flight->contains(m.id)) {
-      check.Violation("bounded_in_flight",
-                      absl::StrCat(m.id,
-                                   " is present but was never in flight"
-                                   " unacknowledged"));
-    }
+    present[i] =
+        CheckRecord(engine, in, stream.messages[i], partition_of[i], check);
   }
+  return present;
+}
 
+// exactly_once_effect: the workload's state is the effects of exactly the
+// `present` messages.
+void CheckEffects(Engine& engine, const VerifyInput& in,
+                  const std::vector<bool>& present, Checker& check) {
+  const Stream& stream = *in.stream;
+  std::vector<StreamMessage> applied;
+  for (size_t i = 0; i < stream.messages.size(); ++i) {
+    if (present[i]) applied.push_back(stream.messages[i]);
+  }
   check.Evaluated("exactly_once_effect");
   if (absl::Status s = in.workload->Verify(engine, applied); !s.ok()) {
     check.Violation("exactly_once_effect", s.ToString());
   }
+}
 
+// offsets_not_ahead: every entry at or below a partition's committed offset
+// is present.
+void CheckOffsets(Engine& engine, const Stream& stream,
+                  const std::vector<bool>& present, Checker& check) {
   check.Evaluated("offsets_not_ahead");
   for (size_t p = 0; p < stream.partitions.size(); ++p) {
     absl::StatusOr<std::optional<int64_t>> committed =
@@ -101,15 +123,28 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
       }
     }
   }
+}
 
-  check.Evaluated("commit_prefix");
+// The run's commits that processed messages, in commit order.
+std::vector<const CycleEvents::Commit*> InCommitOrder(
+    const std::vector<CycleEvents::Commit>& all) {
   std::vector<const CycleEvents::Commit*> commits;
-  for (const CycleEvents::Commit& c : *in.commits) {
+  for (const CycleEvents::Commit& c : all) {
     if (!c.processed.empty()) commits.push_back(&c);
   }
   std::sort(commits.begin(), commits.end(), [](const auto* a, const auto* b) {
     return a->sequence < b->sequence;
   });
+  return commits;
+}
+
+// commit_prefix: each of the run's commits survived whole or not at all,
+// and none survived after one that was lost.
+void CheckCommitPrefix(const Stream& stream,
+                       const std::vector<CycleEvents::Commit>& all,
+                       const std::vector<bool>& present, Checker& check) {
+  check.Evaluated("commit_prefix");
+  const std::vector<const CycleEvents::Commit*> commits = InCommitOrder(all);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < stream.messages.size(); ++i) {
     index[stream.messages[i].id] = i;
@@ -138,19 +173,31 @@ void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
                        first_missing->processed[0], ", ...) was lost"));
     }
   }
+}
 
-  if (in.final_check) {
-    check.Evaluated("final_complete");
-    for (size_t i = 0; i < stream.messages.size(); ++i) {
-      if (!present[i]) {
-        check.Violation("final_complete",
-                        absl::StrCat(stream.messages[i].id,
-                                     " is absent after the final run"));
-        break;
-      }
+// final_complete: after the final crash-free run, every message is present.
+void CheckFinalComplete(const Stream& stream, const std::vector<bool>& present,
+                        Checker& check) {
+  check.Evaluated("final_complete");
+  for (size_t i = 0; i < stream.messages.size(); ++i) {
+    if (!present[i]) {
+      check.Violation("final_complete",
+                      absl::StrCat(stream.messages[i].id,
+                                   " is absent after the final run"));
+      break;
     }
   }
+}
 
+// Checks the recovered store's invariants, and with a Downstream the
+// outbox's.
+void CheckStore(Engine& engine, const VerifyInput& in, Checker& check) {
+  const Stream& stream = *in.stream;
+  const std::vector<bool> present = CheckRecords(engine, in, check);
+  CheckEffects(engine, in, present, check);
+  CheckOffsets(engine, stream, present, check);
+  CheckCommitPrefix(stream, *in.commits, present, check);
+  if (in.final_check) CheckFinalComplete(stream, present, check);
   if (in.workload->downstream() != nullptr) {
     CheckOutbox(engine, in, present, check);
   }

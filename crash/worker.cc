@@ -7,7 +7,10 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "crash/event_log.h"
@@ -79,6 +82,27 @@ absl::StatusOr<OpenedStores> OpenThroughCrashFs(
   return opened;
 }
 
+// One delivery of a worker thread: the messages, their IDs and whether each
+// is a conflicting redelivery (sent with kConflictFingerprint).
+struct Batch {
+  std::vector<Message> messages;
+  std::vector<std::string> ids;
+  std::vector<bool> conflicting;
+
+  void Clear() {
+    messages.clear();
+    ids.clear();
+    conflicting.clear();
+  }
+
+  void Add(Message message, bool is_conflicting) {
+    if (is_conflicting) message.fingerprint = kConflictFingerprint;
+    ids.emplace_back(message.id);
+    conflicting.push_back(is_conflicting);
+    messages.push_back(std::move(message));
+  }
+};
+
 class Worker {
  public:
   // `relay` (null without a downstream) must outlive the worker.
@@ -135,76 +159,92 @@ class Worker {
     return workload_.Handle(m, txn);
   }
 
+  // One thread's deliveries: batches of 1 to max_batch entries from its
+  // partitions in turn, now and then with a concurrent duplicate, each
+  // acknowledged once durable and followed by a relay pass; until its
+  // partitions are consumed or a thread fails.
   void Consume(int thread) {
     std::mt19937_64 rng(config_.seed * 1000003 + thread);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int partitions = static_cast<int>(stream_.partitions.size());
-    std::vector<int> own;
-    for (int p = thread; p < partitions; p += config_.threads) own.push_back(p);
-    std::vector<Message> batch;
-    std::vector<std::string> ids;
-    std::vector<bool> conflicting;  // per message of `batch`
+    const std::vector<int> own = OwnPartitions(thread);
+    Batch batch;
     size_t next = 0;
     while (!failed_.load()) {
-      // Round-robin over this thread's partitions that have entries left.
-      int p = -1;
-      for (size_t k = 0; k < own.size(); ++k) {
-        const int q = own[(next + k) % own.size()];
-        if (cursors_[q].load() <
-            static_cast<int64_t>(stream_.partitions[q].size())) {
-          p = q;
-          next = (next + k + 1) % own.size();
-          break;
-        }
-      }
+      const int p = NextPartition(own, next);
       if (p < 0) return;
-      const auto& entries = stream_.partitions[p];
       const int64_t begin = cursors_[p].load();
       const int64_t end = std::min<int64_t>(
-          static_cast<int64_t>(entries.size()),
+          static_cast<int64_t>(stream_.partitions[p].size()),
           begin + 1 + static_cast<int64_t>(rng() % config_.max_batch));
-      batch.clear();
-      ids.clear();
-      conflicting.clear();
-      for (int64_t o = begin; o < end; ++o) {
-        const StreamMessage& m = stream_.messages[entries[o]];
-        batch.push_back(Message{.id = m.id,
-                                .payload = m.payload,
-                                .source = kStreamSource,
-                                .partition = p,
-                                .offset = o});
-        ids.push_back(m.id);
-        conflicting.push_back(Conflicting(p, o));
-        if (conflicting.back()) batch.back().fingerprint = kConflictFingerprint;
-      }
-      // Now and then deliver, concurrently with its owner, the entry another
-      // partition is about to deliver (as after a rebalance), without its
-      // offset; under partition scope with its partition, which names the
-      // message there (a delivery without it would be another message).
+      batch.Clear();
+      AddEntries(p, begin, end, batch);
       if (unit(rng) < config_.concurrent_duplicate_rate) {
-        const int q = static_cast<int>(rng() % partitions);
-        const int64_t at = std::min<int64_t>(
-            cursors_[q].load(),
-            static_cast<int64_t>(stream_.partitions[q].size()) - 1);
-        if (at >= 0) {
-          const StreamMessage& m = stream_.messages[stream_.partitions[q][at]];
-          Message duplicate;
-          duplicate.id = m.id;
-          duplicate.payload = m.payload;
-          if (config_.dedupe_scope == DedupeScope::kPartition) {
-            duplicate.source = kStreamSource;
-            duplicate.partition = q;
-          }
-          conflicting.push_back(Conflicting(q, at));
-          if (conflicting.back()) duplicate.fingerprint = kConflictFingerprint;
-          batch.push_back(duplicate);
-          ids.push_back(m.id);
-        }
+        AddConcurrentDuplicate(static_cast<int>(rng() % partitions), batch);
       }
-      if (!Deliver(p, end - 1, batch, ids, conflicting)) return;
+      if (!Deliver(p, end - 1, batch)) return;
       cursors_[p].store(end);
       if (relay_ != nullptr && !RelayOnce().ok()) return;
     }
+  }
+
+  // The partitions thread `thread` delivers: every threads-th from its own
+  // number.
+  std::vector<int> OwnPartitions(int thread) const {
+    std::vector<int> own;
+    const int partitions = static_cast<int>(stream_.partitions.size());
+    for (int p = thread; p < partitions; p += config_.threads) own.push_back(p);
+    return own;
+  }
+
+  // Round-robin over `own`, from `next`: the first partition with entries
+  // left (and `next` moves past it), or -1 if none has.
+  int NextPartition(const std::vector<int>& own, size_t& next) const {
+    for (size_t k = 0; k < own.size(); ++k) {
+      const int q = own[(next + k) % own.size()];
+      if (cursors_[q].load() <
+          static_cast<int64_t>(stream_.partitions[q].size())) {
+        next = (next + k + 1) % own.size();
+        return q;
+      }
+    }
+    return -1;
+  }
+
+  // Adds the entries at offsets [begin, end) of `partition` to `batch`.
+  void AddEntries(int partition, int64_t begin, int64_t end,
+                  Batch& batch) const {
+    const auto& entries = stream_.partitions[partition];
+    for (int64_t o = begin; o < end; ++o) {
+      const StreamMessage& m = stream_.messages[entries[o]];
+      batch.Add(Message{.id = m.id,
+                        .payload = m.payload,
+                        .source = kStreamSource,
+                        .partition = partition,
+                        .offset = o},
+                Conflicting(partition, o));
+    }
+  }
+
+  // Adds to `batch` the entry `partition` is about to deliver, delivered
+  // concurrently with its owner (as after a rebalance), without its offset;
+  // under partition scope with its partition, which names the message there
+  // (a delivery without it would be another message).
+  void AddConcurrentDuplicate(int partition, Batch& batch) const {
+    const int64_t at = std::min<int64_t>(
+        cursors_[partition].load(),
+        static_cast<int64_t>(stream_.partitions[partition].size()) - 1);
+    if (at < 0) return;
+    const StreamMessage& m =
+        stream_.messages[stream_.partitions[partition][at]];
+    Message duplicate;
+    duplicate.id = m.id;
+    duplicate.payload = m.payload;
+    if (config_.dedupe_scope == DedupeScope::kPartition) {
+      duplicate.source = kStreamSource;
+      duplicate.partition = partition;
+    }
+    batch.Add(std::move(duplicate), Conflicting(partition, at));
   }
 
   // Whether entry `offset` of `partition` is a conflicting redelivery.
@@ -216,15 +256,14 @@ class Worker {
   }
 
   // Delivers one batch and acknowledges it once durable. A conflicting
-  // redelivery (`conflicting`) must be kConflict; any other outcome is
+  // redelivery (Batch::conflicting) must be kConflict; any other outcome is
   // logged for the conflicts_rejected invariant.
-  bool Deliver(int partition, int64_t last_offset,
-               const std::vector<Message>& batch,
-               const std::vector<std::string>& ids,
-               const std::vector<bool>& conflicting) {
+  bool Deliver(int partition, int64_t last_offset, const Batch& batch) {
+    const std::vector<std::string>& ids = batch.ids;
     log_.Invoke(ids);
     absl::StatusOr<std::vector<Result>> results = engine_.ProcessBatch(
-        batch, [this](const Message& m, Txn& txn) { return Handle(m, txn); });
+        batch.messages,
+        [this](const Message& m, Txn& txn) { return Handle(m, txn); });
     if (!results.ok()) return Fail(results.status().ToString());
     std::vector<std::string> processed;
     uint64_t duplicates = 0;
@@ -239,7 +278,7 @@ class Worker {
       if (r.outcome == Outcome::kProcessed) processed.push_back(ids[i]);
       if (r.outcome == Outcome::kDuplicate) ++duplicates;
       if (r.outcome == Outcome::kConflict) ++conflicts;
-      if (conflicting[i] && r.outcome != Outcome::kConflict) {
+      if (batch.conflicting[i] && r.outcome != Outcome::kConflict) {
         log_.UnrejectedConflict(ids[i], r.outcome == Outcome::kProcessed
                                             ? "processed"
                                             : "duplicate");
