@@ -52,16 +52,6 @@ RecordPlacements PlaceRecords(const Options& options,
   return placements;
 }
 
-DedupeRecord LiveRecord::AsRecord() const {
-  DedupeRecord record;
-  record.expiry_micros = expiry_micros;
-  record.result = result;
-  record.processed_before_expiry_s = processed_before_expiry_s;
-  record.fingerprint = fingerprint;
-  record.failure = failure;
-  return record;
-}
-
 absl::StatusOr<LiveLookup> LookupLive(
     rocksdb::DB* db, absl::Span<rocksdb::ColumnFamilyHandle* const> families,
     absl::Span<const DedupeKey> keys, int64_t now_micros) {
@@ -88,10 +78,8 @@ absl::Status TakeIfLive(std::string_view key, std::string_view value,
   if (!IsExpired(*record, now_micros) && !live.has_value()) {
     LiveRecord& found = live.emplace();
     found.result = std::string(record->result);
-    found.expiry_micros = record->expiry_micros;
-    found.processed_before_expiry_s = record->processed_before_expiry_s;
-    found.fingerprint = record->fingerprint;
-    found.failure = record->failure;
+    found.record = *record;
+    found.record.result = {};
     found.family = family;
   }
   return absl::OkStatus();

@@ -58,18 +58,22 @@ RecordPlacements PlaceRecords(const Options& options,
                               absl::Span<const Message> messages,
                               int64_t now_micros);
 
-// A live dedupe record as a lookup found it: its fields (DedupeRecord, with
-// `result` copied out of RocksDB's buffer) and the family holding it.
+// A live dedupe record as a lookup found it, and the family holding it. The
+// decoded record's `result` views RocksDB's buffer only while it is read, so
+// a LiveRecord keeps those bytes in `result` and `record.result` is left
+// empty: View() puts them back together.
 struct LiveRecord {
+  DedupeRecord record;
   std::string result;
-  int64_t expiry_micros = 0;
-  uint32_t processed_before_expiry_s = kUnknownAge;
-  std::optional<uint64_t> fingerprint;
-  absl::StatusCode failure = absl::StatusCode::kOk;
   rocksdb::ColumnFamilyHandle* family = nullptr;
 
-  // The record's fields as a DedupeRecord (viewing `result`).
-  DedupeRecord AsRecord() const;
+  // `record` with its result viewing `result`. Valid while this LiveRecord
+  // is neither changed nor moved.
+  DedupeRecord View() const {
+    DedupeRecord viewed = record;
+    viewed.result = result;
+    return viewed;
+  }
 };
 
 // One entry per key looked up; a single key needs no allocation.

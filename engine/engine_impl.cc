@@ -4,7 +4,6 @@
 #include <chrono>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
@@ -364,6 +363,14 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   absl::StatusOr<StoredOffsets> stored_offsets =
       ReadStoredOffsets(store.db, store.offsets, messages);
   if (!stored_offsets.ok()) return stored_offsets.status();
+  // Each message's fingerprint, hashed once, when conflicts are detected.
+  std::vector<uint64_t> fingerprints;
+  if (options_.detect_conflicts && !hooks_.ignore_conflicts) {
+    fingerprints.reserve(messages.size());
+    for (const Message& message : messages) {
+      fingerprints.push_back(MessageFingerprint(message));
+    }
+  }
 
   // Handlers run again while a read went stale, taking turns with other
   // handlers that run again.
@@ -373,9 +380,18 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     commit.Reserve(messages.size());
     DuplicateAges ages;
     StateReads reads;
-    absl::StatusOr<std::vector<Result>> results =
-        HandleMessages(store, messages, placements, record_keys, *stored,
-                       handler, now_micros, commit, ages, reads);
+    HandlePass pass{.store = store,
+                    .messages = messages,
+                    .placements = placements,
+                    .record_keys = record_keys,
+                    .stored = *stored,
+                    .fingerprints = fingerprints,
+                    .handler = handler,
+                    .now_micros = now_micros,
+                    .commit = commit,
+                    .ages = ages,
+                    .reads = reads};
+    absl::StatusOr<std::vector<Result>> results = HandleMessages(pass);
     if (!results.ok()) return results.status();
 
     // One WriteBatch: state, dedupe records and offsets commit together.
@@ -428,154 +444,6 @@ absl::StatusOr<rocksdb::ColumnFamilyHandle*> EngineImpl::FamilyFor(
     return absl::InternalError("expiry bucket missing at commit");
   }
   return bucket->second;
-}
-
-absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
-    Store& store, absl::Span<const Message> messages,
-    absl::Span<const RecordPlacement> placements,
-    absl::Span<const RecordKey> record_keys,
-    absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
-    int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages,
-    StateReads& reads) {
-  // Record key -> index of its first occurrence in this batch that committed
-  // a record (processed, or failed permanently).
-  // A single message cannot repeat an ID of its batch.
-  absl::flat_hash_map<RecordKey, size_t> committed_here;
-  const bool may_repeat = messages.size() > 1;
-  std::vector<Result> results(messages.size());
-  const absl::Time now = absl::FromUnixMicros(now_micros);
-  const bool conflicts = options_.detect_conflicts && !hooks_.ignore_conflicts;
-  // A message's fingerprint, hashed only when conflicts are detected.
-  auto fingerprint = [&](size_t i) -> std::optional<uint64_t> {
-    if (!conflicts) return std::nullopt;
-    return MessageFingerprint(messages[i]);
-  };
-  // The outcome for a live record whose first delivery had `stored_print`:
-  // kConflict if the fingerprints are known and differ.
-  auto redelivery = [&](size_t i, const std::optional<uint64_t>& stored_print) {
-    return conflicts && stored_print.has_value() &&
-                   *stored_print != MessageFingerprint(messages[i])
-               ? Outcome::kConflict
-               : Outcome::kDuplicate;
-  };
-
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const Message& message = messages[i];
-    Result& result = results[i];
-    if (auto it = may_repeat ? committed_here.find(record_keys[i])
-                             : committed_here.end();
-        it != committed_here.end()) {
-      const Result& first = results[it->second];
-      result.outcome = redelivery(
-          i, conflicts ? std::optional<uint64_t>(
-                             MessageFingerprint(messages[it->second]))
-                       : std::nullopt);
-      if (result.outcome == Outcome::kDuplicate &&
-          first.outcome == Outcome::kFailed) {
-        result.outcome = Outcome::kFailed;
-        result.error = first.error;
-        result.permanent = true;
-      }
-      result.result = first.result;
-      result.first_processed_at = now;
-      if (result.outcome == Outcome::kDuplicate) ages.ages_micros.push_back(0);
-      // Offsets: every outcome here advances, as a duplicate.
-      commit.AddOutcome(message, Outcome::kDuplicate);
-      continue;
-    }
-    if (const std::optional<LiveRecord>& live = stored[i]; live.has_value()) {
-      const DedupeRecord record = live->AsRecord();
-      const int64_t first_micros = FirstProcessedMicros(record);
-      result.outcome = redelivery(i, live->fingerprint);
-      // A failed record's bytes are its error message, not a result.
-      if (live->failure == absl::StatusCode::kOk) result.result = live->result;
-      if (first_micros != kUnknownFirstProcessed) {
-        result.first_processed_at = absl::FromUnixMicros(first_micros);
-      }
-      if (result.outcome == Outcome::kDuplicate &&
-          live->failure != absl::StatusCode::kOk) {
-        result.outcome = Outcome::kFailed;
-        result.error =
-            PermanentError(absl::Status(live->failure, live->result));
-        result.permanent = true;
-      }
-      if (result.outcome == Outcome::kDuplicate) {
-        if (first_micros != kUnknownFirstProcessed) {
-          // A concurrent first delivery may have read a later time.
-          ages.ages_micros.push_back(
-              std::max<int64_t>(0, now_micros - first_micros));
-          if (IsLateDuplicate(first_micros, live->expiry_micros, now_micros)) {
-            ++ages.late;
-          }
-        }
-        // A refresh only ever extends a record's life: a duplicate with a
-        // shorter ttl than the record has left leaves it as it is.
-        if (options_.refresh_on_duplicate &&
-            placements[i].expiry_micros > live->expiry_micros) {
-          absl::StatusOr<rocksdb::ColumnFamilyHandle*> family =
-              FamilyFor(store, placements[i]);
-          if (!family.ok()) return family.status();
-          DedupeRecord moved = record;
-          moved.expiry_micros = placements[i].expiry_micros;
-          moved.processed_before_expiry_s =
-              ProcessedBeforeExpiry(first_micros, moved.expiry_micros);
-          if (*family != live->family) {
-            commit.AddRecordDelete(live->family, record_keys[i]);
-          }
-          commit.AddRecord(*family, record_keys[i], EncodeDedupeRecord(moved));
-        }
-      }
-      commit.AddOutcome(message, Outcome::kDuplicate);
-      continue;
-    }
-
-    BatchTxn txn(&commit.state(), store.db, store.state, &versions_, &reads);
-    txn.set_record_expires_at(
-        absl::FromUnixMicros(placements[i].expiry_micros));
-    absl::Status status;
-    ++ages.handlers;
-    {
-      HandlerScope scope(this);
-      status = CallHandler(handler, message, txn);
-    }
-    if (!txn.read_error().ok()) return txn.read_error();
-    const bool permanent = IsPermanentError(status);
-    // A failed message's writes are dropped with its BatchTxn.
-    if (status.ok()) status = txn.Apply(&commit.state());
-    if (!status.ok() && !permanent) {
-      result.outcome = Outcome::kFailed;
-      result.error = std::move(status);
-      commit.AddOutcome(message, result.outcome);
-      continue;
-    }
-    absl::StatusOr<rocksdb::ColumnFamilyHandle*> family =
-        FamilyFor(store, placements[i]);
-    if (!family.ok()) return family.status();
-    DedupeRecord record;
-    record.expiry_micros = placements[i].expiry_micros;
-    record.processed_before_expiry_s =
-        ProcessedBeforeExpiry(now_micros, record.expiry_micros);
-    record.fingerprint = fingerprint(i);
-    if (permanent) {
-      // Remembered: the error instead of a result; no writes, no emits.
-      record.failure = status.code();
-      const absl::string_view message = status.message();
-      record.result = std::string_view(message.data(), message.size());
-      result.outcome = Outcome::kFailed;
-      result.permanent = true;
-    } else {
-      record.result = txn.result();
-      commit.AddEmits(record_keys[i], std::move(txn.emitted()));
-      result.outcome = Outcome::kProcessed;
-      result.result = txn.result();
-    }
-    commit.AddRecord(*family, record_keys[i], EncodeDedupeRecord(record));
-    if (permanent) result.error = std::move(status);
-    result.first_processed_at = now;
-    if (may_repeat) committed_here.emplace(record_keys[i], i);
-    commit.AddOutcome(message, Outcome::kProcessed);
-  }
-  return results;
 }
 
 absl::StatusOr<LiveLookup> EngineImpl::LookupLiveRecords(

@@ -226,21 +226,55 @@ class EngineImpl : public Engine {
   void CountOutcomes(Store& store, std::vector<Result>& results,
                      const DuplicateAges& ages, uint64_t emitted);
 
-  // The duplicate check and handler of each message in order (`stored`: the
-  // live stored record per message, `record_keys` the keys of their
-  // records), at `now_micros`. A success adds its state
-  // writes and dedupe record to `commit`, a permanent failure its failed
-  // record, a refreshed duplicate its moved record; every message adds its
-  // outcome; the handlers' store reads go to `reads`. Fails only on a
-  // storage error a handler's read met, or a bucket MaintainBuckets should
-  // have created (kInternal).
-  absl::StatusOr<std::vector<Result>> HandleMessages(
-      Store& store, absl::Span<const Message> messages,
-      absl::Span<const RecordPlacement> placements,
-      absl::Span<const RecordKey> record_keys,
-      absl::Span<const std::optional<LiveRecord>> stored, Handler handler,
-      int64_t now_micros, CommitBuilder& commit, DuplicateAges& ages,
-      StateReads& reads) ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // One batch's pass through its handlers: what HandleMessages reads, and
+  // where it puts what it decides. `stored` holds the live stored record per
+  // message (looked up before any handler ran), `record_keys` the keys of
+  // their records, `fingerprints` each message's fingerprint when conflicts
+  // are detected (else empty); `reads` gets the handlers' store reads.
+  struct HandlePass {
+    Store& store;
+    absl::Span<const Message> messages;
+    absl::Span<const RecordPlacement> placements;
+    absl::Span<const RecordKey> record_keys;
+    absl::Span<const std::optional<LiveRecord>> stored;
+    absl::Span<const uint64_t> fingerprints;
+    Handler handler;
+    int64_t now_micros;
+    CommitBuilder& commit;
+    DuplicateAges& ages;
+    StateReads& reads;
+  };
+
+  // The duplicate check and handler of each message in order
+  // (engine/engine_handle.cc). A success adds its state writes and dedupe
+  // record to `pass.commit`, a permanent failure its failed record, a
+  // refreshed duplicate its moved record; every message adds its outcome.
+  // Fails only on a storage error a handler's read met, or a bucket
+  // MaintainBuckets should have created (kInternal).
+  absl::StatusOr<std::vector<Result>> HandleMessages(HandlePass& pass)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // HandleMessages' steps for message `i`. A repeat of an ID that message
+  // `first` of the same batch committed gets `first_result`'s outcome.
+  Result RepeatInBatch(const HandlePass& pass, size_t i, size_t first,
+                       const Result& first_result) const;
+  // A redelivery of an ID with a live stored record; under
+  // refresh_on_duplicate it may move the record to a later expiry.
+  absl::StatusOr<Result> Redelivered(HandlePass& pass, size_t i,
+                                     const LiveRecord& live)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // Adds the moved record of a duplicate whose placement expires later than
+  // `live` does.
+  absl::Status RefreshRecord(HandlePass& pass, size_t i, const LiveRecord& live,
+                             int64_t first_micros)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // Runs the handler of a first delivery and adds its writes and record.
+  absl::StatusOr<Result> RunHandler(HandlePass& pass, size_t i)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // kConflict if message `i`'s fingerprint is known, differs from the first
+  // delivery's `first_print`, and conflicts are detected; else kDuplicate.
+  Outcome RedeliveryOutcome(const HandlePass& pass, size_t i,
+                            std::optional<uint64_t> first_print) const;
 
   // The family `placement` puts a record in (kInternal if its bucket is
   // missing).
