@@ -1,5 +1,5 @@
 // idem::nats::Consumer against a real nats-server with JetStream that the
-// suite starts (tests/brokers/nats_server.h): exact ledger totals through
+// suite starts (servers/nats_server.h): exact ledger totals through
 // AckWait redeliveries and producer duplicates, the stream sequence stored
 // as the offset, consumer processes killed with SIGKILL, a server restart,
 // dead letters and the relay.
@@ -18,7 +18,7 @@
 #include "idem/engine.h"
 #include "idem/nats/consumer.h"
 #include "nats/consumer_hooks.h"
-#include "tests/brokers/nats_server.h"
+#include "servers/nats_server.h"
 #include "tests/brokers/server_suite.h"
 
 namespace idem::nats {
@@ -31,8 +31,8 @@ using test::Ledger;
 
 class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
  public:
-  static absl::StatusOr<std::unique_ptr<test::TestServer>> StartServer() {
-    return test::StartNatsServer();
+  static absl::StatusOr<std::unique_ptr<servers::ServerProcess>> StartServer() {
+    return servers::StartNatsServer();
   }
 
  protected:
@@ -49,8 +49,8 @@ class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
 
   void Reconnect() {
     client_.reset();
-    absl::StatusOr<std::unique_ptr<test::NatsClient>> client =
-        test::NatsClient::Connect(server_->port());
+    absl::StatusOr<std::unique_ptr<servers::NatsClient>> client =
+        servers::NatsClient::Connect(servers::NatsUrl(server_->port()));
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
   }
@@ -60,7 +60,7 @@ class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
   // producer duplicates reach the consumer.
   ConsumerOptions BaseOptions() const {
     ConsumerOptions options;
-    options.url = test::NatsUrl(server_->port());
+    options.url = servers::NatsUrl(server_->port());
     options.stream = stream_;
     options.subject = stream_ + ".in";
     options.durable = "d";
@@ -97,7 +97,7 @@ class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
     return pending.ok() && *pending == std::pair<int64_t, int64_t>(0, 0);
   }
 
-  std::unique_ptr<test::NatsClient> client_;
+  std::unique_ptr<servers::NatsClient> client_;
   std::string stream_;
 };
 
@@ -118,9 +118,9 @@ TEST_F(NatsConsumerTest, RejectsBadOptionsNamingTheField) {
 TEST_F(NatsConsumerTest, UnreachableServerIsUnavailable) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions();
-  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  absl::StatusOr<int> port = servers::FreeLoopbackPort();
   ASSERT_TRUE(port.ok());
-  options.url = test::NatsUrl(*port);
+  options.url = servers::NatsUrl(*port);
   EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
             absl::StatusCode::kUnavailable);
 }
@@ -308,7 +308,7 @@ TEST_F(NatsConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_EQ(stats1.processed, 200);
   EXPECT_EQ(stats1.outbox_published, 201);
 
-  absl::StatusOr<std::vector<test::NatsClient::Message>> dead =
+  absl::StatusOr<std::vector<servers::NatsClient::Message>> dead =
       client_->Read(stream_ + "_dead", stream_ + ".dead");
   ASSERT_TRUE(dead.ok()) << dead.status();
   ASSERT_EQ(dead->size(), 1u);
@@ -319,11 +319,11 @@ TEST_F(NatsConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_THAT(*upstream->ReadOutbox(10), testing::IsEmpty());
 
   // Every forwarded message once more, as a relay retry publishes it.
-  absl::StatusOr<std::vector<test::NatsClient::Message>> forwarded =
+  absl::StatusOr<std::vector<servers::NatsClient::Message>> forwarded =
       client_->Read(out_stream, out);
   ASSERT_TRUE(forwarded.ok()) << forwarded.status();
   ASSERT_EQ(forwarded->size(), 200u);
-  for (const test::NatsClient::Message& m : *forwarded) {
+  for (const servers::NatsClient::Message& m : *forwarded) {
     ASSERT_TRUE(client_
                     ->Publish(out, m.payload,
                               {{"Nats-Msg-Id", m.Header("Nats-Msg-Id")}})

@@ -1,5 +1,5 @@
 // idem::rabbitmq::Consumer against a real RabbitMQ node that the suite
-// starts once (tests/brokers/rabbitmq_server.h; ctest runs the binary as one
+// starts once (servers/rabbitmq_server.h; ctest runs the binary as one
 // test, as a node takes seconds to start): exact ledger totals through
 // requeued redeliveries and producer duplicates, consumer processes killed
 // with SIGKILL, a node restart, dead letters and the relay.
@@ -18,7 +18,7 @@
 #include "idem/engine.h"
 #include "idem/rabbitmq/consumer.h"
 #include "rabbitmq/consumer_hooks.h"
-#include "tests/brokers/rabbitmq_server.h"
+#include "servers/rabbitmq_server.h"
 #include "tests/brokers/server_suite.h"
 
 namespace idem::rabbitmq {
@@ -33,8 +33,8 @@ using test::Ledger;
 class RabbitMqEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<test::TestServer>> server =
-        test::StartRabbitMqServer();
+    absl::StatusOr<std::unique_ptr<servers::ServerProcess>> server =
+        servers::StartRabbitMqServer();
     if (server.ok()) {
       server_ = *std::move(server);
     } else {
@@ -43,10 +43,10 @@ class RabbitMqEnvironment : public ::testing::Environment {
   }
   void TearDown() override { server_.reset(); }
 
-  static std::unique_ptr<test::TestServer> server_;
+  static std::unique_ptr<servers::ServerProcess> server_;
   static std::string error_;
 };
-std::unique_ptr<test::TestServer> RabbitMqEnvironment::server_;
+std::unique_ptr<servers::ServerProcess> RabbitMqEnvironment::server_;
 std::string RabbitMqEnvironment::error_;
 const auto* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new RabbitMqEnvironment);
@@ -62,7 +62,7 @@ class RabbitMqConsumerTest : public ::testing::Test {
                    << RabbitMqEnvironment::error_;
     }
     port_ = RabbitMqEnvironment::server_->port();
-    client_ = std::make_unique<test::RabbitMqClient>(port_);
+    client_ = std::make_unique<servers::RabbitMqClient>("127.0.0.1", port_);
     queue_ = ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
 
@@ -114,7 +114,7 @@ class RabbitMqConsumerTest : public ::testing::Test {
   }
 
   int port_ = 0;
-  std::unique_ptr<test::RabbitMqClient> client_;
+  std::unique_ptr<servers::RabbitMqClient> client_;
   std::string queue_;
   util::TempDir dir_;
 };
@@ -136,7 +136,7 @@ TEST_F(RabbitMqConsumerTest, RejectsBadOptionsNamingTheField) {
 TEST_F(RabbitMqConsumerTest, UnreachableServerIsUnavailable) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions();
-  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  absl::StatusOr<int> port = servers::FreeLoopbackPort();
   ASSERT_TRUE(port.ok());
   options.port = *port;
   EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
@@ -229,7 +229,7 @@ TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       [&] {
         ASSERT_TRUE(RabbitMqEnvironment::server_->Restart().ok())
             << RabbitMqEnvironment::server_->Log();
-        client_ = std::make_unique<test::RabbitMqClient>(port_);
+        client_ = std::make_unique<servers::RabbitMqClient>("127.0.0.1", port_);
         const ExpectedBalances more =
             Produce({messages.begin() + 600, messages.end()}, kAccounts, 10);
         for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});
@@ -267,7 +267,7 @@ TEST_F(RabbitMqConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_EQ(stats1.processed, 200);
   EXPECT_EQ(stats1.outbox_published, 201);
 
-  absl::StatusOr<std::vector<test::RabbitMqClient::Message>> dead =
+  absl::StatusOr<std::vector<servers::RabbitMqClient::Message>> dead =
       client_->TakeAll(queue_ + ".dead");
   ASSERT_TRUE(dead.ok()) << dead.status();
   ASSERT_EQ(dead->size(), 1u);
@@ -279,12 +279,12 @@ TEST_F(RabbitMqConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_THAT(*upstream->ReadOutbox(10), testing::IsEmpty());
 
   // Every forwarded message twice, as after a relay retry.
-  absl::StatusOr<std::vector<test::RabbitMqClient::Message>> forwarded =
+  absl::StatusOr<std::vector<servers::RabbitMqClient::Message>> forwarded =
       client_->TakeAll(out);
   ASSERT_TRUE(forwarded.ok()) << forwarded.status();
   ASSERT_EQ(forwarded->size(), 200u);
   for (int copy = 0; copy < 2; ++copy) {
-    for (const test::RabbitMqClient::Message& m : *forwarded) {
+    for (const servers::RabbitMqClient::Message& m : *forwarded) {
       ASSERT_TRUE(client_->Publish(out, m.body, m.message_id).ok());
     }
   }

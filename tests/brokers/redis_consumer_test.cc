@@ -1,5 +1,5 @@
 // idem::redis::Consumer against a real redis-server that the suite starts
-// once (tests/brokers/redis_server.h): exact ledger totals through XAUTOCLAIM
+// once (servers/redis_server.h): exact ledger totals through XAUTOCLAIM
 // redeliveries and producer duplicates, consumer processes killed with
 // SIGKILL, a server restart, dead letters and the relay.
 
@@ -18,7 +18,7 @@
 #include "idem/engine.h"
 #include "idem/redis/consumer.h"
 #include "redis/consumer_hooks.h"
-#include "tests/brokers/redis_server.h"
+#include "servers/redis_server.h"
 #include "tests/brokers/server_suite.h"
 
 namespace idem::redis {
@@ -28,7 +28,14 @@ using examples::ExpectedBalances;
 using examples::LedgerMessage;
 using test::ApplyLedger;
 using test::Ledger;
-using test::RedisCommand;
+
+// Runs `argv` on `connection`, failing the test on error; returns the reply.
+Reply RedisCommand(Connection& connection,
+                   const std::vector<std::string>& argv) {
+  absl::StatusOr<Reply> reply = connection.Command(argv);
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? *std::move(reply) : nullptr;
+}
 
 // XADDs `messages` to `stream`, each with its message-id; every
 // `duplicate_every`-th one (0: none) a second time, as a producer retry.
@@ -93,15 +100,15 @@ std::vector<std::map<std::string, std::string>> Entries(
 
 class RedisConsumerTest : public test::ServerSuite<RedisConsumerTest> {
  public:
-  static absl::StatusOr<std::unique_ptr<test::TestServer>> StartServer() {
-    return test::StartRedisServer();
+  static absl::StatusOr<std::unique_ptr<servers::ServerProcess>> StartServer() {
+    return servers::StartRedisServer();
   }
 
  protected:
   void SetUp() override {
     ServerSuite::SetUp();
     if (IsSkipped() || HasFailure()) return;
-    connection_ = test::ConnectRedis(server_->port());
+    connection_ = servers::ConnectRedis(server_->port());
     prefix_ = TestName() + "/";  // each test has its own streams
   }
 
@@ -154,7 +161,7 @@ TEST_F(RedisConsumerTest, RejectsBadOptionsNamingTheField) {
 TEST_F(RedisConsumerTest, UnreachableServerIsUnavailable) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions("s", "c");
-  absl::StatusOr<int> port = test::FreeLoopbackPort();
+  absl::StatusOr<int> port = servers::FreeLoopbackPort();
   ASSERT_TRUE(port.ok());
   options.port = *port;
   EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
@@ -276,7 +283,7 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       **consumer, *engine, 600, absl::Microseconds(500),
       [&] {
         ASSERT_TRUE(server_->Restart().ok()) << server_->Log();
-        connection_ = test::ConnectRedis(server_->port());
+        connection_ = servers::ConnectRedis(server_->port());
         const ExpectedBalances more =
             Produce(*connection_, stream, second, kAccounts, 10);
         for (int a = 0; a < kAccounts; ++a) expected.Add({a, more.balance(a)});

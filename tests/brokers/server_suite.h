@@ -1,14 +1,15 @@
 // What the server suites (redis_consumer_test, nats_consumer_test) share: a
-// fixture whose server starts once per test suite and whose tests fail under
-// CI (CI=true), and are skipped with the reason otherwise, when it could not
-// start; a store per test; the ledger messages; and draining a consumer.
-// Not thread-safe.
+// fixture whose server (servers/) starts once per test suite and whose tests
+// fail under CI (CI=true), and are skipped with the reason otherwise, when it
+// could not start; a store per test; the ledger messages; and draining a
+// consumer. Not thread-safe.
 
 #ifndef IDEM_TESTS_BROKERS_SERVER_SUITE_H_
 #define IDEM_TESTS_BROKERS_SERVER_SUITE_H_
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -25,18 +26,27 @@
 #include "gtest/gtest.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/engine.h"
-#include "tests/brokers/server_process.h"
+#include "servers/server_process.h"
 #include "util/temp_dir.h"
 
 namespace idem::test {
 
+// Whether the suite runs under CI (CI=true): a server that cannot start
+// then fails the test.
+inline bool UnderCi() {
+  const char* ci = std::getenv("CI");
+  return ci != nullptr && std::string(ci) == "true";
+}
+
 // REQUIRES: the derived fixture defines
-//   static absl::StatusOr<std::unique_ptr<TestServer>> StartServer();
+//   static absl::StatusOr<std::unique_ptr<servers::ServerProcess>>
+//   StartServer();
 template <typename Fixture>
 class ServerSuite : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<TestServer>> server = Fixture::StartServer();
+    absl::StatusOr<std::unique_ptr<servers::ServerProcess>> server =
+        Fixture::StartServer();
     if (server.ok()) {
       server_ = server->release();
     } else {
@@ -69,13 +79,13 @@ class ServerSuite : public ::testing::Test {
     return ::testing::UnitTest::GetInstance()->current_test_info()->name();
   }
 
-  static TestServer* server_;
+  static servers::ServerProcess* server_;
   static std::string* start_error_;
   util::TempDir dir_;
 };
 
 template <typename Fixture>
-TestServer* ServerSuite<Fixture>::server_ = nullptr;
+servers::ServerProcess* ServerSuite<Fixture>::server_ = nullptr;
 template <typename Fixture>
 std::string* ServerSuite<Fixture>::start_error_ = nullptr;
 
@@ -116,7 +126,8 @@ inline void KillCycles(const std::vector<std::string>& argv, int cycles,
       args.push_back(
           absl::StrReplaceAll(arg, {{"%cycle%", absl::StrCat(cycle)}}));
     }
-    absl::StatusOr<ChildProcess> child = ChildProcess::Spawn(args, log);
+    absl::StatusOr<servers::ChildProcess> child =
+        servers::ChildProcess::Spawn(args, log);
     ASSERT_TRUE(child.ok()) << child.status();
     absl::SleepFor(absl::Milliseconds(250 + rng() % 250));
     ASSERT_FALSE(child->Exited()) << "the consumer exited on its own";
@@ -151,7 +162,7 @@ absl::Status RunThroughRestart(Consumer& consumer, Engine& engine,
   }
   restart();
   absl::Status waited =
-      WaitFor(drained, absl::Seconds(60), "the consumer to drain");
+      servers::WaitFor(drained, absl::Seconds(60), "the consumer to drain");
   consumer.Stop();
   runner.join();
   return waited.ok() ? run : waited;

@@ -1,11 +1,11 @@
-// A private RabbitMQ node for the RabbitMQ suite (a TestServer): its own
-// node name, ports, data, logs, config and enabled plugins under the
-// server's directory (open to the rabbitmq user, as which Debian's wrapper
-// runs the node), stopped through the node's pid file. And a small AMQP
-// client for producing and inspecting. Not thread-safe.
+// A private RabbitMQ node (a ServerProcess): its own node name, ports, data,
+// logs, config and enabled plugins under the server's directory (open to the
+// rabbitmq user, as which Debian's wrapper runs the node), stopped through
+// the node's pid file. And a small AMQP client for producing and
+// inspecting. Not thread-safe.
 
-#ifndef IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
-#define IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
+#ifndef IDEM_SERVERS_RABBITMQ_SERVER_H_
+#define IDEM_SERVERS_RABBITMQ_SERVER_H_
 
 #include <memory>
 #include <string>
@@ -15,16 +15,18 @@
 #include "absl/status/statusor.h"
 #include "idem/rabbitmq/consumer.h"
 #include "rabbitmq/amqp_connection.h"
-#include "tests/brokers/server_process.h"
+#include "servers/server_process.h"
 
-namespace idem::test {
+namespace idem::servers {
 
 // Starts rabbitmq-server; ready once it accepts an AMQP login.
-absl::StatusOr<std::unique_ptr<TestServer>> StartRabbitMqServer();
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer();
 
 class RabbitMqClient {
  public:
-  explicit RabbitMqClient(int port);
+  // A client of the server on host:port (guest/guest, vhost "/"); connects
+  // on first use.
+  RabbitMqClient(const std::string& host, int port);
 
   // Publishes a persistent message to `queue` (declared durable), with
   // message_id `message_id` unless empty, and `headers`; returns once
@@ -51,6 +53,6 @@ class RabbitMqClient {
   bool confirming_ = false;
 };
 
-}  // namespace idem::test
+}  // namespace idem::servers
 
-#endif  // IDEM_TESTS_BROKERS_RABBITMQ_SERVER_H_
+#endif  // IDEM_SERVERS_RABBITMQ_SERVER_H_

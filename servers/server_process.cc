@@ -1,4 +1,4 @@
-#include "tests/brokers/server_process.h"
+#include "servers/server_process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -21,7 +20,7 @@
 
 extern char** environ;
 
-namespace idem::test {
+namespace idem::servers {
 
 absl::StatusOr<int> FreeLoopbackPort() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -39,11 +38,6 @@ absl::StatusOr<int> FreeLoopbackPort() {
   }
   close(fd);
   return ntohs(address.sin_port);
-}
-
-bool UnderCi() {
-  const char* ci = std::getenv("CI");
-  return ci != nullptr && std::string(ci) == "true";
 }
 
 absl::StatusOr<ChildProcess> ChildProcess::Spawn(
@@ -114,7 +108,7 @@ absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
+absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(
     std::string name, Command command, Ready ready, absl::Duration timeout,
     Stop stop) {
   absl::StatusOr<util::TempDir> dir =
@@ -122,16 +116,16 @@ absl::StatusOr<std::unique_ptr<TestServer>> TestServer::Start(
   if (!dir.ok()) return dir.status();
   absl::StatusOr<int> port = FreeLoopbackPort();
   if (!port.ok()) return port.status();
-  std::unique_ptr<TestServer> server(
-      new TestServer(std::move(name), std::move(command), std::move(ready),
-                     timeout, std::move(stop), *std::move(dir), *port));
+  std::unique_ptr<ServerProcess> server(
+      new ServerProcess(std::move(name), std::move(command), std::move(ready),
+                        timeout, std::move(stop), *std::move(dir), *port));
   if (absl::Status s = server->Launch(); !s.ok()) return s;
   return server;
 }
 
-TestServer::TestServer(std::string name, Command command, Ready ready,
-                       absl::Duration timeout, Stop stop, util::TempDir dir,
-                       int port)
+ServerProcess::ServerProcess(std::string name, Command command, Ready ready,
+                             absl::Duration timeout, Stop stop,
+                             util::TempDir dir, int port)
     : name_(std::move(name)),
       command_(std::move(command)),
       ready_(std::move(ready)),
@@ -140,16 +134,16 @@ TestServer::TestServer(std::string name, Command command, Ready ready,
       dir_(std::move(dir)),
       port_(port) {}
 
-TestServer::~TestServer() { Halt(); }
+ServerProcess::~ServerProcess() { Halt(); }
 
-void TestServer::Halt() {
+void ServerProcess::Halt() {
   if (!process_) return;
   if (stop_) stop_(dir_.path());
   process_->Signal(SIGTERM);
   process_.reset();
 }
 
-absl::Status TestServer::Launch() {
+absl::Status ServerProcess::Launch() {
   absl::StatusOr<ChildProcess> process =
       ChildProcess::Spawn(command_(port_, dir_.path()), dir_.Sub("server.log"));
   if (!process.ok()) return process.status();
@@ -169,16 +163,16 @@ absl::Status TestServer::Launch() {
   return absl::OkStatus();
 }
 
-absl::Status TestServer::Restart() {
+absl::Status ServerProcess::Restart() {
   Halt();
   return Launch();
 }
 
-std::string TestServer::Log() const {
+std::string ServerProcess::Log() const {
   std::ifstream in(dir_.Sub("server.log"));
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-}  // namespace idem::test
+}  // namespace idem::servers

@@ -1,10 +1,10 @@
-#include "tests/brokers/nats_server.h"
+#include "servers/nats_server.h"
 
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 
-namespace idem::test {
+namespace idem::servers {
 namespace {
 
 absl::Status Error(natsStatus s, jsErrCode js_error, const std::string& what) {
@@ -19,20 +19,20 @@ std::string NatsUrl(int port) {
   return absl::StrCat("nats://127.0.0.1:", port);
 }
 
-absl::StatusOr<std::unique_ptr<TestServer>> StartNatsServer() {
-  return TestServer::Start(
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer() {
+  return ServerProcess::Start(
       "nats-server",
       [](int port, const std::string& dir) -> std::vector<std::string> {
         return {"nats-server",      "-js", "-a", "127.0.0.1", "-p",
                 absl::StrCat(port), "-sd", dir};
       },
-      [](int port) { return NatsClient::Connect(port).ok(); });
+      [](int port) { return NatsClient::Connect(NatsUrl(port)).ok(); });
 }
 
-absl::StatusOr<std::unique_ptr<NatsClient>> NatsClient::Connect(int port) {
+absl::StatusOr<std::unique_ptr<NatsClient>> NatsClient::Connect(
+    const std::string& url) {
   std::unique_ptr<NatsClient> client(new NatsClient());
-  natsStatus s =
-      natsConnection_ConnectTo(&client->connection_, NatsUrl(port).c_str());
+  natsStatus s = natsConnection_ConnectTo(&client->connection_, url.c_str());
   if (s != NATS_OK) return Error(s, static_cast<jsErrCode>(0), "connecting");
   s = natsConnection_JetStream(&client->js_, client->connection_, nullptr);
   if (s != NATS_OK) return Error(s, static_cast<jsErrCode>(0), "JetStream");
@@ -135,4 +135,4 @@ absl::StatusOr<std::vector<NatsClient::Message>> NatsClient::Read(
   return out;
 }
 
-}  // namespace idem::test
+}  // namespace idem::servers

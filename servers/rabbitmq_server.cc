@@ -1,4 +1,4 @@
-#include "tests/brokers/rabbitmq_server.h"
+#include "servers/rabbitmq_server.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
-namespace idem::test {
+namespace idem::servers {
 namespace {
 
 std::string ToString(amqp_bytes_t bytes) {
@@ -46,10 +46,10 @@ void StopNode(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<TestServer>> StartRabbitMqServer() {
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer() {
   absl::StatusOr<int> dist_port = FreeLoopbackPort();
   if (!dist_port.ok()) return dist_port.status();
-  return TestServer::Start(
+  return ServerProcess::Start(
       "rabbitmq-server",
       [dist = *dist_port](int port,
                           const std::string& dir) -> std::vector<std::string> {
@@ -80,7 +80,9 @@ absl::StatusOr<std::unique_ptr<TestServer>> StartRabbitMqServer() {
       absl::Seconds(60), StopNode);
 }
 
-RabbitMqClient::RabbitMqClient(int port) : connection_(options_) {
+RabbitMqClient::RabbitMqClient(const std::string& host, int port)
+    : connection_(options_) {
+  options_.host = host;
   options_.port = port;
 }
 
@@ -201,4 +203,4 @@ absl::StatusOr<std::vector<RabbitMqClient::Message>> RabbitMqClient::TakeAll(
   }
 }
 
-}  // namespace idem::test
+}  // namespace idem::servers

@@ -1,10 +1,10 @@
-// A private nats-server with JetStream for the NATS suites (a TestServer:
-// file storage in its directory, so a restart keeps streams, consumers and
-// acknowledgements), and a small JetStream client for producing and
-// inspecting. Not thread-safe.
+// A private nats-server with JetStream (a ServerProcess: file storage in its
+// directory, so a restart keeps streams, consumers and acknowledgements),
+// and a small JetStream client for producing and inspecting. Not
+// thread-safe.
 
-#ifndef IDEM_TESTS_BROKERS_NATS_SERVER_H_
-#define IDEM_TESTS_BROKERS_NATS_SERVER_H_
+#ifndef IDEM_SERVERS_NATS_SERVER_H_
+#define IDEM_SERVERS_NATS_SERVER_H_
 
 #include <nats/nats.h>
 
@@ -14,20 +14,22 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tests/brokers/server_process.h"
+#include "servers/server_process.h"
 
-namespace idem::test {
+namespace idem::servers {
 
 // Starts nats-server -js; ready once JetStream answers.
-absl::StatusOr<std::unique_ptr<TestServer>> StartNatsServer();
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer();
 
 // "nats://127.0.0.1:<port>".
 std::string NatsUrl(int port);
 
 class NatsClient {
  public:
-  // kUnavailable if it cannot connect or JetStream does not answer.
-  static absl::StatusOr<std::unique_ptr<NatsClient>> Connect(int port);
+  // Connects to `url` (e.g. NatsUrl(port)); kUnavailable if it cannot
+  // connect or JetStream does not answer.
+  static absl::StatusOr<std::unique_ptr<NatsClient>> Connect(
+      const std::string& url);
   ~NatsClient();
 
   // A JetStream publish of `payload` to `subject` with `headers`.
@@ -55,6 +57,6 @@ class NatsClient {
   jsCtx* js_ = nullptr;
 };
 
-}  // namespace idem::test
+}  // namespace idem::servers
 
-#endif  // IDEM_TESTS_BROKERS_NATS_SERVER_H_
+#endif  // IDEM_SERVERS_NATS_SERVER_H_

@@ -1,10 +1,11 @@
-// Processes for the broker suites: a child process spawned from an argv
-// (a server, or a consumer to SIGKILL), a free loopback port, and the rule
-// for a server that cannot start: the test fails under CI (CI=true) and is
-// skipped with the reason otherwise, never silently. Not thread-safe.
+// Private broker servers and the processes around them, for the broker
+// suites (tests/brokers/), idem-broker-demo and the broker benchmarks: a
+// child process spawned from an argv (a server, or a consumer to SIGKILL),
+// a free loopback port, and a server of its own (ServerProcess) in a
+// temporary directory on such a port. Not thread-safe.
 
-#ifndef IDEM_TESTS_BROKERS_SERVER_PROCESS_H_
-#define IDEM_TESTS_BROKERS_SERVER_PROCESS_H_
+#ifndef IDEM_SERVERS_SERVER_PROCESS_H_
+#define IDEM_SERVERS_SERVER_PROCESS_H_
 
 #include <sys/types.h>
 
@@ -19,15 +20,11 @@
 #include "absl/time/time.h"
 #include "util/temp_dir.h"
 
-namespace idem::test {
+namespace idem::servers {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then
 // released). kUnavailable if no socket could be bound.
 absl::StatusOr<int> FreeLoopbackPort();
-
-// Whether the suite runs under CI (CI=true): a server that cannot start
-// then fails the test.
-bool UnderCi();
 
 class ChildProcess {
  public:
@@ -57,11 +54,11 @@ class ChildProcess {
 absl::Status WaitFor(const std::function<bool()>& ready, absl::Duration timeout,
                      const std::string& what);
 
-// A private server for a suite: its own temporary directory and a free
+// A private server: its own temporary directory and a free
 // loopback port, started from `command(port, dir)` and ready once
 // `ready(port)` returns true; stopped with SIGTERM (and the directory
 // removed) at the end. Not thread-safe.
-class TestServer {
+class ServerProcess {
  public:
   using Command =
       std::function<std::vector<std::string>(int port, const std::string& dir)>;
@@ -72,10 +69,10 @@ class TestServer {
 
   // Starts the server; kUnavailable (or kDeadlineExceeded) with the reason
   // and the server's log if it cannot start within `timeout`.
-  static absl::StatusOr<std::unique_ptr<TestServer>> Start(
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       std::string name, Command command, Ready ready,
       absl::Duration timeout = absl::Seconds(15), Stop stop = nullptr);
-  ~TestServer();
+  ~ServerProcess();
 
   int port() const { return port_; }
   const std::string& dir() const { return dir_.path(); }
@@ -86,8 +83,8 @@ class TestServer {
   std::string Log() const;
 
  private:
-  TestServer(std::string name, Command command, Ready ready,
-             absl::Duration timeout, Stop stop, util::TempDir dir, int port);
+  ServerProcess(std::string name, Command command, Ready ready,
+                absl::Duration timeout, Stop stop, util::TempDir dir, int port);
   absl::Status Launch();
   void Halt();
 
@@ -101,6 +98,6 @@ class TestServer {
   std::optional<ChildProcess> process_;
 };
 
-}  // namespace idem::test
+}  // namespace idem::servers
 
-#endif  // IDEM_TESTS_BROKERS_SERVER_PROCESS_H_
+#endif  // IDEM_SERVERS_SERVER_PROCESS_H_

@@ -1,12 +1,11 @@
-#include "tests/brokers/redis_server.h"
+#include "servers/redis_server.h"
 
 #include "absl/strings/str_cat.h"
-#include "gtest/gtest.h"
 
-namespace idem::test {
+namespace idem::servers {
 
-absl::StatusOr<std::unique_ptr<TestServer>> StartRedisServer() {
-  return TestServer::Start(
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer() {
+  return ServerProcess::Start(
       "redis-server",
       [](int port, const std::string& dir) -> std::vector<std::string> {
         return {"redis-server",
@@ -33,11 +32,4 @@ std::unique_ptr<redis::Connection> ConnectRedis(int port) {
                                              absl::Seconds(5));
 }
 
-redis::Reply RedisCommand(redis::Connection& connection,
-                          const std::vector<std::string>& argv) {
-  absl::StatusOr<redis::Reply> reply = connection.Command(argv);
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply.ok() ? *std::move(reply) : nullptr;
-}
-
-}  // namespace idem::test
+}  // namespace idem::servers

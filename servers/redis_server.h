@@ -1,0 +1,26 @@
+// A private redis-server (a ServerProcess) for the Redis suites and tools: an
+// append-only file synced on every write, so a restart keeps the streams,
+// groups and acknowledgements. Not thread-safe.
+
+#ifndef IDEM_SERVERS_REDIS_SERVER_H_
+#define IDEM_SERVERS_REDIS_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "redis/connection.h"
+#include "servers/server_process.h"
+
+namespace idem::servers {
+
+// Starts redis-server; ready once it answers PING.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer();
+
+// A new connection to the server on `port` (for producing and inspecting).
+std::unique_ptr<redis::Connection> ConnectRedis(int port);
+
+}  // namespace idem::servers
+
+#endif  // IDEM_SERVERS_REDIS_SERVER_H_
