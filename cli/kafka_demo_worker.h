@@ -5,7 +5,8 @@
 // produce, the consumer options of their members, a worker (a process of
 // this same binary, started with a hidden flag, whose progress is read from
 // its store and which is stopped with SIGKILL, the crash, or SIGTERM, the
-// end), and how they report a balance check and end as a tool.
+// end), and how they end as a tool (a balance check's report is
+// cli/balance_report.h's).
 //
 // Thread-compatible.
 
@@ -27,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cli/balance_report.h"
 #include "cli/exit_codes.h"
 #include "cli/kafka_demo.h"
 #include "examples/ledger.h"
@@ -160,13 +162,6 @@ absl::StatusOr<WorkerProgress> WaitForWorker(
     int partitions, absl::Duration idle_timeout, const std::string& what,
     const std::function<bool(const WorkerProgress&)>& done,
     std::ostream& progress);
-
-// `check` in a report: as the object {expected_total, actual_total,
-// mismatched_accounts, first_mismatch} under `name`, or as one line of text
-// ("balances total 12, payments total 15, 1 accounts differ (account ...)").
-void WriteBalanceCheck(util::JsonWriter& j, std::string_view name,
-                       const examples::BalanceCheck& check);
-std::string DescribeBalanceCheck(const examples::BalanceCheck& check);
 
 // How a mode's Run*Tool ends: the error on `err` (exit 2 for
 // kInvalidArgument, else 1), or `print(*report, json, out)`, the kept

@@ -1,5 +1,7 @@
 #include "cli/tool_usage.h"
 
+#include <unistd.h>
+
 #include <exception>
 
 #include "absl/strings/match.h"
@@ -9,6 +11,12 @@
 namespace idem::cli {
 
 const char* ToolVersion() { return IDEM_VERSION; }
+
+std::string SelfPath(const char* argv0) {
+  char buffer[4096];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : argv0;
+}
 
 std::unique_ptr<CLI::App> MakeToolApp(const std::string& tool,
                                       const std::string& description) {

@@ -43,6 +43,10 @@ CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name,
 int ReportUsageError(absl::string_view tool, absl::string_view message,
                      std::ostream& err);
 
+// The path of the running binary (/proc/self/exe), or `argv0` if it cannot
+// be read: what a tool starts to run a worker process of itself.
+std::string SelfPath(const char* argv0);
+
 // Parses argv into the app's flags. Returns std::nullopt when the tool should
 // run, or the exit code to return now: kExitOk after --help or --version
 // (printed on `out`), kExitUsage after a message on `err` naming the bad

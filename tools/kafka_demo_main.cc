@@ -6,8 +6,6 @@
 // one and the failover's member A, which those modes start as a separate
 // process of this binary.
 
-#include <unistd.h>
-
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -17,17 +15,6 @@
 #include "cli/kafka_failover_demo.h"
 #include "cli/kafka_pipeline_demo.h"
 #include "cli/tool_usage.h"
-
-namespace {
-
-// The path of this binary, for starting the pipeline's stage one.
-std::string SelfPath(const char* argv0) {
-  char buffer[4096];
-  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
-  return n > 0 ? std::string(buffer, static_cast<size_t>(n)) : argv0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   std::unique_ptr<CLI::App> app = idem::cli::MakeToolApp(
@@ -130,11 +117,12 @@ int main(int argc, char** argv) {
   }
   if (failover) {
     return idem::cli::RunKafkaFailoverDemoTool(
-        options, SelfPath(argv[0]), variant, json, std::cout, std::cerr);
+        options, idem::cli::SelfPath(argv[0]), variant, json, std::cout,
+        std::cerr);
   }
   if (pipeline) {
-    return idem::cli::RunKafkaPipelineDemoTool(options, SelfPath(argv[0]), json,
-                                               std::cout, std::cerr);
+    return idem::cli::RunKafkaPipelineDemoTool(
+        options, idem::cli::SelfPath(argv[0]), json, std::cout, std::cerr);
   }
   return idem::cli::RunKafkaDemoTool(options, json, std::cout, std::cerr);
 }
