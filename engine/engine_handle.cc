@@ -28,14 +28,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     if (auto first = may_repeat ? committed_here.find(pass.record_keys[i])
                                 : committed_here.end();
         first != committed_here.end()) {
-      results[i] = RepeatInBatch(pass, i, first->second, results[first->second]);
+      results[i] =
+          RepeatInBatch(pass, i, first->second, results[first->second]);
       // Offsets: every outcome here advances, as a duplicate.
       pass.commit.AddOutcome(message, Outcome::kDuplicate);
       continue;
     }
-    absl::StatusOr<Result> result =
-        pass.stored[i].has_value() ? Redelivered(pass, i, *pass.stored[i])
-                                   : RunHandler(pass, i);
+    absl::StatusOr<Result> result = pass.stored[i].has_value()
+                                        ? Redelivered(pass, i, *pass.stored[i])
+                                        : RunHandler(pass, i);
     if (!result.ok()) return result.status();
     results[i] = *std::move(result);
     if (pass.stored[i].has_value()) {
@@ -52,8 +53,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   return results;
 }
 
-Result EngineImpl::RepeatInBatch(const HandlePass& pass, size_t i,
-                                 size_t first,
+Result EngineImpl::RepeatInBatch(const HandlePass& pass, size_t i, size_t first,
                                  const Result& first_result) const {
   Result result;
   result.outcome = RedeliveryOutcome(
