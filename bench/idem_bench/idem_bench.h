@@ -18,10 +18,10 @@
 // are independent.
 //
 // The library's files, one concern each: runner.cc (RunBench: the runs and
-// the figures), report.cc (PrintBenchReport), series.cc (WriteBenchCsv,
-// WriteBenchPlot), tool.cc (RunBenchTool), targets.{h,cc} with
-// layout_options.{h,cc} (the layouts), read_cost.{h,cc}, clock_env.{h,cc}
-// and workload.{h,cc}.
+// the figures), options_check.cc (ValidateBenchOptions), report.cc
+// (PrintBenchReport), series.cc (WriteBenchCsv, WriteBenchPlot), tool.cc
+// (RunBenchTool), targets.{h,cc} with layout_options.{h,cc} (the layouts),
+// read_cost.{h,cc}, clock_env.{h,cc} and workload.{h,cc}.
 
 #ifndef IDEM_BENCH_IDEM_BENCH_IDEM_BENCH_H_
 #define IDEM_BENCH_IDEM_BENCH_IDEM_BENCH_H_

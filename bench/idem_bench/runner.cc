@@ -1,7 +1,7 @@
-// Running idem-bench (bench/idem_bench/idem_bench.h): the bounds of
-// BenchOptions, and each layout's run on a store of its own (the delivering
-// threads, the shared stream, the time series and the figures of its
-// report).
+// Running idem-bench (bench/idem_bench/idem_bench.h): each layout's run on a
+// store of its own (the delivering threads, the shared stream, the time
+// series and the figures of its report). The bounds of BenchOptions are in
+// options_check.cc.
 
 #include <algorithm>
 #include <chrono>
@@ -34,18 +34,6 @@ namespace idem::bench {
 namespace {
 constexpr absl::Duration kProgressEvery = absl::Seconds(2);
 
-// Bounds of BenchOptions beyond the obvious ones (documented in
-// bench/idem_bench/idem_bench.h and in idem-bench's flags).
-constexpr int64_t kMaxMessages = 10'000'000'000;  // ~a day at 100k msg/s
-constexpr absl::Duration kMaxDuration = absl::Hours(7 * 24);
-constexpr int64_t kMaxStateKeys = 1'000'000'000'000;
-// The workload keeps 8 bytes per reachable ID: at most 800 MB.
-constexpr int64_t kMaxDuplicateReach = 100'000'000;
-constexpr absl::Duration kMaxWindow = absl::Hours(365 * 24);
-constexpr double kMinSimRate = 0.01;  // keeps clock micros within int64
-constexpr double kMaxSimRate = 1e9;
-constexpr int kMaxSteadyWindows = 1000;
-
 double Ratio(uint64_t num, uint64_t den) {
   return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
 }
@@ -63,6 +51,44 @@ std::optional<double> WaBetween(const Sample& a, const Sample& b) {
   if (b.user_bytes <= a.user_bytes) return std::nullopt;
   return static_cast<double>(b.written_bytes - a.written_bytes) /
          static_cast<double>(b.user_bytes - a.user_bytes);
+}
+
+// Write amplification over each whole window of clock time covered by
+// `samples` (0 for a window without user writes), in order.
+std::vector<double> WaPerWindow(const std::vector<Sample>& samples,
+                                double window_s) {
+  std::vector<double> wa;
+  const Sample& last = samples.back();
+  for (int i = 0; (i + 1) * window_s <= last.clock_seconds + 1e-9; ++i) {
+    const Sample* a = SampleAtOrAfter(samples, i * window_s);
+    const Sample* b = SampleAtOrAfter(samples, (i + 1) * window_s);
+    if (a == nullptr || b == nullptr) break;
+    wa.push_back(WaBetween(*a, *b).value_or(0));
+  }
+  return wa;
+}
+
+// The steady-state figures of `r`: write amplification, and the mean space
+// amplification and disk bytes, over the samples of the last `span_s`
+// seconds of clock time. REQUIRES: `samples` is not empty.
+void AddSteadyState(const std::vector<Sample>& samples, double span_s,
+                    LayoutReport& r) {
+  const Sample& last = samples.back();
+  const Sample* a = SampleAtOrAfter(samples, last.clock_seconds - span_s);
+  if (a == nullptr) return;
+  r.steady_wa = WaBetween(*a, last);
+  double amp = 0, disk = 0;
+  uint64_t disk_max = 0;
+  int n = 0;
+  for (const Sample* s = a; s <= &last; ++s) {
+    amp += Ratio(s->live_sst_bytes, s->logical_bytes);
+    disk += static_cast<double>(s->disk_bytes);
+    disk_max = std::max(disk_max, s->disk_bytes);
+    ++n;
+  }
+  r.steady_space_amp = amp / n;
+  r.steady_disk_bytes_mean = disk / n;
+  r.steady_disk_bytes_max = disk_max;
 }
 
 // Expected distinct keys after `n` uniform draws from `k`.
@@ -160,30 +186,9 @@ class LayoutRun {
     r.clock_seconds = last.clock_seconds;
     const double window_s = absl::ToDoubleSeconds(options_.window);
     r.windows_covered = last.clock_seconds / window_s;
-    for (int i = 0; (i + 1) * window_s <= last.clock_seconds + 1e-9; ++i) {
-      const Sample* a = SampleAtOrAfter(samples_, i * window_s);
-      const Sample* b = SampleAtOrAfter(samples_, (i + 1) * window_s);
-      if (a == nullptr || b == nullptr) break;
-      r.wa_per_window.push_back(WaBetween(*a, *b).value_or(0));
-    }
+    r.wa_per_window = WaPerWindow(samples_, window_s);
     if (r.windows_covered >= options_.steady_windows + 1) {
-      const Sample* a = SampleAtOrAfter(
-          samples_, last.clock_seconds - options_.steady_windows * window_s);
-      if (a != nullptr) {
-        r.steady_wa = WaBetween(*a, last);
-        double amp = 0, disk = 0;
-        uint64_t disk_max = 0;
-        int n = 0;
-        for (const Sample* s = a; s <= &last; ++s) {
-          amp += Ratio(s->live_sst_bytes, s->logical_bytes);
-          disk += static_cast<double>(s->disk_bytes);
-          disk_max = std::max(disk_max, s->disk_bytes);
-          ++n;
-        }
-        r.steady_space_amp = amp / n;
-        r.steady_disk_bytes_mean = disk / n;
-        r.steady_disk_bytes_max = disk_max;
-      }
+      AddSteadyState(samples_, options_.steady_windows * window_s, r);
     }
     r.live_records = last.live_records;
   }
@@ -350,27 +355,28 @@ class LayoutRun {
   std::vector<Sample> samples_ ABSL_GUARDED_BY(mu_);
 };
 
-absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
-                                       Layout layout, std::ostream* progress) {
-  LayoutReport report;
-  report.layout = layout;
-  absl::StatusOr<util::TempDir> dir = util::TempDir::Create(
-      absl::StrCat("idem_bench_", LayoutName(layout), "_"), options.dir);
-  if (!dir.ok()) return dir.status();
-  const std::string path = dir->Sub("store");
-  if (options.keep) {
-    dir->Keep();
-    report.store_path = path;
-  }
+// The clock of one layout's run: a ManualClock the run advances (simulated)
+// or the system clock, and a RocksDB Env on the same clock. Not movable:
+// `clock` may point at `manual`.
+struct RunClock {
+  explicit RunClock(const BenchOptions& options)
+      : manual(absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()))),
+        simulated(options.sim_messages_per_second > 0 ? &manual : nullptr),
+        clock(simulated != nullptr ? static_cast<Clock*>(&manual)
+                                   : SystemClock()),
+        env(NewClockEnv(rocksdb::Env::Default(), clock)) {}
+  RunClock(const RunClock&) = delete;
+  RunClock& operator=(const RunClock&) = delete;
 
-  const bool simulated = options.sim_messages_per_second > 0;
-  const absl::Time start =
-      absl::FromUnixSeconds(absl::ToUnixSeconds(absl::Now()));
-  ManualClock manual(start);
-  Clock* clock = simulated ? static_cast<Clock*>(&manual) : SystemClock();
-  std::unique_ptr<rocksdb::Env> env =
-      NewClockEnv(rocksdb::Env::Default(), clock);
+  ManualClock manual;
+  ManualClock* const simulated;  // &manual, or null on the real clock
+  Clock* const clock;
+  const std::unique_ptr<rocksdb::Env> env;
+};
 
+// The options of `layout`'s target, on `clock`.
+TargetOptions MakeTargetOptions(const BenchOptions& options, Layout layout,
+                                const RunClock& clock) {
   TargetOptions t;
   t.layout = layout;
   t.window = options.window;
@@ -384,17 +390,16 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   t.emit = options.emit;
   t.emit_bytes = options.emit_bytes;
   t.outbox_ack_every = options.outbox_ack_every;
-  t.clock = clock;
-  t.env = env.get();
+  t.clock = clock.clock;
+  t.env = clock.env.get();
+  return t;
+}
 
-  absl::StatusOr<std::unique_ptr<Target>> target = OpenTarget(path, t);
-  if (!target.ok()) return target.status();
-  LayoutRun run(options, clock, simulated ? &manual : nullptr, clock->Now(),
-                target->get(), path, std::string(LayoutName(layout)), progress);
-  if (absl::Status s = run.Run(); !s.ok()) return s;
-  run.Report(report);
-
-  absl::StatusOr<TargetCounters> c = (*target)->Counters();
+// The target's byte counters at the end of the run and the store's size on
+// disk at `path`.
+absl::Status AddCounters(Target& target, const std::string& path,
+                         LayoutReport& report) {
+  absl::StatusOr<TargetCounters> c = target.Counters();
   if (!c.ok()) return c.status();
   report.user_bytes = c->user_bytes;
   report.wal_bytes = c->wal_bytes;
@@ -406,76 +411,133 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
   report.live_sst_bytes = c->live_sst_bytes;
   report.estimated_records = c->estimated_records;
   report.disk_bytes = util::DirectoryBytes(path);
-  if (options.emit > 0) {
-    absl::StatusOr<std::optional<OutboxFigures>> outbox = (*target)->Outbox();
-    if (!outbox.ok()) return outbox.status();
-    report.outbox = *outbox;
-    // A self-check: every processed message emitted `emit` entries.
-    const uint64_t expected = static_cast<uint64_t>(report.processed) *
-                              static_cast<uint64_t>(options.emit);
-    if (report.outbox.has_value() && report.outbox->emitted != expected) {
-      return absl::InternalError(
-          absl::StrCat("the engine reports ", report.outbox->emitted,
-                       " outbox entries emitted; ", report.processed,
-                       " processed messages emitting ", options.emit,
-                       " each make ", expected));
-    }
-    if (options.outbox_ack_every == 0 && report.outbox.has_value()) {
-      report.notes.push_back(
-          absl::StrCat("outbox never acknowledged (--outbox_ack_every=0): ",
-                       report.outbox->pending, " entries pending at the end"));
-    }
+  return absl::OkStatus();
+}
+
+// The outbox's figures (options.emit > 0), checked against the messages
+// processed: kInternal unless each emitted `emit` entries.
+absl::Status AddOutbox(const BenchOptions& options, Target& target,
+                       LayoutReport& report) {
+  absl::StatusOr<std::optional<OutboxFigures>> outbox = target.Outbox();
+  if (!outbox.ok()) return outbox.status();
+  report.outbox = *outbox;
+  if (!report.outbox.has_value()) return absl::OkStatus();
+  const uint64_t expected = static_cast<uint64_t>(report.processed) *
+                            static_cast<uint64_t>(options.emit);
+  if (report.outbox->emitted != expected) {
+    return absl::InternalError(
+        absl::StrCat("the engine reports ", report.outbox->emitted,
+                     " outbox entries emitted; ", report.processed,
+                     " processed messages emitting ", options.emit,
+                     " each make ", expected));
   }
-  std::optional<InternalFigures> internals = (*target)->Internals();
-  if (internals.has_value()) {
-    report.rocksdb_sum_wamp = internals->rocksdb_sum_wamp;
-    report.memtable_bytes = internals->memtable_bytes;
-    report.block_cache_usage = internals->block_cache_usage;
-    report.table_readers_bytes = internals->table_readers_bytes;
-  } else {
+  if (options.outbox_ack_every == 0) {
+    report.notes.push_back(
+        absl::StrCat("outbox never acknowledged (--outbox_ack_every=0): ",
+                     report.outbox->pending, " entries pending at the end"));
+  }
+  return absl::OkStatus();
+}
+
+// RocksDB's own figures, or a note that the target could not give them.
+void AddInternals(Target& target, LayoutReport& report) {
+  std::optional<InternalFigures> internals = target.Internals();
+  if (!internals.has_value()) {
     report.notes.push_back(
         "the store's RocksDB figures (Sum W-Amp, memtable and block-cache "
         "usage) could not be read");
+    return;
   }
-  if (absl::Status s = (*target)->Close(); !s.ok()) return s;
-  target->reset();
+  report.rocksdb_sum_wamp = internals->rocksdb_sum_wamp;
+  report.memtable_bytes = internals->memtable_bytes;
+  report.block_cache_usage = internals->block_cache_usage;
+  report.table_readers_bytes = internals->table_readers_bytes;
+}
 
+// Opens the layout's target at `path`, delivers the stream through it and
+// fills what the run and the open target tell; the target is closed (and
+// its store free to reopen) on return.
+absl::Status RunOnTarget(const BenchOptions& options, const TargetOptions& t,
+                         const std::string& path, const RunClock& clock,
+                         std::ostream* progress, LayoutReport& report) {
+  absl::StatusOr<std::unique_ptr<Target>> target = OpenTarget(path, t);
+  if (!target.ok()) return target.status();
+  LayoutRun run(options, clock.clock, clock.simulated, clock.clock->Now(),
+                target->get(), path, std::string(LayoutName(t.layout)),
+                progress);
+  if (absl::Status s = run.Run(); !s.ok()) return s;
+  run.Report(report);
+  if (absl::Status s = AddCounters(**target, path, report); !s.ok()) return s;
+  if (options.emit > 0) {
+    if (absl::Status s = AddOutbox(options, **target, report); !s.ok()) {
+      return s;
+    }
+  }
+  AddInternals(**target, report);
+  return (*target)->Close();
+}
+
+// `options.lookups` IDs the stream never delivered.
+std::vector<std::string> NewIds(const BenchOptions& options,
+                                const LayoutReport& report) {
+  std::vector<std::string> ids;
+  for (int64_t i = 0; i < options.lookups; ++i) {
+    ids.push_back(IdFor(options.id_shape, options.seed, report.unique_ids + i));
+  }
+  return ids;
+}
+
+// `options.lookups` live IDs, drawn uniformly from the distinct IDs of the
+// last window; none if no record is live.
+std::vector<std::string> LiveIds(const BenchOptions& options,
+                                 const LayoutReport& report) {
+  std::vector<std::string> ids;
+  const int64_t live = std::min(report.live_records, report.unique_ids);
+  if (live <= 0) return ids;
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int64_t> pick(report.unique_ids - live,
+                                              report.unique_ids - 1);
+  for (int64_t i = 0; i < options.lookups; ++i) {
+    ids.push_back(IdFor(options.id_shape, options.seed, pick(rng)));
+  }
+  return ids;
+}
+
+// The cost of looking up new and live IDs in the closed store at `path`.
+absl::Status AddReadCost(const BenchOptions& options, const TargetOptions& t,
+                         const std::string& path, LayoutReport& report) {
+  absl::StatusOr<ReadCost> cost = MeasureReadCost(
+      path, t, NewIds(options, report), LiveIds(options, report));
+  if (!cost.ok()) return cost.status();
+  report.read_cost = *cost;
+  report.table_readers_bytes = cost->table_readers_bytes;
+  return absl::OkStatus();
+}
+
+// Space amplification: the SST bytes against the live records' logical
+// size.
+void AddSpaceAmplification(const BenchOptions& options, LayoutReport& report) {
   report.logical_live_bytes =
       LogicalBytes(options, report.live_records, report.processed);
   report.space_amp = Ratio(report.live_sst_bytes, report.logical_live_bytes);
+}
 
-  if (options.lookups > 0) {
-    std::vector<std::string> misses, hits;
-    for (int64_t i = 0; i < options.lookups; ++i) {
-      misses.push_back(
-          IdFor(options.id_shape, options.seed, report.unique_ids + i));
-    }
-    // Live IDs: drawn uniformly from the distinct IDs of the last window.
-    const int64_t live = std::min(report.live_records, report.unique_ids);
-    if (live > 0) {
-      std::mt19937_64 rng(options.seed);
-      std::uniform_int_distribution<int64_t> pick(report.unique_ids - live,
-                                                  report.unique_ids - 1);
-      for (int64_t i = 0; i < options.lookups; ++i) {
-        hits.push_back(IdFor(options.id_shape, options.seed, pick(rng)));
-      }
-    }
-    absl::StatusOr<ReadCost> cost = MeasureReadCost(path, t, misses, hits);
-    if (!cost.ok()) return cost.status();
-    report.read_cost = *cost;
-    report.table_readers_bytes = cost->table_readers_bytes;
+// Index, filter and memtable bytes per live record (none without one).
+void AddMemoryPerLiveId(LayoutReport& report) {
+  if (report.live_records <= 0) return;
+  const double live = static_cast<double>(report.live_records);
+  report.index_filter_bytes_per_live_id =
+      static_cast<double>(report.table_readers_bytes) / live;
+  if (report.memtable_bytes.has_value()) {
+    report.memory_per_live_id =
+        static_cast<double>(*report.memtable_bytes +
+                            report.table_readers_bytes) /
+        live;
   }
-  if (report.live_records > 0) {
-    const double live = static_cast<double>(report.live_records);
-    report.index_filter_bytes_per_live_id =
-        static_cast<double>(report.table_readers_bytes) / live;
-    if (report.memtable_bytes.has_value()) {
-      report.memory_per_live_id =
-          static_cast<double>(*report.memtable_bytes +
-                              report.table_readers_bytes) /
-          live;
-    }
-  }
+}
+
+// Notes on the figures the run could not give.
+void AddCaveats(const BenchOptions& options, LayoutReport& report) {
   if (!report.dedupe_errors.has_value()) {
     report.notes.push_back(
         "dedupe answers not checked (needs --threads=1 and a simulated "
@@ -486,99 +548,40 @@ absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
         "no steady-state WA: the run covered %.1f windows, %d are needed",
         report.windows_covered, options.steady_windows + 1));
   }
+}
+
+// Runs `layout` on a fresh store under options.dir (kept, and its path
+// reported, with options.keep) and measures it.
+absl::StatusOr<LayoutReport> RunLayout(const BenchOptions& options,
+                                       Layout layout, std::ostream* progress) {
+  LayoutReport report;
+  report.layout = layout;
+  absl::StatusOr<util::TempDir> dir = util::TempDir::Create(
+      absl::StrCat("idem_bench_", LayoutName(layout), "_"), options.dir);
+  if (!dir.ok()) return dir.status();
+  const std::string path = dir->Sub("store");
+  if (options.keep) {
+    dir->Keep();
+    report.store_path = path;
+  }
+  const RunClock clock(options);
+  const TargetOptions t = MakeTargetOptions(options, layout, clock);
+  if (absl::Status s = RunOnTarget(options, t, path, clock, progress, report);
+      !s.ok()) {
+    return s;
+  }
+  AddSpaceAmplification(options, report);
+  if (options.lookups > 0) {
+    if (absl::Status s = AddReadCost(options, t, path, report); !s.ok()) {
+      return s;
+    }
+  }
+  AddMemoryPerLiveId(report);
+  AddCaveats(options, report);
   return report;
 }
 
 }  // namespace
-
-absl::Status ValidateBenchOptions(const BenchOptions& o) {
-  auto bad = [](auto&&... parts) {
-    return absl::InvalidArgumentError(absl::StrCat(parts...));
-  };
-  if (o.layouts.empty()) return bad("--layout names no layout");
-  if (o.messages < 0 || o.messages > kMaxMessages) {
-    return bad("--messages must be in [0, ", kMaxMessages, "], got ",
-               o.messages);
-  }
-  if (o.duration < absl::ZeroDuration() || o.duration > kMaxDuration) {
-    return bad("--duration must be in [0, ", absl::FormatDuration(kMaxDuration),
-               "], got ", absl::FormatDuration(o.duration));
-  }
-  if (o.messages == 0 && o.duration == absl::ZeroDuration()) {
-    return bad(
-        "set --messages or --duration (both are 0: the run would "
-        "never end)");
-  }
-  if (o.state_bytes < 0 || o.state_bytes > (1 << 20)) {
-    return bad("--state_bytes must be in [0, 1048576], got ", o.state_bytes);
-  }
-  if (o.state_keys < 1 || o.state_keys > kMaxStateKeys) {
-    return bad("--state_keys must be in [1, ", kMaxStateKeys, "], got ",
-               o.state_keys);
-  }
-  if (!(o.duplicate_rate >= 0 && o.duplicate_rate < 1)) {
-    return bad("--duplicate_rate must be in [0, 1), got ", o.duplicate_rate);
-  }
-  if (o.duplicate_reach < 1 || o.duplicate_reach > kMaxDuplicateReach) {
-    return bad("--duplicate_reach must be in [1, ", kMaxDuplicateReach,
-               "], got ", o.duplicate_reach);
-  }
-  if (o.batch < 1 || o.batch > 100000) {
-    return bad("--batch must be in [1, 100000], got ", o.batch);
-  }
-  if (o.threads < 1 || o.threads > 64) {
-    return bad("--threads must be in [1, 64], got ", o.threads);
-  }
-  if (o.window < absl::Seconds(1) || o.window > kMaxWindow) {
-    return bad("--window must be in [1s, ", absl::FormatDuration(kMaxWindow),
-               "], got ", absl::FormatDuration(o.window));
-  }
-  if (!(o.sim_messages_per_second == 0 ||
-        (o.sim_messages_per_second >= kMinSimRate &&
-         o.sim_messages_per_second <= kMaxSimRate))) {
-    return bad("--sim_messages_per_second must be 0 (real clock) or in [",
-               kMinSimRate, ", ", kMaxSimRate, "], got ",
-               o.sim_messages_per_second);
-  }
-  if (o.sample_every < absl::ZeroDuration() || o.sample_every > o.window) {
-    return bad("--sample_every must be in [0, --window], got ",
-               absl::FormatDuration(o.sample_every));
-  }
-  if (o.steady_windows < 1 || o.steady_windows > kMaxSteadyWindows) {
-    return bad("--steady_windows must be in [1, ", kMaxSteadyWindows, "], got ",
-               o.steady_windows);
-  }
-  if (o.lookups < 0 || o.lookups > 10000000) {
-    return bad("--lookups must be in [0, 10000000], got ", o.lookups);
-  }
-  if (o.write_buffer_bytes < (size_t{64} << 10) ||
-      o.write_buffer_bytes > (size_t{4} << 30)) {
-    return bad("--write_buffer_mib must be in [0.0625, 4096], got ",
-               static_cast<double>(o.write_buffer_bytes) / kMiB);
-  }
-  if (o.expiry_buckets < 0 || o.expiry_buckets > 64) {
-    return bad("--expiry_buckets must be in [0, 64], got ", o.expiry_buckets);
-  }
-  if (o.emit < 0 || o.emit > 1000) {
-    return bad("--emit must be in [0, 1000], got ", o.emit);
-  }
-  if (o.emit > 0) {
-    for (Layout layout : o.layouts) {
-      if (layout != Layout::kEngine) {
-        return bad("--emit needs --layout=engine: the ", LayoutName(layout),
-                   " layout has no outbox");
-      }
-    }
-  }
-  if (o.emit_bytes < 0 || o.emit_bytes > (1 << 20)) {
-    return bad("--emit_bytes must be in [0, 1048576], got ", o.emit_bytes);
-  }
-  if (o.outbox_ack_every < 0 || o.outbox_ack_every > 1000000) {
-    return bad("--outbox_ack_every must be in [0, 1000000], got ",
-               o.outbox_ack_every);
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<BenchReport> RunBench(const BenchOptions& options,
                                      std::ostream* progress) {
