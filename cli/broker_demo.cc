@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -163,8 +165,8 @@ class BrokerDemo {
     return broker_->Produce(stream.records);
   }
 
-  // Runs the worker until about a third of the payments are in the store,
-  // then kills it with SIGKILL.
+  // Runs the worker until its handler is at about a third of the payments,
+  // inside a batch (BrokerDemoWorker::hold_at), then kills it with SIGKILL.
   absl::Status CrashConsumer(const DemoStream& stream) {
     const DemoEndpoint& at = broker_->endpoint();
     std::vector<std::string> argv = {self_,
@@ -176,14 +178,18 @@ class BrokerDemo {
                                      "--store=" + report_.store,
                                      absl::StrCat("--batch=", options_.batch)};
     if (variant_.ack_on_receive) argv.push_back("--worker_ack_on_receive");
+    const int64_t target = report_.unique_payments / 3;
+    const std::string holding = scratch_->Sub("worker.holding");
+    argv.push_back(absl::StrCat("--worker_hold_at=", target));
+    argv.push_back("--worker_hold_file=" + holding);
     const std::string log = scratch_->Sub("worker.log");
     absl::StatusOr<servers::ChildProcess> worker =
         servers::ChildProcess::Spawn(argv, log);
     if (!worker.ok()) return worker.status();
     progress_ << "consumer 1: started (a separate process, log " << log
               << ")\n";
-    const int64_t target = report_.unique_payments / 3;
-    if (absl::Status s = WaitForWorker(*worker, stream, target, log); !s.ok()) {
+    if (absl::Status s = WaitForWorker(*worker, stream, holding, log);
+        !s.ok()) {
       return s;
     }
     worker->Signal(SIGKILL);
@@ -196,10 +202,12 @@ class BrokerDemo {
     return absl::OkStatus();
   }
 
-  // Polls the store until `target` payments are in it. kDeadlineExceeded
-  // after idle_timeout without progress; kInternal if the worker exits.
+  // Waits until the worker holds inside a batch (it created `holding`),
+  // watching its progress in the store. kDeadlineExceeded after
+  // idle_timeout without progress; kInternal if the worker exits.
   absl::Status WaitForWorker(servers::ChildProcess& worker,
-                             const DemoStream& stream, int64_t target,
+                             const DemoStream& stream,
+                             const std::string& holding,
                              const std::string& log) {
     int64_t last = -1;
     absl::Time last_change = absl::Now();
@@ -207,7 +215,7 @@ class BrokerDemo {
       // A read-only open can race with the worker's flushes: retried.
       absl::StatusOr<int64_t> seen =
           CountSeen(report_.store, stream.unique_ids);
-      if (seen.ok() && *seen >= target) return absl::OkStatus();
+      if (std::filesystem::exists(holding)) return absl::OkStatus();
       if (seen.ok() && *seen != last) {
         last = *seen;
         last_change = absl::Now();
@@ -384,6 +392,16 @@ int RunBrokerDemoTool(const BrokerDemoOptions& options, const std::string& self,
   return report->passed ? kExitOk : kExitFailure;
 }
 
+namespace {
+
+// Creates `file` and waits for the SIGKILL that the demo sends.
+[[noreturn]] void HoldUntilKilled(const std::string& file) {
+  std::ofstream(file) << "holding\n";
+  while (true) absl::SleepFor(absl::Seconds(1));
+}
+
+}  // namespace
+
 int RunBrokerDemoWorker(const BrokerDemoOptions& options,
                         const BrokerDemoWorker& worker, std::ostream& err) {
   absl::StatusOr<std::unique_ptr<Engine>> engine =
@@ -410,10 +428,11 @@ int RunBrokerDemoWorker(const BrokerDemoOptions& options,
     err << kTool << " worker: " << consumer.status() << "\n";
     return kExitFailure;
   }
-  const absl::Duration pause = worker.pause;
-  absl::Status run =
-      (*consumer)->Run([pause](const brokers::Delivery& delivery, Txn& txn) {
-        absl::SleepFor(pause);
+  int64_t calls = 0;
+  absl::Status run = (*consumer)->Run(
+      [&worker, &calls](const brokers::Delivery& delivery, Txn& txn) {
+        absl::SleepFor(worker.pause);
+        if (++calls == worker.hold_at) HoldUntilKilled(worker.hold_file);
         return ApplyPayment(delivery, txn);
       });
   err << kTool << " worker: the consumer stopped: " << run << "\n";

@@ -5,9 +5,9 @@
 //  1. produces a stream of payments (examples/ledger.h), each with its
 //     message ID, some of them published twice (producer duplicates);
 //  2. runs the broker's idem Consumer in a separate process of this binary
-//     (a worker, started with a hidden flag), whose handler is slowed down,
-//     and kills it with SIGKILL once about a third of the payments are in
-//     its store: it dies inside a batch, with deliveries unacknowledged;
+//     (a worker, started with hidden flags), whose handler stops and waits
+//     at its call for about a third of the payments, and kills it there
+//     with SIGKILL: it dies inside a batch, with deliveries unacknowledged;
 //  3. starts a new consumer on the same store, to which the broker delivers
 //     again what the dead one held (Redis: XAUTOCLAIM of its pending
 //     entries; NATS: after AckWait; RabbitMQ: requeued as its connection
@@ -81,8 +81,13 @@ struct BrokerDemoWorker {
   // every delivery as soon as it is received (LoopHooks::ack_on_receive), so
   // the crash loses what it held and the checks must fail.
   bool ack_on_receive = false;
-  // The handler's pause per payment, so that the kill lands inside a batch.
+  // The handler's pause per payment.
   absl::Duration pause = absl::Milliseconds(1);
+  // If above 0: the handler's call number `hold_at` creates `hold_file` and
+  // waits to be killed, so the kill lands inside a batch, received and not
+  // committed (acknowledged too in the broken variant).
+  int64_t hold_at = 0;
+  std::string hold_file;
 };
 
 struct BrokerDemoReport {

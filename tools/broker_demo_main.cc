@@ -72,6 +72,13 @@ int main(int argc, char** argv) {
                 "Internal: a deliberately broken demo whose killed consumer "
                 "acknowledges on receipt (its checks must fail).")
       ->group("");
+  app->add_option("--worker_hold_at", worker.hold_at,
+                  "Internal: the handler call at which the worker waits to "
+                  "be killed.")
+      ->group("");
+  app->add_option("--worker_hold_file", worker.hold_file,
+                  "Internal: the file the worker creates once it waits.")
+      ->group("");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;
