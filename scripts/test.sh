@@ -26,4 +26,6 @@ if [ "$missing" = 1 ] && [ "${CI:-}" = true ]; then
   exit 1
 fi
 cd build
-exec ctest --output-on-failure -j"$(nproc)" "$@"
+# Four test slots per core: a busy test takes four, one that mostly waits
+# (the Kafka suites) one (tests/CMakeLists.txt, "Test slots").
+exec ctest --output-on-failure -j"$((4 * $(nproc)))" "$@"
