@@ -22,7 +22,13 @@ absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
     if (hooks_->restore_step && copy.applied) hooks_->restore_step("chunk");
     return absl::OkStatus();
   };
-  if (absl::Status s = reader_->Read(
+  // The changelog must be whole from where the copy stands (a compacted
+  // topic keeps every key's last record; retention would drop some), but
+  // the dedupe topic's records older than the window expire by design.
+  auto read_changelog = hooks_->changelog_restore_reads_truncated
+                            ? &PartitionReader::Read
+                            : &PartitionReader::ReadAllFrom;
+  if (absl::Status s = (reader_->*read_changelog)(
           target_->changelog_topic, partition, copy.changelog_next, timeout,
           [&](const LogRecord& r) {
             copy.changelog_next = r.record.offset + 1;

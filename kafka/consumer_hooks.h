@@ -60,6 +60,10 @@ struct ConsumerHooks {
   // Changelog mode, broken: produce each record's changelog records to
   // Kafka as soon as its handler returns, outside the engine's commit.
   bool changelog_outside_commit = false;
+  // Changelog mode, broken: restores and standby copies read a changelog
+  // partition whose first records were deleted (retention) as if it were
+  // whole, rather than failing with kDataLoss.
+  bool changelog_restore_reads_truncated = false;
   // Standby copies, broken: apply the changelog's state and offsets but
   // leave its dedupe records out.
   bool standby_without_dedupe = false;

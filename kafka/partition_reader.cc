@@ -104,8 +104,30 @@ absl::Status PartitionReader::Read(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
+  return ReadLog(topic, partition, from, /*whole=*/false, timeout, visit, end);
+}
+
+absl::Status PartitionReader::ReadAllFrom(
+    const std::string& topic, int32_t partition, int64_t from,
+    absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
+  return ReadLog(topic, partition, from, /*whole=*/true, timeout, visit, end);
+}
+
+absl::Status PartitionReader::ReadLog(
+    const std::string& topic, int32_t partition, int64_t from, bool whole,
+    absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
   absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
   if (!marks.ok()) return marks.status();
+  if (whole && marks->low > from) {
+    return absl::DataLossError(absl::StrCat(
+        topic, "/", partition,
+        " is truncated: its first retained record is at offset ", marks->low,
+        ", and it is needed from offset ", from,
+        " on; records were deleted (retention or DeleteRecords), so what is "
+        "left is not the whole log"));
+  }
   if (end != nullptr) *end = marks->high;
   const int64_t start = std::max(from, marks->low);
   if (start >= marks->high) return absl::OkStatus();

@@ -70,8 +70,24 @@ class PartitionReader {
                     absl::FunctionRef<absl::Status(const LogRecord&)> visit,
                     int64_t* end = nullptr);
 
+  // As Read, but where records from `from` on are no longer all retained
+  // (the first retained offset is above `from`: deleted by retention or
+  // DeleteRecords), kDataLoss naming the partition and both offsets, before
+  // any record is visited: what a restore must not read as if it were whole.
+  absl::Status ReadAllFrom(
+      const std::string& topic, int32_t partition, int64_t from,
+      absl::Duration timeout,
+      absl::FunctionRef<absl::Status(const LogRecord&)> visit,
+      int64_t* end = nullptr);
+
  private:
   explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}
+
+  // Read and ReadAllFrom: `whole` refuses a log that starts above `from`.
+  absl::Status ReadLog(const std::string& topic, int32_t partition,
+                       int64_t from, bool whole, absl::Duration timeout,
+                       absl::FunctionRef<absl::Status(const LogRecord&)> visit,
+                       int64_t* end);
 
   HandlePtr handle_;
 };
