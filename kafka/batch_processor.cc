@@ -70,29 +70,9 @@ class BatchRun {
 
   absl::StatusOr<ProcessedBatch> Run() {
     out_.report.records = static_cast<int64_t>(records_.size());
-    for (size_t i = 0; i < records_.size(); ++i) {
-      absl::StatusOr<std::string> id = DeriveId(records_[i], options_);
-      if (id.ok()) {
-        entries_[i].id = *std::move(id);
-      } else {
-        entries_[i].id_error = id.status();
-      }
-    }
-    // Retrying cannot repair an ID: such records are given up on at once.
-    for (size_t i = 0; i < records_.size(); ++i) {
-      if (entries_[i].id_error.ok()) continue;
-      if (absl::Status s = GiveUp(i, entries_[i].id_error, "id"); !s.ok()) {
-        return s;
-      }
-    }
-
-    std::vector<size_t> round(records_.size());
-    std::iota(round.begin(), round.end(), 0);
-    while (!round.empty()) {
-      absl::StatusOr<std::vector<size_t>> next = RunRound(round);
-      if (!next.ok()) return next.status();
-      round = *std::move(next);
-    }
+    DeriveIds();
+    if (absl::Status s = GiveUpUnusableIds(); !s.ok()) return s;
+    if (absl::Status s = RunRounds(); !s.ok()) return s;
     out_.max_sequence = max_sequence_;
     if (max_sequence_ > 0 && controls_.wait_durable) {
       if (absl::Status s = engine_.WaitDurable(max_sequence_); !s.ok()) {
@@ -104,10 +84,79 @@ class BatchRun {
   }
 
  private:
+  // Each record's ID, or why it has none.
+  void DeriveIds() {
+    for (size_t i = 0; i < records_.size(); ++i) {
+      absl::StatusOr<std::string> id = DeriveId(records_[i], options_);
+      if (id.ok()) {
+        entries_[i].id = *std::move(id);
+      } else {
+        entries_[i].id_error = id.status();
+      }
+    }
+  }
+
+  // Retrying cannot repair an ID: such records are given up on at once.
+  absl::Status GiveUpUnusableIds() {
+    for (size_t i = 0; i < records_.size(); ++i) {
+      if (entries_[i].id_error.ok()) continue;
+      if (absl::Status s = GiveUp(i, entries_[i].id_error, "id"); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Rounds until every record is committed: the first runs them all, each
+  // later one what the round before left failed or deferred.
+  absl::Status RunRounds() {
+    std::vector<size_t> round(records_.size());
+    std::iota(round.begin(), round.end(), 0);
+    while (!round.empty()) {
+      absl::StatusOr<std::vector<size_t>> next = RunRound(round);
+      if (!next.ok()) return next.status();
+      round = *std::move(next);
+    }
+    return absl::OkStatus();
+  }
+
+  // What one round's outcomes ask of the next round.
+  struct NextRound {
+    std::vector<size_t> records;  // they run again, in batch order
+    absl::flat_hash_set<PartitionRef> failed_partitions;
+    bool wait = false;  // a record is retried: back off first
+  };
+
   // One ProcessBatch over the records `round` names; returns the records of
   // the next round (each failed partition from its first failure on).
   absl::StatusOr<std::vector<size_t>> RunRound(
       const std::vector<size_t>& round) {
+    const std::vector<Message> messages = RoundMessages(round);
+    absl::flat_hash_set<PartitionRef> blocked;  // a record of it failed
+    auto run_one = [&](const Message& message, Txn& txn) {
+      return RunRecord(round[&message - messages.data()], txn, blocked);
+    };
+    absl::StatusOr<std::vector<Result>> results =
+        engine_.ProcessBatch(messages, run_one);
+    if (!results.ok()) return results.status();
+    if (Cancelled()) {
+      return absl::CancelledError(
+          "the partition was lost: its remaining records were not run");
+    }
+    NextRound next;
+    for (size_t k = 0; k < round.size(); ++k) {
+      if (absl::Status s = TakeOutcome(round[k], (*results)[k], next);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (next.wait) BackOff();
+    return std::move(next.records);
+  }
+
+  // The engine's messages for the records `round` names, in its order;
+  // none of them is deferred until it runs.
+  std::vector<Message> RoundMessages(const std::vector<size_t>& round) {
     std::vector<Message> messages;
     messages.reserve(round.size());
     for (size_t i : round) {
@@ -122,105 +171,122 @@ class BatchRun {
       messages.push_back(message);
       entries_[i].deferred = false;
     }
-    absl::flat_hash_set<PartitionRef> blocked;  // a record of it failed
-    auto run_one = [&](const Message& message, Txn& txn) -> absl::Status {
-      const size_t i = round[&message - messages.data()];
-      Entry& entry = entries_[i];
-      Record& record = records_[i];
-      if (Cancelled()) {
-        entry.deferred = true;  // not an attempt: the partition is gone
-        return absl::AbortedError("the partition was lost");
-      }
-      if (entry.dead_lettered) {
-        txn.SetResult(kDeadLetteredResult);
-        if (!entry.dead_letter_error.ok()) {
-          EmitDeadLetter(record, entry, txn);
-        }
-        return absl::OkStatus();
-      }
-      if (blocked.contains(PartitionOf(record))) {
-        entry.deferred = true;
-        return absl::AbortedError("deferred behind a failed record");
-      }
-      record.id = entry.id;
-      absl::Status status = handler_(record, txn);
-      if (!status.ok()) blocked.insert(PartitionOf(record));
-      if (IsPermanentError(status)) {
-        // Dead-lettered at once, as a non-retriable code: the dead-letter
-        // marker's commit moves the offset past it (so the engine does not
-        // keep the failure: a corrected redelivery runs).
-        entry.permanent = true;
-        return absl::Status(status.code(), status.message());
-      }
-      return status;
-    };
-    absl::StatusOr<std::vector<Result>> results =
-        engine_.ProcessBatch(messages, run_one);
-    if (!results.ok()) return results.status();
-    if (Cancelled()) {
-      return absl::CancelledError(
-          "the partition was lost: its remaining records were not run");
-    }
+    return messages;
+  }
 
-    std::vector<size_t> next;
-    absl::flat_hash_set<PartitionRef> failed_partitions;
-    bool wait = false;
-    for (size_t k = 0; k < round.size(); ++k) {
-      const size_t i = round[k];
-      Entry& entry = entries_[i];
-      const Result& result = (*results)[k];
-      if (failed_partitions.contains(PartitionOf(records_[i]))) {
-        next.push_back(i);  // after its partition's failure: runs again
-      }
-      if (result.outcome == Outcome::kFailed) {
-        if (failed_partitions.insert(PartitionOf(records_[i])).second) {
-          next.push_back(i);
-        }
-        if (entry.deferred) continue;  // not an attempt of its own
-        // A permanent failure: returned now, or remembered by the engine.
-        const bool permanent = entry.permanent || result.permanent;
-        const bool retriable = !permanent && Retriable(result.error);
-        if (!retriable || ++entry.attempts >= options_.max_attempts) {
-          if (!retriable) ++out_.report.non_retriable;
-          const std::string_view reason = permanent    ? "permanent"
-                                          : !retriable ? "non_retriable"
-                                                       : "attempts";
-          if (absl::Status s = GiveUp(i, result.error, reason); !s.ok()) {
-            return s;
-          }
-        } else {
-          ++out_.report.retries;
-          wait = true;
-        }
-        continue;
-      }
-      max_sequence_ = std::max(max_sequence_, result.sequence);
-      if (result.outcome == Outcome::kConflict && !entry.dead_lettered) {
-        // Its commit moved the offset past it; the dead letter follows
-        // (through the outbox: in the next round's commit).
-        if (absl::Status s =
-                GiveUp(i, ConflictError(records_[i], entry), "conflict");
-            !s.ok()) {
-          return s;
-        }
-        if (!entry.dead_letter_error.ok() &&
-            !failed_partitions.contains(PartitionOf(records_[i]))) {
-          next.push_back(i);
-        }
-        continue;
-      }
-      if (entry.counted || entry.dead_lettered) continue;
-      entry.counted = true;
-      if (result.outcome == Outcome::kProcessed) {
-        ++out_.report.processed;
-      } else {
-        ++out_.report.duplicates;
-      }
+  // The engine's handler for record `i`: its dead-letter marker once it is
+  // dead-lettered, a deferral behind an earlier failure of its partition
+  // (`blocked`, which a failure here extends), the user's handler otherwise.
+  absl::Status RunRecord(size_t i, Txn& txn,
+                         absl::flat_hash_set<PartitionRef>& blocked) {
+    Entry& entry = entries_[i];
+    Record& record = records_[i];
+    if (Cancelled()) {
+      entry.deferred = true;  // not an attempt: the partition is gone
+      return absl::AbortedError("the partition was lost");
     }
-    if (wait && options_.retry_backoff > absl::ZeroDuration()) {
+    if (entry.dead_lettered) {
+      txn.SetResult(kDeadLetteredResult);
+      if (!entry.dead_letter_error.ok()) {
+        EmitDeadLetter(record, entry, txn);
+      }
+      return absl::OkStatus();
+    }
+    if (blocked.contains(PartitionOf(record))) {
+      entry.deferred = true;
+      return absl::AbortedError("deferred behind a failed record");
+    }
+    record.id = entry.id;
+    absl::Status status = handler_(record, txn);
+    if (!status.ok()) blocked.insert(PartitionOf(record));
+    if (IsPermanentError(status)) {
+      // Dead-lettered at once, as a non-retriable code: the dead-letter
+      // marker's commit moves the offset past it (so the engine does not
+      // keep the failure: a corrected redelivery runs).
+      entry.permanent = true;
+      return absl::Status(status.code(), status.message());
+    }
+    return status;
+  }
+
+  // Takes record `i`'s `result` into the report and `next`: a record after
+  // its partition's failure runs again; a failure is retried or given up on;
+  // a conflict is dead-lettered; anything else is counted once. Returns the
+  // dead-letter path's error.
+  absl::Status TakeOutcome(size_t i, const Result& result, NextRound& next) {
+    if (next.failed_partitions.contains(PartitionOf(records_[i]))) {
+      next.records.push_back(i);  // after its partition's failure: runs again
+    }
+    if (result.outcome == Outcome::kFailed) {
+      return TakeFailure(i, result, next);
+    }
+    max_sequence_ = std::max(max_sequence_, result.sequence);
+    if (result.outcome == Outcome::kConflict && !entries_[i].dead_lettered) {
+      return TakeConflict(i, next);
+    }
+    CountOnce(i, result);
+    return absl::OkStatus();
+  }
+
+  // A failed record `i` fails its partition for the rest of the round; unless
+  // it was only deferred, it is retried or, when it cannot or may not be,
+  // given up on.
+  absl::Status TakeFailure(size_t i, const Result& result, NextRound& next) {
+    Entry& entry = entries_[i];
+    if (next.failed_partitions.insert(PartitionOf(records_[i])).second) {
+      next.records.push_back(i);
+    }
+    if (entry.deferred) return absl::OkStatus();  // not an attempt of its own
+    // A permanent failure: returned now, or remembered by the engine.
+    const bool permanent = entry.permanent || result.permanent;
+    const bool retriable = !permanent && Retriable(result.error);
+    if (retriable && ++entry.attempts < options_.max_attempts) {
+      ++out_.report.retries;
+      next.wait = true;
+      return absl::OkStatus();
+    }
+    if (!retriable) ++out_.report.non_retriable;
+    const std::string_view reason = permanent    ? "permanent"
+                                    : !retriable ? "non_retriable"
+                                                 : "attempts";
+    return GiveUp(i, result.error, reason);
+  }
+
+  // A conflicting record `i`: its commit moved the offset past it; the dead
+  // letter follows (through the outbox: in the next round's commit).
+  absl::Status TakeConflict(size_t i, NextRound& next) {
+    const Entry& entry = entries_[i];
+    if (absl::Status s =
+            GiveUp(i, ConflictError(records_[i], entry), "conflict");
+        !s.ok()) {
+      return s;
+    }
+    if (!entry.dead_letter_error.ok() &&
+        !next.failed_partitions.contains(PartitionOf(records_[i]))) {
+      next.records.push_back(i);
+    }
+    return absl::OkStatus();
+  }
+
+  // Counts record `i` as processed or duplicate, the first time it gets
+  // there and only if it was not dead-lettered.
+  void CountOnce(size_t i, const Result& result) {
+    Entry& entry = entries_[i];
+    if (entry.counted || entry.dead_lettered) return;
+    entry.counted = true;
+    if (result.outcome == Outcome::kProcessed) {
+      ++out_.report.processed;
+    } else {
+      ++out_.report.duplicates;
+    }
+  }
+
+  // The pause before a round that retries a record
+  // (ConsumerOptions::retry_backoff).
+  void BackOff() const {
+    if (options_.retry_backoff > absl::ZeroDuration()) {
       absl::SleepFor(options_.retry_backoff);
     }
-    return next;
   }
 
   // The dead letter of `record` into dead_letter_topic, through the outbox:

@@ -15,99 +15,155 @@ constexpr const char* kOwnedProperties[] = {
     "bootstrap.servers", "metadata.broker.list", "group.id",
     "enable.auto.commit", "enable.auto.offset.store"};
 
+absl::Status Invalid(std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("ConsumerOptions: ", AbslView(what)));
+}
+
 bool NonNegativeFinite(absl::Duration d) {
   return d >= absl::ZeroDuration() && d != absl::InfiniteDuration();
 }
 
-}  // namespace
-
-absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
-  auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ConsumerOptions: ", AbslView(what)));
-  };
-  if (options.brokers.empty()) return invalid("brokers must not be empty");
-  if (options.group_id.empty()) return invalid("group_id must not be empty");
-  if (options.topics.empty()) return invalid("topics must not be empty");
+// The cluster, the group, its topics and where each record's ID comes from.
+absl::Status CheckSubscription(const ConsumerOptions& options) {
+  if (options.brokers.empty()) return Invalid("brokers must not be empty");
+  if (options.group_id.empty()) return Invalid("group_id must not be empty");
+  if (options.topics.empty()) return Invalid("topics must not be empty");
   for (const std::string& topic : options.topics) {
-    if (topic.empty()) return invalid("topics must not contain an empty name");
+    if (topic.empty()) return Invalid("topics must not contain an empty name");
   }
   if (!options.id_function && options.id_header.empty()) {
-    return invalid("id_header must not be empty (or set id_function)");
+    return Invalid("id_header must not be empty (or set id_function)");
   }
+  return absl::OkStatus();
+}
+
+// How long a record's ID is kept, and how records are polled.
+absl::Status CheckPolling(const ConsumerOptions& options) {
   if (!NonNegativeFinite(options.ttl)) {
-    return invalid("ttl must be >= 0 and finite");
+    return Invalid("ttl must be >= 0 and finite");
   }
-  if (options.max_batch < 1) return invalid("max_batch must be >= 1");
+  if (options.max_batch < 1) return Invalid("max_batch must be >= 1");
   if (!NonNegativeFinite(options.poll_timeout)) {
-    return invalid("poll_timeout must be >= 0 and finite");
+    return Invalid("poll_timeout must be >= 0 and finite");
   }
-  if (options.max_attempts < 1) return invalid("max_attempts must be >= 1");
+  return absl::OkStatus();
+}
+
+// How a failing record is retried and where it goes when given up on.
+absl::Status CheckRetries(const ConsumerOptions& options) {
+  if (options.max_attempts < 1) return Invalid("max_attempts must be >= 1");
   if (options.dead_letter_topic.size() > kMaxSourceBytes) {
-    return invalid(absl::StrCat("dead_letter_topic must be at most ",
+    return Invalid(absl::StrCat("dead_letter_topic must be at most ",
                                 kMaxSourceBytes, " bytes"));
   }
   if (!NonNegativeFinite(options.retry_backoff)) {
-    return invalid("retry_backoff must be >= 0 and finite");
+    return Invalid("retry_backoff must be >= 0 and finite");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStatisticsInterval(const ConsumerOptions& options) {
   if (options.statistics_interval < absl::Milliseconds(1) ||
       options.statistics_interval == absl::InfiniteDuration()) {
-    return invalid("statistics_interval must be >= 1 ms and finite");
+    return Invalid("statistics_interval must be >= 1 ms and finite");
   }
+  return absl::OkStatus();
+}
+
+// What transactional_output needs besides itself.
+absl::Status CheckTransactionalOutput(const ConsumerOptions& options) {
   if (options.transactional_output && !options.relay_outbox) {
-    return invalid("transactional_output needs relay_outbox");
+    return Invalid("transactional_output needs relay_outbox");
   }
   if (options.transactional_output && options.relay_progress_topic.empty()) {
-    return invalid("transactional_output needs a relay_progress_topic");
+    return Invalid("transactional_output needs a relay_progress_topic");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStandbyPartitions(const ConsumerOptions& options) {
   if (!options.standby_partitions.empty() && options.changelog_topic.empty()) {
-    return invalid("standby_partitions needs changelog_topic");
+    return Invalid("standby_partitions needs changelog_topic");
   }
   for (int32_t partition : options.standby_partitions) {
     if (partition < 0) {
-      return invalid(
+      return Invalid(
           absl::StrCat("standby_partitions must be >= 0, got ", partition));
     }
   }
+  return absl::OkStatus();
+}
+
+// The relay's limits on outbox entries.
+absl::Status CheckOutbox(const ConsumerOptions& options) {
   if (options.outbox_max_attempts < 0) {
-    return invalid("outbox_max_attempts must be >= 0");
+    return Invalid("outbox_max_attempts must be >= 0");
   }
   if (options.outbox_max_attempts > 0 && options.dead_letter_topic.empty()) {
-    return invalid(
+    return Invalid(
         "outbox_max_attempts needs dead_letter_topic: an outbox entry given "
         "up on goes there");
   }
   if (options.max_outbox_pending < 0) {
-    return invalid("max_outbox_pending must be >= 0");
+    return Invalid("max_outbox_pending must be >= 0");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStandbyInterval(const ConsumerOptions& options) {
   if (options.standby_interval <= absl::ZeroDuration() ||
       options.standby_interval == absl::InfiniteDuration()) {
-    return invalid("standby_interval must be > 0 and finite");
+    return Invalid("standby_interval must be > 0 and finite");
   }
+  return absl::OkStatus();
+}
+
+// The workers, and the order they keep.
+absl::Status CheckWorkers(const ConsumerOptions& options) {
   if (options.workers < 1 || options.workers > ConsumerOptions::kMaxWorkers) {
-    return invalid(absl::StrCat("workers must be in [1, ",
+    return Invalid(absl::StrCat("workers must be in [1, ",
                                 ConsumerOptions::kMaxWorkers, "], got ",
                                 options.workers));
   }
   if (options.ordering != Ordering::kPartition &&
       options.ordering != Ordering::kKey) {
-    return invalid("ordering must be Ordering::kPartition or Ordering::kKey");
+    return Invalid("ordering must be Ordering::kPartition or Ordering::kKey");
   }
   if (options.ordering == Ordering::kKey && !options.changelog_topic.empty()) {
-    return invalid(
+    return Invalid(
         "ordering kKey cannot be combined with changelog_topic: a changelog "
         "mark says every record up to its offset is in the changelog, which "
         "keys of one partition committing out of offset order do not keep "
         "(use Ordering::kPartition)");
   }
+  return absl::OkStatus();
+}
+
+// kafka_config must leave alone what the consumer sets itself.
+absl::Status CheckKafkaConfig(const ConsumerOptions& options) {
   for (const auto& [name, value] : options.kafka_config) {
     for (const char* owned : kOwnedProperties) {
       if (name == owned) {
-        return invalid(
+        return Invalid(
             absl::StrCat("kafka_config must not set ", name,
                          ": the consumer sets it (see ConsumerOptions)"));
       }
     }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
+  using Check = absl::Status (*)(const ConsumerOptions&);
+  // In this order: of several invalid fields, the first is reported.
+  for (Check check :
+       {CheckSubscription, CheckPolling, CheckRetries, CheckStatisticsInterval,
+        CheckTransactionalOutput, CheckStandbyPartitions, CheckOutbox,
+        CheckStandbyInterval, CheckWorkers, CheckKafkaConfig}) {
+    if (absl::Status s = check(options); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
