@@ -143,7 +143,7 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
   absl::Status status;
   ++pass.ages.handlers;
   {
-    HandlerScope scope(this);
+    HandlerScope scope(this, txn, pass.record_keys[i].hash());
     status = CallHandler(pass.handler, message, txn);
   }
   if (!txn.read_error().ok()) return txn.read_error();

@@ -9,8 +9,12 @@ namespace idem {
 
 thread_local const HandlerScope* HandlerScope::innermost_ = nullptr;
 
-HandlerScope::HandlerScope(const Engine* engine)
-    : engine_(engine), outer_(innermost_) {
+HandlerScope::HandlerScope(const Engine* engine, const Txn& txn,
+                           std::string_view message_hash)
+    : engine_(engine),
+      txn_(&txn),
+      message_hash_(message_hash),
+      outer_(innermost_) {
   innermost_ = this;
 }
 
@@ -21,6 +25,13 @@ bool HandlerScope::Running(const Engine* engine) {
     if (s->engine_ == engine) return true;
   }
   return false;
+}
+
+std::optional<std::string_view> HandlerScope::MessageHash(const Txn& txn) {
+  for (const HandlerScope* s = innermost_; s != nullptr; s = s->outer_) {
+    if (s->txn_ == &txn) return s->message_hash_;
+  }
+  return std::nullopt;
 }
 
 absl::Status CallHandler(Handler handler, const Message& message, Txn& txn) {

@@ -84,6 +84,11 @@ class RecordKey {
   std::string_view view() const {
     return std::string_view(bytes_.data(), bytes_.size());
   }
+  // The ID's hash: the whole key, or the last kDedupeKeyBytes of a
+  // partition-scoped one.
+  std::string_view hash() const {
+    return view().substr(bytes_.size() - kDedupeKeyBytes);
+  }
   bool operator==(const RecordKey& other) const {
     return view() == other.view();
   }

@@ -22,7 +22,13 @@ PartitionRef PartitionOf(const Record& record) {
   return {record.topic, record.partition};
 }
 
-// Per partition of `records`, the highest offset + 1.
+// Per partition of `records`, the highest offset + 1: once every record is
+// committed, what this batch moved each partition to. Not the engine's
+// recorded offset + 1 (engine/offset_tracker.h, Engine::CommittedOffset),
+// which would cost a store read per partition and means something else: a
+// commit records only up to its first failure (the rounds here retry
+// failures until none is left), and under Ordering::kKey it records the low
+// watermark (ProcessControls::stored_offset) instead of the records' offsets.
 absl::btree_map<TopicPartition, int64_t> NextOffsets(
     absl::Span<const Record> records) {
   absl::btree_map<TopicPartition, int64_t> next_offsets;

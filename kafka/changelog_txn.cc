@@ -3,6 +3,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/handler_scope.h"
 #include "engine/record.h"
 #include "idem/partition_state.h"
 
@@ -56,6 +57,14 @@ void ChangelogTxn::SetResult(std::string_view result) {
   target().SetResult(result);
 }
 
+std::string ChangelogTxn::DedupeKeyHex() const {
+  if (std::optional<std::string_view> hash =
+          HandlerScope::MessageHash(target())) {
+    return DedupeKeyToHex(*hash);
+  }
+  return DedupeKeyToHex(KeyView(HashMessageId(record_.id)));
+}
+
 absl::Status ChangelogTxn::FinishInto(Txn& out) {
   if (!refused_.ok()) return refused_;
   const std::string mark = EncodeMark({epoch_, record_.offset});
@@ -67,7 +76,7 @@ absl::Status ChangelogTxn::FinishInto(Txn& out) {
   // (OutboxRelayOptions::publish_first), so a complete commit's record is
   // never missing.
   out.EmitWithOptions(
-      target_.dedupe_topic, DedupeKeyToHex(KeyView(HashMessageId(record_.id))),
+      target_.dedupe_topic, DedupeKeyHex(),
       EncodeDedupeValue(expiry_override_.value_or(target().record_expires_at()),
                         result_),
       {.partition = p, .headers = headers});

@@ -62,6 +62,10 @@ class ChangelogTxn final : public ForwardingTxn {
   // The key relative to the partition's prefix, or nullopt (and the write
   // refused) if `key` is outside it or is the epoch key.
   std::optional<std::string_view> Relative(std::string_view key);
+  // The record's dedupe key in hex: the engine's hash of its ID
+  // (engine/handler_scope.h) inside the engine's handler call; hashed here
+  // for a Txn of another kind.
+  std::string DedupeKeyHex() const;
 
   const Record& record_;
   const ChangelogTarget& target_;

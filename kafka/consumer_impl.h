@@ -236,6 +236,10 @@ class ConsumerImpl final : public Consumer {
 
   // Commits, for each of `partitions`, the engine's offset + 1 to Kafka and
   // waits for the answer. Errors are counted: Kafka's offsets are advisory.
+  // The store's offset rather than the last batch's next_offsets: it is
+  // what all the partition's batches committed and, under Ordering::kKey
+  // (keys commit out of offset order), the offset below which every record
+  // is committed, so the next owner starts where nothing is skipped.
   void CommitEngineOffsets(const rd_kafka_topic_partition_list_t* partitions);
 
   void NoteCommit(rd_kafka_resp_err_t err);

@@ -39,6 +39,14 @@ TEST(RecordTest, DifferentIdsHashDifferently) {
   EXPECT_NE(HashMessageId("Order"), HashMessageId("order"));
 }
 
+TEST(RecordTest, RecordKeyHashIsTheIdHashInEitherScope) {
+  const DedupeKey hash = HashMessageId("order-42");
+  EXPECT_EQ(RecordKey::ForStore(hash).hash(), KeyView(hash));
+  const RecordKey scoped = RecordKey::ForPartition("orders", 7, hash);
+  EXPECT_NE(scoped.view(), KeyView(hash));
+  EXPECT_EQ(scoped.hash(), KeyView(hash));
+}
+
 TEST(RecordTest, HashIsXxh3With128BitsHighHalfFirstBigEndian) {
   const std::string id = "some message id";
   const XXH128_hash_t h = XXH3_128bits(id.data(), id.size());
