@@ -4,25 +4,30 @@
 
 namespace idem::servers {
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer() {
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer(
+    RedisPersistence persistence) {
   return ServerProcess::Start(
       "redis-server",
-      [](int port, const std::string& dir) -> std::vector<std::string> {
-        return {"redis-server",
-                "--port",
-                absl::StrCat(port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                dir,
-                "--save",
-                "",
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--daemonize",
-                "no"};
+      [persistence](int port,
+                    const std::string& dir) -> std::vector<std::string> {
+        std::vector<std::string> argv = {"redis-server",
+                                         "--port",
+                                         absl::StrCat(port),
+                                         "--bind",
+                                         "127.0.0.1",
+                                         "--dir",
+                                         dir,
+                                         "--save",
+                                         "",
+                                         "--daemonize",
+                                         "no"};
+        if (persistence == RedisPersistence::kSyncedAppendOnly) {
+          argv.insert(argv.end(),
+                      {"--appendonly", "yes", "--appendfsync", "always"});
+        } else {
+          argv.insert(argv.end(), {"--appendonly", "no"});
+        }
+        return argv;
       },
       [](int port) { return ConnectRedis(port)->Command({"PING"}).ok(); });
 }

@@ -1,6 +1,6 @@
-// A private redis-server (a ServerProcess) for the Redis suites and tools: an
-// append-only file synced on every write, so a restart keeps the streams,
-// groups and acknowledgements. Not thread-safe.
+// A private redis-server (a ServerProcess) for the Redis suites, tools and
+// benchmark: by default an append-only file synced on every write, so a
+// restart keeps the streams, groups and acknowledgements. Not thread-safe.
 
 #ifndef IDEM_SERVERS_REDIS_SERVER_H_
 #define IDEM_SERVERS_REDIS_SERVER_H_
@@ -15,8 +15,18 @@
 
 namespace idem::servers {
 
+// What the server keeps across a restart.
+enum class RedisPersistence {
+  // An append-only file, synced on every write (appendfsync always).
+  kSyncedAppendOnly,
+  // Nothing: no append-only file, no snapshots (a benchmark's plain loops,
+  // which keep nothing either, compared with idem on one server).
+  kNone,
+};
+
 // Starts redis-server; ready once it answers PING.
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer();
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer(
+    RedisPersistence persistence = RedisPersistence::kSyncedAppendOnly);
 
 // A new connection to the server on `port` (for producing and inspecting).
 std::unique_ptr<redis::Connection> ConnectRedis(int port);

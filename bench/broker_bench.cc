@@ -1,0 +1,123 @@
+#include "bench/broker_bench.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "examples/ledger.h"
+
+namespace idem::bench {
+
+const std::vector<examples::LedgerMessage>& BrokerBenchPayments() {
+  static const std::vector<examples::LedgerMessage>* payments = [] {
+    examples::LedgerStreamOptions options;
+    options.accounts = kBrokerBenchAccounts;
+    return new std::vector<examples::LedgerMessage>(
+        examples::MakeLedgerMessages(options, kBrokerBenchMessages));
+  }();
+  return *payments;
+}
+
+int BenchServerPort(const std::string& broker, const char* port_variable,
+                    const StartServer& start) {
+  if (const char* port = std::getenv(port_variable)) return std::atoi(port);
+  // Destroyed at exit, which stops the server.
+  static const std::unique_ptr<servers::ServerProcess> server = [&] {
+    absl::StatusOr<std::unique_ptr<servers::ServerProcess>> started = start();
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s_bench: cannot start the server: %s\n",
+                   broker.c_str(), started.status().ToString().c_str());
+      std::exit(1);
+    }
+    return std::move(*started);
+  }();
+  return server->port();
+}
+
+std::string FreshName(const std::string& what, int64_t iteration) {
+  return absl::StrCat("bench-", what, "-", iteration, "-",
+                      absl::ToUnixNanos(absl::Now()));
+}
+
+void PlainLedger::Apply(std::string_view payload) {
+  absl::StatusOr<examples::Payment> payment = examples::ParsePayment(payload);
+  if (payment.ok()) balances_[payment->account] += payment->amount;
+}
+
+int BenchBatch(const benchmark::State& state) {
+  return static_cast<int>(state.range(0));
+}
+
+void IdemShares::Add(const brokers::LoopStats& stats, absl::Duration wall) {
+  engine_ += stats.engine_time;
+  broker_ += stats.broker_time;
+  wall_ += wall;
+}
+
+void IdemShares::Report(benchmark::State& state,
+                        const std::string& broker) const {
+  state.counters["engine_share"] = absl::FDivDuration(engine_, wall_);
+  state.counters[broker + "_share"] = absl::FDivDuration(broker_, wall_);
+}
+
+absl::StatusOr<absl::Duration> DrainIdem(
+    const std::function<absl::StatusOr<brokers::BatchReport>(brokers::Handler)>&
+        poll) {
+  const absl::Time start = absl::Now();
+  int64_t received = 0;
+  while (received < kBrokerBenchMessages) {
+    absl::StatusOr<brokers::BatchReport> report =
+        poll([](const brokers::Delivery& d, Txn& txn) {
+          return examples::ApplyPayment(d.payload, txn);
+        });
+    if (!report.ok()) return report.status();
+    received += report->received;
+  }
+  return absl::Now() - start;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenBenchStore(const std::string& dir,
+                                                       Durability durability) {
+  Options options;
+  options.durability = durability;
+  return Engine::Open(dir, options);
+}
+
+void SetBrokerBenchItems(benchmark::State& state) {
+  state.SetItemsProcessed(state.iterations() * kBrokerBenchMessages);
+}
+
+namespace {
+
+void BrokerBenchRuns(benchmark::internal::Benchmark* b) {
+  b->Arg(100)->Arg(500)->Arg(2000)->Iterations(3)->UseRealTime()->Unit(
+      benchmark::kMillisecond);
+}
+
+}  // namespace
+
+int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {
+  benchmark::RegisterBenchmark("BM_Idem", [idem](benchmark::State& state) {
+    idem(state, Durability::kSync);
+  })->Apply(BrokerBenchRuns);
+  benchmark::RegisterBenchmark("BM_IdemBuffered", [idem](
+                                                      benchmark::State& state) {
+    idem(state, Durability::kBuffered);
+  })->Apply(BrokerBenchRuns);
+  benchmark::RegisterBenchmark("BM_PlainAckEach", [plain](
+                                                      benchmark::State& state) {
+    plain(state, true);
+  })->Apply(BrokerBenchRuns);
+  benchmark::RegisterBenchmark(
+      "BM_PlainAckBatch",
+      [plain](benchmark::State& state) { plain(state, false); })
+      ->Apply(BrokerBenchRuns);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace idem::bench
