@@ -146,68 +146,136 @@ absl::StatusOr<std::optional<int64_t>> ChangelogKeeper::ReadEpoch(
 
 absl::StatusOr<RestoreReport> ChangelogKeeper::Check(const std::string& topic,
                                                      int32_t partition) {
-  const absl::Time start = absl::Now();
+  absl::StatusOr<std::optional<RestoreReport>> report =
+      CheckStep(topic, partition, /*limit=*/0);
+  if (!report.ok()) return report.status();
+  return **std::move(report);  // without a limit, the check is done
+}
+
+absl::StatusOr<std::optional<RestoreReport>> ChangelogKeeper::CheckStep(
+    const std::string& topic, int32_t partition, int64_t limit) {
+  std::unique_ptr<PendingCheck>& check = pending_[partition];
+  if (check == nullptr) {
+    check = std::make_unique<PendingCheck>();
+    check->start = absl::Now();
+  }
+  int64_t budget = limit > 0 ? limit : std::numeric_limits<int64_t>::max();
+  absl::StatusOr<bool> done = false;
+  while (done.ok() && !*done && budget > 0) {
+    done = AdvanceCheck(topic, partition, *check, budget);
+  }
+  if (!done.ok()) {
+    pending_.erase(partition);  // the next call begins again
+    return done.status();
+  }
+  if (!*done) return std::nullopt;
+  RestoreReport report = std::move(check->report);
+  pending_.erase(partition);
+  return report;
+}
+
+absl::StatusOr<bool> ChangelogKeeper::AdvanceCheck(const std::string& topic,
+                                                   int32_t partition,
+                                                   PendingCheck& check,
+                                                   int64_t& budget) {
+  switch (check.phase) {
+    case PendingCheck::Phase::kBegin:
+      return BeginCheck(topic, partition, check);
+    case PendingCheck::Phase::kEnds:
+      return ReadEnds(topic, partition, check, budget);
+    case PendingCheck::Phase::kRestore:
+      break;
+  }
+  int64_t read = 0;
+  absl::StatusOr<bool> read_all = standby_.ReadStep(
+      topic, partition, *check.copy, budget, kKafkaTimeout, &read);
+  budget -= read;
+  if (!read_all.ok() || !*read_all) return read_all;
+  absl::StatusOr<RestoreReport> report = Restore(topic, partition, check);
+  if (!report.ok()) return report.status();
+  check.report = *std::move(report);
+  return true;
+}
+
+absl::StatusOr<bool> ChangelogKeeper::BeginCheck(const std::string& topic,
+                                                 int32_t partition,
+                                                 PendingCheck& check) {
   if (!topics_ready_) {
     if (absl::Status s = PrepareTopics(topic); !s.ok()) return s;
     topics_ready_ = true;
-  }
-  std::unique_ptr<StandbyCopy> copy = standby_.Take(partition);
-  if (copy != nullptr && copy->applied) {
-    // A warm standby copy: only the changelog's tail is to be read.
-    return Restore(topic, partition, *copy, start, RestoreReport());
   }
   absl::StatusOr<std::optional<int64_t>> offset =
       engine_->CommittedOffset(topic, partition);
   if (!offset.ok()) return offset.status();
   absl::StatusOr<std::optional<int64_t>> epoch = ReadEpoch(topic, partition);
   if (!epoch.ok()) return epoch.status();
-
-  RestoreReport report;
-  report.topic = topic;
-  report.partition = partition;
-  report.offset = *offset;
-  if (epoch->has_value()) {
-    absl::StatusOr<bool> current =
-        CurrentFromCheckpoint(topic, partition, **epoch, *offset, report);
-    if (!current.ok()) return current.status();
-    if (*current) {
-      report.duration = absl::Now() - start;
-      return report;
-    }
-    // This member wrote the partition before: is its copy the changelog's
-    // last commit? The changelog's marks and keys tell, without its values.
-    ChangelogImageBuilder ends(/*keep_state=*/false);
-    ends.set_epochs_end(!hooks_.changelog_restore_ignores_epochs);
-    int64_t end = 0;
-    if (absl::Status s = reader_->Read(
-            target_.changelog_topic, partition, 0, kKafkaTimeout,
-            [&](const LogRecord& r) { return ends.AddChangelogRecord(r); },
-            &end);
-        !s.ok()) {
-      return s;
-    }
-    const ChangelogChanges read = ends.TakeChanges(clock_->Now());
-    report.records_read += read.records_read;
-    report.bytes_read += read.bytes_read;
-    const std::optional<ChangelogMark> last = ends.Last();
-    if (last == EngineMark(**epoch, *offset) && ends.Orphans().empty()) {
-      // The engine's copy is the changelog's last commit, and its own.
-      {
-        absl::MutexLock lock(&fences_mu_);
-        fences_[partition] = Fence{last->epoch, last->offset, last->offset};
-      }
-      checkpoints_.Verified(partition, end);
-      if (absl::Status s = WriteCheckpoint(topic, partition, {*last, end});
-          !s.ok()) {
-        return s;
-      }
-      report.epoch = last->epoch;
-      report.duration = absl::Now() - start;
-      return report;
-    }
+  check.before = {*offset, *epoch};
+  check.copy = standby_.Take(partition);
+  if (check.copy != nullptr && check.copy->applied) {
+    // A warm standby copy: only the changelog's tail is to be read.
+    check.from_standby = true;
+    check.copy_before = CopyCounts::Of(*check.copy);
+    check.phase = PendingCheck::Phase::kRestore;
+    return false;
   }
-  StandbyCopy cold;
-  return Restore(topic, partition, cold, start, std::move(report));
+  check.copy = std::make_unique<StandbyCopy>();
+  check.report.topic = topic;
+  check.report.partition = partition;
+  check.report.offset = *offset;
+  if (!epoch->has_value()) {
+    check.phase = PendingCheck::Phase::kRestore;
+    return false;
+  }
+  absl::StatusOr<bool> current =
+      CurrentFromCheckpoint(topic, partition, **epoch, *offset, check.report);
+  if (!current.ok()) return current.status();
+  if (*current) {
+    check.report.duration = absl::Now() - check.start;
+    return true;
+  }
+  // This member wrote the partition before: is its copy the changelog's
+  // last commit? The changelog's marks and keys tell, without its values.
+  check.ends.set_epochs_end(!hooks_.changelog_restore_ignores_epochs);
+  check.phase = PendingCheck::Phase::kEnds;
+  return false;
+}
+
+absl::StatusOr<bool> ChangelogKeeper::ReadEnds(const std::string& topic,
+                                               int32_t partition,
+                                               PendingCheck& check,
+                                               int64_t& budget) {
+  absl::StatusOr<ReadProgress> read = reader_->ReadSome(
+      target_.changelog_topic, partition, check.ends_next, /*whole=*/false,
+      budget, kKafkaTimeout, [&](const LogRecord& r) {
+        --budget;
+        return check.ends.AddChangelogRecord(r);
+      });
+  if (!read.ok()) return read.status();
+  check.ends_next = read->next;
+  if (!read->at_end) return false;
+  const ChangelogChanges changes = check.ends.TakeChanges(clock_->Now());
+  check.report.records_read += changes.records_read;
+  check.report.bytes_read += changes.bytes_read;
+  const std::optional<ChangelogMark> last = check.ends.Last();
+  const std::optional<int64_t> epoch = check.before.epoch;
+  const std::optional<int64_t> offset = check.before.offset;
+  if (last != EngineMark(*epoch, offset) || !check.ends.Orphans().empty()) {
+    check.phase = PendingCheck::Phase::kRestore;  // from the start
+    return false;
+  }
+  // The engine's copy is the changelog's last commit, and its own.
+  {
+    absl::MutexLock lock(&fences_mu_);
+    fences_[partition] = Fence{last->epoch, last->offset, last->offset};
+  }
+  checkpoints_.Verified(partition, read->high);
+  if (absl::Status s = WriteCheckpoint(topic, partition, {*last, read->high});
+      !s.ok()) {
+    return s;
+  }
+  check.report.epoch = last->epoch;
+  check.report.duration = absl::Now() - check.start;
+  return true;
 }
 
 absl::StatusOr<bool> ChangelogKeeper::CurrentFromCheckpoint(
@@ -319,31 +387,22 @@ void ChangelogKeeper::ReleaseAll() {
 
 absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
                                                        int32_t partition,
-                                                       StandbyCopy& copy,
-                                                       absl::Time start,
-                                                       RestoreReport report) {
-  report.from_standby = copy.applied;
-  // What the copy did before this restore is not the restore's.
-  const int64_t read_before = copy.records_read;
-  const int64_t bytes_before = copy.bytes_read;
-  const int64_t writes_before = copy.writes_applied;
-  const int64_t records_before = copy.records_applied;
-  // The engine's copy before the read's chunks replace it.
-  absl::StatusOr<std::optional<int64_t>> offset =
-      engine_->CommittedOffset(topic, partition);
-  if (!offset.ok()) return offset.status();
-  absl::StatusOr<std::optional<int64_t>> epoch = ReadEpoch(topic, partition);
-  if (!epoch.ok()) return epoch.status();
+                                                       PendingCheck& check) {
+  StandbyCopy& copy = *check.copy;
+  RestoreReport report = std::move(check.report);
+  report.from_standby = check.from_standby;
+  const std::optional<int64_t>& offset = check.before.offset;
+  const std::optional<int64_t>& epoch = check.before.epoch;
   if (absl::Status s = standby_.Read(topic, partition, copy, kKafkaTimeout);
       !s.ok()) {
     return s;
   }
   const std::optional<ChangelogMark> last = copy.builder.Last();
-  if (!copy.applied && !last.has_value() && offset->has_value() &&
-      !epoch->has_value()) {
+  if (!copy.applied && !last.has_value() && offset.has_value() &&
+      !epoch.has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "changelog mode: the store holds ", topic, "/", partition,
-        " up to offset ", **offset, " but its changelog ",
+        " up to offset ", *offset, " but its changelog ",
         target_.changelog_topic,
         " is empty, and the store was not written in changelog mode; "
         "restoring would drop that state (see docs/scale-out.md)"));
@@ -353,8 +412,8 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
   // random: two members that restore from the same changelog (the first
   // one's mark never published) must not share one.
   const int64_t new_epoch =
-      NewEpoch(*epoch, last.has_value() ? std::optional<int64_t>(last->epoch)
-                                        : std::nullopt);
+      NewEpoch(epoch, last.has_value() ? std::optional<int64_t>(last->epoch)
+                                       : std::nullopt);
   const absl::btree_set<std::string> orphans = copy.builder.Orphans();
   if (absl::Status s = standby_.Apply(topic, partition, copy, new_epoch);
       !s.ok()) {
@@ -372,14 +431,16 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
   // Everything up to the end the copy read is in the engine now; the
   // relay's records (the new epoch's mark first) are counted from there.
   checkpoints_.Verified(partition, copy.changelog_end);
-  report.records_read += copy.records_read - read_before;
-  report.bytes_read += copy.bytes_read - bytes_before;
-  report.state_entries = copy.writes_applied - writes_before;
-  report.dedupe_records = copy.records_applied - records_before;
+  // What the copy did before the check took it over is not the restore's.
+  report.records_read += copy.records_read - check.copy_before.records_read;
+  report.bytes_read += copy.bytes_read - check.copy_before.bytes_read;
+  report.state_entries = copy.writes_applied - check.copy_before.writes_applied;
+  report.dedupe_records =
+      copy.records_applied - check.copy_before.records_applied;
   std::optional<int64_t> changelog_offset;
   if (last.has_value() && last->offset >= 0) changelog_offset = last->offset;
   return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
-                       std::move(report), start);
+                       std::move(report), check.start);
 }
 
 absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(

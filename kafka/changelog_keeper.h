@@ -1,6 +1,7 @@
 // ChangelogKeeper is a Consumer's changelog mode
 // (ConsumerOptions::changelog_topic; docs/scale-out.md): it checks and
-// restores each partition on assignment, wraps the handler so every commit
+// restores each partition on assignment (in bounded steps, CheckStep, that
+// the consumer takes between polls), wraps the handler so every commit
 // emits its changelog records (ChangelogTxn), and decides which outbox
 // entries the relay may publish.
 //
@@ -76,6 +77,17 @@ class ChangelogKeeper {
   absl::StatusOr<RestoreReport> Check(const std::string& topic,
                                       int32_t partition);
 
+  // Check in bounded steps, for restores between polls: begins the check
+  // of (topic, partition) unless one is under way, and goes on with it
+  // until about `limit` changelog records were read in this call (0: no
+  // limit). The report once the check is done (as Check's); nullopt while
+  // it has more to read. Between steps the engine may hold part of the
+  // restored copy without an epoch, which a crash leaves to be restored
+  // again. On an error the check under way is dropped and the next call
+  // begins it again. REQUIRES: as Check, until it is done.
+  absl::StatusOr<std::optional<RestoreReport>> CheckStep(
+      const std::string& topic, int32_t partition, int64_t limit);
+
   // What one round of standby copies did (FollowStandbys).
   struct StandbyRound {
     int copies = 0;  // copies brought up to their changelog's end
@@ -92,6 +104,7 @@ class ChangelogKeeper {
 
   // The partition left this member: its entries are no longer published.
   void Release(int32_t partition) {
+    pending_.erase(partition);
     checkpoints_.Forget(partition);
     absl::MutexLock lock(&fences_mu_);
     fences_.erase(partition);
@@ -145,13 +158,57 @@ class ChangelogKeeper {
                           int64_t epoch, int64_t offset,
                           const SetBack& set_back);
 
-  // Check's restore: reads the changelog into `copy` from where it stands
-  // (a warm standby copy's tail, or a cold copy from the start), applying
-  // it chunk by chunk, then makes it the engine's copy under a new epoch.
-  // `report` holds what Check read before.
+  // The engine's copy of a partition when its check began, before a
+  // restore's chunks replace it.
+  struct EngineCopy {
+    std::optional<int64_t> offset;
+    std::optional<int64_t> epoch;
+  };
+  // A copy's counters (StandbyCopy) when a check took it over.
+  struct CopyCounts {
+    int64_t records_read = 0;
+    int64_t bytes_read = 0;
+    int64_t writes_applied = 0;
+    int64_t records_applied = 0;
+    static CopyCounts Of(const StandbyCopy& copy) {
+      return {copy.records_read, copy.bytes_read, copy.writes_applied,
+              copy.records_applied};
+    }
+  };
+  // A check under way (CheckStep), in phases: kBegin (the checkpoint's
+  // shortcut), kEnds (this member's own copy: is it the changelog's last
+  // commit? its marks and keys read in steps), kRestore (a copy read in
+  // steps, then made the engine's).
+  struct PendingCheck {
+    enum class Phase { kBegin, kEnds, kRestore };
+    Phase phase = Phase::kBegin;
+    absl::Time start;
+    RestoreReport report;  // what the phases read so far
+    EngineCopy before;
+    ChangelogImageBuilder ends{/*keep_state=*/false};  // kEnds
+    int64_t ends_next = 0;
+    std::unique_ptr<StandbyCopy> copy;  // kRestore
+    bool from_standby = false;
+    CopyCounts copy_before;
+  };
+
+  // One step of `check`, reading at most `budget` records (less what it
+  // read): true once the check is done (check.report complete).
+  absl::StatusOr<bool> AdvanceCheck(const std::string& topic, int32_t partition,
+                                    PendingCheck& check, int64_t& budget);
+  // kBegin: creates the topics (first time), takes the standby copy, tries
+  // the checkpoint; true if that found the copy current.
+  absl::StatusOr<bool> BeginCheck(const std::string& topic, int32_t partition,
+                                  PendingCheck& check);
+  // kEnds: true (fenced, checkpoint written) once the changelog was read to
+  // its end and its last complete commit is the engine's; otherwise on to
+  // kRestore with a cold copy.
+  absl::StatusOr<bool> ReadEnds(const std::string& topic, int32_t partition,
+                                PendingCheck& check, int64_t& budget);
+  // kRestore's end, once check.copy was read to the changelog's end: reads
+  // what came since, makes the copy the engine's under a new epoch.
   absl::StatusOr<RestoreReport> Restore(const std::string& topic,
-                                        int32_t partition, StandbyCopy& copy,
-                                        absl::Time start, RestoreReport report);
+                                        int32_t partition, PendingCheck& check);
   // The end of a restore, once the engine holds the changelog's copy under
   // `epoch`: commits the epoch's mark at `offset`, setting the keys of
   // `set_back` back, fences the partition, and completes `report`.
@@ -206,6 +263,7 @@ class ChangelogKeeper {
   absl::BitGen bitgen_;
   StandbyCopies standby_;
   CheckpointTracker checkpoints_;
+  absl::flat_hash_map<int32_t, std::unique_ptr<PendingCheck>> pending_;
   absl::Time last_standby_round_ = absl::InfinitePast();
 };
 

@@ -2,20 +2,34 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 
 namespace idem::kafka {
 
 absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
                                  StandbyCopy& copy, absl::Duration timeout) {
+  absl::StatusOr<bool> read =
+      ReadStep(topic, partition, copy, /*limit=*/0, timeout);
+  return read.ok() ? absl::OkStatus() : read.status();
+}
+
+absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
+                                             int32_t partition,
+                                             StandbyCopy& copy, int64_t limit,
+                                             absl::Duration timeout,
+                                             int64_t* read) {
   const int64_t chunk = hooks_->restore_chunk_records > 0
                             ? hooks_->restore_chunk_records
                             : kChunkRecords;
   copy.builder.set_epochs_end(!hooks_->changelog_restore_ignores_epochs);
-  int64_t unapplied = 0;
+  int64_t visited = 0;
+  absl::Cleanup report_read = [&] {
+    if (read != nullptr) *read = visited;
+  };
   auto count = [&]() -> absl::Status {
-    if (++unapplied < chunk) return absl::OkStatus();
-    unapplied = 0;
+    ++visited;
+    if (++copy.unapplied < chunk) return absl::OkStatus();
     if (absl::Status s = Apply(topic, partition, copy, std::nullopt); !s.ok()) {
       return s;
     }
@@ -25,36 +39,39 @@ absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
   // The changelog must be whole from where the copy stands (a compacted
   // topic keeps every key's last record; retention would drop some), but
   // the dedupe topic's records older than the window expire by design.
-  auto read_changelog = hooks_->changelog_restore_reads_truncated
-                            ? &PartitionReader::Read
-                            : &PartitionReader::ReadAllFrom;
-  if (absl::Status s = (reader_->*read_changelog)(
-          target_->changelog_topic, partition, copy.changelog_next, timeout,
-          [&](const LogRecord& r) {
-            copy.changelog_next = r.record.offset + 1;
-            if (absl::Status s = copy.builder.AddChangelogRecord(r); !s.ok()) {
-              return s;
-            }
-            return count();
-          },
-          &copy.changelog_end);
-      !s.ok()) {
-    return s;
-  }
-  return reader_->Read(target_->dedupe_topic, partition, copy.dedupe_next,
-                       timeout, [&](const LogRecord& r) {
-                         copy.dedupe_next = r.record.offset + 1;
-                         if (absl::Status s = copy.builder.AddDedupeRecord(r);
-                             !s.ok()) {
-                           return s;
-                         }
-                         return count();
-                       });
+  absl::StatusOr<ReadProgress> changelog = reader_->ReadSome(
+      target_->changelog_topic, partition, copy.changelog_next,
+      /*whole=*/!hooks_->changelog_restore_reads_truncated, limit, timeout,
+      [&](const LogRecord& r) {
+        copy.changelog_next = r.record.offset + 1;
+        if (absl::Status s = copy.builder.AddChangelogRecord(r); !s.ok()) {
+          return s;
+        }
+        return count();
+      });
+  if (!changelog.ok()) return changelog.status();
+  copy.changelog_next = changelog->next;
+  if (!changelog->at_end) return false;
+  copy.changelog_end = changelog->high;
+  if (limit > 0 && visited == limit) return false;
+  absl::StatusOr<ReadProgress> dedupe = reader_->ReadSome(
+      target_->dedupe_topic, partition, copy.dedupe_next, /*whole=*/false,
+      limit > 0 ? limit - visited : 0, timeout, [&](const LogRecord& r) {
+        copy.dedupe_next = r.record.offset + 1;
+        if (absl::Status s = copy.builder.AddDedupeRecord(r); !s.ok()) {
+          return s;
+        }
+        return count();
+      });
+  if (!dedupe.ok()) return dedupe.status();
+  copy.dedupe_next = dedupe->next;
+  return dedupe->at_end;
 }
 
 absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
                                   StandbyCopy& copy,
                                   std::optional<int64_t> epoch) {
+  copy.unapplied = 0;
   ChangelogChanges changes = copy.builder.TakeChanges(clock_->Now());
   if (hooks_->standby_without_dedupe) changes.records.clear();
   copy.records_read += changes.records_read;

@@ -58,6 +58,8 @@ struct StandbyCopy {
   int64_t bytes_read = 0;
   int64_t writes_applied = 0;
   int64_t records_applied = 0;
+  // Records read since the last Apply (a chunk's worth applies them).
+  int64_t unapplied = 0;
 };
 
 class StandbyCopies {
@@ -83,6 +85,15 @@ class StandbyCopies {
   // stays for the caller's Apply.
   absl::Status Read(const std::string& topic, int32_t partition,
                     StandbyCopy& copy, absl::Duration timeout);
+
+  // As Read, but stops once `limit` records were read (0: no limit):
+  // true once both topics were read to their ends, false if a next step
+  // has more to read. `*read`, if given: the records this call read. On an
+  // error the copy is to be dropped.
+  absl::StatusOr<bool> ReadStep(const std::string& topic, int32_t partition,
+                                StandbyCopy& copy, int64_t limit,
+                                absl::Duration timeout,
+                                int64_t* read = nullptr);
 
   // Applies to the engine what completed in `copy` since its last Apply,
   // with `epoch` (if set) as the partition's epoch in the same commit.

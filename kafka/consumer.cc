@@ -84,6 +84,9 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
   if (recheck_) {
     if (absl::Status s = RecheckPartitions(); !s.ok()) return s;
   }
+  if (!restoring_.empty()) {
+    if (absl::Status s = StepRestores(); !s.ok()) return s;
+  }
   BatchReport report;
   if (OutboxFull()) {
     // Backpressure: only publish, until the outbox is below the bound.
@@ -93,7 +96,8 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
       // Serves librdkafka's callbacks. A record of a partition assigned
       // meanwhile is read again later, not dropped.
       MessagePtr message = Poll(options_.poll_timeout);
-      if (message != nullptr && message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (message != nullptr && message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+          !OfRestoringPartition(*message)) {
         SeekTo({{{rd_kafka_topic_name(message->rkt), message->partition},
                  message->offset}});
       }
@@ -119,12 +123,19 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
 }
 
 absl::Status ConsumerImpl::PollAndProcess() {
-  absl::Duration wait = options_.poll_timeout;
+  // While checks go on between polls, a call does not wait for records:
+  // the next step is due.
+  absl::Duration wait =
+      restoring_.empty() ? options_.poll_timeout : absl::ZeroDuration();
   while (static_cast<int>(in_flight_.size()) < options_.max_batch) {
     MessagePtr message = Poll(wait);
     wait = absl::ZeroDuration();
     if (!callback_error_.ok()) return FailFromCallback();
     if (message == nullptr) break;
+    if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+        OfRestoringPartition(*message)) {
+      continue;  // fetched before its pause took effect
+    }
     if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       in_flight_.push_back(std::move(message));
       if (in_flight_.size() == 1 && hooks_.after_first_record) {
@@ -207,6 +218,7 @@ absl::Status ConsumerImpl::Close() {
       FromKafkaError(rd_kafka_consumer_close(rk_.get()), "closing");
   in_flight_.clear();  // messages go before the handle that owns them
   assignment_.clear();
+  restoring_.clear();
   rk_.reset();
   return status;
 }
@@ -236,6 +248,7 @@ void ConsumerImpl::CloseExpelled() {
 
 ConsumerStats ConsumerImpl::stats() const {
   ConsumerStats stats = stats_;
+  stats.partitions_restoring = static_cast<int64_t>(restoring_.size());
   for (const TopicPartition& tp : assignment_) {
     PartitionLag lag;
     lag.topic = tp.first;
@@ -293,6 +306,11 @@ absl::Status ConsumerImpl::PauseOrResume(const std::string& topic,
     return absl::NotFoundError(absl::StrCat(call, ": ", topic, "/", partition,
                                             " is not assigned to this "
                                             "consumer"));
+  }
+  if (auto it = restoring_.find({topic, partition}); it != restoring_.end()) {
+    // Paused until its check is done; then as the application asked.
+    it->second.paused_by_application = pause;
+    return absl::OkStatus();
   }
   return SetPaused(topic, partition, pause);
 }

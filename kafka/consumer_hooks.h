@@ -76,6 +76,10 @@ struct ConsumerHooks {
   // committed with the new epoch, its mark not yet) and "marked" (the mark
   // committed, not yet published), so a test can kill the process there.
   std::function<void(const char* step)> restore_step;
+  // Changelog mode, broken: every check and restore runs whole in the
+  // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
+  // no partition is processed while another is restored.
+  bool restore_in_callback = false;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.

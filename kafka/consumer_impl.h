@@ -202,8 +202,38 @@ class ConsumerImpl final : public Consumer {
 
   absl::Status OnMessageError(const rd_kafka_message_t& message);
 
-  // Starts each assigned partition at the engine's offset + 1.
+  // Starts each assigned partition at the engine's offset + 1. In changelog
+  // mode each is checked first (StepCheck); one whose check needs more
+  // steps, or failed for a cause that can pass, is paused and its check
+  // goes on between polls (StepRestores).
   void Assign(rd_kafka_topic_partition_list_t* partitions);
+
+  // With check_group_offsets: the group's committed offsets of
+  // `partitions` (one round trip); null otherwise, or on an error.
+  PartitionListPtr GroupCommittedOffsets(
+      const rd_kafka_topic_partition_list_t* partitions);
+
+  // Where a partition starts, from start.engine_offset (and sets
+  // start.start_offset): the offset after the engine's, the beginning in
+  // changelog mode, or the group's offset.
+  int64_t StartOffset(PartitionStart& start) const;
+
+  void NotifyAssign(const PartitionStart& start);
+
+  // Changelog mode, at the start of PollBatch: one step of each check under
+  // way; a partition whose check is done is read from its start offset
+  // and resumed (unless the application paused it meanwhile), and
+  // on_assign is called. A step's error is returned (and, unless it can
+  // pass, stops the consumer for good); the check begins again next call.
+  absl::Status StepRestores();
+
+  // Whether `message` is of a partition whose check goes on: it is not
+  // processed, and is read again once the partition is current.
+  bool OfRestoringPartition(const rd_kafka_message_t& message) const {
+    return !restoring_.empty() &&
+           restoring_.contains(
+               {rd_kafka_topic_name(message.rkt), message.partition});
+  }
 
   // Finishes the in-flight batch (with workers: SettleWorkers), commits the
   // revoked partitions' offsets to Kafka synchronously, then releases them.
@@ -271,10 +301,15 @@ class ConsumerImpl final : public Consumer {
 
   absl::Status FailFromCallback();
 
-  // Changelog mode, on assignment: checks (and restores) the partition and
-  // returns the engine's offset afterwards.
-  absl::StatusOr<std::optional<int64_t>> CheckChangelog(
-      const std::string& topic, int32_t partition);
+  // Changelog mode: one step of the partition's check (ChangelogKeeper::
+  // CheckStep, restore_step_records at a time; the whole check if
+  // `whole`), timed; once the check is done, its report, counted
+  // (NoteCheck).
+  absl::StatusOr<std::optional<RestoreReport>> StepCheck(
+      const std::string& topic, int32_t partition, bool whole = false);
+
+  // A check done: the stats, the logger's line for a restore, on_restore.
+  void NoteCheck(const RestoreReport& report);
 
   // Publishes what the engine's outbox holds (ConsumerOptions::relay_outbox):
   // the handlers' emits and the dead letters, committed with their records.
@@ -350,6 +385,14 @@ class ConsumerImpl final : public Consumer {
   // Partitions PauseInput paused (backpressure), resumed by ResumeInput.
   std::set<TopicPartition> backpressured_;
   std::set<TopicPartition> assignment_;
+  // Changelog mode: assigned partitions whose check goes on between polls,
+  // paused until it is done (StepRestores): where each starts, and whether
+  // the application paused it meanwhile (Pause), so it stays paused.
+  struct Restoring {
+    PartitionStart start;
+    bool paused_by_application = false;
+  };
+  absl::btree_map<TopicPartition, Restoring> restoring_;
   ConsumerStats stats_;
 
   // ---- Any thread ----

@@ -119,6 +119,14 @@ absl::Status CheckStandbyInterval(const ConsumerOptions& options) {
   return absl::OkStatus();
 }
 
+absl::Status CheckRestoreSteps(const ConsumerOptions& options) {
+  if (options.restore_step_records < 1) {
+    return Invalid(absl::StrCat("restore_step_records must be >= 1, got ",
+                                options.restore_step_records));
+  }
+  return absl::OkStatus();
+}
+
 // The workers, and the order they keep.
 absl::Status CheckWorkers(const ConsumerOptions& options) {
   if (options.workers < 1 || options.workers > ConsumerOptions::kMaxWorkers) {
@@ -159,10 +167,10 @@ absl::Status CheckKafkaConfig(const ConsumerOptions& options) {
 absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
   using Check = absl::Status (*)(const ConsumerOptions&);
   // In this order: of several invalid fields, the first is reported.
-  for (Check check :
-       {CheckSubscription, CheckPolling, CheckRetries, CheckStatisticsInterval,
-        CheckTransactionalOutput, CheckStandbyPartitions, CheckOutbox,
-        CheckStandbyInterval, CheckWorkers, CheckKafkaConfig}) {
+  for (Check check : {CheckSubscription, CheckPolling, CheckRetries,
+                      CheckStatisticsInterval, CheckTransactionalOutput,
+                      CheckStandbyPartitions, CheckOutbox, CheckStandbyInterval,
+                      CheckRestoreSteps, CheckWorkers, CheckKafkaConfig}) {
     if (absl::Status s = check(options); !s.ok()) return s;
   }
   return absl::OkStatus();

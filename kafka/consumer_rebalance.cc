@@ -56,27 +56,40 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
   out_of_group_ = false;
   expelled_ = false;
   ++stats_.assignments;
-  PartitionListPtr group;
-  if (options_.check_group_offsets) {
-    group.reset(rd_kafka_topic_partition_list_copy(partitions));
-    const rd_kafka_resp_err_t err =
-        rd_kafka_committed(rk_.get(), group.get(), /*timeout_ms=*/10000);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      NoteError(FromKafkaError(err, "reading the group's offsets"));
-      group.reset();
-    }
-  }
+  const PartitionListPtr group = GroupCommittedOffsets(partitions);
   for (int i = 0; i < partitions->cnt; ++i) {
     rd_kafka_topic_partition_t& tp = partitions->elems[i];
     PartitionStart start;
     start.topic = tp.topic;
     start.partition = tp.partition;
+    if (group != nullptr && group->elems[i].offset >= 0) {
+      start.group_next_offset = group->elems[i].offset;
+    }
     const absl::Time begin = absl::Now();
     absl::StatusOr<std::optional<int64_t>> engine_offset =
         engine_->CommittedOffset(tp.topic, tp.partition);
     stats_.engine_time += absl::Now() - begin;
+    assignment_.emplace(tp.topic, tp.partition);
     if (engine_offset.ok() && changelog_ != nullptr) {
-      engine_offset = CheckChangelog(tp.topic, tp.partition);
+      // The check's first step; a check that needs more goes on between
+      // polls, the partition paused meanwhile (StepRestores).
+      // A step that failed for a cause that can pass is tried again there.
+      absl::StatusOr<std::optional<RestoreReport>> checked =
+          StepCheck(tp.topic, tp.partition);
+      if (!checked.ok() && RetriableInRun(checked.status())) {
+        NoteError(checked.status());
+      }
+      if ((checked.ok() && !checked->has_value()) ||
+          (!checked.ok() && RetriableInRun(checked.status()))) {
+        restoring_[{tp.topic, tp.partition}] = Restoring{std::move(start)};
+        tp.offset = RD_KAFKA_OFFSET_BEGINNING;  // sought once restored
+        continue;
+      }
+      if (checked.ok()) {
+        engine_offset = (**checked).offset;
+      } else {
+        engine_offset = checked.status();
+      }
     }
     if (!engine_offset.ok()) {
       // The consumer cannot tell where its state is: it stops for good.
@@ -85,27 +98,8 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
     } else {
       start.engine_offset = *engine_offset;
     }
-    if (group != nullptr && group->elems[i].offset >= 0) {
-      start.group_next_offset = group->elems[i].offset;
-    }
-    if (start.engine_offset.has_value() && !hooks_.ignore_engine_offsets) {
-      start.start_offset = *start.engine_offset + 1;
-      tp.offset = start.start_offset;
-    } else if (changelog_ != nullptr) {
-      // The changelog holds nothing of it: everything is to be processed.
-      start.start_offset = 0;
-      tp.offset = RD_KAFKA_OFFSET_BEGINNING;
-    } else {
-      tp.offset = RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
-    }
-    assignment_.emplace(tp.topic, tp.partition);
-    if (options_.on_assign) {
-      absl::Status s = CallUserCode("on_assign", [&] {
-        options_.on_assign(start);
-        return absl::OkStatus();
-      });
-      if (!s.ok()) NoteError(s);
-    }
+    tp.offset = StartOffset(start);
+    NotifyAssign(start);
   }
   absl::Status status =
       Cooperative() ? FromKafkaErrorObject(
@@ -114,8 +108,76 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
                     : FromKafkaError(rd_kafka_assign(rk_.get(), partitions),
                                      "assigning partitions");
   if (!status.ok() && callback_error_.ok()) callback_error_ = status;
-  // A partition paused before it was revoked starts unpaused.
-  if (status.ok()) rd_kafka_resume_partitions(rk_.get(), partitions);
+  if (!status.ok()) return;
+  // A partition paused before it was revoked starts unpaused, unless its
+  // check goes on.
+  rd_kafka_resume_partitions(rk_.get(), partitions);
+  for (const auto& [tp, restoring] : restoring_) {
+    PauseOrResume(tp, /*pause=*/true);
+  }
+}
+
+PartitionListPtr ConsumerImpl::GroupCommittedOffsets(
+    const rd_kafka_topic_partition_list_t* partitions) {
+  if (!options_.check_group_offsets) return nullptr;
+  PartitionListPtr group(rd_kafka_topic_partition_list_copy(partitions));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_committed(rk_.get(), group.get(), /*timeout_ms=*/10000);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    NoteError(FromKafkaError(err, "reading the group's offsets"));
+    return nullptr;
+  }
+  return group;
+}
+
+int64_t ConsumerImpl::StartOffset(PartitionStart& start) const {
+  if (start.engine_offset.has_value() && !hooks_.ignore_engine_offsets) {
+    start.start_offset = *start.engine_offset + 1;
+    return start.start_offset;
+  }
+  if (changelog_ != nullptr) {
+    // The changelog holds nothing of it: everything is to be processed.
+    start.start_offset = 0;
+    return RD_KAFKA_OFFSET_BEGINNING;
+  }
+  return RD_KAFKA_OFFSET_INVALID;  // group offset, then reset
+}
+
+void ConsumerImpl::NotifyAssign(const PartitionStart& start) {
+  if (!options_.on_assign) return;
+  absl::Status s = CallUserCode("on_assign", [&] {
+    options_.on_assign(start);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) NoteError(s);
+}
+
+absl::Status ConsumerImpl::StepRestores() {
+  for (auto it = restoring_.begin(); it != restoring_.end();) {
+    const TopicPartition tp = it->first;
+    ++stats_.restore_steps;
+    absl::StatusOr<std::optional<RestoreReport>> checked =
+        StepCheck(tp.first, tp.second);
+    if (!checked.ok()) {
+      // A cause that can pass begins the check again at the next call.
+      if (!RetriableInRun(checked.status())) failed_ = checked.status();
+      return absl::Status(
+          checked.status().code(),
+          absl::StrCat("changelog mode: restoring ", tp.first, "/", tp.second,
+                       ": ", checked.status().message()));
+    }
+    if (!checked->has_value()) {
+      ++it;
+      continue;
+    }
+    Restoring restoring = std::move(it->second);
+    it = restoring_.erase(it);
+    restoring.start.engine_offset = (**checked).offset;
+    SeekTo({{tp, StartOffset(restoring.start)}});
+    if (!restoring.paused_by_application) PauseOrResume(tp, /*pause=*/false);
+    NotifyAssign(restoring.start);
+  }
+  return absl::OkStatus();
 }
 
 void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
@@ -165,6 +227,7 @@ void ConsumerImpl::Release(const rd_kafka_topic_partition_list_t* partitions,
   for (int i = 0; i < partitions->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = partitions->elems[i];
     assignment_.erase({tp.topic, tp.partition});
+    restoring_.erase({tp.topic, tp.partition});
     if (changelog_ != nullptr) changelog_->Release(tp.partition);
     if (listener) {
       const std::string topic = tp.topic;
@@ -200,6 +263,10 @@ void ConsumerImpl::Unassign(rd_kafka_topic_partition_list_t* partitions) {
     status = FromKafkaError(rd_kafka_assign(rk_.get(), nullptr),
                             "releasing partitions");
     assignment_.clear();
+    for (const auto& [tp, restoring] : restoring_) {
+      if (changelog_ != nullptr) changelog_->Release(tp.second);
+    }
+    restoring_.clear();
   }
   if (!status.ok()) NoteError(status);
 }
@@ -209,6 +276,8 @@ void ConsumerImpl::CommitEngineOffsets(
   PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
   for (int i = 0; i < partitions->cnt; ++i) {
     const rd_kafka_topic_partition_t& tp = partitions->elems[i];
+    // A partition restored halfway holds a copy of no member's.
+    if (restoring_.contains({tp.topic, tp.partition})) continue;
     absl::StatusOr<std::optional<int64_t>> offset =
         engine_->CommittedOffset(tp.topic, tp.partition);
     if (!offset.ok() || !offset->has_value()) continue;
@@ -219,30 +288,37 @@ void ConsumerImpl::CommitEngineOffsets(
   NoteCommit(rd_kafka_commit(rk_.get(), offsets.get(), /*async=*/0));
 }
 
-absl::StatusOr<std::optional<int64_t>> ConsumerImpl::CheckChangelog(
-    const std::string& topic, int32_t partition) {
+absl::StatusOr<std::optional<RestoreReport>> ConsumerImpl::StepCheck(
+    const std::string& topic, int32_t partition, bool whole) {
   const absl::Time begin = absl::Now();
-  absl::StatusOr<RestoreReport> report = changelog_->Check(topic, partition);
+  whole = whole || hooks_.restore_in_callback;
+  absl::StatusOr<std::optional<RestoreReport>> report = changelog_->CheckStep(
+      topic, partition, whole ? 0 : options_.restore_step_records);
   stats_.restore_time += absl::Now() - begin;
   stats_.engine_time += absl::Now() - begin;
-  if (!report.ok()) return report.status();
+  if (!report.ok() || !report->has_value()) return report;
+  NoteCheck(**report);
+  return report;
+}
+
+void ConsumerImpl::NoteCheck(const RestoreReport& report) {
   ++stats_.restore_checks;
-  stats_.restore_records_read += report->records_read;
-  if (report->restored) {
+  stats_.restore_records_read += report.records_read;
+  if (report.restored) {
     ++stats_.restores;
-    stats_.restored_records += report->state_entries + report->dedupe_records;
+    stats_.restored_records += report.state_entries + report.dedupe_records;
     if (options_.logger != nullptr) {
       const std::string line = absl::StrCat(
-          "idem: restored ", topic, "/", partition,
-          report->from_standby ? " from its standby copy and changelog "
-                               : " from changelog ",
+          "idem: restored ", report.topic, "/", report.partition,
+          report.from_standby ? " from its standby copy and changelog "
+                              : " from changelog ",
           options_.changelog_topic, " at offset ",
-          report->offset.has_value() ? absl::StrCat(*report->offset)
-                                     : std::string("(none)"),
-          ": ", report->state_entries, " state entries, ",
-          report->dedupe_records, " dedupe records, ", report->orphans,
-          " orphans, ", report->records_read, " records read in ",
-          absl::FormatDuration(report->duration));
+          report.offset.has_value() ? absl::StrCat(*report.offset)
+                                    : std::string("(none)"),
+          ": ", report.state_entries, " state entries, ", report.dedupe_records,
+          " dedupe records, ", report.orphans, " orphans, ",
+          report.records_read, " records read in ",
+          absl::FormatDuration(report.duration));
       CallUserCode("ConsumerOptions::logger", [&] {
         options_.logger->Log(LogSeverity::kInfo, line);
         return absl::OkStatus();
@@ -251,29 +327,31 @@ absl::StatusOr<std::optional<int64_t>> ConsumerImpl::CheckChangelog(
   }
   if (options_.on_restore) {
     absl::Status s = CallUserCode("on_restore", [&] {
-      options_.on_restore(*report);
+      options_.on_restore(report);
       return absl::OkStatus();
     });
     if (!s.ok()) NoteError(s);
   }
-  return report->offset;
 }
 
 absl::Status ConsumerImpl::RecheckPartitions() {
   absl::btree_map<TopicPartition, int64_t> from;
   for (const TopicPartition& tp : assignment_) {
-    absl::StatusOr<std::optional<int64_t>> offset =
-        CheckChangelog(tp.first, tp.second);
-    if (!offset.ok()) {
-      const absl::StatusCode code = absl::IsDeadlineExceeded(offset.status())
+    // A check under way reads the changelog as it is now anyway.
+    if (restoring_.contains(tp)) continue;
+    absl::StatusOr<std::optional<RestoreReport>> checked =
+        StepCheck(tp.first, tp.second, /*whole=*/true);
+    if (!checked.ok()) {
+      const absl::StatusCode code = absl::IsDeadlineExceeded(checked.status())
                                         ? absl::StatusCode::kUnavailable
-                                        : offset.status().code();
+                                        : checked.status().code();
       return absl::Status(
           code, absl::StrCat("changelog mode: checking ", tp.first, "/",
                              tp.second, " against its changelog again: ",
-                             offset.status().message()));
+                             checked.status().message()));
     }
-    from[tp] = offset->has_value() ? **offset + 1 : RD_KAFKA_OFFSET_BEGINNING;
+    const std::optional<int64_t>& offset = (**checked).offset;
+    from[tp] = offset.has_value() ? *offset + 1 : RD_KAFKA_OFFSET_BEGINNING;
   }
   // What was fetched beyond the changelog's commits is read again.
   SeekTo(from);

@@ -242,6 +242,7 @@ bool ConsumerImpl::OutboxFull() {
 void ConsumerImpl::PauseInput() {
   bool paused = false;
   for (const TopicPartition& tp : assignment_) {
+    if (restoring_.contains(tp)) continue;  // paused until restored
     if (!backpressured_.insert(tp).second) continue;
     PauseOrResume(tp, /*pause=*/true);
     paused = true;

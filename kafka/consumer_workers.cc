@@ -44,7 +44,9 @@ absl::Status ConsumerImpl::PollWithWorkers() {
 absl::Status ConsumerImpl::TakeRecords(
     absl::btree_set<TopicPartition>& paused) {
   const int64_t limit = 2 * int64_t{options_.max_batch} * options_.workers;
-  absl::Duration wait = options_.poll_timeout;
+  // While checks go on between polls, the next step is due: no waiting.
+  absl::Duration wait =
+      restoring_.empty() ? options_.poll_timeout : absl::ZeroDuration();
   for (int64_t taken = 0; taken < limit;) {
     MessagePtr message = Poll(wait);
     if (!callback_error_.ok()) {
@@ -62,6 +64,7 @@ absl::Status ConsumerImpl::TakeRecords(
       if (absl::Status s = OnMessageError(*message); !s.ok()) return s;
       continue;
     }
+    if (OfRestoringPartition(*message)) continue;  // read again once current
     TopicPartition partition{rd_kafka_topic_name(message->rkt),
                              message->partition};
     QueuedRecord queued;

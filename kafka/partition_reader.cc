@@ -104,20 +104,28 @@ absl::Status PartitionReader::Read(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
-  return ReadLog(topic, partition, from, /*whole=*/false, timeout, visit, end);
+  absl::StatusOr<ReadProgress> read = ReadSome(
+      topic, partition, from, /*whole=*/false, /*limit=*/0, timeout, visit);
+  if (!read.ok()) return read.status();
+  if (end != nullptr) *end = read->high;
+  return absl::OkStatus();
 }
 
 absl::Status PartitionReader::ReadAllFrom(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
-  return ReadLog(topic, partition, from, /*whole=*/true, timeout, visit, end);
+  absl::StatusOr<ReadProgress> read = ReadSome(
+      topic, partition, from, /*whole=*/true, /*limit=*/0, timeout, visit);
+  if (!read.ok()) return read.status();
+  if (end != nullptr) *end = read->high;
+  return absl::OkStatus();
 }
 
-absl::Status PartitionReader::ReadLog(
+absl::StatusOr<ReadProgress> PartitionReader::ReadSome(
     const std::string& topic, int32_t partition, int64_t from, bool whole,
-    absl::Duration timeout,
-    absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
+    int64_t limit, absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
   absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
   if (!marks.ok()) return marks.status();
   if (whole && marks->low > from) {
@@ -128,9 +136,15 @@ absl::Status PartitionReader::ReadLog(
         " on; records were deleted (retention or DeleteRecords), so what is "
         "left is not the whole log"));
   }
-  if (end != nullptr) *end = marks->high;
-  const int64_t start = std::max(from, marks->low);
-  if (start >= marks->high) return absl::OkStatus();
+  ReadProgress progress;
+  progress.high = marks->high;
+  progress.next = std::max(from, marks->low);
+  if (progress.next >= marks->high) {
+    progress.next = std::max(progress.next, marks->high);
+    progress.at_end = true;
+    return progress;
+  }
+  const int64_t start = progress.next;
 
   PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(list.get(), topic.c_str(), partition)
@@ -147,9 +161,11 @@ absl::Status PartitionReader::ReadLog(
     ~Unassign() { rd_kafka_assign(rk, nullptr); }
   } unassign{handle_.get()};
 
-  int64_t next = start;
+  int64_t& next = progress.next;
+  int64_t visited = 0;
   absl::Time last_progress = absl::Now();
   while (next < marks->high) {
+    if (limit > 0 && visited == limit) return progress;
     MessagePtr message(rd_kafka_consumer_poll(handle_.get(), 100));
     if (message == nullptr) {
       if (absl::Now() - last_progress > timeout) {
@@ -161,7 +177,8 @@ absl::Status PartitionReader::ReadLog(
       continue;
     }
     if (message->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      // The end moved back (records deleted meanwhile): what is there is read.
+      // The end moved back (records deleted meanwhile), or the last records
+      // are transaction markers, which are not delivered: all is read.
       if (message->offset >= next) break;
       continue;
     }
@@ -173,9 +190,12 @@ absl::Status PartitionReader::ReadLog(
     last_progress = absl::Now();
     LogRecord record{RecordFromMessage(*message), message->payload == nullptr};
     next = message->offset + 1;
+    ++visited;
     if (absl::Status s = visit(record); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  next = std::max(next, marks->high);
+  progress.at_end = true;
+  return progress;
 }
 
 }  // namespace idem::kafka

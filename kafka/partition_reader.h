@@ -42,6 +42,13 @@ struct Watermarks {
   int64_t high = 0;
 };
 
+// Where a bounded read (PartitionReader::ReadSome) stopped.
+struct ReadProgress {
+  int64_t next = 0;     // the offset to read from next
+  int64_t high = 0;     // the high watermark read when the call started
+  bool at_end = false;  // every record before `high` was read
+};
+
 class PartitionReader {
  public:
   // `config` is applied after the reader's own settings (e.g. security
@@ -80,14 +87,16 @@ class PartitionReader {
       absl::FunctionRef<absl::Status(const LogRecord&)> visit,
       int64_t* end = nullptr);
 
+  // As ReadAllFrom when `whole` (Read otherwise), but stops once `limit`
+  // records were visited (0: no limit), and says where: a read in bounded
+  // steps, each from the previous one's `next`.
+  absl::StatusOr<ReadProgress> ReadSome(
+      const std::string& topic, int32_t partition, int64_t from, bool whole,
+      int64_t limit, absl::Duration timeout,
+      absl::FunctionRef<absl::Status(const LogRecord&)> visit);
+
  private:
   explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}
-
-  // Read and ReadAllFrom: `whole` refuses a log that starts above `from`.
-  absl::Status ReadLog(const std::string& topic, int32_t partition,
-                       int64_t from, bool whole, absl::Duration timeout,
-                       absl::FunctionRef<absl::Status(const LogRecord&)> visit,
-                       int64_t* end);
 
   HandlePtr handle_;
 };

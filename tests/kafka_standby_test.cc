@@ -69,14 +69,17 @@ class KafkaStandbyTest : public test::ChangelogTestBase {
   }
 
   // The partition's copy in `engine`, as ExportPartition gives it, without
-  // the owner's epoch (a standby copy has none).
+  // the owner's epoch and checkpoint (a standby copy has neither).
   static PartitionSnapshot Copy(Engine& engine, int32_t partition) {
     absl::StatusOr<PartitionSnapshot> snapshot =
         engine.ExportPartition(kTopic, partition);
     EXPECT_TRUE(snapshot.ok()) << snapshot.status();
     if (!snapshot.ok()) return {};
+    // The epoch and the checkpoint are the member's own, not the state's:
+    // an owner that found its copy current has a checkpoint, its copy not.
     std::erase_if(snapshot->entries, [](const auto& entry) {
-      return entry.first == kafka::kEpochStateKey;
+      return entry.first == kafka::kEpochStateKey ||
+             entry.first == kafka::kCheckpointStateKey;
     });
     return *std::move(snapshot);
   }

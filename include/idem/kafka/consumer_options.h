@@ -253,6 +253,18 @@ struct ConsumerOptions {
   // checked (and restored if needed), before its records are fetched.
   // Default: unset.
   std::function<void(const RestoreReport&)> on_restore;
+  // Changelog mode: about the most changelog records a partition's check
+  // (and restore) reads at a time, as Kafka Streams restores between polls.
+  // The rebalance callback takes one step per assigned partition; a
+  // partition whose check needs more is paused, and its check goes on in
+  // steps of this size, one per PollBatch, while the other partitions are
+  // processed. Once it is current it is resumed from the changelog's
+  // offset + 1, and on_restore and on_assign are called then. So
+  // max.poll.interval.ms must exceed a few steps per partition, not the
+  // longest restore. The checkpoint's tail (a checked partition's records
+  // since its checkpoint) is read in the first step whatever its size. At
+  // least 1. Default: 10,000 (about 0.1 s on librdkafka's mock cluster).
+  int64_t restore_step_records = 10000;
   // Changelog mode: input partitions to keep warm as standby copies while
   // other members hold them, as Kafka Streams' standby replicas. Every
   // standby_interval (between batches, on the polling thread) the consumer
@@ -272,8 +284,9 @@ struct ConsumerOptions {
 
   // ---- Observation ----
 
-  // Called on every assignment, once per partition, before fetching starts.
-  // Default: unset.
+  // Called on every assignment, once per partition, before fetching starts
+  // (in changelog mode, once its check is done: for a partition restored
+  // between polls, then; see restore_step_records). Default: unset.
   std::function<void(const PartitionStart&)> on_assign;
   // Called once per partition when it is revoked in an orderly rebalance (or
   // by Close), after its in-flight records were processed and its engine

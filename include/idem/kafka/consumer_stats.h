@@ -77,6 +77,11 @@ struct ConsumerStats {
   int64_t restore_records_read = 0;
   int64_t restored_records = 0;
   absl::Duration restore_time;
+  // Changelog mode: steps of checks that went on between polls
+  // (ConsumerOptions::restore_step_records), and the partitions whose check
+  // is under way, paused, as of the stats() call.
+  int64_t restore_steps = 0;
+  int64_t partitions_restoring = 0;
   // Standby copies (ConsumerOptions::standby_partitions): rounds that
   // brought a copy up to its changelog's end, changelog records read by
   // them, and rounds that failed (also in kafka_errors and
