@@ -6,7 +6,9 @@ namespace idem::kafka {
 
 void CheckpointTracker::Verified(int32_t partition, int64_t end) {
   absl::MutexLock lock(&mu_);
-  coverage_[partition] = Coverage{.from = end};
+  Coverage coverage;  // nothing counted since `end`
+  coverage.from = end;
+  coverage_[partition] = coverage;
 }
 
 void CheckpointTracker::NotePublished(
