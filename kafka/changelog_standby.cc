@@ -43,7 +43,6 @@ absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
       target_->changelog_topic, partition, copy.changelog_next,
       /*whole=*/!hooks_->changelog_restore_reads_truncated, limit, timeout,
       [&](const LogRecord& r) {
-        copy.changelog_next = r.record.offset + 1;
         if (absl::Status s = copy.builder.AddChangelogRecord(r); !s.ok()) {
           return s;
         }
@@ -57,7 +56,6 @@ absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
   absl::StatusOr<ReadProgress> dedupe = reader_->ReadSome(
       target_->dedupe_topic, partition, copy.dedupe_next, /*whole=*/false,
       limit > 0 ? limit - visited : 0, timeout, [&](const LogRecord& r) {
-        copy.dedupe_next = r.record.offset + 1;
         if (absl::Status s = copy.builder.AddDedupeRecord(r); !s.ok()) {
           return s;
         }

@@ -82,7 +82,8 @@ class StandbyCopies {
   // Reads both changelog topics of (topic, partition) from where `copy`
   // left off to their ends, applying what completed every chunk of
   // records (Apply without an epoch). What completed in the last chunk
-  // stays for the caller's Apply.
+  // stays for the caller's Apply. On an error the copy is to be dropped:
+  // where it stands in the topics is only updated on success.
   absl::Status Read(const std::string& topic, int32_t partition,
                     StandbyCopy& copy, absl::Duration timeout);
 

@@ -76,11 +76,9 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
       // A step that failed for a cause that can pass is tried again there.
       absl::StatusOr<std::optional<RestoreReport>> checked =
           StepCheck(tp.topic, tp.partition);
-      if (!checked.ok() && RetriableInRun(checked.status())) {
-        NoteError(checked.status());
-      }
-      if ((checked.ok() && !checked->has_value()) ||
-          (!checked.ok() && RetriableInRun(checked.status()))) {
+      const bool retry = !checked.ok() && RetriableInRun(checked.status());
+      if (retry) NoteError(checked.status());
+      if (retry || (checked.ok() && !checked->has_value())) {
         restoring_[{tp.topic, tp.partition}] = Restoring{std::move(start)};
         tp.offset = RD_KAFKA_OFFSET_BEGINNING;  // sought once restored
         continue;

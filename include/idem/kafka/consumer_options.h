@@ -263,7 +263,7 @@ struct ConsumerOptions {
   // max.poll.interval.ms must exceed a few steps per partition, not the
   // longest restore. The checkpoint's tail (a checked partition's records
   // since its checkpoint) is read in the first step whatever its size. At
-  // least 1. Default: 10,000 (about 0.1 s on librdkafka's mock cluster).
+  // least 1. Default: 10,000.
   int64_t restore_step_records = 10000;
   // Changelog mode: input partitions to keep warm as standby copies while
   // other members hold them, as Kafka Streams' standby replicas. Every
