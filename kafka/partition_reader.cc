@@ -104,19 +104,23 @@ absl::Status PartitionReader::Read(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
-  absl::StatusOr<ReadProgress> read = ReadSome(
-      topic, partition, from, /*whole=*/false, /*limit=*/0, timeout, visit);
-  if (!read.ok()) return read.status();
-  if (end != nullptr) *end = read->high;
-  return absl::OkStatus();
+  return ReadToEnd(topic, partition, from, /*whole=*/false, timeout, visit,
+                   end);
 }
 
 absl::Status PartitionReader::ReadAllFrom(
     const std::string& topic, int32_t partition, int64_t from,
     absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
-  absl::StatusOr<ReadProgress> read = ReadSome(
-      topic, partition, from, /*whole=*/true, /*limit=*/0, timeout, visit);
+  return ReadToEnd(topic, partition, from, /*whole=*/true, timeout, visit, end);
+}
+
+absl::Status PartitionReader::ReadToEnd(
+    const std::string& topic, int32_t partition, int64_t from, bool whole,
+    absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end) {
+  absl::StatusOr<ReadProgress> read =
+      ReadSome(topic, partition, from, whole, /*limit=*/0, timeout, visit);
   if (!read.ok()) return read.status();
   if (end != nullptr) *end = read->high;
   return absl::OkStatus();
@@ -140,7 +144,6 @@ absl::StatusOr<ReadProgress> PartitionReader::ReadSome(
   progress.high = marks->high;
   progress.next = std::max(from, marks->low);
   if (progress.next >= marks->high) {
-    progress.next = std::max(progress.next, marks->high);
     progress.at_end = true;
     return progress;
   }

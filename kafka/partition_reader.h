@@ -98,6 +98,13 @@ class PartitionReader {
  private:
   explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}
 
+  // Read and ReadAllFrom: ReadSome without a limit; `*end`, the high
+  // watermark.
+  absl::Status ReadToEnd(
+      const std::string& topic, int32_t partition, int64_t from, bool whole,
+      absl::Duration timeout,
+      absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end);
+
   HandlePtr handle_;
 };
 
