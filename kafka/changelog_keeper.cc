@@ -81,14 +81,21 @@ absl::StatusOr<std::unique_ptr<ChangelogKeeper>> ChangelogKeeper::Create(
     if (!producer.ok()) return producer.status();
     direct = *std::move(producer);
   }
-  return std::unique_ptr<ChangelogKeeper>(new ChangelogKeeper(
-      engine, options, hooks, *std::move(reader), std::move(direct)));
+  std::shared_ptr<TopicConfigs> topic_configs = hooks.topic_configs;
+  if (topic_configs == nullptr) {
+    topic_configs =
+        AdminTopicConfigs(options.brokers, options.kafka_config, kKafkaTimeout);
+  }
+  return std::unique_ptr<ChangelogKeeper>(
+      new ChangelogKeeper(engine, options, hooks, *std::move(reader),
+                          std::move(direct), std::move(topic_configs)));
 }
 
 ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                                  const ConsumerHooks& hooks,
                                  std::unique_ptr<PartitionReader> reader,
-                                 std::unique_ptr<Producer> direct)
+                                 std::unique_ptr<Producer> direct,
+                                 std::shared_ptr<TopicConfigs> topic_configs)
     : engine_(engine),
       options_(options),
       hooks_(hooks),
@@ -100,34 +107,11 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                : engine->options().dedupe_window),
       clock_(engine->options().clock != nullptr ? engine->options().clock
                                                 : SystemClock()),
+      topics_(options, target_, ttl_, reader_.get(), std::move(topic_configs)),
       standby_(engine, reader_.get(), &target_, clock_, &hooks_),
-      checkpoints_(target_.changelog_topic) {}
-
-absl::Status ChangelogKeeper::PrepareTopics(const std::string& topic) {
-  absl::StatusOr<int32_t> partitions =
-      reader_->PartitionCount(topic, kKafkaTimeout);
-  if (!partitions.ok()) return partitions.status();
-  // Dedupe records must outlive their window plus the longest a partition
-  // may wait for its next owner.
-  const absl::Duration retention = ttl_ + std::max(ttl_, absl::Hours(1));
-  const struct {
-    const std::string& name;
-    ConfigList config;
-  } topics[] = {
-      {target_.changelog_topic, {{"cleanup.policy", "compact"}}},
-      {target_.dedupe_topic,
-       {{"cleanup.policy", "delete"},
-        {"retention.ms", absl::StrCat(absl::ToInt64Milliseconds(retention))}}},
-  };
-  for (const auto& [name, config] : topics) {
-    if (absl::Status s = CreateTopicIfMissing(
-            *reader_, options_.brokers, options_.kafka_config, name,
-            *partitions, config, kKafkaTimeout);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::OkStatus();
+      checkpoints_(target_.changelog_topic) {
+  topics_.set_input_partitions_for_test(
+      hooks.changelog_topics_input_partitions);
 }
 
 absl::StatusOr<std::optional<int64_t>> ChangelogKeeper::ReadEpoch(
@@ -200,10 +184,8 @@ absl::StatusOr<bool> ChangelogKeeper::AdvanceCheck(const std::string& topic,
 absl::StatusOr<bool> ChangelogKeeper::BeginCheck(const std::string& topic,
                                                  int32_t partition,
                                                  PendingCheck& check) {
-  if (!topics_ready_) {
-    if (absl::Status s = PrepareTopics(topic); !s.ok()) return s;
-    topics_ready_ = true;
-  }
+  if (absl::Status s = topics_.Prepare(topic); !s.ok()) return s;
+  if (absl::Status s = topics_.Covers(topic, partition); !s.ok()) return s;
   absl::StatusOr<std::optional<int64_t>> offset =
       engine_->CommittedOffset(topic, partition);
   if (!offset.ok()) return offset.status();
@@ -486,13 +468,10 @@ ChangelogKeeper::StandbyRound ChangelogKeeper::FollowStandbys(
   const absl::Time now = absl::Now();
   if (now - last_standby_round_ < options_.standby_interval) return round;
   last_standby_round_ = now;
-  if (!topics_ready_) {
-    if (absl::Status s = PrepareTopics(topic); !s.ok()) {
-      ++round.errors;
-      round.last_error = s;
-      return round;
-    }
-    topics_ready_ = true;
+  if (absl::Status s = topics_.Prepare(topic); !s.ok()) {
+    ++round.errors;
+    round.last_error = s;
+    return round;
   }
   for (int32_t partition : options_.standby_partitions) {
     if (held.contains(partition)) continue;

@@ -51,6 +51,7 @@
 #include "idem/outbox.h"
 #include "kafka/changelog_checkpoint.h"
 #include "kafka/changelog_standby.h"
+#include "kafka/changelog_topics.h"
 #include "kafka/changelog_txn.h"
 #include "kafka/consumer_hooks.h"
 #include "kafka/partition_reader.h"
@@ -242,8 +243,8 @@ class ChangelogKeeper {
   ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
                   const ConsumerHooks& hooks,
                   std::unique_ptr<PartitionReader> reader,
-                  std::unique_ptr<Producer> direct);
-  absl::Status PrepareTopics(const std::string& topic);
+                  std::unique_ptr<Producer> direct,
+                  std::shared_ptr<TopicConfigs> topic_configs);
   absl::StatusOr<std::optional<int64_t>> ReadEpoch(const std::string& topic,
                                                    int32_t partition);
   absl::Status ProduceOutsideCommit(ChangelogTxn& changelog);
@@ -257,7 +258,7 @@ class ChangelogKeeper {
   ChangelogTarget target_;
   absl::Duration ttl_;
   Clock* clock_;
-  bool topics_ready_ = false;
+  ChangelogTopics topics_;
   mutable absl::Mutex fences_mu_;
   absl::flat_hash_map<int32_t, Fence> fences_ ABSL_GUARDED_BY(fences_mu_);
   absl::BitGen bitgen_;

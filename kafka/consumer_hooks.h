@@ -14,6 +14,8 @@
 
 namespace idem::kafka {
 
+class TopicConfigs;  // kafka/topic_admin.h
+
 struct ConsumerHooks {
   // On assignment, start from the group's committed offset even when the
   // engine has one (what a consumer does that keeps offsets only in Kafka).
@@ -80,6 +82,16 @@ struct ConsumerHooks {
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.
   bool restore_in_callback = false;
+
+  // Not broken variants: stand-ins for what librdkafka's mock cluster
+  // lacks. Changelog mode reads and changes topic configurations through
+  // this instead of the brokers' admin API (the mock has no
+  // DescribeConfigs), if set.
+  std::shared_ptr<TopicConfigs> topic_configs;
+  // Changelog mode makes its topics as if the input topic had this many
+  // partitions (if > 0), as when they were made before it grew (the mock
+  // cannot add partitions to a topic).
+  int32_t changelog_topics_input_partitions = 0;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.

@@ -78,6 +78,8 @@ absl::Status FromKafkaError(rd_kafka_resp_err_t err, std::string_view context) {
       return absl::PermissionDeniedError(message);
     case RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS:
       return absl::AlreadyExistsError(message);
+    case RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE:
+      return absl::UnimplementedError(message);
     case RD_KAFKA_RESP_ERR__TIMED_OUT:
     case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
     case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:

@@ -66,7 +66,8 @@ absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf);
 
 // OK for RD_KAFKA_RESP_ERR_NO_ERROR; otherwise a status whose message starts
 // with `context`: kInvalidArgument for unknown topics and partitions and bad
-// arguments, kDeadlineExceeded for timeouts, kUnavailable for the rest.
+// arguments, kDeadlineExceeded for timeouts, kUnimplemented for a request
+// the brokers do not support, kUnavailable for the rest.
 absl::Status FromKafkaError(rd_kafka_resp_err_t err, std::string_view context);
 
 // As FromKafkaError for an rd_kafka_error_t, which it destroys. OK for null.

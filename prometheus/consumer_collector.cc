@@ -65,6 +65,15 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
         registry);
     if (!lag.ok()) return lag.status();
     lag_family_ = *lag;
+    auto restoring = RegisterFamily(
+        prometheus::BuildGauge(), "idem_kafka_partitions_restoring",
+        "Assigned partitions paused while their changelog restore goes on "
+        "between polls",
+        registry);
+    if (!restoring.ok()) return restoring.status();
+    auto restoring_series = AddSeries(**restoring, labels);
+    if (!restoring_series.ok()) return restoring_series.status();
+    restoring_ = *std::move(restoring_series);
     return absl::OkStatus();
   }
 
@@ -78,6 +87,7 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
     standby_.Follow(static_cast<double>(stats.standby_records_read));
     outbox_dead_lettered_.Follow(
         static_cast<double>(stats.outbox_dead_lettered));
+    restoring_->Set(static_cast<double>(stats.partitions_restoring));
     // Partitions not in this update's lag lose their series.
     std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag;
     for (const kafka::PartitionLag& p : stats.lag) {
@@ -110,6 +120,7 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
   FollowedCounter restored_ ABSL_GUARDED_BY(mu_);
   FollowedCounter standby_ ABSL_GUARDED_BY(mu_);
   FollowedCounter outbox_dead_lettered_ ABSL_GUARDED_BY(mu_);
+  Series<Gauge> restoring_ ABSL_GUARDED_BY(mu_);
   prometheus::Family<Gauge>* lag_family_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag_
       ABSL_GUARDED_BY(mu_);

@@ -1,9 +1,11 @@
-// CreateTopicIfMissing (kafka/topic_admin.h), which changelog mode uses to
-// create its topics, against librdkafka's mock cluster: an existing topic
-// with enough partitions is accepted, and one with fewer is refused naming
-// both counts. The creation itself is not exercised: the mock cluster has
-// no admin API, and it creates a missing topic (with 4 partitions) as soon
-// as a client asks for its metadata.
+// CreateTopicIfMissing and TopicConfigs' admin requests (kafka/
+// topic_admin.h), which changelog mode uses for its topics, against
+// librdkafka's mock cluster: an existing topic with enough partitions is
+// accepted, one with fewer is refused naming both counts, and a
+// configuration request is refused at once as unsupported. The creation
+// itself is not exercised: the mock cluster has no admin API, and it
+// creates a missing topic (with 4 partitions) as soon as a client asks for
+// its metadata.
 
 #include <memory>
 #include <string>
@@ -54,6 +56,23 @@ TEST_F(KafkaTopicAdminTest, ChangelogTopicWithFewerPartitionsIsRefused) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(s.message(),
               AllOf(HasSubstr("state"), HasSubstr("2"), HasSubstr("3")));
+}
+
+// The mock cluster does not support DescribeConfigs: the request, sent to a
+// broker rather than to the (missing) controller, is refused at once as
+// unsupported, which changelog mode takes as "not checked".
+TEST_F(KafkaTopicAdminTest, TopicCheckMeetsBrokersWithoutDescribeConfigs) {
+  ASSERT_TRUE(bed_.cluster->CreateTopic("state", 4).ok());
+  std::unique_ptr<TopicConfigs> configs =
+      AdminTopicConfigs(bed_.cluster->bootstrap_servers(), {{"log_level", "0"}},
+                        absl::Seconds(20));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<TopicSettings> settings = configs->Describe("state");
+  EXPECT_EQ(settings.status().code(), absl::StatusCode::kUnimplemented)
+      << settings.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "it timed out";
+  EXPECT_EQ(configs->Replace("state", {{"retention.ms", "1"}}).code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 //                                       from by itself
 //   idem_kafka_restore_records_total    counter: records restored into the
 //                                       store (ConsumerStats::restored_records)
+//   idem_kafka_partitions_restoring     gauge: assigned partitions paused
+//                                       while their restore goes on
+//                                       (ConsumerStats::partitions_restoring)
 //   idem_kafka_lag{topic,partition}     gauge: records between the engine's
 //                                       offset and the log's end, per
 //                                       assigned partition whose end is known
