@@ -1,6 +1,7 @@
 // Deliberately broken variants of the Kafka consumer, for tests that must
-// show their checks catch a broken guarantee. Never set outside tests. A
-// plain value type.
+// show their checks catch a broken guarantee, and stand-ins for what
+// librdkafka's mock cluster lacks. Never set outside tests. A plain value
+// type.
 
 #ifndef IDEM_KAFKA_CONSUMER_HOOKS_H_
 #define IDEM_KAFKA_CONSUMER_HOOKS_H_

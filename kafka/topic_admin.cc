@@ -237,7 +237,8 @@ class AdminConfigs : public TopicConfigs {
       settings[rd_kafka_ConfigEntry_name(entries[i])] = {
           value == nullptr ? "" : value,
           rd_kafka_ConfigEntry_source(entries[i]) ==
-              RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG};
+              RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG,
+          value == nullptr && rd_kafka_ConfigEntry_is_sensitive(entries[i])};
     }
     return settings;
   }

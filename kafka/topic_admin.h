@@ -37,6 +37,9 @@ struct TopicSetting {
   std::string value;
   // Set on the topic itself (not a broker's or the cluster's default).
   bool set_on_topic = false;
+  // A sensitive setting, whose value the brokers do not tell (`value` is
+  // empty): it cannot be passed along to AlterConfigs.
+  bool hidden = false;
 };
 // A topic's configuration by setting name.
 using TopicSettings = absl::flat_hash_map<std::string, TopicSetting>;

@@ -44,14 +44,23 @@ absl::Status Refuse(const std::string& topic, const std::string& setting,
 }
 
 // The topic's own settings with `name` set to `value`: what AlterConfigs,
-// which replaces them all, must be given.
-ConfigList WithSetting(const TopicSettings& settings, const std::string& name,
-                       const std::string& value) {
+// which replaces them all, must be given. kFailedPrecondition if one of them
+// is hidden (sensitive), as it would be lost.
+absl::StatusOr<ConfigList> WithSetting(const std::string& topic,
+                                       const TopicSettings& settings,
+                                       const std::string& name,
+                                       const std::string& value) {
   ConfigList own;
   for (const auto& [setting, described] : settings) {
-    if (described.set_on_topic && setting != name) {
-      own.emplace_back(setting, described.value);
+    if (!described.set_on_topic || setting == name) continue;
+    if (described.hidden) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "topic ", topic, ": ", name, " must be raised to ", value,
+          " (the dedupe window and its margin), but the topic's sensitive "
+          "setting ",
+          setting, " would be lost by AlterConfigs: raise ", name, " by hand"));
     }
+    own.emplace_back(setting, described.value);
   }
   own.emplace_back(name, value);
   return own;
@@ -76,9 +85,10 @@ absl::Status EnsureRetention(TopicConfigs& configs, const TopicNeeds& needs,
   const int64_t needed_ms = absl::ToInt64Milliseconds(needs.min_retention);
   if (kept_ms == -1 || kept_ms >= needed_ms) return absl::OkStatus();
   const std::string raised = absl::StrCat(needed_ms);
-  if (absl::Status s = configs.Replace(
-          needs.topic, WithSetting(settings, "retention.ms", raised));
-      !s.ok()) {
+  absl::StatusOr<ConfigList> own =
+      WithSetting(needs.topic, settings, "retention.ms", raised);
+  if (!own.ok()) return own.status();
+  if (absl::Status s = configs.Replace(needs.topic, *own); !s.ok()) {
     return absl::Status(
         s.code(),
         absl::StrCat(s.message(), " (raising retention.ms from ", kept_ms,

@@ -79,6 +79,20 @@ TEST(TopicCheckRulesTest, ShortDedupeRetentionIsRaisedKeepingOtherSettings) {
   EXPECT_EQ(configs.replaces(), 1);
 }
 
+TEST(TopicCheckRulesTest, RaiseThatWouldLoseASensitiveSettingIsRefused) {
+  test::FakeTopicConfigs configs;
+  configs.Set(kDedupe, "retention.ms", "7200000");
+  configs.Set(kDedupe, "secret.setting", "s3cr3t");
+  configs.Hide(kDedupe, "secret.setting");
+  absl::StatusOr<TopicConfigReport> report =
+      EnsureTopicConfig(configs, DedupeNeeds(absl::Hours(96)));
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition)
+      << report.status();
+  EXPECT_THAT(report.status().message(),
+              AllOf(HasSubstr("secret.setting"), HasSubstr("345600000")));
+  EXPECT_EQ(configs.replaces(), 0);
+}
+
 TEST(TopicCheckRulesTest, LongerOrUnboundedRetentionIsLeftAlone) {
   for (const char* ms : {"345600000", "999999999999", "-1"}) {
     test::FakeTopicConfigs configs;

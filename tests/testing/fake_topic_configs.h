@@ -9,6 +9,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -41,6 +42,13 @@ class FakeTopicConfigs : public kafka::TopicConfigs {
     return settings.ok() ? (*settings)[name].value : "";
   }
 
+  // Makes `name` a sensitive setting of `topic`: described without its
+  // value.
+  void Hide(const std::string& topic, const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hidden_[topic].insert(name);
+  }
+
   int replaces() {
     std::lock_guard<std::mutex> lock(mu_);
     return replaces_;
@@ -61,7 +69,8 @@ class FakeTopicConfigs : public kafka::TopicConfigs {
       settings[name] = {value, /*set_on_topic=*/false};
     }
     for (const auto& [name, value] : own_[topic]) {
-      settings[name] = {value, /*set_on_topic=*/true};
+      const bool hidden = hidden_[topic].contains(name);
+      settings[name] = {hidden ? "" : value, /*set_on_topic=*/true, hidden};
     }
     return settings;
   }
@@ -80,6 +89,7 @@ class FakeTopicConfigs : public kafka::TopicConfigs {
   std::mutex mu_;
   const std::map<std::string, std::string> defaults_;
   std::map<std::string, std::map<std::string, std::string>> own_;
+  std::map<std::string, std::set<std::string>> hidden_;
   int replaces_ = 0;
   absl::Status failure_;
 };
