@@ -170,12 +170,9 @@ class AdminConfigs : public TopicConfigs {
   absl::StatusOr<TopicSettings> Describe(const std::string& topic) override {
     const std::string what =
         absl::StrCat("describing topic ", topic, "'s configuration");
-    absl::StatusOr<AdminRequest> request = NewAdminRequest(
-        brokers_, client_config_, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, timeout_);
+    absl::StatusOr<AdminRequest> request =
+        NewConfigRequest(RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS, what);
     if (!request.ok()) return request.status();
-    if (absl::Status s = AddressAnyBroker(*request, timeout_, what); !s.ok()) {
-      return s;
-    }
     ResourcePtr resource(
         rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
     rd_kafka_ConfigResource_t* resources[] = {resource.get()};
@@ -197,12 +194,9 @@ class AdminConfigs : public TopicConfigs {
                        const ConfigList& settings) override {
     const std::string what =
         absl::StrCat("altering topic ", topic, "'s configuration");
-    absl::StatusOr<AdminRequest> request = NewAdminRequest(
-        brokers_, client_config_, RD_KAFKA_ADMIN_OP_ALTERCONFIGS, timeout_);
+    absl::StatusOr<AdminRequest> request =
+        NewConfigRequest(RD_KAFKA_ADMIN_OP_ALTERCONFIGS, what);
     if (!request.ok()) return request.status();
-    if (absl::Status s = AddressAnyBroker(*request, timeout_, what); !s.ok()) {
-      return s;
-    }
     ResourcePtr resource(
         rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
     for (const auto& [name, value] : settings) {
@@ -227,6 +221,18 @@ class AdminConfigs : public TopicConfigs {
   }
 
  private:
+  // An admin request of `op` addressed to one broker (AddressAnyBroker).
+  absl::StatusOr<AdminRequest> NewConfigRequest(rd_kafka_admin_op_t op,
+                                                const std::string& what) {
+    absl::StatusOr<AdminRequest> request =
+        NewAdminRequest(brokers_, client_config_, op, timeout_);
+    if (!request.ok()) return request.status();
+    if (absl::Status s = AddressAnyBroker(*request, timeout_, what); !s.ok()) {
+      return s;
+    }
+    return request;
+  }
+
   static TopicSettings SettingsOf(const rd_kafka_ConfigResource_t* resource) {
     TopicSettings settings;
     size_t count = 0;
