@@ -4,9 +4,11 @@
 // an engine in a new temporary directory, processes one message twice (the
 // second is a duplicate), prints idem's version and, with
 // IDEM_CONSUMER_KAFKA, starts and stops librdkafka's mock cluster through
-// idem::kafka, and with IDEM_CONSUMER_PROMETHEUS counts the message in a
-// prometheus::Registry through idem::prometheus. Exits 0 on success; removes
-// its directory.
+// idem::kafka, with IDEM_CONSUMER_PROMETHEUS counts the message in a
+// prometheus::Registry through idem::prometheus, and with
+// IDEM_CONSUMER_REDIS, _NATS or _RABBITMQ asks that adapter's Consumer to
+// connect to a loopback port where nothing listens, which must fail with
+// kUnavailable. Exits 0 on success; removes its directory.
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +22,15 @@
 #ifdef IDEM_CONSUMER_KAFKA
 #include "idem/kafka/mock_cluster.h"
 #endif
+#ifdef IDEM_CONSUMER_REDIS
+#include "idem/redis/consumer.h"
+#endif
+#ifdef IDEM_CONSUMER_NATS
+#include "idem/nats/consumer.h"
+#endif
+#ifdef IDEM_CONSUMER_RABBITMQ
+#include "idem/rabbitmq/consumer.h"
+#endif
 #ifdef IDEM_CONSUMER_PROMETHEUS
 #include "idem/prometheus/collector.h"
 #include "prometheus/registry.h"
@@ -31,6 +42,52 @@ namespace {
 int Fail(const std::string& what, const absl::Status& status) {
   std::cerr << "consumer: " << what << ": " << status << "\n";
   return 1;
+}
+
+// A loopback port where nothing listens: connecting is refused at once.
+constexpr int kClosedPort = 1;
+
+// `created` is a Consumer::Create result against kClosedPort: it must be
+// kUnavailable (the adapter tried to connect).
+template <typename T>
+int ExpectUnreachable(const char* adapter, const absl::StatusOr<T>& created) {
+  if (created.status().code() != absl::StatusCode::kUnavailable) {
+    std::cerr << "consumer: " << adapter
+              << " against a closed port: " << created.status() << "\n";
+    return 1;
+  }
+  std::cout << "consumer: " << adapter << " found nothing listening\n";
+  return 0;
+}
+
+int RunBrokers([[maybe_unused]] idem::Engine* engine) {
+  int failed = 0;
+#ifdef IDEM_CONSUMER_REDIS
+  idem::redis::ConsumerOptions redis;
+  redis.port = kClosedPort;
+  redis.stream = "orders";
+  redis.group = "consumer";
+  redis.consumer_name = "consumer-1";
+  failed |= ExpectUnreachable("idem::redis",
+                              idem::redis::Consumer::Create(engine, redis));
+#endif
+#ifdef IDEM_CONSUMER_NATS
+  idem::nats::ConsumerOptions nats;
+  nats.url = "nats://127.0.0.1:" + std::to_string(kClosedPort);
+  nats.stream = "ORDERS";
+  nats.subject = "orders";
+  nats.durable = "consumer";
+  failed |= ExpectUnreachable("idem::nats",
+                              idem::nats::Consumer::Create(engine, nats));
+#endif
+#ifdef IDEM_CONSUMER_RABBITMQ
+  idem::rabbitmq::ConsumerOptions rabbitmq;
+  rabbitmq.port = kClosedPort;
+  rabbitmq.queue = "orders";
+  failed |= ExpectUnreachable(
+      "idem::rabbitmq", idem::rabbitmq::Consumer::Create(engine, rabbitmq));
+#endif
+  return failed;
 }
 
 int Run(const std::string& dir) {
@@ -51,6 +108,7 @@ int Run(const std::string& dir) {
     std::cerr << "consumer: unexpected outcomes\n";
     return 1;
   }
+  if (RunBrokers(engine->get()) != 0) return 1;
 #ifdef IDEM_CONSUMER_KAFKA
   absl::StatusOr<std::unique_ptr<idem::kafka::MockCluster>> cluster =
       idem::kafka::MockCluster::Start();
