@@ -1,5 +1,6 @@
 #include "nats/jetstream_broker.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,10 @@ namespace {
 int64_t Millis(absl::Duration d) {
   return std::max<int64_t>(1, absl::ToInt64Milliseconds(d));
 }
+
+// nats-server's MaxAckPending for a consumer created without one (2.9): a
+// fetch gets no more than that many messages delivered and unacknowledged.
+constexpr int64_t kServerMaxAckPending = 1000;
 
 // A nats.c status as an absl::Status: a JetStream API error (errCode set)
 // is kFailedPrecondition; everything else (lost connection, timeouts, no
@@ -125,6 +130,10 @@ absl::Status JetStreamBroker::CreateConsumer(
   config.Durable = options_.durable.c_str();
   config.AckPolicy = js_AckExplicit;
   config.AckWait = absl::ToInt64Nanoseconds(options_.ack_wait);
+  // Room for a whole batch: with less, each fetch would stop at the limit
+  // and wait out its timeout.
+  config.MaxAckPending =
+      std::max<int64_t>(kServerMaxAckPending, options_.delivery.max_batch);
   config.FilterSubject = options_.subject.c_str();
   if (start_sequence.has_value()) {
     config.DeliverPolicy = js_DeliverByStartSequence;

@@ -175,6 +175,27 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsExactnessTest,
                            return info.param ? "SequenceAsId" : "Real";
                          });
 
+// A batch larger than the server's default MaxAckPending (1,000 in
+// nats-server 2.9): the durable consumer idem creates leaves room for it.
+TEST_F(NatsConsumerTest, BatchesAboveTheServersDefaultAckPendingAreFetched) {
+  constexpr int kAccounts = 5;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.delivery.max_batch = 1500;
+  options.delivery.receive_timeout = absl::Milliseconds(200);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(6, 3000, kAccounts), kAccounts, 0);
+  absl::StatusOr<brokers::BatchReport> first =
+      (*consumer)->PollBatch(ApplyLedger);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->received, options.delivery.max_batch);
+  test::Drain(**consumer, ApplyLedger, [&] { return Drained(stream_, "d"); });
+  EXPECT_EQ((*consumer)->stats().processed, 3000);
+  test::ExpectBalances(*engine, expected, /*exact=*/true);
+}
+
 // A durable consumer that is gone from the server (deleted, or a new
 // server) is created again from the engine's stored sequence + 1: nothing
 // before it is delivered again.

@@ -55,7 +55,10 @@ struct ConsumerOptions {
   std::string stream;
   std::string subject;
   // The durable consumer's name; processes sharing it share its messages.
-  // Required.
+  // Created if the server does not have it: explicit acks, `ack_wait`, and
+  // MaxAckPending at least delivery.max_batch (the server's default, 1,000,
+  // would cap larger batches and make each fetch wait out its timeout). An
+  // existing one keeps its own settings. Required.
   std::string durable;
   // Create the stream (file storage, capturing `subject`) if it does not
   // exist. Default: true.
