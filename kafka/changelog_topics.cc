@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/user_code.h"
 #include "kafka/topic_config_check.h"
 
 namespace idem::kafka {
@@ -118,11 +117,7 @@ absl::Status ChangelogTopics::EnsureConfig(const std::string& topic,
 }
 
 void ChangelogTopics::Log(LogSeverity severity, const std::string& line) {
-  if (options_.logger == nullptr) return;
-  CallUserCode("ConsumerOptions::logger", [&] {
-    options_.logger->Log(severity, line);
-    return absl::OkStatus();
-  }).IgnoreError();  // a logger that throws loses the line
+  LogLine(options_.logger, "ConsumerOptions::logger", severity, line);
 }
 
 }  // namespace idem::kafka

@@ -81,6 +81,9 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
     return absl::FailedPreconditionError("the consumer is closed");
   }
   if (!failed_.ok()) return failed_;
+  if (!unknown_since_.empty()) {
+    if (absl::Status s = CheckUnknownTopics(); !s.ok()) return s;
+  }
   if (recheck_) {
     if (absl::Status s = RecheckPartitions(); !s.ok()) return s;
   }
@@ -93,14 +96,7 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
     if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
     if (OutboxFull()) {
       PauseInput();
-      // Serves librdkafka's callbacks. A record of a partition assigned
-      // meanwhile is read again later, not dropped.
-      MessagePtr message = Poll(options_.poll_timeout);
-      if (message != nullptr && message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-          !OfRestoringPartition(*message)) {
-        SeekTo({{{rd_kafka_topic_name(message->rkt), message->partition},
-                 message->offset}});
-      }
+      if (absl::Status s = PollPaused(); !s.ok()) return s;
       return report;
     }
   }
@@ -153,6 +149,21 @@ absl::Status ConsumerImpl::PollAndProcess() {
   if (absl::Status s = ProcessInFlight(); !s.ok()) {
     Rewind();
     return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ConsumerImpl::PollPaused() {
+  MessagePtr message = Poll(options_.poll_timeout);
+  if (message == nullptr) return absl::OkStatus();
+  if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    return OnMessageError(*message);
+  }
+  // A record of a partition assigned meanwhile is read again later, not
+  // dropped.
+  if (!OfRestoringPartition(*message)) {
+    SeekTo({{{rd_kafka_topic_name(message->rkt), message->partition},
+             message->offset}});
   }
   return absl::OkStatus();
 }
@@ -315,28 +326,11 @@ absl::Status ConsumerImpl::PauseOrResume(const std::string& topic,
   return SetPaused(topic, partition, pause);
 }
 
-void ConsumerImpl::OnError(rd_kafka_t* rk, int err, const char* reason,
-                           void* opaque) {
-  ConsumerImpl* self = Self(opaque);
-  if (err == RD_KAFKA_RESP_ERR__FATAL) {
-    char fatal[512];
-    rd_kafka_fatal_error(rk, fatal, sizeof(fatal));
-    self->failed_ =
-        absl::AbortedError(absl::StrCat("fatal Kafka consumer error: ", fatal));
-    return;
-  }
-  self->NoteError(absl::UnavailableError(reason));
-}
-
 void ConsumerImpl::OnLog(const rd_kafka_t* rk, int level, const char* facility,
                          const char* text) {
-  ConsumerImpl* self = Self(rd_kafka_opaque(rk));
-  CallUserCode("ConsumerOptions::logger", [&] {
-    self->options_.logger->Log(
-        SeverityOfSyslogLevel(level),
-        absl::StrCat("librdkafka ", facility, ": ", text));
-    return absl::OkStatus();
-  }).IgnoreError();  // a logger that throws loses the line
+  Self(rd_kafka_opaque(rk))
+      ->Log(SeverityOfSyslogLevel(level),
+            absl::StrCat("librdkafka ", facility, ": ", text));
 }
 
 int ConsumerImpl::OnStatistics(rd_kafka_t*, char* json, size_t length,
@@ -348,21 +342,6 @@ int ConsumerImpl::OnStatistics(rd_kafka_t*, char* json, size_t length,
   });
   if (!s.ok()) self->NoteError(s);
   return 0;  // librdkafka frees `json`
-}
-
-absl::Status ConsumerImpl::OnMessageError(const rd_kafka_message_t& message) {
-  switch (message.err) {
-    case RD_KAFKA_RESP_ERR__PARTITION_EOF:
-      return absl::OkStatus();
-    case RD_KAFKA_RESP_ERR__FATAL:
-      failed_ = absl::AbortedError(absl::StrCat(
-          "fatal Kafka consumer error: ", rd_kafka_message_errstr(&message)));
-      return failed_;
-    default:
-      // Transient (librdkafka retries) or per-topic, e.g. an unknown topic.
-      NoteError(absl::UnavailableError(rd_kafka_message_errstr(&message)));
-      return absl::OkStatus();
-  }
 }
 
 void ConsumerImpl::NoteCommit(rd_kafka_resp_err_t err) {
@@ -477,7 +456,7 @@ void ConsumerImpl::SeekTo(
           "rewinding after a failed batch");
       !s.ok()) {
     // Without the rewind the records could be skipped: stop for good.
-    failed_ = s;
+    Fail(s);
   }
 }
 

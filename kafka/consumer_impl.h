@@ -2,7 +2,8 @@
 // Consumer::Create, declared here so that its jobs live in files of their
 // own: the poll loop (consumer.cc), parallel workers (consumer_workers.cc),
 // rebalances and restores (consumer_rebalance.cc), publishing the outbox
-// (consumer_relay.cc); the option checks are in consumer_options.h.
+// (consumer_relay.cc), the errors of its input (consumer_input_errors.cc);
+// the option checks are in consumer_options_check.h.
 //
 // Polling, rebalance, error and commit callbacks run on the caller's
 // thread: they are served by rd_kafka_consumer_poll
@@ -26,6 +27,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -37,6 +39,7 @@
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/outbox_relay.h"
+#include "idem/logger.h"
 #include "kafka/batch_processor.h"
 #include "kafka/changelog_keeper.h"
 #include "kafka/consumer_hooks.h"
@@ -141,6 +144,11 @@ class ConsumerImpl final : public Consumer {
   // Polls librdkafka once, waiting up to `wait`; serves its callbacks.
   MessagePtr Poll(absl::Duration wait);
 
+  // Backpressure, with the input paused: one Poll (up to poll_timeout) to
+  // serve librdkafka's callbacks. A record that arrives anyway is read
+  // again later; an error is OnMessageError's.
+  absl::Status PollPaused();
+
   // Brings the standby copies up to date when their interval is due. A
   // copy's error is counted, and does not stop processing.
   void FollowStandbys();
@@ -200,7 +208,42 @@ class ConsumerImpl final : public Consumer {
     stats_.last_kafka_error = status.ToString();
   }
 
+  // A line to ConsumerOptions::logger, if set.
+  void Log(LogSeverity severity, std::string_view line) const {
+    LogLine(options_.logger, "ConsumerOptions::logger", severity, line);
+  }
+
+  // Stops the consumer for good with `status` (failed_), logged as an
+  // error, unless it stopped already: the first cause stays.
+  void Fail(absl::Status status);
+
+  // kAborted for librdkafka's fatal error (e.g. a static member fenced by
+  // another with its group.instance.id), naming its cause, or `reason` if
+  // librdkafka has none.
+  absl::Status FatalError(std::string_view reason);
+
+  // An error librdkafka delivered in place of a record. A partition's end
+  // is none; a missing authorization (kPermissionDenied naming the group,
+  // and the topic and partition where librdkafka tells them) and a fatal
+  // error (kAborted) stop the consumer for good and are returned. The rest
+  // are noted (NoteError) and OK is returned, as librdkafka recovers from
+  // them by itself; an unknown subscribed topic also starts its wait
+  // (NoteUnknownTopic).
   absl::Status OnMessageError(const rd_kafka_message_t& message);
+
+  // librdkafka reported `topic` unknown: a subscribed topic's wait
+  // (ConsumerOptions::unknown_topic_timeout) starts, unless it goes on.
+  void NoteUnknownTopic(const std::string& topic);
+
+  // At the start of PollBatch: asks the brokers about each topic whose wait
+  // is over (one round trip each). One that exists by now ends its wait;
+  // one that does not stops the consumer for good (kNotFound, as does
+  // kPermissionDenied); a failed look-up is noted and made again at the
+  // next call.
+  absl::Status CheckUnknownTopics();
+
+  absl::Status UnknownTopicError(const std::string& topic,
+                                 absl::Duration unknown_for) const;
 
   // Starts each assigned partition at the engine's offset + 1. In changelog
   // mode each is checked first (StepCheck); one whose check needs more
@@ -370,6 +413,10 @@ class ConsumerImpl final : public Consumer {
   BatchReport* report_ = nullptr;  // during PollBatch
   absl::Status callback_error_;    // raised inside a callback
   absl::Status failed_;            // permanent: the consumer is unusable
+  // Subscribed topics librdkafka reported unknown, each with when it first
+  // did; until a partition of it is assigned, or its wait ends
+  // (CheckUnknownTopics).
+  absl::btree_map<std::string, absl::Time> unknown_since_;
   // Changelog mode: publishing failed, and the held partitions must be
   // checked against the changelog again before any is processed.
   bool recheck_ = false;

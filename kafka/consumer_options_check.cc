@@ -32,6 +32,9 @@ absl::Status CheckSubscription(const ConsumerOptions& options) {
   for (const std::string& topic : options.topics) {
     if (topic.empty()) return Invalid("topics must not contain an empty name");
   }
+  if (options.unknown_topic_timeout <= absl::ZeroDuration()) {
+    return Invalid("unknown_topic_timeout must be > 0");
+  }
   if (!options.id_function && options.id_header.empty()) {
     return Invalid("id_header must not be empty (or set id_function)");
   }

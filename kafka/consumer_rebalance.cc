@@ -70,6 +70,7 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
         engine_->CommittedOffset(tp.topic, tp.partition);
     stats_.engine_time += absl::Now() - begin;
     assignment_.emplace(tp.topic, tp.partition);
+    unknown_since_.erase(start.topic);  // the topic exists
     if (engine_offset.ok() && changelog_ != nullptr) {
       // The check's first step; a check that needs more goes on between
       // polls, the partition paused meanwhile (StepRestores).
@@ -91,7 +92,7 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
     }
     if (!engine_offset.ok()) {
       // The consumer cannot tell where its state is: it stops for good.
-      failed_ = engine_offset.status();
+      Fail(engine_offset.status());
       callback_error_ = failed_;
     } else {
       start.engine_offset = *engine_offset;
@@ -158,7 +159,7 @@ absl::Status ConsumerImpl::StepRestores() {
         StepCheck(tp.first, tp.second);
     if (!checked.ok()) {
       // A cause that can pass begins the check again at the next call.
-      if (!RetriableInRun(checked.status())) failed_ = checked.status();
+      if (!RetriableInRun(checked.status())) Fail(checked.status());
       return absl::Status(
           checked.status().code(),
           absl::StrCat("changelog mode: restoring ", tp.first, "/", tp.second,
@@ -306,21 +307,18 @@ void ConsumerImpl::NoteCheck(const RestoreReport& report) {
     ++stats_.restores;
     stats_.restored_records += report.state_entries + report.dedupe_records;
     if (options_.logger != nullptr) {
-      const std::string line = absl::StrCat(
-          "idem: restored ", report.topic, "/", report.partition,
-          report.from_standby ? " from its standby copy and changelog "
-                              : " from changelog ",
-          options_.changelog_topic, " at offset ",
-          report.offset.has_value() ? absl::StrCat(*report.offset)
-                                    : std::string("(none)"),
-          ": ", report.state_entries, " state entries, ", report.dedupe_records,
-          " dedupe records, ", report.orphans, " orphans, ",
-          report.records_read, " records read in ",
-          absl::FormatDuration(report.duration));
-      CallUserCode("ConsumerOptions::logger", [&] {
-        options_.logger->Log(LogSeverity::kInfo, line);
-        return absl::OkStatus();
-      }).IgnoreError();  // a logger that throws loses the line
+      Log(LogSeverity::kInfo,
+          absl::StrCat(
+              "idem: restored ", report.topic, "/", report.partition,
+              report.from_standby ? " from its standby copy and changelog "
+                                  : " from changelog ",
+              options_.changelog_topic, " at offset ",
+              report.offset.has_value() ? absl::StrCat(*report.offset)
+                                        : std::string("(none)"),
+              ": ", report.state_entries, " state entries, ",
+              report.dedupe_records, " dedupe records, ", report.orphans,
+              " orphans, ", report.records_read, " records read in ",
+              absl::FormatDuration(report.duration)));
     }
   }
   if (options_.on_restore) {

@@ -5,6 +5,7 @@
 #include "kafka/delivery.h"
 
 #include <atomic>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -55,14 +56,11 @@ absl::Status DeliveryError(rd_kafka_t* rk, rd_kafka_resp_err_t err,
                            std::string_view context) {
   // After a fatal error librdkafka purges what it queued (_PURGE_QUEUE)
   // before it reports _FATAL: either way the fatal error is the cause.
-  char reason[512] = "";
-  const rd_kafka_resp_err_t fatal =
-      rd_kafka_fatal_error(rk, reason, sizeof(reason));
-  if (fatal == RD_KAFKA_RESP_ERR_NO_ERROR) return FromKafkaError(err, context);
-  return absl::AbortedError(absl::StrCat(AbslView(context),
-                                         ": the producer failed for good (",
-                                         rd_kafka_err2name(fatal), ": ", reason,
-                                         "); a new producer must be created"));
+  const std::string fatal = FatalErrorText(rk);
+  if (fatal.empty()) return FromKafkaError(err, context);
+  return absl::AbortedError(
+      absl::StrCat(AbslView(context), ": the producer failed for good (", fatal,
+                   "); a new producer must be created"));
 }
 
 void EnableDeliveryReports(rd_kafka_conf_t* conf) {

@@ -77,6 +77,20 @@ class MockClusterImpl final : public MockCluster {
     return absl::OkStatus();
   }
 
+  absl::Status HonorAllowAutoCreateTopics() override {
+    // Metadata version 4 carries AllowAutoTopicCreation, which the mock's
+    // handler reads.
+    constexpr int16_t kMetadata = 3;
+    return FromKafkaError(
+        rd_kafka_mock_set_apiversion(cluster_.get(), kMetadata, 0, 4),
+        "MockCluster::HonorAllowAutoCreateTopics");
+  }
+
+  void SetTopicError(const std::string& topic, int32_t error) override {
+    rd_kafka_mock_topic_set_error(cluster_.get(), topic.c_str(),
+                                  static_cast<rd_kafka_resp_err_t>(error));
+  }
+
  private:
   // Declared first so it is destroyed last: the cluster needs its host.
   const HandlePtr host_;

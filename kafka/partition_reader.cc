@@ -9,15 +9,6 @@
 #include "kafka/record_ids.h"
 
 namespace idem::kafka {
-namespace {
-
-struct MetadataDeleter {
-  void operator()(const rd_kafka_metadata_t* metadata) const {
-    rd_kafka_metadata_destroy(metadata);
-  }
-};
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
     const std::string& brokers, const ConfigList& config) {
@@ -56,34 +47,7 @@ absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
 
 absl::StatusOr<int32_t> PartitionReader::PartitionCount(
     const std::string& topic, absl::Duration timeout) {
-  std::unique_ptr<rd_kafka_topic_t, void (*)(rd_kafka_topic_t*)> rkt(
-      rd_kafka_topic_new(handle_.get(), topic.c_str(), nullptr),
-      rd_kafka_topic_destroy);
-  if (rkt == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topic '", topic, "': ", rd_kafka_err2str(rd_kafka_last_error())));
-  }
-  const rd_kafka_metadata_t* raw = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_.get(), 0, rkt.get(), &raw,
-                                              ToKafkaMillis(timeout));
-  if (absl::Status s =
-          FromKafkaError(err, absl::StrCat("metadata of topic ", topic));
-      !s.ok()) {
-    return s;
-  }
-  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
-  if (metadata->topic_cnt != 1 ||
-      metadata->topics[0].err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
-      metadata->topics[0].partition_cnt == 0) {
-    return absl::NotFoundError(
-        absl::StrCat("topic ", topic, " does not exist"));
-  }
-  if (absl::Status s = FromKafkaError(
-          metadata->topics[0].err, absl::StrCat("metadata of topic ", topic));
-      !s.ok()) {
-    return s;
-  }
-  return metadata->topics[0].partition_cnt;
+  return TopicPartitionCount(handle_.get(), topic, timeout);
 }
 
 absl::StatusOr<Watermarks> PartitionReader::GetWatermarks(

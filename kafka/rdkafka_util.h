@@ -7,6 +7,7 @@
 
 #include <librdkafka/rdkafka.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,6 +56,11 @@ int ToKafkaMillis(absl::Duration d);
 // kError, 4 kWarning, 5-6 kInfo, 7 kDebug.
 LogSeverity SeverityOfSyslogLevel(int level);
 
+// Sends `line` to `logger` (nothing if null) as a call into user code named
+// `owner`: a logger that throws loses the line.
+void LogLine(Logger* logger, std::string_view owner, LogSeverity severity,
+             std::string_view line);
+
 // Sends the log lines of the handle made from `conf` to `logger` ("librdkafka
 // FACILITY: text"), a throwing logger losing the line. Uses `conf`'s opaque:
 // for handles that keep no opaque of their own.
@@ -64,11 +70,29 @@ void SetLogger(rd_kafka_conf_t* conf, Logger* logger);
 // alike). kUnavailable with librdkafka's reason on failure.
 absl::StatusOr<HandlePtr> NewHandle(rd_kafka_type_t type, ConfPtr conf);
 
-// OK for RD_KAFKA_RESP_ERR_NO_ERROR; otherwise a status whose message starts
-// with `context`: kInvalidArgument for unknown topics and partitions and bad
-// arguments, kDeadlineExceeded for timeouts, kUnimplemented for a request
-// the brokers do not support, kUnavailable for the rest.
+// The status code of a librdkafka error: kOk for RD_KAFKA_RESP_ERR_NO_ERROR,
+// kInvalidArgument for unknown topics and partitions and bad arguments,
+// kOutOfRange for a record too large, kPermissionDenied for a missing
+// authorization (topic, group, cluster, transactional ID, delegation token),
+// kAlreadyExists for a topic that exists, kUnimplemented for a request the
+// brokers do not support, kDeadlineExceeded for timeouts, kUnavailable for
+// the rest.
+absl::StatusCode KafkaErrorCode(rd_kafka_resp_err_t err);
+
+// OK for RD_KAFKA_RESP_ERR_NO_ERROR; otherwise a status of KafkaErrorCode(err)
+// whose message is `context`, ": " and librdkafka's text of `err`.
 absl::Status FromKafkaError(rd_kafka_resp_err_t err, std::string_view context);
+
+// The fatal error `rk` stopped on, as "<error name>: <librdkafka's reason>"
+// (e.g. "FENCED_INSTANCE_ID: ..."); empty while it has none.
+std::string FatalErrorText(rd_kafka_t* rk);
+
+// The number of partitions of `topic` in the brokers' metadata, asked
+// through `rk` (one round trip, up to `timeout`); kNotFound if it does not
+// exist, else as FromKafkaError.
+absl::StatusOr<int32_t> TopicPartitionCount(rd_kafka_t* rk,
+                                            const std::string& topic,
+                                            absl::Duration timeout);
 
 // As FromKafkaError for an rd_kafka_error_t, which it destroys. OK for null.
 absl::Status FromKafkaErrorObject(rd_kafka_error_t* error,

@@ -670,6 +670,12 @@ TEST_F(KafkaConsumerTest, CreateRejectsBadOptionsNamingThem) {
       {"group_id", [](ConsumerOptions& o) { o.group_id.clear(); }},
       {"topics", [](ConsumerOptions& o) { o.topics.clear(); }},
       {"topics", [](ConsumerOptions& o) { o.topics = {""}; }},
+      {"unknown_topic_timeout",
+       [](ConsumerOptions& o) {
+         o.unknown_topic_timeout = absl::ZeroDuration();
+       }},
+      {"unknown_topic_timeout",
+       [](ConsumerOptions& o) { o.unknown_topic_timeout = absl::Seconds(-1); }},
       {"id_header", [](ConsumerOptions& o) { o.id_header.clear(); }},
       {"ttl", [](ConsumerOptions& o) { o.ttl = absl::Seconds(-1); }},
       {"max_batch", [](ConsumerOptions& o) { o.max_batch = 0; }},

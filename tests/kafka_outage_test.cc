@@ -3,13 +3,22 @@
 // outage out, in plain mode (with outputs the relay must publish) and in
 // changelog mode; afterwards every record has its one effect, the outbox
 // drains, and a member that restores from the changelog has exact totals.
+// A changelog read that fails during an assignment is tried again at a
+// later call. Causes that cannot pass stop Run once, with a status naming
+// them: a topic or group authorization refused (injected errors,
+// MockCluster::FailNextRequests and SetTopicError), a subscribed topic
+// unknown for longer than ConsumerOptions::unknown_topic_timeout (one
+// created within it is consumed), a static member fenced.
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,10 +28,13 @@
 #include "tests/testing/changelog_test_base.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
+#include "tests/testing/recording_logger.h"
 
 namespace idem::kafka {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // How long every broker stays down.
@@ -33,18 +45,23 @@ constexpr absl::Duration kOutage = absl::Seconds(60);
 class RunThread {
  public:
   RunThread(Consumer& consumer, Handler handler)
-      : consumer_(consumer),
-        thread_([this, handler] { result_ = consumer_.Run(handler); }) {}
+      : consumer_(consumer), thread_([this, handler] {
+          result_ = consumer_.Run(handler);
+          returned_.store(true);
+        }) {}
   ~RunThread() { Stop().IgnoreError(); }
   absl::Status Stop() {
     consumer_.Stop();
     if (thread_.joinable()) thread_.join();
     return result_;
   }
+  // Whether Run returned (by itself, before Stop).
+  bool returned() const { return returned_.load(); }
 
  private:
   Consumer& consumer_;
   absl::Status result_;
+  std::atomic<bool> returned_{false};
   std::thread thread_;  // last: starts once the rest exists
 };
 
@@ -161,6 +178,229 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
   std::vector<RestoreReport> c_reports;
   ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*c, Handled(all), &c_reports));
   ExpectExact(*c, all);
+}
+
+TEST_F(KafkaOutageChangelogTest,
+       RestoreCheckFailingDuringAssignmentIsTriedAgainLater) {
+  // The first watermark query of the changelog (the first assigned
+  // partition's check, in the rebalance callback) fails as a broker whose
+  // disk failed answers: a cause that can pass. The query is two requests
+  // (low and high), both refused: librdkafka 2.0.2 loses the error of one
+  // when it serves both answers at once.
+  constexpr int16_t kListOffsets = 2;
+  constexpr int32_t kKafkaStorageError = 56;
+  test::Stream all = test::MakeStream("first", 60);
+  Produce(all);
+  ASSERT_TRUE(bed_.cluster
+                  ->FailNextRequests(kListOffsets,
+                                     {kKafkaStorageError, kKafkaStorageError})
+                  .ok());
+  std::unique_ptr<Engine> a = OpenStore("a");
+  ASSERT_NE(a, nullptr);
+  std::vector<RestoreReport> reports;
+  auto consumer = Consumer::Create(a.get(), MemberOptions(&reports));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  // The partition is paused and checked again by a later PollBatch: no call
+  // fails, and every record is handled once.
+  absl::Status polled =
+      test::PollUntil(**consumer, test::ApplyInPartition,
+                      [&] { return Handled(*a) >= Handled(all); });
+  ASSERT_TRUE(polled.ok()) << polled;
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_GE(stats.restore_steps, 1)
+      << "every check was done in the rebalance callback: none failed";
+  EXPECT_GE(stats.kafka_errors, 1);
+  EXPECT_EQ(reports.size(), size_t{kPartitions});
+  ASSERT_TRUE((*consumer)->Close().ok());
+  ExpectExact(*a, all);
+}
+
+// Runs `consumer` until Run returns by itself, at most `timeout`; Run's
+// status, or kDeadlineExceeded if it was still running (then stopped).
+absl::Status RunUntilItReturns(Consumer& consumer, absl::Duration timeout) {
+  RunThread run(consumer, test::ApplyRecord);
+  if (!WaitFor([&] { return run.returned(); }, timeout)) {
+    run.Stop().IgnoreError();
+    return absl::DeadlineExceededError("Run did not return");
+  }
+  return run.Stop();
+}
+
+// A consumer that fails for a cause that cannot pass, on a mock cluster
+// with topic "orders" (one partition), a store and a recording logger.
+class KafkaOutageFailureTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(test::StartKafka("orders", 1, bed_));
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(dir_.Sub("store"), Options());
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+  }
+
+  // A consumer of group "g" reading `topics`, logging to logger_.
+  ConsumerOptions FailureOptions(std::vector<std::string> topics) {
+    ConsumerOptions options = test::TestConsumerOptions(bed_, "g");
+    options.topics = std::move(topics);
+    options.logger = &logger_;
+    return options;
+  }
+
+  std::unique_ptr<Consumer> Create(const ConsumerOptions& options) {
+    auto consumer = Consumer::Create(engine_.get(), options);
+    EXPECT_TRUE(consumer.ok()) << consumer.status();
+    return consumer.ok() ? *std::move(consumer) : nullptr;
+  }
+
+  // Produces 10 records to "orders" and polls until `consumer` handled
+  // them: it is assigned and fetching.
+  void ConsumeTen(Consumer& consumer) {
+    const test::ProducedStream stream = test::MakeStream("orders", 1, 10, 0, 5);
+    ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
+    ASSERT_TRUE(test::PollUntil(consumer, test::ApplyRecord, [&] {
+                  return test::CommittedRecords(*engine_, "orders", 1) >= 10;
+                }).ok());
+  }
+
+  // ConsumeTen, then the next request of the Kafka API `api_key` fails
+  // with `error`; RunToFailure's status.
+  absl::Status FailAfterTen(Consumer& consumer, int16_t api_key, int32_t error,
+                            absl::StatusCode code) {
+    ConsumeTen(consumer);
+    if (HasFatalFailure()) return absl::InternalError("consuming failed");
+    EXPECT_TRUE(bed_.cluster->FailNextRequests(api_key, {error}).ok());
+    return RunToFailure(consumer, code);
+  }
+
+  // Runs `consumer` until Run returns (at most 30 s) and expects it failed
+  // once for good with `code`: a later call returns the same status, Run
+  // retried nothing, and the log says it stopped. Run's status.
+  absl::Status RunToFailure(Consumer& consumer, absl::StatusCode code) {
+    const absl::Status status = RunUntilItReturns(consumer, absl::Seconds(30));
+    EXPECT_EQ(status.code(), code) << status;
+    EXPECT_EQ(consumer.PollBatch(test::ApplyRecord).status(), status);
+    EXPECT_EQ(consumer.stats().run_retries, 0);
+    EXPECT_TRUE(
+        logger_.Has(LogSeverity::kError,
+                    "idem: the consumer stopped: " + status.ToString()));
+    return status;
+  }
+
+  test::KafkaTestBed bed_;
+  util::TempDir dir_;
+  std::unique_ptr<Engine> engine_;
+  test::RecordingLogger logger_;
+};
+
+TEST_F(KafkaOutageFailureTest, UnknownTopicFailsOnceAfterTheWait) {
+  ASSERT_TRUE(bed_.cluster->HonorAllowAutoCreateTopics().ok());
+  ConsumerOptions options = FailureOptions({"missing"});
+  options.unknown_topic_timeout = absl::Seconds(2);
+  std::unique_ptr<Consumer> consumer = Create(options);
+  ASSERT_NE(consumer, nullptr);
+  const absl::Time start = absl::Now();
+  const absl::Status status =
+      RunToFailure(*consumer, absl::StatusCode::kNotFound);
+  EXPECT_GE(absl::Now() - start, absl::Seconds(2)) << "it did not wait";
+  EXPECT_THAT(status.ToString(),
+              AllOf(HasSubstr("subscribed topic missing does not exist"),
+                    HasSubstr("unknown_topic_timeout (2s)")));
+  EXPECT_THAT(consumer->stats().last_kafka_error, HasSubstr("missing"));
+  EXPECT_TRUE(logger_.Has(LogSeverity::kWarning,
+                          "subscribed topic missing is unknown"));
+}
+
+TEST_F(KafkaOutageFailureTest, UnknownTopicCreatedWithinTheWaitIsConsumed) {
+  ASSERT_TRUE(bed_.cluster->HonorAllowAutoCreateTopics().ok());
+  ConsumerOptions options = FailureOptions({"late"});
+  options.unknown_topic_timeout = absl::Seconds(2);
+  // librdkafka looks for the topic again only after the wait is over, so
+  // the consumer's own look-up at its end is what finds it.
+  options.kafka_config.push_back(
+      {"topic.metadata.refresh.interval.ms", "5000"});
+  std::unique_ptr<Consumer> consumer = Create(options);
+  ASSERT_NE(consumer, nullptr);
+  absl::Status polled = test::PollUntil(*consumer, test::ApplyRecord, [&] {
+    return absl::StrContains(consumer->stats().last_kafka_error, "late");
+  });
+  ASSERT_TRUE(polled.ok()) << polled;
+  const absl::Time unknown = absl::Now();
+  ASSERT_TRUE(bed_.cluster->CreateTopic("late", 2).ok());
+  const test::ProducedStream stream = test::MakeStream("late", 2, 20, 0, 3);
+  ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
+  polled = test::PollUntil(*consumer, test::ApplyRecord, [&] {
+    return test::CommittedRecords(*engine_, "late", 2) >= 20 &&
+           absl::Now() - unknown > absl::Seconds(3);
+  });
+  ASSERT_TRUE(polled.ok()) << polled;
+  EXPECT_THAT(
+      test::EffectErrors(stream.unique_ids, test::AppliedCounts(*engine_)),
+      IsEmpty());
+}
+
+TEST_F(KafkaOutageFailureTest,
+       TopicAuthorizationFailureFailsOnceNamingTheTopic) {
+  std::unique_ptr<Consumer> consumer = Create(FailureOptions({"orders"}));
+  ASSERT_NE(consumer, nullptr);
+  // The brokers stop granting the consumer its topic: its next fetch is
+  // refused.
+  constexpr int16_t kFetch = 1;
+  constexpr int32_t kTopicAuthorizationFailed = 29;
+  const absl::Status status =
+      FailAfterTen(*consumer, kFetch, kTopicAuthorizationFailed,
+                   absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(status.ToString(),
+              AllOf(HasSubstr("group g is not authorized to read topic orders, "
+                              "partition 0 at offset 10"),
+                    HasSubstr("TOPIC_AUTHORIZATION_FAILED")));
+}
+
+TEST_F(KafkaOutageFailureTest, SubscribedTopicNotAuthorizedFailsOnce) {
+  constexpr int32_t kTopicAuthorizationFailed = 29;
+  bed_.cluster->SetTopicError("orders", kTopicAuthorizationFailed);
+  std::unique_ptr<Consumer> consumer = Create(FailureOptions({"orders"}));
+  ASSERT_NE(consumer, nullptr);
+  const absl::Status status =
+      RunToFailure(*consumer, absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(
+      status.ToString(),
+      AllOf(HasSubstr("group g is not authorized to read topic orders:"),
+            HasSubstr("TOPIC_AUTHORIZATION_FAILED")));
+}
+
+TEST_F(KafkaOutageFailureTest,
+       GroupAuthorizationFailureFailsOnceNamingTheGroup) {
+  // The consumer's first request of its group, the search for its
+  // coordinator, is refused.
+  constexpr int16_t kFindCoordinator = 10;
+  constexpr int32_t kGroupAuthorizationFailed = 30;
+  ASSERT_TRUE(
+      bed_.cluster
+          ->FailNextRequests(kFindCoordinator, {kGroupAuthorizationFailed})
+          .ok());
+  std::unique_ptr<Consumer> consumer = Create(FailureOptions({"orders"}));
+  ASSERT_NE(consumer, nullptr);
+  const absl::Status status =
+      RunToFailure(*consumer, absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(status.ToString(),
+              AllOf(HasSubstr("the consumer of group g is not authorized: "),
+                    HasSubstr("GROUP_AUTHORIZATION_FAILED")));
+}
+
+TEST_F(KafkaOutageFailureTest, FencedStaticMemberFailsOnceNamingTheCause) {
+  ConsumerOptions options = FailureOptions({"orders"});
+  options.kafka_config.push_back({"group.instance.id", "member-1"});
+  std::unique_ptr<Consumer> consumer = Create(options);
+  ASSERT_NE(consumer, nullptr);
+  // The coordinator answers a heartbeat as it does once another member
+  // joined with the same group.instance.id: librdkafka's fatal error.
+  constexpr int16_t kHeartbeat = 12;
+  constexpr int32_t kFencedInstanceId = 82;
+  const absl::Status status = FailAfterTen(
+      *consumer, kHeartbeat, kFencedInstanceId, absl::StatusCode::kAborted);
+  EXPECT_THAT(status.ToString(),
+              AllOf(HasSubstr("fatal Kafka consumer error: FENCED_INSTANCE_ID"),
+                    HasSubstr("create a new one")));
 }
 
 }  // namespace

@@ -92,7 +92,16 @@ class Consumer {
   // outbox could not be published: the batch stays committed, and the next
   // call publishes it; in changelog mode the next call first checks every
   // held partition against its changelog again), never a permanent error;
-  // librdkafka reconnects by itself.
+  // librdkafka reconnects by itself. Causes that cannot pass make the
+  // consumer unusable: that call and every later one return the same
+  // status, naming the cause: kPermissionDenied when the brokers refuse
+  // this consumer access to its group, a topic or the cluster (naming the
+  // group, and the topic and partition where known); kNotFound when a
+  // subscribed topic stayed unknown for longer than
+  // ConsumerOptions::unknown_topic_timeout; kAborted for librdkafka's fatal
+  // error (e.g. FENCED_INSTANCE_ID: a static member fenced by another with
+  // its group.instance.id). Close it and, once the cause is fixed, create a
+  // new one.
   virtual absl::StatusOr<BatchReport> PollBatch(Handler handler) = 0;
 
   // Calls PollBatch until Stop is called; returns OK after Stop. An error

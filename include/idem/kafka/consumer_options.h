@@ -87,6 +87,19 @@ struct ConsumerOptions {
   std::string group_id;
   // Topics to subscribe to. Required, non-empty.
   std::vector<std::string> topics;
+  // How long a subscribed topic may stay unknown to the brokers. Topics are
+  // often created just after their consumers start, so the consumer waits:
+  // from librdkafka's first report that the topic does not exist (counted
+  // in ConsumerStats::kafka_errors, named in last_kafka_error), until a
+  // partition of it is assigned or this long has passed. Then, if the
+  // brokers' metadata still lacks the topic, PollBatch and Run return
+  // kNotFound naming it, and the consumer is unusable; if the topic exists
+  // by then, the wait ends and the consumer goes on (librdkafka assigns its
+  // partitions at its next metadata refresh, topic.metadata.refresh.
+  // interval.ms). Longer rides out slower provisioning; shorter reports a
+  // misspelt topic sooner. absl::InfiniteDuration() waits for good. Must
+  // be > 0. Default: 60 s.
+  absl::Duration unknown_topic_timeout = absl::Seconds(60);
   // Further librdkafka configuration properties (name, value), applied in
   // order, e.g. {"auto.offset.reset", "earliest"} or security settings.
   // Properties the consumer owns are rejected with kInvalidArgument:

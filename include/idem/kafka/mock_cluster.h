@@ -52,6 +52,21 @@ class MockCluster {
   // negative key or no errors.
   virtual absl::Status FailNextRequests(int16_t api_key,
                                         const std::vector<int32_t>& errors) = 0;
+
+  // Metadata responses report `error` (a Kafka protocol error code, e.g.
+  // 29, TOPIC_AUTHORIZATION_FAILED; 0 clears it) for `topic`, as brokers do
+  // for a topic a client may not see. REQUIRES: `topic` exists (the mock
+  // would create it otherwise).
+  virtual void SetTopicError(const std::string& topic, int32_t error) = 0;
+
+  // Makes the brokers honor a client's allow.auto.create.topics, as Kafka
+  // brokers since 0.11 do: metadata requests of an unknown topic from a
+  // consumer (which sends false by default) leave it unknown until
+  // CreateTopic. Without it, librdkafka 2.0.2's mock answers Metadata only
+  // up to version 2, which cannot carry the setting, and creates every
+  // unknown topic a client asks about (with 4 partitions). kUnavailable if
+  // the mock refuses.
+  virtual absl::Status HonorAllowAutoCreateTopics() = 0;
 };
 
 }  // namespace idem::kafka
