@@ -231,7 +231,11 @@ TEST_F(KafkaWorkersTest, CreateRejectsBadWorkerOptions) {
 std::vector<std::string> KillKeyOrderingWorkers(KafkaTestBed& bed, TempDir& dir,
                                                 int kills,
                                                 bool store_record_offsets) {
-  constexpr int kRecords = 900;
+  // Room for five kills: a check of the committed offsets takes a store
+  // open, meanwhile the child goes on, and the broken variant's offsets jump
+  // ahead of the records committed; with 900 a fifth kill could find the
+  // stream done.
+  constexpr int kRecords = 2400;
   const ProducedStream stream =
       MakeStream(bed.topic, kPartitions, kRecords, /*duplicate_every=*/10, 5);
   EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
