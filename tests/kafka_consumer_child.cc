@@ -2,17 +2,22 @@
 // group <group> from <brokers> into the store at <store> with
 // test::ApplyRecord (slowed down, so a kill lands inside a batch) until it is
 // killed; with <downstream>, with test::ApplyAndForward to that topic (stage
-// one of a pipeline; the consumer's relay publishes the outbox); with
+// one of a pipeline; the consumer's relay publishes the outbox), and with
+// --transactional in Kafka transactions (ConsumerOptions::
+// transactional_output; --ignore_progress runs the broken relay that does
+// not read its progress, ConsumerHooks::relay_ignores_progress); with
 // --changelog=<changelog>, in changelog mode (a partition-scoped store,
-// test::ApplyInPartition), and with --die_at=<step> it SIGKILLs itself at
-// that step of a restore (ConsumerHooks::restore_step; for "chunk" the
-// restore applies every 5 records, so that it has chunks).
+// test::ApplyInPartition).
+// With --die_at=<step>[:<n>] it SIGKILLs itself the n-th time it reaches
+// that step (test::KillPoint): a step of a restore (ConsumerHooks::
+// restore_step; for "chunk" the restore applies every 5 records, so that it
+// has chunks) or of a transactional relay round (ConsumerHooks::relay_step:
+// "commit", "ack", "acked").
 // With --workers=<n> (and --ordering=key) it runs handlers on n workers.
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
-//            [<downstream> | --changelog=<changelog> [--die_at=<step>]]
+//            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
+//            [--transactional [--ignore_progress]]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
-
-#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,51 +28,81 @@
 #include "idem/kafka/consumer.h"
 #include "kafka/consumer_hooks.h"
 #include "tests/testing/kafka_test_util.h"
+#include "tests/testing/kill_point.h"
 
-int main(int argc, char** argv) {
-  // Worker flags, anywhere: --workers=<n>, --ordering=key and the broken
-  // variant --store_record_offsets (ConsumerHooks::store_record_offsets).
+namespace {
+
+// The flags, which may come anywhere.
+struct ChildFlags {
   int workers = 1;
   bool key_ordering = false;
   bool store_record_offsets = false;
+  bool transactional = false;
+  bool ignore_progress = false;
+  idem::test::KillPoint kill_point;
+};
+
+// Moves the flags of argv into `flags`, leaving the positional arguments;
+// false (having said why) for a bad --die_at.
+bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--workers=")) {
-      workers = std::atoi(arg.c_str() + 10);
+      flags.workers = std::atoi(arg.c_str() + 10);
     } else if (arg == "--ordering=key") {
-      key_ordering = true;
+      flags.key_ordering = true;
     } else if (arg == "--store_record_offsets") {
-      store_record_offsets = true;
+      flags.store_record_offsets = true;
+    } else if (arg == "--transactional") {
+      flags.transactional = true;
+    } else if (arg == "--ignore_progress") {
+      flags.ignore_progress = true;
+    } else if (arg.starts_with("--die_at=")) {
+      absl::StatusOr<idem::test::KillPoint> parsed =
+          idem::test::KillPoint::Parse(arg.substr(9));
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+        return false;
+      }
+      flags.kill_point = *parsed;
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
-  if (argc < 5 || argc > 7) {
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ChildFlags flags;
+  if (!TakeFlags(argc, argv, flags)) return 2;
+  if (argc < 5 || argc > 6) {
     std::fprintf(stderr,
                  "usage: %s <brokers> <topic> <group> <store> "
-                 "[<downstream> | --changelog=<changelog> [--die_at=<step>]]\n",
+                 "[<downstream> | --changelog=<changelog>] "
+                 "[--die_at=<step>[:<n>]] [--transactional]\n",
                  argv[0]);
     return 2;
   }
-  std::string downstream = argc >= 6 ? argv[5] : "";
+  std::string downstream = argc == 6 ? argv[5] : "";
   std::string changelog;
-  std::string die_at = argc == 7 ? argv[6] : "";
   idem::Options engine_options;
   if (downstream.starts_with("--changelog=")) {
     changelog = downstream.substr(12);
     downstream.clear();
     engine_options.dedupe_scope = idem::DedupeScope::kPartition;
   }
-  if (!die_at.starts_with("--die_at=")) die_at.clear();
-  if (!die_at.empty()) die_at = die_at.substr(9);
   idem::kafka::ConsumerHooks hooks;
-  hooks.restore_step = [&die_at](const char* step) {
-    if (die_at == step) raise(SIGKILL);
+  hooks.restore_step = [&flags](const char* step) {
+    flags.kill_point.Reach(step);
   };
-  if (die_at == "chunk") hooks.restore_chunk_records = 5;
-  hooks.store_record_offsets = store_record_offsets;
+  hooks.relay_step = hooks.restore_step;
+  if (flags.kill_point.step() == "chunk") hooks.restore_chunk_records = 5;
+  hooks.store_record_offsets = flags.store_record_offsets;
+  hooks.relay_ignores_progress = flags.ignore_progress;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -79,8 +114,9 @@ int main(int argc, char** argv) {
   options.group_id = argv[3];
   options.max_batch = 25;
   options.changelog_topic = changelog;
-  options.workers = workers;
-  if (key_ordering) options.ordering = idem::kafka::Ordering::kKey;
+  options.transactional_output = flags.transactional;
+  options.workers = flags.workers;
+  if (flags.key_ordering) options.ordering = idem::kafka::Ordering::kKey;
   options.kafka_config = {{"session.timeout.ms", "3000"},
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
@@ -90,6 +126,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
   }
+  const int workers = flags.workers;
   absl::Status status = (*consumer)->Run([&](const idem::kafka::Record& record,
                                              idem::Txn& txn) {
     // With workers, records wait 1 to 4 ms, so that they finish (and

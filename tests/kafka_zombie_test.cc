@@ -27,7 +27,6 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
-#include "idem/partition_state.h"
 #include "kafka/consumer_hooks.h"
 #include "tests/testing/changelog_test_base.h"
 #include "tests/testing/kafka_test_util.h"
@@ -170,17 +169,9 @@ class KafkaZombieTest : public test::ChangelogTestBase {
   static std::vector<std::string> Errors(Engine& engine, const Stream& all) {
     std::vector<std::string> errors = test::EffectErrors(
         all.ids, test::PartitionAppliedCounts(engine, kTopic, kPartitions));
-    for (const auto& [partition, total] : all.totals) {
-      absl::StatusOr<std::optional<std::string>> got =
-          engine.GetState(PartitionStatePrefix(kTopic, partition) + "total");
-      const std::string want = absl::StrCat(total);
-      if (!got.ok() || *got != want) {
-        errors.push_back(absl::StrCat(
-            "p", partition, " total ",
-            got.ok() ? got->value_or("(none)") : got.status().ToString(),
-            " != ", want));
-      }
-    }
+    std::vector<std::string> totals =
+        test::TotalErrors(engine, kTopic, all.totals);
+    errors.insert(errors.end(), totals.begin(), totals.end());
     return errors;
   }
 };
