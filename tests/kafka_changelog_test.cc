@@ -175,7 +175,8 @@ class KafkaChangelogTest : public test::ChangelogTestBase {
   // `step`; fails the test unless it did.
   void RunChildDyingAt(const std::string& store, const std::string& step) {
     pid_t pid = 0;
-    ASSERT_NO_FATAL_FAILURE(SpawnChild(store, step, &pid));
+    ASSERT_NO_FATAL_FAILURE(
+        SpawnChild(store, {absl::StrCat("--die_at=", step)}, &pid));
     absl::Status died = test::WaitForKillPoint(pid);
     ASSERT_TRUE(died.ok()) << "restore step " << step << ": " << died;
   }
@@ -265,7 +266,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
   }
   auto handled_a = [&] { return HandledInStore(store_a); };
   pid_t pid = 0;
-  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
+  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, {}, &pid));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (handled_a() < 100 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));

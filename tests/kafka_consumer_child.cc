@@ -14,13 +14,24 @@
 // has chunks) or of a transactional relay round (ConsumerHooks::relay_step:
 // "commit", "ack", "acked").
 // With --workers=<n> (and --ordering=key) it runs handlers on n workers.
+// With --stall_at=<prefix> (changelog mode) it is a zombie: batches of 6,
+// max.poll.interval.ms 4000, and at its first record whose message ID
+// starts with <prefix> it creates the file <store>.stalled and waits (at
+// most 75 s) until the file <store>.wake exists; once that record's batch
+// has ended it exits, 0 if it learned it is out of the group
+// (ConsumerStats::membership_lost), 3 if not. --skip_membership_check runs
+// the broken member that publishes all the same (ConsumerHooks::
+// changelog_skip_membership_check).
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 //            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
 //            [--transactional [--ignore_progress]]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
+//            [--stall_at=<prefix> [--skip_membership_check]]
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -39,6 +50,8 @@ struct ChildFlags {
   bool store_record_offsets = false;
   bool transactional = false;
   bool ignore_progress = false;
+  std::string stall_at;
+  bool skip_membership_check = false;
   idem::test::KillPoint kill_point;
 };
 
@@ -58,6 +71,10 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
       flags.transactional = true;
     } else if (arg == "--ignore_progress") {
       flags.ignore_progress = true;
+    } else if (arg.starts_with("--stall_at=")) {
+      flags.stall_at = arg.substr(11);
+    } else if (arg == "--skip_membership_check") {
+      flags.skip_membership_check = true;
     } else if (arg.starts_with("--die_at=")) {
       absl::StatusOr<idem::test::KillPoint> parsed =
           idem::test::KillPoint::Parse(arg.substr(9));
@@ -72,6 +89,33 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
   }
   argc = kept;
   return true;
+}
+
+// The zombie of --stall_at: consumes until the batch with its first record
+// whose ID starts with `prefix` has ended, stalling at that record until
+// <store>.wake exists. Its exit code.
+int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
+              const std::string& prefix) {
+  bool stalled = false;
+  auto stalling = [&](const idem::kafka::Record& record, idem::Txn& txn) {
+    if (!stalled && record.id.starts_with(prefix)) {
+      stalled = true;
+      std::ofstream(store + ".stalled").close();
+      idem::test::WaitUntil(
+          [&] { return std::filesystem::exists(store + ".wake"); },
+          absl::Seconds(75));
+    }
+    return idem::test::ApplyInPartition(record, txn);
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(100);
+  while (!stalled && absl::Now() < deadline) {
+    // A batch that fails (the member is out of the group) is what a zombie
+    // expects; it only has to end.
+    consumer.PollBatch(stalling).status().IgnoreError();
+  }
+  const bool lost = consumer.stats().membership_lost > 0;
+  consumer.Close().IgnoreError();  // out of the group: nothing to leave
+  return lost ? 0 : 3;
 }
 
 }  // namespace
@@ -103,6 +147,7 @@ int main(int argc, char** argv) {
   if (flags.kill_point.step() == "chunk") hooks.restore_chunk_records = 5;
   hooks.store_record_offsets = flags.store_record_offsets;
   hooks.relay_ignores_progress = flags.ignore_progress;
+  hooks.changelog_skip_membership_check = flags.skip_membership_check;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -120,11 +165,18 @@ int main(int argc, char** argv) {
   options.kafka_config = {{"session.timeout.ms", "3000"},
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
+  if (!flags.stall_at.empty()) {
+    options.max_batch = 6;
+    options.kafka_config.emplace_back("max.poll.interval.ms", "4000");
+  }
   auto consumer =
       idem::kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
   if (!consumer.ok()) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
+  }
+  if (!flags.stall_at.empty()) {
+    return RunZombie(**consumer, argv[4], flags.stall_at);
   }
   const int workers = flags.workers;
   absl::Status status = (*consumer)->Run([&](const idem::kafka::Record& record,

@@ -253,25 +253,39 @@ absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
   return pid;
 }
 
-absl::Status WaitForKillPoint(pid_t pid, absl::Duration timeout) {
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, WNOHANG) == 0) {
-    if (absl::Now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &wstatus, 0);
-      return absl::DeadlineExceededError(
-          absl::StrCat("the child never reached its kill point in ",
-                       absl::FormatDuration(timeout)));
-    }
-    absl::SleepFor(absl::Milliseconds(20));
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
   }
-  if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL) {
+  return true;
+}
+
+absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout) {
+  int wstatus = 0;
+  if (WaitUntil([&] { return waitpid(pid, &wstatus, WNOHANG) != 0; },
+                timeout)) {
+    return wstatus;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &wstatus, 0);
+  return absl::DeadlineExceededError(
+      absl::StrCat("the child did not end in ", absl::FormatDuration(timeout)));
+}
+
+absl::Status WaitForKillPoint(pid_t pid, absl::Duration timeout) {
+  absl::StatusOr<int> wstatus = WaitForExit(pid, timeout);
+  if (!wstatus.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "never reached its kill point: ", wstatus.status().message()));
+  }
+  if (WIFSIGNALED(*wstatus) && WTERMSIG(*wstatus) == SIGKILL) {
     return absl::OkStatus();
   }
   return absl::InternalError(absl::StrCat(
-      "the child ended otherwise than at its kill point (wait status ", wstatus,
-      ")"));
+      "the child ended otherwise than at its kill point (wait status ",
+      *wstatus, ")"));
 }
 
 int64_t CommittedRecords(Engine& engine, const std::string& topic,

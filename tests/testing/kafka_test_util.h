@@ -119,6 +119,15 @@ kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
 absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
                                       std::vector<std::string> args);
 
+// Calls `done` every 10 ms until it returns true (then true) or `timeout`
+// has passed (then false).
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout);
+
+// Waits up to `timeout` for the child `pid` to end: its wait status, or
+// kDeadlineExceeded (the child SIGKILLed and reaped) if it did not end in
+// time.
+absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout);
+
 // Waits up to `timeout` for the child `pid` to SIGKILL itself at the kill
 // point its --die_at names (test::KillPoint). OK if it did;
 // kDeadlineExceeded (the child killed) if it did not end in time; kInternal
