@@ -79,6 +79,17 @@ struct ConsumerHooks {
   // committed with the new epoch, its mark not yet) and "marked" (the mark
   // committed, not yet published), so a test can kill the process there.
   std::function<void(const char* step)> restore_step;
+  // With transactional_output: called at each step of the relay's rounds
+  // that publish, "commit" (the round's outputs, progress and offsets
+  // produced in its transaction, not committed), "ack" (committed, not
+  // acknowledged in the engine) and "acked" (acknowledged), so a test can
+  // kill the process there.
+  std::function<void(const char* step)> relay_step;
+  // With transactional_output, broken: the relay does not read its
+  // progress when it starts (OutboxRelayHooks::ignore_progress), so a
+  // member killed between a transaction's commit and its acknowledgement
+  // publishes that transaction's outputs again.
+  bool relay_ignores_progress = false;
   // Changelog mode, broken: every check and restore runs whole in the
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.

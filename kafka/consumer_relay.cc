@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,6 +59,29 @@ absl::StatusOr<std::string> StoreMemberId(Engine* engine) {
   return member;
 }
 
+// Passes ConsumerHooks::relay_step on at the relay's seams: "commit" before
+// a round's transaction commits, "ack" between the commit and the
+// acknowledgement, "acked" after a round that published (and after what
+// `relay` already calls then).
+void AddRelaySteps(const std::function<void(const char*)>& step,
+                   OutboxRelayHooks& relay) {
+  if (!step) return;
+  relay.before_transaction_commit = [step] {
+    step("commit");
+    return absl::OkStatus();
+  };
+  relay.between_publish_and_ack = [step] {
+    step("ack");
+    return absl::OkStatus();
+  };
+  relay.after_round = [step, then = std::move(relay.after_round)](
+                          absl::Span<const OutboxEntry* const> published,
+                          bool complete, bool transaction) {
+    if (then) then(published, complete, transaction);
+    if (complete && !published.empty()) step("acked");
+  };
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
@@ -94,6 +118,8 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
         absl::StrCat("idem.", options_.group_id, ".", *member);
     relay_options.progress_topic = options_.relay_progress_topic;
     relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
+    relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
+    AddRelaySteps(hooks_.relay_step, relay_hooks);
   }
   absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
       CreateOutboxRelayWithHooks(engine_, relay_options, relay_hooks);

@@ -175,19 +175,10 @@ class KafkaChangelogTest : public test::ChangelogTestBase {
   // `step`; fails the test unless it did.
   void RunChildDyingAt(const std::string& store, const std::string& step) {
     pid_t pid = 0;
-    ASSERT_NO_FATAL_FAILURE(SpawnChild(store, step, &pid));
-    int wstatus = 0;
-    const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (waitpid(pid, &wstatus, WNOHANG) == 0) {
-      if (absl::Now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &wstatus, 0);
-        FAIL() << "the child never reached restore step " << step;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
-        << "the child ended otherwise than at restore step " << step;
+    ASSERT_NO_FATAL_FAILURE(
+        SpawnChild(store, {absl::StrCat("--die_at=", step)}, &pid));
+    absl::Status died = test::WaitForKillPoint(pid);
+    ASSERT_TRUE(died.ok()) << "restore step " << step << ": " << died;
   }
 };
 
@@ -275,7 +266,7 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreAfterAKilledMemberAndAStaleReturn) {
   }
   auto handled_a = [&] { return HandledInStore(store_a); };
   pid_t pid = 0;
-  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
+  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, {}, &pid));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (handled_a() < 100 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));

@@ -2,20 +2,36 @@
 // group <group> from <brokers> into the store at <store> with
 // test::ApplyRecord (slowed down, so a kill lands inside a batch) until it is
 // killed; with <downstream>, with test::ApplyAndForward to that topic (stage
-// one of a pipeline; the consumer's relay publishes the outbox); with
+// one of a pipeline; the consumer's relay publishes the outbox), and with
+// --transactional in Kafka transactions (ConsumerOptions::
+// transactional_output; --ignore_progress runs the broken relay that does
+// not read its progress, ConsumerHooks::relay_ignores_progress); with
 // --changelog=<changelog>, in changelog mode (a partition-scoped store,
-// test::ApplyInPartition), and with --die_at=<step> it SIGKILLs itself at
-// that step of a restore (ConsumerHooks::restore_step; for "chunk" the
-// restore applies every 5 records, so that it has chunks).
+// test::ApplyInPartition).
+// With --die_at=<step>[:<n>] it SIGKILLs itself the n-th time it reaches
+// that step (test::KillPoint): a step of a restore (ConsumerHooks::
+// restore_step; for "chunk" the restore applies every 5 records, so that it
+// has chunks) or of a transactional relay round (ConsumerHooks::relay_step:
+// "commit", "ack", "acked").
 // With --workers=<n> (and --ordering=key) it runs handlers on n workers.
+// With --stall_at=<prefix> (changelog mode) it is a zombie: batches of 6,
+// max.poll.interval.ms 4000, and at its first record whose message ID
+// starts with <prefix> it creates the file <store>.stalled and waits (at
+// most 75 s) until the file <store>.wake exists; once that record's batch
+// has ended it exits, 0 if it learned it is out of the group
+// (ConsumerStats::membership_lost), 3 if not. --skip_membership_check runs
+// the broken member that publishes all the same (ConsumerHooks::
+// changelog_skip_membership_check).
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
-//            [<downstream> | --changelog=<changelog> [--die_at=<step>]]
+//            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
+//            [--transactional [--ignore_progress]]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
-
-#include <signal.h>
+//            [--stall_at=<prefix> [--skip_membership_check]]
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/time/clock.h"
@@ -23,51 +39,115 @@
 #include "idem/kafka/consumer.h"
 #include "kafka/consumer_hooks.h"
 #include "tests/testing/kafka_test_util.h"
+#include "tests/testing/kill_point.h"
 
-int main(int argc, char** argv) {
-  // Worker flags, anywhere: --workers=<n>, --ordering=key and the broken
-  // variant --store_record_offsets (ConsumerHooks::store_record_offsets).
+namespace {
+
+// The flags, which may come anywhere.
+struct ChildFlags {
   int workers = 1;
   bool key_ordering = false;
   bool store_record_offsets = false;
+  bool transactional = false;
+  bool ignore_progress = false;
+  std::string stall_at;
+  bool skip_membership_check = false;
+  idem::test::KillPoint kill_point;
+};
+
+// Moves the flags of argv into `flags`, leaving the positional arguments;
+// false (having said why) for a bad --die_at.
+bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--workers=")) {
-      workers = std::atoi(arg.c_str() + 10);
+      flags.workers = std::atoi(arg.c_str() + 10);
     } else if (arg == "--ordering=key") {
-      key_ordering = true;
+      flags.key_ordering = true;
     } else if (arg == "--store_record_offsets") {
-      store_record_offsets = true;
+      flags.store_record_offsets = true;
+    } else if (arg == "--transactional") {
+      flags.transactional = true;
+    } else if (arg == "--ignore_progress") {
+      flags.ignore_progress = true;
+    } else if (arg.starts_with("--stall_at=")) {
+      flags.stall_at = arg.substr(11);
+    } else if (arg == "--skip_membership_check") {
+      flags.skip_membership_check = true;
+    } else if (arg.starts_with("--die_at=")) {
+      absl::StatusOr<idem::test::KillPoint> parsed =
+          idem::test::KillPoint::Parse(arg.substr(9));
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+        return false;
+      }
+      flags.kill_point = *parsed;
     } else {
       argv[kept++] = argv[i];
     }
   }
   argc = kept;
-  if (argc < 5 || argc > 7) {
+  return true;
+}
+
+// The zombie of --stall_at: consumes until the batch with its first record
+// whose ID starts with `prefix` has ended, stalling at that record until
+// <store>.wake exists. Its exit code.
+int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
+              const std::string& prefix) {
+  bool stalled = false;
+  auto stalling = [&](const idem::kafka::Record& record, idem::Txn& txn) {
+    if (!stalled && record.id.starts_with(prefix)) {
+      stalled = true;
+      std::ofstream(store + ".stalled").close();
+      idem::test::WaitUntil(
+          [&] { return std::filesystem::exists(store + ".wake"); },
+          absl::Seconds(75));
+    }
+    return idem::test::ApplyInPartition(record, txn);
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(100);
+  while (!stalled && absl::Now() < deadline) {
+    // A batch that fails (the member is out of the group) is what a zombie
+    // expects; it only has to end.
+    consumer.PollBatch(stalling).status().IgnoreError();
+  }
+  const bool lost = consumer.stats().membership_lost > 0;
+  consumer.Close().IgnoreError();  // out of the group: nothing to leave
+  return lost ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ChildFlags flags;
+  if (!TakeFlags(argc, argv, flags)) return 2;
+  if (argc < 5 || argc > 6) {
     std::fprintf(stderr,
                  "usage: %s <brokers> <topic> <group> <store> "
-                 "[<downstream> | --changelog=<changelog> [--die_at=<step>]]\n",
+                 "[<downstream> | --changelog=<changelog>] "
+                 "[--die_at=<step>[:<n>]] [--transactional]\n",
                  argv[0]);
     return 2;
   }
-  std::string downstream = argc >= 6 ? argv[5] : "";
+  std::string downstream = argc == 6 ? argv[5] : "";
   std::string changelog;
-  std::string die_at = argc == 7 ? argv[6] : "";
   idem::Options engine_options;
   if (downstream.starts_with("--changelog=")) {
     changelog = downstream.substr(12);
     downstream.clear();
     engine_options.dedupe_scope = idem::DedupeScope::kPartition;
   }
-  if (!die_at.starts_with("--die_at=")) die_at.clear();
-  if (!die_at.empty()) die_at = die_at.substr(9);
   idem::kafka::ConsumerHooks hooks;
-  hooks.restore_step = [&die_at](const char* step) {
-    if (die_at == step) raise(SIGKILL);
+  hooks.restore_step = [&flags](const char* step) {
+    flags.kill_point.Reach(step);
   };
-  if (die_at == "chunk") hooks.restore_chunk_records = 5;
-  hooks.store_record_offsets = store_record_offsets;
+  hooks.relay_step = hooks.restore_step;
+  if (flags.kill_point.step() == "chunk") hooks.restore_chunk_records = 5;
+  hooks.store_record_offsets = flags.store_record_offsets;
+  hooks.relay_ignores_progress = flags.ignore_progress;
+  hooks.changelog_skip_membership_check = flags.skip_membership_check;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -79,17 +159,26 @@ int main(int argc, char** argv) {
   options.group_id = argv[3];
   options.max_batch = 25;
   options.changelog_topic = changelog;
-  options.workers = workers;
-  if (key_ordering) options.ordering = idem::kafka::Ordering::kKey;
+  options.transactional_output = flags.transactional;
+  options.workers = flags.workers;
+  if (flags.key_ordering) options.ordering = idem::kafka::Ordering::kKey;
   options.kafka_config = {{"session.timeout.ms", "3000"},
                           {"heartbeat.interval.ms", "100"},
                           {"log_level", "3"}};
+  if (!flags.stall_at.empty()) {
+    options.max_batch = 6;
+    options.kafka_config.emplace_back("max.poll.interval.ms", "4000");
+  }
   auto consumer =
       idem::kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
   if (!consumer.ok()) {
     std::fprintf(stderr, "%s\n", consumer.status().ToString().c_str());
     return 1;
   }
+  if (!flags.stall_at.empty()) {
+    return RunZombie(**consumer, argv[4], flags.stall_at);
+  }
+  const int workers = flags.workers;
   absl::Status status = (*consumer)->Run([&](const idem::kafka::Record& record,
                                              idem::Txn& txn) {
     // With workers, records wait 1 to 4 ms, so that they finish (and

@@ -3,25 +3,22 @@
 // OutboxRelayOptions::transactional_id <id> (progress topic
 // "idem.relay.progress"), rounds of 10 entries, and exits 0 once the outbox
 // is empty. With --die_at=<step>:<round> it SIGKILLs itself at that step of
-// that round (counted from 1): "commit" (the round's records produced, its
-// transaction not committed), "ack" (committed, not acknowledged) or
-// "acked" (acknowledged, before the next round). --ignore_progress runs the
-// broken variant that does not read its progress (OutboxRelayHooks::
-// ignore_progress).
+// that round (counted from 1, test::KillPoint): "commit" (the round's
+// records produced, its transaction not committed), "ack" (committed, not
+// acknowledged) or "acked" (acknowledged, before the next round).
+// --ignore_progress runs the broken variant that does not read its progress
+// (OutboxRelayHooks::ignore_progress).
 // Usage: kafka_relay_child <brokers> <store> <id>
 //            [--die_at=<step>:<round>] [--ignore_progress]
-
-#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "idem/engine.h"
 #include "idem/kafka/outbox_relay.h"
 #include "kafka/outbox_relay_hooks.h"
+#include "tests/testing/kill_point.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -31,18 +28,18 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  std::string die_step;
-  int die_round = 0;
+  idem::test::KillPoint kill_point;
   idem::kafka::OutboxRelayHooks hooks;
   for (int i = 4; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.starts_with("--die_at=")) {
-      std::vector<std::string> parts = absl::StrSplit(arg.substr(9), ':');
-      if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &die_round)) {
-        std::fprintf(stderr, "bad %s\n", arg.c_str());
+      absl::StatusOr<idem::test::KillPoint> parsed =
+          idem::test::KillPoint::Parse(arg.substr(9));
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
         return 2;
       }
-      die_step = parts[0];
+      kill_point = *parsed;
     } else if (arg == "--ignore_progress") {
       hooks.ignore_progress = true;
     } else {
@@ -50,17 +47,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int round = 0;
-  auto die_at = [&](const char* step) {
-    if (round == die_round && die_step == step) raise(SIGKILL);
-  };
   hooks.before_transaction_commit = [&] {
-    ++round;
-    die_at("commit");
+    kill_point.Reach("commit");
     return absl::OkStatus();
   };
   hooks.between_publish_and_ack = [&] {
-    die_at("ack");
+    kill_point.Reach("ack");
     return absl::OkStatus();
   };
   auto engine = idem::Engine::Open(argv[2], idem::Options());
@@ -86,6 +78,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (done->acknowledged == 0) return 0;
-    die_at("acked");
+    if (done->published > 0) kill_point.Reach("acked");  // a committed round
   }
 }

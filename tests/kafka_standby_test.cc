@@ -202,7 +202,7 @@ TEST_F(KafkaStandbyTest, StandbyTakesOverFromAKilledMember) {
   { ASSERT_NE(OpenStore("a"), nullptr); }
   auto handled_a = [&] { return HandledInStore(store_a); };
   pid_t pid = 0;
-  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, "", &pid));
+  ASSERT_NO_FATAL_FAILURE(SpawnChild(store_a, {}, &pid));
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
   while (handled_a() < 30 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(20));

@@ -33,7 +33,6 @@
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/outbox_relay.h"
 #include "kafka/outbox_relay_hooks.h"
-#include "kafka/partition_reader.h"
 #include "kafka/relay_progress.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/kafka_test_util.h"
@@ -117,33 +116,7 @@ class KafkaTransactionalTest : public ::testing::Test {
   // How often each message-id header appears in `topic`, read with
   // read_committed.
   std::map<std::string, int> IdCounts(const std::string& topic) {
-    std::map<std::string, int> counts;
-    auto reader = kafka::PartitionReader::Create(
-        bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    if (!reader.ok()) return counts;
-    absl::StatusOr<int32_t> partitions =
-        (*reader)->PartitionCount(topic, absl::Seconds(10));
-    EXPECT_TRUE(partitions.ok()) << partitions.status();
-    for (int32_t p = 0; partitions.ok() && p < *partitions; ++p) {
-      absl::Status s = (*reader)->Read(
-          topic, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& l) {
-            ++counts[std::string(l.record.Header("message-id").value_or(""))];
-            return absl::OkStatus();
-          });
-      EXPECT_TRUE(s.ok()) << s;
-    }
-    return counts;
-  }
-
-  // The IDs of `counts` not seen exactly once, as "<id>: <count>", and how
-  // many IDs there are.
-  static std::vector<std::string> NotOnce(const std::map<std::string, int>& c) {
-    std::vector<std::string> errors;
-    for (const auto& [id, count] : c) {
-      if (count != 1) errors.push_back(absl::StrCat(id, ": ", count));
-    }
-    return errors;
+    return test::MessageIdCounts(bed_.cluster->bootstrap_servers(), topic);
   }
 
   util::TempDir dir_;
@@ -164,7 +137,7 @@ TEST_F(KafkaTransactionalTest,
   EXPECT_EQ((*relay)->stats().transactions, 3);  // rounds of 10
   std::map<std::string, int> counts = IdCounts(kDownstream);
   EXPECT_THAT(counts, SizeIs(25));
-  EXPECT_THAT(NotOnce(counts), IsEmpty());
+  EXPECT_THAT(test::NotOnce(counts), IsEmpty());
   // The progress topic holds each round's last position.
   absl::StatusOr<uint64_t> progress = kafka::ReadRelayProgress(
       bed_.cluster->bootstrap_servers(), {{"log_level", "3"}}, kProgress,
@@ -197,7 +170,7 @@ TEST_F(KafkaTransactionalTest,
   EXPECT_EQ(drained->skipped, 0);
   std::map<std::string, int> counts = IdCounts(kDownstream);
   EXPECT_THAT(counts, SizeIs(12));
-  EXPECT_THAT(NotOnce(counts), IsEmpty());
+  EXPECT_THAT(test::NotOnce(counts), IsEmpty());
 }
 
 // The broken variant that does not read its progress publishes the
@@ -213,7 +186,7 @@ TEST_F(KafkaTransactionalTest,
       kafka::CreateOutboxRelayWithHooks(engine.get(), RelayOptions(), broken);
   ASSERT_TRUE(relay.ok()) << relay.status();
   ASSERT_TRUE((*relay)->Drain().ok());
-  EXPECT_THAT(NotOnce(IdCounts(kDownstream)), SizeIs(8));
+  EXPECT_THAT(test::NotOnce(IdCounts(kDownstream)), SizeIs(8));
 }
 
 TEST_F(KafkaTransactionalTest, TransactionalRelayChecksItsOptionsAndTopic) {
@@ -346,7 +319,7 @@ class KafkaTransactionalKillTest : public KafkaTransactionalTest {
     EXPECT_GE(kills, kill_count);
     std::map<std::string, int> counts = IdCounts(kDownstream);
     EXPECT_THAT(counts, SizeIs(kEntries));
-    return NotOnce(counts);
+    return test::NotOnce(counts);
   }
 };
 
@@ -395,7 +368,7 @@ TEST_F(KafkaTransactionalConsumerTest,
   ASSERT_TRUE((*consumer)->Close().ok());
   std::map<std::string, int> counts = IdCounts(kDownstream);
   EXPECT_THAT(counts, SizeIs(stream.unique_ids.size()));
-  EXPECT_THAT(NotOnce(counts), IsEmpty());
+  EXPECT_THAT(test::NotOnce(counts), IsEmpty());
   // The member's transactional.id is the store's: a second consumer on the
   // same store finds the first one's progress.
   auto again = Consumer::Create(engine.get(), TransactionalOptions("stage"));

@@ -12,8 +12,18 @@
 //   that it is out of the group, and drops its changelog entries;
 // - the reader's: a restore lets no commit of an epoch that is over (A's,
 //   once B's mark followed it) complete.
+//
+// The scenario runs with A, B and C as members of this process, and again
+// with A and B as processes of their own (tests/kafka_consumer_child.cc
+// with --stall_at: A's stall and wake-up go through files next to its
+// store), C restoring in this process.
+
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,7 +37,6 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
-#include "idem/partition_state.h"
 #include "kafka/consumer_hooks.h"
 #include "tests/testing/changelog_test_base.h"
 #include "tests/testing/kafka_test_util.h"
@@ -147,22 +156,93 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     run.b_errors = Errors(*b, all);
     run.zombie_published = !MarksGoingBack().empty();
 
+    RestoreInC(*c, all, c_hooks, run);
+    return run;
+  }
+
+  // Member C restores every partition into the empty store `c` and
+  // consumes to the end of `all`; sets run.c_errors.
+  void RestoreInC(Engine& c, const Stream& all, const ConsumerHooks& c_hooks,
+                  ZombieRun& run) {
     Phase("C restores");
     std::vector<RestoreReport> c_reports;
-    auto member_c = kafka::CreateConsumerWithHooks(
-        c.get(), MemberOptions(&c_reports), c_hooks);
+    auto member_c =
+        kafka::CreateConsumerWithHooks(&c, MemberOptions(&c_reports), c_hooks);
     EXPECT_TRUE(member_c.ok()) << member_c.status();
     if (member_c.ok()) {
       absl::Status restored = test::PollUntil(
           **member_c, test::ApplyInPartition,
-          [&] { return Handled(*c) >= Handled(all); }, absl::Seconds(45));
+          [&] { return Handled(c) >= Handled(all); }, absl::Seconds(45));
       // A broken variant may leave C short of the end: its errors say so.
       if (!restored.ok()) run.c_errors.push_back(restored.ToString());
       (*member_c)->Close().IgnoreError();
     }
-    std::vector<std::string> c_errors = Errors(*c, all);
+    std::vector<std::string> c_errors = Errors(c, all);
     run.c_errors.insert(run.c_errors.end(), c_errors.begin(), c_errors.end());
+  }
+
+  // The zombie run with A and B as processes of their own
+  // (tests/kafka_consumer_child.cc, --stall_at): A stalls at its first
+  // record of `second` until B, which took its partitions over, has
+  // processed and published everything; then A finishes its batch and
+  // exits, saying whether it learned it is out of the group. B is then
+  // SIGKILLed, and C restores in this process.
+  ZombieRun RunZombieProcesses(bool a_skips_membership_check,
+                               const ConsumerHooks& c_hooks) {
+    ZombieRun run;
+    Stream all = MakeStream("first", 30);
+    Produce(all);
+    const std::string a = dir_.Sub("a");
+    const std::string b = dir_.Sub("b");
+    std::vector<std::string> a_flags = {"--stall_at=second-"};
+    if (a_skips_membership_check) a_flags.push_back("--skip_membership_check");
+    pid_t a_pid = 0;
+    SpawnChild(a, a_flags, &a_pid);
+    if (a_pid == 0) return run;
+    EXPECT_TRUE(test::WaitUntil(
+        [&] { return HandledInStore(a) >= Handled(all); }, absl::Seconds(60)));
+    Stream second = MakeStream("second", 30);
+    Produce(second);
+    Append(all, second);
+    EXPECT_TRUE(
+        test::WaitUntil([&] { return std::filesystem::exists(a + ".stalled"); },
+                        absl::Seconds(20)));
+    Phase("A stalled; B takes over");
+    pid_t b_pid = 0;
+    SpawnChild(b, {}, &b_pid);
+    EXPECT_TRUE(test::WaitUntil(
+        [&] { return HandledInStore(b) >= Handled(all) && OutboxEmpty(b); },
+        absl::Seconds(60)));
+    Phase("B done; A wakes");
+    std::ofstream(a + ".wake").close();
+    absl::StatusOr<int> a_exit = test::WaitForExit(a_pid, absl::Seconds(100));
+    EXPECT_TRUE(a_exit.ok()) << a_exit.status();
+    Phase("A finished its batch");
+    run.a_membership_lost =
+        a_exit.ok() && WIFEXITED(*a_exit) && WEXITSTATUS(*a_exit) == 0;
+    if (b_pid != 0) {
+      kill(b_pid, SIGKILL);
+      waitpid(b_pid, nullptr, 0);
+    }
+    std::unique_ptr<Engine> b_store = OpenStore("b");
+    if (b_store != nullptr) run.b_errors = Errors(*b_store, all);
+    run.zombie_published = !MarksGoingBack().empty();
+    std::unique_ptr<Engine> c = OpenStore("c");
+    if (c != nullptr) RestoreInC(*c, all, c_hooks, run);
     return run;
+  }
+
+  // Whether the outbox of the store at `store` is empty, read through a
+  // read-only engine, so while a child process writes it.
+  static bool OutboxEmpty(const std::string& store) {
+    ::idem::Options read_only;
+    read_only.read_only = true;
+    read_only.dedupe_scope = DedupeScope::kPartition;
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        Engine::Open(store, read_only);
+    if (!engine.ok()) return false;
+    absl::StatusOr<std::vector<OutboxEntry>> entries = (*engine)->ReadOutbox(1);
+    return entries.ok() && entries->empty();
   }
 
   // What `engine` holds that `all` does not say: effect errors and wrong
@@ -170,17 +250,9 @@ class KafkaZombieTest : public test::ChangelogTestBase {
   static std::vector<std::string> Errors(Engine& engine, const Stream& all) {
     std::vector<std::string> errors = test::EffectErrors(
         all.ids, test::PartitionAppliedCounts(engine, kTopic, kPartitions));
-    for (const auto& [partition, total] : all.totals) {
-      absl::StatusOr<std::optional<std::string>> got =
-          engine.GetState(PartitionStatePrefix(kTopic, partition) + "total");
-      const std::string want = absl::StrCat(total);
-      if (!got.ok() || *got != want) {
-        errors.push_back(absl::StrCat(
-            "p", partition, " total ",
-            got.ok() ? got->value_or("(none)") : got.status().ToString(),
-            " != ", want));
-      }
-    }
+    std::vector<std::string> totals =
+        test::TotalErrors(engine, kTopic, all.totals);
+    errors.insert(errors.end(), totals.begin(), totals.end());
     return errors;
   }
 };
@@ -219,6 +291,28 @@ TEST_F(KafkaZombieTest, ZombieRestoreFenceAloneLeavesTheStaleBatchOut) {
 TEST_F(KafkaZombieTest, BrokenVariantZombieWithoutFencesIsCaught) {
   ZombieRun run = RunZombie({.changelog_skip_membership_check = true},
                             {.changelog_restore_ignores_epochs = true});
+  EXPECT_TRUE(run.zombie_published);
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, Not(IsEmpty()));
+}
+
+// The same with A and B as processes of their own: both fences, A learns
+// it is out and publishes none of its stale batch; B and C are exact.
+TEST_F(KafkaZombieTest,
+       ZombieProcessStalledPastMaxPollIsFencedAndRestoresAreExact) {
+  ZombieRun run = RunZombieProcesses(/*a_skips_membership_check=*/false, {});
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, IsEmpty());
+  EXPECT_GE(run.a_membership_lost, 1);
+  EXPECT_FALSE(run.zombie_published);
+}
+
+// The broken variant with neither fence, with A and B as processes: C's
+// totals are wrong, which the same checks catch.
+TEST_F(KafkaZombieTest, BrokenVariantZombieProcessWithoutFencesIsCaught) {
+  ZombieRun run =
+      RunZombieProcesses(/*a_skips_membership_check=*/true,
+                         {.changelog_restore_ignores_epochs = true});
   EXPECT_TRUE(run.zombie_published);
   EXPECT_THAT(run.b_errors, IsEmpty());
   EXPECT_THAT(run.c_errors, Not(IsEmpty()));

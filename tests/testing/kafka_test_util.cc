@@ -1,6 +1,8 @@
 #include "tests/testing/kafka_test_util.h"
 
+#include <signal.h>
 #include <spawn.h>
+#include <sys/wait.h>
 
 #include <random>
 
@@ -9,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "idem/partition_state.h"
+#include "kafka/partition_reader.h"
 #include "tests/testing/engine_test_util.h"
 
 extern char** environ;
@@ -133,6 +136,23 @@ std::map<std::string, int> AppliedCounts(Engine& engine) {
   return counts;
 }
 
+std::vector<std::string> TotalErrors(Engine& engine, const std::string& topic,
+                                     const std::map<int32_t, int64_t>& totals) {
+  std::vector<std::string> errors;
+  for (const auto& [partition, total] : totals) {
+    absl::StatusOr<std::optional<std::string>> got =
+        engine.GetState(PartitionStatePrefix(topic, partition) + "total");
+    const std::string want = absl::StrCat(total);
+    if (!got.ok() || *got != want) {
+      errors.push_back(absl::StrCat(
+          "p", partition, " total ",
+          got.ok() ? got->value_or("(none)") : got.status().ToString(),
+          " != ", want));
+    }
+  }
+  return errors;
+}
+
 std::map<std::string, int> Merge(
     const std::vector<std::map<std::string, int>>& parts) {
   std::map<std::string, int> merged;
@@ -155,6 +175,36 @@ std::vector<std::string> EffectErrors(
     if (!expected.contains(id)) {
       errors.push_back(absl::StrCat(id, ": ", count, " (unexpected)"));
     }
+  }
+  return errors;
+}
+
+std::map<std::string, int> MessageIdCounts(const std::string& brokers,
+                                           const std::string& topic,
+                                           const std::string& isolation) {
+  std::map<std::string, int> counts;
+  auto reader = kafka::PartitionReader::Create(
+      brokers, {{"log_level", "3"}, {"isolation.level", isolation}});
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return counts;
+  absl::StatusOr<int32_t> partitions =
+      (*reader)->PartitionCount(topic, absl::Seconds(10));
+  EXPECT_TRUE(partitions.ok()) << partitions.status();
+  for (int32_t p = 0; partitions.ok() && p < *partitions; ++p) {
+    absl::Status s = (*reader)->Read(
+        topic, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& l) {
+          ++counts[std::string(l.record.Header("message-id").value_or(""))];
+          return absl::OkStatus();
+        });
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  return counts;
+}
+
+std::vector<std::string> NotOnce(const std::map<std::string, int>& counts) {
+  std::vector<std::string> errors;
+  for (const auto& [id, count] : counts) {
+    if (count != 1) errors.push_back(absl::StrCat(id, ": ", count));
   }
   return errors;
 }
@@ -201,6 +251,41 @@ absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
         absl::StrCat("posix_spawn ", child, ": error ", err));
   }
   return pid;
+}
+
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout) {
+  int wstatus = 0;
+  if (WaitUntil([&] { return waitpid(pid, &wstatus, WNOHANG) != 0; },
+                timeout)) {
+    return wstatus;
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &wstatus, 0);
+  return absl::DeadlineExceededError(
+      absl::StrCat("the child did not end in ", absl::FormatDuration(timeout)));
+}
+
+absl::Status WaitForKillPoint(pid_t pid, absl::Duration timeout) {
+  absl::StatusOr<int> wstatus = WaitForExit(pid, timeout);
+  if (!wstatus.ok()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "never reached its kill point: ", wstatus.status().message()));
+  }
+  if (WIFSIGNALED(*wstatus) && WTERMSIG(*wstatus) == SIGKILL) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(
+      "the child ended otherwise than at its kill point (wait status ",
+      *wstatus, ")"));
 }
 
 int64_t CommittedRecords(Engine& engine, const std::string& topic,

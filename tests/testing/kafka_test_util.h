@@ -1,9 +1,9 @@
 // Helpers for the Kafka consumer's tests: a mock cluster with a producer, a
 // stream of records with message-id headers and injected producer
 // duplicates, a handler that counts how often each message's effect is
-// applied, a loop that polls until a condition holds, and a consumer run as
-// a process of its own (tests/kafka_consumer_child.cc) with a probe of what
-// its store has committed.
+// applied, a reader that counts a topic's message IDs, a loop that polls
+// until a condition holds, and a consumer run as a process of its own
+// (tests/kafka_consumer_child.cc) with a probe of what its store has committed.
 
 #ifndef IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
 #define IDEM_TESTS_TESTING_KAFKA_TEST_UTIL_H_
@@ -74,6 +74,12 @@ std::string FirstEmitId(std::string_view id);
 // State "applied/<id>" of every ID in `engine` (IDs never applied absent).
 std::map<std::string, int> AppliedCounts(Engine& engine);
 
+// The partitions of `topic` whose "total" (the partition's state, as
+// ApplyRecord and ApplyInPartition keep it) in `engine` differs from
+// `totals`, as "p<partition> total <got> != <want>"; empty if none.
+std::vector<std::string> TotalErrors(Engine& engine, const std::string& topic,
+                                     const std::map<int32_t, int64_t>& totals);
+
 // Sums per ID over several engines' AppliedCounts.
 std::map<std::string, int> Merge(
     const std::vector<std::map<std::string, int>>&);
@@ -83,6 +89,18 @@ std::map<std::string, int> Merge(
 std::vector<std::string> EffectErrors(
     const std::set<std::string>& expected,
     const std::map<std::string, int>& applied);
+
+// How often each message-id header appears in `topic` on `brokers`, each
+// partition read from its start with isolation.level `isolation`
+// ("read_committed" or "read_uncommitted"). Fails the test if it cannot
+// read.
+std::map<std::string, int> MessageIdCounts(
+    const std::string& brokers, const std::string& topic,
+    const std::string& isolation = "read_committed");
+
+// The IDs of `counts` not seen exactly once, as "<id>: <count>"; empty if
+// none.
+std::vector<std::string> NotOnce(const std::map<std::string, int>& counts);
 
 // Calls consumer.PollBatch(handler) until `done()` or `timeout`; returns
 // PollBatch's first error, or kDeadlineExceeded.
@@ -100,6 +118,22 @@ kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
 // or an error if it could not be started. The caller waits for it.
 absl::StatusOr<pid_t> SpawnKafkaChild(const std::string& child,
                                       std::vector<std::string> args);
+
+// Calls `done` every 10 ms until it returns true (then true) or `timeout`
+// has passed (then false).
+bool WaitUntil(const std::function<bool()>& done, absl::Duration timeout);
+
+// Waits up to `timeout` for the child `pid` to end: its wait status, or
+// kDeadlineExceeded (the child SIGKILLed and reaped) if it did not end in
+// time.
+absl::StatusOr<int> WaitForExit(pid_t pid, absl::Duration timeout);
+
+// Waits up to `timeout` for the child `pid` to SIGKILL itself at the kill
+// point its --die_at names (test::KillPoint). OK if it did;
+// kDeadlineExceeded (the child killed) if it did not end in time; kInternal
+// if it ended otherwise.
+absl::Status WaitForKillPoint(pid_t pid,
+                              absl::Duration timeout = absl::Seconds(60));
 
 // How many records of `topic`'s partitions [0, partitions) `engine` has
 // committed: the sum of each committed offset + 1.
