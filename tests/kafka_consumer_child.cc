@@ -7,7 +7,8 @@
 // transactional_output; --ignore_progress runs the broken relay that does
 // not read its progress, ConsumerHooks::relay_ignores_progress); with
 // --changelog=<changelog>, in changelog mode (a partition-scoped store,
-// test::ApplyInPartition).
+// test::ApplyInPartition; --unfenced runs the broken member without the
+// changelog's fence, ConsumerHooks::changelog_unfenced).
 // With --die_at=<step>[:<n>] it SIGKILLs itself the n-th time it reaches
 // that step (test::KillPoint): a step of a restore (ConsumerHooks::
 // restore_step; for "chunk" the restore applies every 5 records, so that it
@@ -24,7 +25,7 @@
 // changelog_skip_membership_check).
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 //            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
-//            [--transactional [--ignore_progress]]
+//            [--transactional [--ignore_progress]] [--unfenced]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
 //            [--stall_at=<prefix> [--skip_membership_check]]
 
@@ -50,6 +51,7 @@ struct ChildFlags {
   bool store_record_offsets = false;
   bool transactional = false;
   bool ignore_progress = false;
+  bool unfenced = false;
   std::string stall_at;
   bool skip_membership_check = false;
   idem::test::KillPoint kill_point;
@@ -71,6 +73,8 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
       flags.transactional = true;
     } else if (arg == "--ignore_progress") {
       flags.ignore_progress = true;
+    } else if (arg == "--unfenced") {
+      flags.unfenced = true;
     } else if (arg.starts_with("--stall_at=")) {
       flags.stall_at = arg.substr(11);
     } else if (arg == "--skip_membership_check") {
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
   hooks.store_record_offsets = flags.store_record_offsets;
   hooks.relay_ignores_progress = flags.ignore_progress;
   hooks.changelog_skip_membership_check = flags.skip_membership_check;
+  hooks.changelog_unfenced = flags.unfenced;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());

@@ -244,17 +244,6 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     absl::StatusOr<std::vector<OutboxEntry>> entries = (*engine)->ReadOutbox(1);
     return entries.ok() && entries->empty();
   }
-
-  // What `engine` holds that `all` does not say: effect errors and wrong
-  // partition totals.
-  static std::vector<std::string> Errors(Engine& engine, const Stream& all) {
-    std::vector<std::string> errors = test::EffectErrors(
-        all.ids, test::PartitionAppliedCounts(engine, kTopic, kPartitions));
-    std::vector<std::string> totals =
-        test::TotalErrors(engine, kTopic, all.totals);
-    errors.insert(errors.end(), totals.begin(), totals.end());
-    return errors;
-  }
 };
 
 // Both fences: A learns it is out before publishing and publishes none of

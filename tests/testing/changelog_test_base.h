@@ -163,6 +163,16 @@ class ChangelogTestBase : public ::testing::Test {
     ExpectTotals(engine, all);
   }
 
+  // What `engine` holds that `all` does not say: effect errors and wrong
+  // partition totals.
+  static std::vector<std::string> Errors(Engine& engine, const Stream& all) {
+    std::vector<std::string> errors = EffectErrors(
+        all.ids, PartitionAppliedCounts(engine, kTopic, kPartitions));
+    std::vector<std::string> totals = TotalErrors(engine, kTopic, all.totals);
+    errors.insert(errors.end(), totals.begin(), totals.end());
+    return errors;
+  }
+
   // Each partition's "total" is the sum of its IDs' amounts in `all`.
   static void ExpectTotals(Engine& engine, const Stream& all) {
     EXPECT_THAT(TotalErrors(engine, kTopic, all.totals), IsEmpty());
