@@ -41,10 +41,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/absl_view.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
-#include "engine/absl_view.h"
 #include "idem/kafka/consumer.h"
 #include "kafka/changelog_format.h"
 #include "kafka/consumer_hooks.h"
@@ -227,10 +227,11 @@ void Describe(const ChangelogMemberRun& run) {
       run.marks_not_once.size());
 }
 
-TEST_F(KafkaTransactionalChangelogKillTest,
-       TransactionalChangelogMemberKilledAtCommitTransactionAndAckRestoresExactly) {
-  const ChangelogMemberRun run = RunKilledMember(
-      9, {"commit", "ack", "acked"}, /*broken=*/false);
+TEST_F(
+    KafkaTransactionalChangelogKillTest,
+    TransactionalChangelogMemberKilledAtCommitTransactionAndAckRestoresExactly) {
+  const ChangelogMemberRun run =
+      RunKilledMember(9, {"commit", "ack", "acked"}, /*broken=*/false);
   Describe(run);
   EXPECT_EQ(run.kills, (std::map<std::string, int>{
                            {"ack", 3}, {"acked", 3}, {"commit", 3}}));
@@ -243,10 +244,10 @@ TEST_F(KafkaTransactionalChangelogKillTest,
 // the changelog's fence, so each kill between a commit and its
 // acknowledgement publishes that transaction's changelog records again.
 // The count of commit marks catches the duplicates.
-TEST_F(KafkaTransactionalChangelogKillTest,
-       BrokenVariantTransactionalChangelogMemberWithoutProgressOrFenceIsCaught) {
-  const ChangelogMemberRun run =
-      RunKilledMember(3, {"ack"}, /*broken=*/true);
+TEST_F(
+    KafkaTransactionalChangelogKillTest,
+    BrokenVariantTransactionalChangelogMemberWithoutProgressOrFenceIsCaught) {
+  const ChangelogMemberRun run = RunKilledMember(3, {"ack"}, /*broken=*/true);
   Describe(run);
   EXPECT_EQ(run.kills, (std::map<std::string, int>{{"ack", 3}}));
   EXPECT_THAT(run.marks_not_once, Not(IsEmpty()));
