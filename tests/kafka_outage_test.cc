@@ -146,8 +146,11 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
   auto consumer = Consumer::Create(a.get(), MemberOptions(&a_reports));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   {
+    // 20 ms a record: the 80 records left when the outage starts take
+    // longer than it, so some batch publishes while the brokers are down
+    // (at 2 ms a loaded machine could finish them all first).
     RunThread run(**consumer, [](const Record& record, Txn& txn) {
-      absl::SleepFor(absl::Milliseconds(2));
+      absl::SleepFor(absl::Milliseconds(20));
       return test::ApplyInPartition(record, txn);
     });
     ASSERT_TRUE(WaitFor([&] { return Handled(*a) >= 40; }, absl::Seconds(60)));
