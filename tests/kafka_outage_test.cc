@@ -146,9 +146,9 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
   auto consumer = Consumer::Create(a.get(), MemberOptions(&a_reports));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   {
-    // 20 ms a record: the 80 records left when the outage starts take
-    // longer than it, so some batch publishes while the brokers are down
-    // (at 2 ms a loaded machine could finish them all first).
+    // 20 ms a record: the 80 records left once 40 are handled take 1.6 s,
+    // so the consumer is still publishing batches when the brokers go down
+    // (at 2 ms a loaded machine could finish them all before).
     RunThread run(**consumer, [](const Record& record, Txn& txn) {
       absl::SleepFor(absl::Milliseconds(20));
       return test::ApplyInPartition(record, txn);

@@ -13,8 +13,10 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -185,37 +187,45 @@ class ChangelogTestBase : public ::testing::Test {
     for (const auto& [p, total] : more.totals) all.totals[p] += total;
   }
 
-  // The offsets of every changelog partition's offset records ("o/"), in log
+  // Calls `visit` with each changelog partition's offset records ("o/", one
+  // per complete commit or new owner's mark), in log order.
+  void ForEachMark(
+      const std::function<void(int32_t partition, const kafka::Record& mark)>&
+          visit) {
+    auto reader = kafka::PartitionReader::Create(
+        bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    for (int32_t p = 0; p < kPartitions; ++p) {
+      absl::Status s = (*reader)->Read(
+          kChangelog, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& r) {
+            std::optional<kafka::ChangelogKey> key =
+                kafka::DecodeChangelogKey(r.record.key);
+            if (key.has_value() &&
+                key->kind == kafka::ChangelogKey::Kind::kOffset) {
+              visit(p, r.record);
+            }
+            return absl::OkStatus();
+          });
+      EXPECT_TRUE(s.ok()) << s;
+    }
+  }
+
+  // The offsets of every changelog partition's offset records, in log
   // order, go backwards nowhere: each commit, and each new owner's mark,
   // continues from the last complete commit. Returns the partitions where
   // they do, as "p<partition>: <offset> after <offset>".
   std::vector<std::string> MarksGoingBack() {
     std::vector<std::string> back;
-    auto reader = kafka::PartitionReader::Create(
-        bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    if (!reader.ok()) return {"no reader"};
-    for (int32_t p = 0; p < kPartitions; ++p) {
-      int64_t last = -1;
-      absl::Status s = (*reader)->Read(
-          kChangelog, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& r) {
-            std::optional<kafka::ChangelogKey> key =
-                kafka::DecodeChangelogKey(r.record.key);
-            if (!key.has_value() ||
-                key->kind != kafka::ChangelogKey::Kind::kOffset) {
-              return absl::OkStatus();
-            }
-            const int64_t offset =
-                kafka::DecodeOffsetValue(r.record.value).value_or(-2);
-            if (offset < last) {
-              back.push_back(
-                  absl::StrCat("p", p, ": ", offset, " after ", last));
-            }
-            last = std::max(last, offset);
-            return absl::OkStatus();
-          });
-      EXPECT_TRUE(s.ok()) << s;
-    }
+    std::map<int32_t, int64_t> last;  // per partition
+    ForEachMark([&](int32_t p, const kafka::Record& mark) {
+      const int64_t offset = kafka::DecodeOffsetValue(mark.value).value_or(-2);
+      auto [it, first] = last.try_emplace(p, -1);
+      if (offset < it->second) {
+        back.push_back(
+            absl::StrCat("p", p, ": ", offset, " after ", it->second));
+      }
+      it->second = std::max(it->second, offset);
+    });
     return back;
   }
 
