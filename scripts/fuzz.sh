@@ -4,6 +4,7 @@
 # the targets only), then runs every target for its share of SECONDS
 # (default 30, split evenly; at least 1 s each).
 # Usage: scripts/fuzz.sh [seconds]
+#        scripts/fuzz.sh --build-only   (builds the targets, runs nothing)
 #
 # Each target starts from its seeds (written by the target itself into
 # <build>/fuzz/corpus/<target>/, which also keeps what the run adds) and from
@@ -13,9 +14,14 @@
 # Reproduce with: <build>/tests/fuzz/<target> <input>
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=0
 seconds=${1:-30}
+if [ "$seconds" = --build-only ]; then
+  build_only=1
+  seconds=1
+fi
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: scripts/fuzz.sh [seconds]  (a whole number of seconds, >= 1)" >&2
+  echo "usage: scripts/fuzz.sh [seconds | --build-only]  (seconds: a whole number, >= 1)" >&2
   exit 2
 fi
 build_dir=${BUILD_DIR:-build-fuzz}
@@ -38,6 +44,7 @@ if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
 fi
 grep -E 'warning:' "$build_dir/build.log" >&2 || true
 echo "fuzz: built in $(( $(date +%s) - start )) s"
+[ "$build_only" = 0 ] || exit 0
 
 mapfile -t targets < "$build_dir/tests/fuzz/fuzz_targets.txt"
 share=$(( seconds / ${#targets[@]} ))

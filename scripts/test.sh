@@ -26,6 +26,6 @@ if [ "$missing" = 1 ] && [ "${CI:-}" = true ]; then
   exit 1
 fi
 cd build
-# Four test slots per core: a busy test takes four, one that mostly waits
+# Eight test slots per core: a busy test takes eight, one that mostly waits
 # (the Kafka suites) one (tests/CMakeLists.txt, "Test slots").
-exec ctest --output-on-failure -j"$((4 * $(nproc)))" "$@"
+exec ctest --output-on-failure -j"$((8 * $(nproc)))" "$@"

@@ -8,10 +8,16 @@
 # Abseil are Debian's, not instrumented; tests/tsan/absl_mutex_annotations.cc
 # makes absl::Mutex visible. RocksDB is linked
 # as its shared library: ThreadSanitizer needs position-independent code.
-# Usage: scripts/tsan.sh
+# Usage: scripts/tsan.sh [--build-only]  (--build-only: builds, runs nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build-tsan}
+build_only=0
+case "${1:-}" in
+  "") ;;
+  --build-only) build_only=1 ;;
+  *) echo "usage: scripts/tsan.sh [--build-only]" >&2; exit 2 ;;
+esac
 # Two binaries: the engine's concurrency_test, parallel_commit_test,
 # inflight_ids_test, commit_queue_test and state_versions_test, and the
 # Kafka consumer's workers (kafka_parallel_runner_test: lanes, and groups
@@ -35,6 +41,7 @@ if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
   exit 1
 fi
 echo "tsan: built in $(( $(date +%s) - start )) s"
+[ "$build_only" = 0 ] || exit 0
 failed=()
 for t in "${tests[@]}"; do
   log="$build_dir/$t.tsan.log"

@@ -44,9 +44,9 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-constexpr int kThreads = 8;
+constexpr int kRacingThreads = 8;
 const absl::Duration kRaceWidener = absl::Milliseconds(1);
-constexpr int kMaxDetectionRounds = 20;
+constexpr int kMaxRacingRounds = 20;
 
 using test::CommittedCounter;
 using test::Findings;
@@ -73,7 +73,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
 
 // ---- Shared checks -------------------------------------------------------
 
-// kThreads threads deliver `id` at once. Exactly one handler runs; every
+// kRacingThreads threads deliver `id` at once. Exactly one handler runs; every
 // other delivery is kDuplicate carrying that handler's result; the handler's
 // effect is applied once.
 ::testing::AssertionResult CheckOneHandlerPerId(Engine& engine,
@@ -81,10 +81,10 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
                                                 absl::Duration pause) {
   Findings f;
   std::atomic<int> runs{0};
-  std::vector<absl::StatusOr<Result>> results(kThreads,
+  std::vector<absl::StatusOr<Result>> results(kRacingThreads,
                                               absl::UnknownError("not run"));
   const std::string effect = "effect/" + id;
-  RunTogether(kThreads, [&](int i) {
+  RunTogether(kRacingThreads, [&](int i) {
     results[i] =
         engine.Process(Message{.id = id}, [&, i](const Message&, Txn& txn) {
           runs.fetch_add(1);
@@ -107,9 +107,9 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
            id + ": " + std::to_string(runs.load()) + " handlers ran, want 1");
   f.Expect(processed == 1, id + ": " + std::to_string(processed) +
                                " deliveries were kProcessed, want 1");
-  f.Expect(duplicates == kThreads - 1, id + ": " + std::to_string(duplicates) +
-                                           " were kDuplicate, want " +
-                                           std::to_string(kThreads - 1));
+  f.Expect(duplicates == kRacingThreads - 1,
+           id + ": " + std::to_string(duplicates) + " were kDuplicate, want " +
+               std::to_string(kRacingThreads - 1));
   for (const absl::StatusOr<Result>& r : results) {
     if (r.ok() && r->outcome == Outcome::kDuplicate) {
       f.Expect(r->result == first_result,
@@ -125,17 +125,17 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   return f.Result();
 }
 
-// kThreads threads deliver `id` at once and the first handler to run fails.
-// Another delivery then runs and succeeds; the rest are duplicates of it; the
-// failed handler's writes are discarded.
+// kRacingThreads threads deliver `id` at once and the first handler to run
+// fails. Another delivery then runs and succeeds; the rest are duplicates of
+// it; the failed handler's writes are discarded.
 ::testing::AssertionResult CheckFailedFirstHandlerLetsAnotherRun(
     Engine& engine, const std::string& id, absl::Duration pause) {
   Findings f;
   std::atomic<int> runs{0};
-  std::vector<absl::StatusOr<Result>> results(kThreads,
+  std::vector<absl::StatusOr<Result>> results(kRacingThreads,
                                               absl::UnknownError("not run"));
   const std::string effect = "effect/" + id;
-  RunTogether(kThreads, [&](int i) {
+  RunTogether(kRacingThreads, [&](int i) {
     results[i] = engine.Process(
         Message{.id = id}, [&, i](const Message&, Txn& txn) -> absl::Status {
           const int attempt = runs.fetch_add(1);
@@ -177,9 +177,9 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
            id + ": " + std::to_string(failed) + " kFailed, want 1");
   f.Expect(processed == 1,
            id + ": " + std::to_string(processed) + " kProcessed, want 1");
-  f.Expect(duplicates == kThreads - 2, id + ": " + std::to_string(duplicates) +
-                                           " kDuplicate, want " +
-                                           std::to_string(kThreads - 2));
+  f.Expect(duplicates == kRacingThreads - 2,
+           id + ": " + std::to_string(duplicates) + " kDuplicate, want " +
+               std::to_string(kRacingThreads - 2));
   for (const absl::StatusOr<Result>& r : results) {
     if (r.ok() && r->outcome == Outcome::kDuplicate) {
       f.Expect(r->result == winner, id + ": a duplicate returned '" +
@@ -194,7 +194,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   return f.Result();
 }
 
-// kThreads threads each make `calls` commits of `batch` messages with
+// kRacingThreads threads each make `calls` commits of `batch` messages with
 // distinct IDs (Process when batch == 1, else ProcessBatch); every handler
 // increments one shared counter. No increment is lost.
 ::testing::AssertionResult CheckNoLostIncrements(Engine& engine,
@@ -209,7 +209,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
     return Increment(txn, counter, pause);
   };
   std::atomic<int64_t> processed{0};
-  RunTogether(kThreads, [&](int t) {
+  RunTogether(kRacingThreads, [&](int t) {
     for (int c = 0; c < calls; ++c) {
       std::vector<std::string> ids;
       for (int m = 0; m < batch; ++m) {
@@ -236,7 +236,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   });
   absl::StatusOr<int64_t> end = CommittedCounter(engine, counter);
   if (f.Ok(end.status(), "GetState")) {
-    const int64_t want = int64_t{kThreads} * calls * batch;
+    const int64_t want = int64_t{kRacingThreads} * calls * batch;
     f.Expect(processed.load() == want, "only " +
                                            std::to_string(processed.load()) +
                                            " messages were kProcessed");
@@ -247,8 +247,8 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   return f.Result();
 }
 
-// kThreads threads each deliver the same `ids` in batches of `batch`, each
-// starting at a different point of the list. Every ID runs its handler
+// kRacingThreads threads each deliver the same `ids` in batches of `batch`,
+// each starting at a different point of the list. Every ID runs its handler
 // exactly once across all threads, the shared counter equals the number of
 // IDs, and every duplicate carries the result of the one run. (A handler
 // runs more than once only as a rerun after a stale read, which commits
@@ -269,7 +269,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   std::map<std::string, int> runs;                              // guarded by mu
   std::map<std::string, std::string> run_result;                // guarded by mu
   std::vector<std::pair<std::string, std::string>> duplicates;  // by mu
-  RunTogether(kThreads, [&](int t) {
+  RunTogether(kRacingThreads, [&](int t) {
     auto handler = [&, t](const Message& m, Txn& txn) -> absl::Status {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -278,7 +278,7 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
       txn.SetResult(std::string(m.id) + "@thread-" + std::to_string(t));
       return Increment(txn, counter, pause);
     };
-    const int first = (t * ids) / kThreads;
+    const int first = (t * ids) / kRacingThreads;
     for (int done = 0; done < ids; done += batch) {
       std::vector<Message> messages;
       for (int k = done; k < ids && k < done + batch; ++k) {
@@ -415,11 +415,11 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   return f.Result();
 }
 
-// Runs `check(round)` up to kMaxDetectionRounds times until it fails; returns
+// Runs `check(round)` up to kMaxRacingRounds times until it fails; returns
 // the failure, or success if it never failed.
 ::testing::AssertionResult FirstFailure(
     const std::function<::testing::AssertionResult(int round)>& check) {
-  for (int round = 0; round < kMaxDetectionRounds; ++round) {
+  for (int round = 0; round < kMaxRacingRounds; ++round) {
     ::testing::AssertionResult result = check(round);
     if (!result) return result;
   }
@@ -512,7 +512,7 @@ TEST(ConcurrencyBrokenVariantTest, WithoutInflightIdsSameIdRunsManyHandlers) {
                                 kRaceWidener);
   });
   EXPECT_FALSE(detected) << "no duplicate effect detected in "
-                         << kMaxDetectionRounds << " rounds";
+                         << kMaxRacingRounds << " rounds";
   EXPECT_THAT(detected.message(), HasSubstr("handlers ran, want 1"));
 }
 

@@ -45,9 +45,9 @@ using test::Delivered;
 using test::Findings;
 using ::testing::HasSubstr;
 
-const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
-const int64_t kStartMicros = absl::ToUnixMicros(kStart);
-const absl::Duration kWindow = absl::Hours(1);
+const absl::Time kClockStart = absl::FromUnixSeconds(1'700'000'000);
+const int64_t kClockStartMicros = absl::ToUnixMicros(kClockStart);
+const absl::Duration kClockWindow = absl::Hours(1);
 
 // A clock that returns a set time, or a non-finite one, or throws, as told.
 // Thread-safe (RocksDB's threads read it through the TTL filter).
@@ -85,26 +85,26 @@ class ScriptedClock : public Clock {
  private:
   absl::Mutex mu_;
   Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kTime;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = kStart;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = kClockStart;
 };
 
 // ---- EngineClock alone ----------------------------------------------------
 
 TEST(EngineClockTest, ReturnsTheClocksTimeInMicroseconds) {
-  ManualClock clock(kStart);
+  ManualClock clock(kClockStart);
   EngineClock time(&clock);
-  EXPECT_EQ(time.NowMicros().value(), kStartMicros);
+  EXPECT_EQ(time.NowMicros().value(), kClockStartMicros);
   clock.Advance(absl::Microseconds(3));
-  EXPECT_EQ(time.NowMicros().value(), kStartMicros + 3);
+  EXPECT_EQ(time.NowMicros().value(), kClockStartMicros + 3);
 }
 
 TEST(EngineClockTest, NeverGoesBackwards) {
-  ManualClock clock(kStart + absl::Hours(2));
+  ManualClock clock(kClockStart + absl::Hours(2));
   EngineClock time(&clock);
   const int64_t high = time.NowMicros().value();
-  clock.Set(kStart);
+  clock.Set(kClockStart);
   EXPECT_EQ(time.NowMicros().value(), high);
-  clock.Set(kStart + absl::Hours(2) + absl::Microseconds(1));
+  clock.Set(kClockStart + absl::Hours(2) + absl::Microseconds(1));
   EXPECT_EQ(time.NowMicros().value(), high + 1);
 }
 
@@ -120,8 +120,8 @@ TEST(EngineClockTest, NonFiniteTimeFailsWithFailedPreconditionAndMovesNothing) {
                 HasSubstr("clock returned a non-finite time"));
   }
   // The failed reads left no mark: time is the clock's again.
-  clock.Set(kStart);
-  EXPECT_EQ(time.NowMicros().value(), kStartMicros);
+  clock.Set(kClockStart);
+  EXPECT_EQ(time.NowMicros().value(), kClockStartMicros);
 }
 
 TEST(EngineClockTest,
@@ -152,11 +152,11 @@ TEST(EngineClockTest, ThrowingClockFailsWithUnavailable) {
 }
 
 TEST(EngineClockBrokenVariantTest, NonMonotonicTimeFollowsTheClockBack) {
-  ManualClock clock(kStart + absl::Hours(2));
+  ManualClock clock(kClockStart + absl::Hours(2));
   EngineClock time(&clock, /*monotonic=*/false);
   ASSERT_TRUE(time.NowMicros().ok());
-  clock.Set(kStart);
-  EXPECT_EQ(time.NowMicros().value(), kStartMicros);
+  clock.Set(kClockStart);
+  EXPECT_EQ(time.NowMicros().value(), kClockStartMicros);
 }
 
 // ---- Through the engine, in both layouts ----------------------------------
@@ -170,7 +170,7 @@ class EngineTimeTest : public ::testing::TestWithParam<int> {
     engine_.reset();
     Options options;
     options.clock = &clock_;
-    options.dedupe_window = kWindow;
+    options.dedupe_window = kClockWindow;
     options.expiry_buckets = GetParam();
     options.durability = Durability::kBuffered;
     absl::StatusOr<std::unique_ptr<Engine>> engine =
@@ -229,7 +229,7 @@ TEST_P(EngineTimeTest, NonFiniteClockFailsProcessAndCommitsNothing) {
     EXPECT_EQ(runs, 0) << t;
   }
   // Nothing was committed: with a good clock the ID is new, once.
-  clock_.Set(kStart);
+  clock_.Set(kClockStart);
   EXPECT_FALSE(engine_->Seen("m").value());
   EXPECT_EQ(engine_->GetState("counter").value(), std::nullopt);
   EXPECT_EQ(engine_->CommittedOffset("t", 0).value(), std::nullopt);
@@ -294,7 +294,7 @@ TEST_P(EngineTimeTest, ThrowingClockFailsCallsThatReadTimeWithUnavailable) {
   }
   // Nothing changed: "kept" is still a duplicate (Forget did nothing), "new"
   // is new, the offset did not move.
-  clock_.Set(kStart);
+  clock_.Set(kClockStart);
   EXPECT_TRUE(engine_->Seen("kept").value());
   EXPECT_FALSE(engine_->Seen("new").value());
   EXPECT_EQ(engine_->CommittedOffset("t", 0).value(),
@@ -313,10 +313,10 @@ TEST_P(EngineTimeTest, ThrowingClockFailsCallsThatReadTimeWithUnavailable) {
 TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
   for (const char* what : {"throws", "infinite-future", "infinite-past"}) {
     const std::string w = what;
-    clock_.Set(kStart);
+    clock_.Set(kClockStart);
     ASSERT_TRUE(Open({}, absl::StrCat("db-", what)).ok());
     ASSERT_TRUE(Deliver(*engine_, "expired", "r").status.ok());
-    clock_.Advance(kWindow);
+    clock_.Advance(kClockWindow);
     ASSERT_TRUE(Deliver(*engine_, "live", "r").status.ok());
     if (w == "throws") clock_.SetMode(ScriptedClock::Mode::kThrow);
     if (w == "infinite-future") clock_.Set(absl::InfiniteFuture());
@@ -325,7 +325,7 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
     EXPECT_TRUE(s.ok()) << what << ": " << s;
     // Read before the clock is good again (GetStats reads no time).
     EXPECT_EQ(engine_->GetStats().value().expired_dropped, 0u) << what;
-    clock_.Set(kStart + kWindow);
+    clock_.Set(kClockStart + kClockWindow);
     EXPECT_TRUE(engine_->Seen("live").value()) << what;
     EXPECT_TRUE(StoredRecords().contains(test::HexOfIdHash("live"))) << what;
   }
@@ -349,14 +349,14 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
 ::testing::AssertionResult CheckBackwardsClock(Engine& engine,
                                                ScriptedClock& clock) {
   Findings f;
-  // Offsets from kStart, in minutes: forward past several bucket ends, back
-  // into earlier windows, forward again.
+  // Offsets from kClockStart, in minutes: forward past several bucket ends,
+  // back into earlier windows, forward again.
   const std::vector<int> steps = {0,   20,  50,  130, 30,  70,  10, 140,
                                   185, 100, 200, 60,  260, 250, 330};
   std::vector<absl::Time> expiry;  // model expiry of ID "m<k>"
   absl::Time engine_now = absl::InfinitePast();
   for (size_t i = 0; i < steps.size(); ++i) {
-    const absl::Time now = kStart + absl::Minutes(steps[i]);
+    const absl::Time now = kClockStart + absl::Minutes(steps[i]);
     clock.Set(now);
     engine_now = std::max(engine_now, now);
     expiry.push_back(absl::InfinitePast());
@@ -366,8 +366,8 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
       const bool live = engine_now < expires;
       const std::string when = absl::StrCat(
           " with the clock at +", steps[i], "m, engine time +",
-          absl::FormatDuration(engine_now - kStart), ", its expiry +",
-          absl::FormatDuration(expires - kStart));
+          absl::FormatDuration(engine_now - kClockStart), ", its expiry +",
+          absl::FormatDuration(expires - kClockStart));
       absl::StatusOr<bool> seen = engine.Seen(id);
       if (f.Ok(seen.status(), "Seen " + id)) {
         f.Expect(*seen == live,
@@ -381,7 +381,8 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
       } else {
         f.Expect(d.outcome == Outcome::kProcessed,
                  id + " was a duplicate" + when);
-        if (d.outcome == Outcome::kProcessed) expires = engine_now + kWindow;
+        if (d.outcome == Outcome::kProcessed)
+          expires = engine_now + kClockWindow;
       }
     }
   }
@@ -395,9 +396,9 @@ TEST_P(EngineTimeTest, FlushWhileTheClockCannotBeReadKeepsEveryRecord) {
 TEST_P(EngineTimeTest, RecordExpiredBeforeTheClockWentBackStaysExpired) {
   ASSERT_TRUE(Open().ok());
   ASSERT_TRUE(Deliver(*engine_, "a", "a1").status.ok());
-  clock_.Set(kStart + 2 * kWindow);
+  clock_.Set(kClockStart + 2 * kClockWindow);
   ASSERT_TRUE(Deliver(*engine_, "b", "b1").status.ok());  // drops a's bucket
-  clock_.Set(kStart + kWindow / 2);
+  clock_.Set(kClockStart + kClockWindow / 2);
   EXPECT_FALSE(engine_->Seen("a").value());
   EXPECT_TRUE(engine_->Seen("b").value());
   Delivered a = Deliver(*engine_, "a", "a2");
@@ -407,9 +408,9 @@ TEST_P(EngineTimeTest, RecordExpiredBeforeTheClockWentBackStaysExpired) {
   ASSERT_TRUE(b.status.ok()) << b.status;
   EXPECT_EQ(b.outcome, Outcome::kDuplicate);
   // The new "a" lives a window from engine time, not from the clock.
-  clock_.Set(kStart + 3 * kWindow - absl::Microseconds(1));
+  clock_.Set(kClockStart + 3 * kClockWindow - absl::Microseconds(1));
   EXPECT_TRUE(engine_->Seen("a").value());
-  clock_.Set(kStart + 3 * kWindow);
+  clock_.Set(kClockStart + 3 * kClockWindow);
   EXPECT_FALSE(engine_->Seen("a").value());
 }
 

@@ -46,13 +46,13 @@ using test::kStart;
 using ::testing::Contains;
 using ::testing::Not;
 
-const absl::Duration kWindow = absl::Hours(1);
+const absl::Duration kBucketWindow = absl::Hours(1);
 constexpr int kBuckets = 4;  // 15-minute buckets
 
 // The options of every engine here: a one-hour window in kBuckets buckets.
 Options BucketOptions() {
   Options options;
-  options.dedupe_window = kWindow;
+  options.dedupe_window = kBucketWindow;
   options.expiry_buckets = kBuckets;
   options.durability = Durability::kBuffered;
   return options;
@@ -111,7 +111,7 @@ int BucketFamilies(const std::string& path) {
       } else {
         f.Expect(d.outcome == Outcome::kProcessed,
                  id + " was a duplicate after its expiry" + when);
-        if (d.outcome == Outcome::kProcessed) expires = now + kWindow;
+        if (d.outcome == Outcome::kProcessed) expires = now + kBucketWindow;
       }
     }
     absl::StatusOr<Stats> stats = h.engine().GetStats();
@@ -167,7 +167,7 @@ TEST(ExpiryBucketsTest, RecordsLiveInBucketFamiliesAndTheStoreIsFormat2) {
                   .ok());
   ASSERT_EQ(dedupe.size(), 1u);
   EXPECT_EQ(dedupe[0].value, "r-a");
-  EXPECT_EQ(dedupe[0].expires_at, kStart + kWindow);
+  EXPECT_EQ(dedupe[0].expires_at, kStart + kBucketWindow);
   absl::StatusOr<Stats> stats = h.engine().GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->expiry_buckets, 1u);
@@ -208,7 +208,7 @@ TEST(ExpiryBucketsTest, StoreWithoutBucketsStaysFormat1UntilItGetsOne) {
 TEST(ExpiryBucketsTest, TtlBeyondTheNewestBucketStaysInTheFilteredFamily) {
   EngineHarness h(BucketOptions());
   ASSERT_TRUE(h.Open().ok());
-  ASSERT_EQ(Deliver(h.engine(), "long", "r", 3 * kWindow).outcome,
+  ASSERT_EQ(Deliver(h.engine(), "long", "r", 3 * kBucketWindow).outcome,
             Outcome::kProcessed);
   EXPECT_EQ(BucketFamilies(h.path()), 0);
   ASSERT_EQ(Deliver(h.engine(), "short", "r", absl::Minutes(1)).outcome,
@@ -216,13 +216,13 @@ TEST(ExpiryBucketsTest, TtlBeyondTheNewestBucketStaysInTheFilteredFamily) {
   EXPECT_EQ(BucketFamilies(h.path()), 1);
   // Two windows on, every bucket so far has ended and been dropped; the long
   // record is still a duplicate, the short one long gone.
-  h.clock().Advance(2 * kWindow);
+  h.clock().Advance(2 * kBucketWindow);
   EXPECT_EQ(Deliver(h.engine(), "long", "again").outcome, Outcome::kDuplicate);
   EXPECT_EQ(Deliver(h.engine(), "short", "again").outcome, Outcome::kProcessed);
   absl::StatusOr<Stats> stats = h.engine().GetStats();
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_GE(stats->expiry_buckets_dropped, 1u);
-  h.clock().Advance(kWindow + absl::Seconds(1));
+  h.clock().Advance(kBucketWindow + absl::Seconds(1));
   EXPECT_EQ(Deliver(h.engine(), "long", "third").outcome, Outcome::kProcessed);
 }
 
@@ -253,7 +253,7 @@ TEST(ExpiryBucketsTest, ChangingTheBucketCountBetweenOpensKeepsLiveRecords) {
   ASSERT_EQ(Deliver(h.engine(), "seven", "3").outcome, Outcome::kProcessed);
   // Past every expiry: all three run again, and a commit drops the ended
   // buckets of both bucket counts (with buckets off, too).
-  h.clock().Advance(kWindow + absl::Minutes(30));
+  h.clock().Advance(kBucketWindow + absl::Minutes(30));
   ASSERT_TRUE(OpenWithBuckets(h, 0).ok());
   for (const char* id : {"in-bucket", "filtered", "seven"}) {
     EXPECT_EQ(Deliver(h.engine(), id, "again").outcome, Outcome::kProcessed)
@@ -283,7 +283,7 @@ TEST(ExpiryBucketsTest, CompactExpiredDropsEndedBuckets) {
   absl::StatusOr<bool> seen = h.engine().Seen("id2");
   ASSERT_TRUE(seen.ok());
   EXPECT_TRUE(*seen);
-  h.clock().Advance(kWindow);
+  h.clock().Advance(kBucketWindow);
   ASSERT_TRUE(h.engine().CompactExpired().ok());
   EXPECT_EQ(BucketFamilies(h.path()), 0);
 }
@@ -300,7 +300,7 @@ TEST(ExpiryBucketsTest, DroppedBucketsGiveTheirDiskSpaceBack) {
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_GE(full->dedupe_compaction_write_amplification, 1.0)
       << "RocksDB's figure over the bucket families";
-  h.clock().Advance(kWindow + absl::Minutes(20));
+  h.clock().Advance(kBucketWindow + absl::Minutes(20));
   ASSERT_TRUE(h.engine().CompactExpired().ok());
   absl::StatusOr<Stats> emptied = h.engine().GetStats();
   ASSERT_TRUE(emptied.ok()) << emptied.status();
@@ -343,7 +343,7 @@ TEST(ExpiryBucketsTest, FailedBucketCreationFailsTheCommitUntilTheFaultClears) {
   ASSERT_EQ(Deliver(h.engine(), "a", "r").outcome, Outcome::kProcessed);
 
   // A window later the next message needs a new bucket.
-  h.clock().Advance(kWindow);
+  h.clock().Advance(kBucketWindow);
   h.fs().SetFault(absl::StatusCode::kUnavailable,
                   crash::FaultTarget::kAllFiles);
   Delivered failed = Deliver(h.engine(), "b", "r");

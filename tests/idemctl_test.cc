@@ -62,15 +62,15 @@ std::string BytesAt(const json& v, const char* key) {
   return Latin1Bytes(it->get<std::string>());
 }
 
-struct Output {
+struct CtlOutput {
   int code = -1;
   std::string out;
   std::string err;
 };
 
-Output RunArgs(const IdemctlArgs& args) {
+CtlOutput RunArgs(const IdemctlArgs& args) {
   std::ostringstream out, err;
-  Output result;
+  CtlOutput result;
   result.code = RunIdemctl(args, out, err);
   result.out = out.str();
   result.err = err.str();
@@ -120,8 +120,8 @@ class IdemctlTest : public ::testing::Test {
 
   std::string db() const { return dir_.Sub("db"); }
 
-  Output Run(std::vector<std::string> command, bool json = false,
-             std::optional<std::string> db_path = std::nullopt) {
+  CtlOutput Run(std::vector<std::string> command, bool json = false,
+                std::optional<std::string> db_path = std::nullopt) {
     IdemctlArgs args;
     args.store = db_path.has_value() ? *db_path : db();
     args.json = json;
@@ -133,7 +133,7 @@ class IdemctlTest : public ::testing::Test {
 };
 
 TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
-  Output r = Run({"stats"});
+  CtlOutput r = Run({"stats"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("estimated dedupe records"));
   EXPECT_THAT(r.out, HasSubstr("live SST bytes"));
@@ -141,7 +141,7 @@ TEST_F(IdemctlTest, StatsPrintsFiguresForPeople) {
 }
 
 TEST_F(IdemctlTest, StatsAsJsonHasEveryStatsField) {
-  Output r = Run({"stats"}, /*json=*/true);
+  CtlOutput r = Run({"stats"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const json v = ParseObjectLine(r.out);
   for (const char* field : {"processed",
@@ -190,7 +190,7 @@ TEST_F(IdemctlTest, SeenReportsLiveRecordsOnly) {
   EXPECT_EQ(Run({"seen", "never-delivered"}).out, "not seen\n");
   // Expired by the system clock, though still stored.
   EXPECT_EQ(Run({"seen", "stale"}).out, "not seen\n");
-  Output r = Run({"seen", "order-1"}, /*json=*/true);
+  CtlOutput r = Run({"seen", "order-1"}, /*json=*/true);
   EXPECT_EQ(r.code, kExitOk) << r.err;
   const json v = ParseObjectLine(r.out);
   ASSERT_TRUE(v.contains("id"));
@@ -200,7 +200,7 @@ TEST_F(IdemctlTest, SeenReportsLiveRecordsOnly) {
 }
 
 TEST_F(IdemctlTest, ForgetLetsTheNextDeliveryRunAgain) {
-  Output r = Run({"forget", "order-1"}, /*json=*/true);
+  CtlOutput r = Run({"forget", "order-1"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const json v = ParseObjectLine(r.out);
   ASSERT_TRUE(v.contains("was_seen"));
@@ -218,20 +218,20 @@ TEST_F(IdemctlTest, ForgetLetsTheNextDeliveryRunAgain) {
 }
 
 TEST_F(IdemctlTest, ForgetOfAnUnknownIdSucceeds) {
-  Output r = Run({"forget", "never-delivered"});
+  CtlOutput r = Run({"forget", "never-delivered"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("not seen"));
 }
 
 TEST_F(IdemctlTest, CompactDropsExpiredRecords) {
-  Output r = Run({"compact"}, /*json=*/true);
+  CtlOutput r = Run({"compact"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const json v = ParseObjectLine(r.out);
   ASSERT_TRUE(v.contains("expired_dropped")) << r.out;
   EXPECT_EQ(v.at("expired_dropped"), 1);
   ASSERT_TRUE(v.contains("live_sst_bytes_after")) << r.out;
 
-  Output dump = Run({"dump"});
+  CtlOutput dump = Run({"dump"});
   ASSERT_EQ(dump.code, kExitOk) << dump.err;
   EXPECT_THAT(dump.out, Not(HasSubstr("\"expired\":true")));
   EXPECT_EQ(Run({"seen", "order-2"}).out, "seen\n");
@@ -239,7 +239,7 @@ TEST_F(IdemctlTest, CompactDropsExpiredRecords) {
 
 TEST_F(IdemctlTest, CheckpointWritesACopyTheEngineOpens) {
   const std::string copy = dir_.Sub("copy");
-  Output r = Run({"checkpoint", copy});
+  CtlOutput r = Run({"checkpoint", copy});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr(copy));
 
@@ -253,7 +253,7 @@ TEST_F(IdemctlTest, CheckpointWritesACopyTheEngineOpens) {
 }
 
 TEST_F(IdemctlTest, CheckpointIntoAnExistingDirectoryFails) {
-  Output r = Run({"checkpoint", dir_.path()}, /*json=*/true);
+  CtlOutput r = Run({"checkpoint", dir_.path()}, /*json=*/true);
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("already exists"));
   EXPECT_THAT(r.out, IsEmpty());
@@ -279,7 +279,7 @@ TEST_F(IdemctlTest, DumpShowsTheDedupePoliciesFields) {
                               })
                     .ok());
   }
-  Output r = Run({"dump"}, /*json=*/false, path);
+  CtlOutput r = Run({"dump"}, /*json=*/false, path);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   int records = 0;
   for (const std::string& line : std::vector<std::string>(
@@ -301,7 +301,7 @@ TEST_F(IdemctlTest, DumpShowsTheDedupePoliciesFields) {
 }
 
 TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
-  Output r = Run({"dump"});
+  CtlOutput r = Run({"dump"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   for (char c : r.out) {
     if (c != '\n') {
@@ -369,7 +369,7 @@ TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
 
 TEST_F(IdemctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
   const std::string missing = dir_.Sub("missing");
-  Output r = Run({"stats"}, /*json=*/false, missing);
+  CtlOutput r = Run({"stats"}, /*json=*/false, missing);
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("cannot open store"));
   EXPECT_THAT(r.err, HasSubstr("NOT_FOUND"));
@@ -380,7 +380,7 @@ TEST_F(IdemctlTest, MissingStoreIsAnErrorAndIsNotCreated) {
 TEST_F(IdemctlTest, ChangingAStoreOpenInAnotherEngineIsAnError) {
   auto engine = Engine::Open(db(), Options{});
   ASSERT_TRUE(engine.ok()) << engine.status();
-  Output r = Run({"compact"});
+  CtlOutput r = Run({"compact"});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("cannot open store"));
   // Inspecting it works (read-only).
@@ -388,7 +388,7 @@ TEST_F(IdemctlTest, ChangingAStoreOpenInAnotherEngineIsAnError) {
 }
 
 TEST_F(IdemctlTest, GetPrintsTheStoredValue) {
-  Output r = Run({"get", "state/order-1"});
+  CtlOutput r = Run({"get", "state/order-1"});
   EXPECT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(r.out, "v\n");
   r = Run({"get", kBinaryKey}, /*json=*/true);
@@ -400,7 +400,7 @@ TEST_F(IdemctlTest, GetPrintsTheStoredValue) {
 }
 
 TEST_F(IdemctlTest, GetOfAnAbsentKeyExitsNotFound) {
-  Output r = Run({"get", "no-such-key"});
+  CtlOutput r = Run({"get", "no-such-key"});
   EXPECT_EQ(r.code, kExitNotFound);
   EXPECT_EQ(kExitNotFound, kExitNotSeen);
   EXPECT_THAT(r.out, IsEmpty());
@@ -413,7 +413,7 @@ TEST_F(IdemctlTest, GetOfAnAbsentKeyExitsNotFound) {
 }
 
 TEST_F(IdemctlTest, OffsetsListsEveryStoredOffset) {
-  Output r = Run({"offsets"});
+  CtlOutput r = Run({"offsets"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_EQ(r.out, "orders:3 42 (a consumer resumes at 43)\n");
   r = Run({"offsets"}, /*json=*/true);
@@ -428,7 +428,7 @@ TEST_F(IdemctlTest, OffsetsListsEveryStoredOffset) {
 }
 
 TEST_F(IdemctlTest, SetOffsetRewindsAndLeavesRecordsAlone) {
-  Output r = Run({"set-offset", "orders", "3", "10"}, /*json=*/true);
+  CtlOutput r = Run({"set-offset", "orders", "3", "10"}, /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   const json v = ParseObjectLine(r.out);
   EXPECT_EQ(v.value("previous_offset", json()), 42);
@@ -451,7 +451,7 @@ TEST_F(IdemctlTest, SetOffsetRewindsAndLeavesRecordsAlone) {
 TEST_F(IdemctlTest, SetOffsetRefusesAStoreOpenElsewhere) {
   auto engine = Engine::Open(db(), Options{});
   ASSERT_TRUE(engine.ok()) << engine.status();
-  Output r = Run({"set-offset", "orders", "3", "10"});
+  CtlOutput r = Run({"set-offset", "orders", "3", "10"});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("open elsewhere"));
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
@@ -460,7 +460,7 @@ TEST_F(IdemctlTest, SetOffsetRefusesAStoreOpenElsewhere) {
 }
 
 TEST_F(IdemctlTest, VerifyCountsAnIntactStore) {
-  Output r = Run({"verify"});
+  CtlOutput r = Run({"verify"});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("intact"));
   r = Run({"verify"}, /*json=*/true);
@@ -486,7 +486,7 @@ TEST_F(IdemctlTest, VerifyReportsADamagedRecordAndExitsNonZero) {
                              "garbage")
                         .ok());
       }));
-  Output r = Run({"verify"});
+  CtlOutput r = Run({"verify"});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("DATA_LOSS"));
   EXPECT_THAT(r.err, HasSubstr(test::HexOfIdHash("order-1")));
@@ -506,7 +506,7 @@ TEST_F(IdemctlTest, VerifyReportsADamagedOffset) {
                              EncodeOffsetKey("orders", 3), "x")
                         .ok());
       }));
-  Output r = Run({"verify"});
+  CtlOutput r = Run({"verify"});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("DATA_LOSS"));
   EXPECT_THAT(r.err, HasSubstr("\"orders\" partition 3"));
@@ -518,7 +518,7 @@ TEST_F(IdemctlTest, ExportOfAnEmptyPartitionWritesNothing) {
   args.store = db();
   args.partition = "orders:4";
   args.command = {"export", file};
-  Output r = RunArgs(args);
+  CtlOutput r = RunArgs(args);
   EXPECT_EQ(r.code, kExitNotFound);
   EXPECT_THAT(r.err, HasSubstr("nothing stored for orders:4"));
   EXPECT_FALSE(std::filesystem::exists(file));
@@ -530,7 +530,7 @@ TEST_F(IdemctlTest, ExportIntoAnExistingFileFails) {
   args.source = "orders";
   args.partition = "3";
   args.command = {"export", dir_.path()};
-  Output r = RunArgs(args);
+  CtlOutput r = RunArgs(args);
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("already exists"));
 }
@@ -581,9 +581,10 @@ class IdemctlPartitionTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok()) << engine.status();
   }
 
-  static Output Run(const std::string& store, std::vector<std::string> command,
-                    std::optional<std::string> partition = std::nullopt,
-                    bool json = false) {
+  static CtlOutput Run(const std::string& store,
+                       std::vector<std::string> command,
+                       std::optional<std::string> partition = std::nullopt,
+                       bool json = false) {
     IdemctlArgs args;
     args.store = store;
     args.json = json;
@@ -609,7 +610,7 @@ class IdemctlPartitionTest : public ::testing::Test {
 
 TEST_F(IdemctlPartitionTest, SeenAndForgetNameThePartition) {
   // Without it the command line is incomplete: a usage error.
-  Output r = Run(source(), {"seen", "m1"});
+  CtlOutput r = Run(source(), {"seen", "m1"});
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("--source=S --partition=P"));
   EXPECT_EQ(Run(source(), {"forget", "m1"}).code, kExitUsage);
@@ -635,7 +636,7 @@ TEST_F(IdemctlPartitionTest, WritableSubcommandsOpenAPartitionScopedStore) {
 
 TEST_F(IdemctlPartitionTest, ExportThenImportMovesThePartitionExactly) {
   const std::string file = dir_.Sub("orders-3.jsonl");
-  Output r = Run(source(), {"export", file}, "orders:3", /*json=*/true);
+  CtlOutput r = Run(source(), {"export", file}, "orders:3", /*json=*/true);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   json v = ParseObjectLine(r.out);
   EXPECT_EQ(v.value("state_entries", json()), 2);
@@ -674,7 +675,7 @@ TEST_F(IdemctlPartitionTest, ImportOverAHigherOffsetFails) {
   const std::string file = dir_.Sub("orders-3.jsonl");
   ASSERT_EQ(Run(source(), {"export", file}, "orders:3").code, kExitOk);
   ASSERT_EQ(Run(source(), {"set-offset", "orders", "3", "7"}).code, kExitOk);
-  Output r = Run(source(), {"import", file});
+  CtlOutput r = Run(source(), {"import", file});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("FAILED_PRECONDITION"));
   EXPECT_THAT(r.err, HasSubstr("nothing imported"));
@@ -706,7 +707,7 @@ TEST_P(IdemctlBadImportTest, ExitsThreeNamingTheLineAndImportsNothing) {
       out << line << "\n";
     }
   }
-  Output r = Run(target(), {"import", file});
+  CtlOutput r = Run(target(), {"import", file});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr(GetParam().message));
   EXPECT_THAT(r.err, HasSubstr("nothing imported"));
@@ -809,7 +810,7 @@ TEST_F(IdemctlPartitionTest, ImportRefusesALineOverTheLimit) {
     out << R"({"kind":"end","state_entries":1,"dedupe_records":0})"
         << "\n";
   }
-  Output r = Run(target(), {"import", file});
+  CtlOutput r = Run(target(), {"import", file});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("line 2: longer than the limit of 67108864"));
   EXPECT_EQ(Export(target(), 3).offset, std::nullopt);
@@ -817,7 +818,7 @@ TEST_F(IdemctlPartitionTest, ImportRefusesALineOverTheLimit) {
 
 TEST_F(IdemctlPartitionTest, ImportOfAMissingFileFails) {
   ASSERT_NO_FATAL_FAILURE(CreateTarget());
-  Output r = Run(target(), {"import", dir_.Sub("missing.jsonl")});
+  CtlOutput r = Run(target(), {"import", dir_.Sub("missing.jsonl")});
   EXPECT_EQ(r.code, kExitStoreFailure);
   EXPECT_THAT(r.err, HasSubstr("cannot open"));
 }

@@ -16,11 +16,11 @@
 namespace idem::kafka {
 namespace {
 
-constexpr char kChangelog[] = "orders-state";
+constexpr char kCheckpointChangelog[] = "orders-state";
 
 OutboxEntry StateEntry(int32_t partition, const std::string& key) {
   OutboxEntry entry;
-  entry.destination = kChangelog;
+  entry.destination = kCheckpointChangelog;
   entry.partition = partition;
   entry.key = StateRecordKey(key);
   entry.value = "1";
@@ -29,7 +29,7 @@ OutboxEntry StateEntry(int32_t partition, const std::string& key) {
 
 OutboxEntry MarkEntry(int32_t partition, int64_t epoch, int64_t offset) {
   OutboxEntry entry;
-  entry.destination = kChangelog;
+  entry.destination = kCheckpointChangelog;
   entry.partition = partition;
   entry.key = OffsetRecordKey(epoch);
   entry.value = absl::StrCat(offset);
@@ -51,7 +51,7 @@ class CheckpointTrackerTest : public ::testing::Test {
     published_ = {StateEntry(0, "total"), MarkEntry(0, 7, 41)};
   }
 
-  CheckpointTracker tracker_{kChangelog};
+  CheckpointTracker tracker_{kCheckpointChangelog};
   std::vector<OutboxEntry> published_;
 };
 

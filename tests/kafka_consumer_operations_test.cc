@@ -33,17 +33,18 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::Pair;
 
-constexpr int kPartitions = 4;
+constexpr int kOperationsPartitions = 4;
 
 class KafkaConsumerOperationsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kPartitions, bed_));
+    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kOperationsPartitions, bed_));
   }
 
   // `count` records, round-robin over the partitions, with IDs of `seed`.
   void Produce(int count, uint64_t seed) {
-    ProducedStream stream = MakeStream(bed_.topic, kPartitions, count, 0, seed);
+    ProducedStream stream =
+        MakeStream(bed_.topic, kOperationsPartitions, count, 0, seed);
     absl::Status s = bed_.producer->Produce(stream.records);
     ASSERT_TRUE(s.ok()) << s;
   }
@@ -83,11 +84,12 @@ TEST_F(KafkaConsumerOperationsTest, OnRevokeIsCalledPerPartitionOnClose) {
   ASSERT_TRUE((*consumer)->Close().ok());
   std::set<std::pair<std::string, int32_t>> expected,
       got(revoked.begin(), revoked.end());
-  for (int32_t p = 0; p < kPartitions; ++p) expected.emplace(bed_.topic, p);
+  for (int32_t p = 0; p < kOperationsPartitions; ++p)
+    expected.emplace(bed_.topic, p);
   EXPECT_EQ(got, expected);
   EXPECT_EQ(revoked.size(), expected.size());  // once each
   EXPECT_THAT(lost, IsEmpty());
-  for (int32_t p = 0; p < kPartitions; ++p) {
+  for (int32_t p = 0; p < kOperationsPartitions; ++p) {
     EXPECT_EQ(offsets_seen[p], std::optional<int64_t>(9)) << p;
   }
 }
@@ -114,7 +116,8 @@ TEST_F(KafkaConsumerOperationsTest, OnLostIsCalledWhenTheAssignmentIsLost) {
   absl::SleepFor(absl::Seconds(4));  // past max.poll.interval.ms
   ASSERT_TRUE(PollUntil(
                   **consumer, ApplyRecord,
-                  [&] { return lost.size() == kPartitions; }, absl::Seconds(20))
+                  [&] { return lost.size() == kOperationsPartitions; },
+                  absl::Seconds(20))
                   .ok());
   EXPECT_EQ(revoked, 0);
   EXPECT_TRUE((*consumer)->Close().ok());
@@ -133,7 +136,7 @@ TEST_F(KafkaConsumerOperationsTest, LagPerPartitionFollowsProcessing) {
                 return (*consumer)->stats().records > 0;
               }).ok());
   ConsumerStats stats = (*consumer)->stats();
-  ASSERT_EQ(stats.lag.size(), static_cast<size_t>(kPartitions));
+  ASSERT_EQ(stats.lag.size(), static_cast<size_t>(kOperationsPartitions));
   int64_t behind = 0;
   for (const PartitionLag& lag : stats.lag) {
     EXPECT_EQ(lag.topic, bed_.topic);

@@ -46,11 +46,11 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-constexpr int kPartitions = 3;
+constexpr int kConsumerPartitions = 3;
 
 // True once every partition's committed offset in `engine` is >= `last`.
 bool EngineReached(Engine& engine, const std::string& topic, int64_t last) {
-  for (int p = 0; p < kPartitions; ++p) {
+  for (int p = 0; p < kConsumerPartitions; ++p) {
     auto offset = engine.CommittedOffset(topic, p);
     if (!offset.ok() || !offset->has_value() || **offset < last) return false;
   }
@@ -60,7 +60,7 @@ bool EngineReached(Engine& engine, const std::string& topic, int64_t last) {
 // True once, for every partition, one of `engines` has reached `last`.
 bool AnyEngineReached(const std::vector<Engine*>& engines,
                       const std::string& topic, int64_t last) {
-  for (int p = 0; p < kPartitions; ++p) {
+  for (int p = 0; p < kConsumerPartitions; ++p) {
     bool reached = false;
     for (Engine* engine : engines) {
       auto offset = engine->CommittedOffset(topic, p);
@@ -108,12 +108,12 @@ class BackgroundPoller {
 class KafkaConsumerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kPartitions, bed_));
+    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kConsumerPartitions, bed_));
   }
 
   ProducedStream Produce(int count, int duplicate_every, uint64_t seed = 1) {
-    ProducedStream stream =
-        MakeStream(bed_.topic, kPartitions, count, duplicate_every, seed);
+    ProducedStream stream = MakeStream(bed_.topic, kConsumerPartitions, count,
+                                       duplicate_every, seed);
     absl::Status s = bed_.producer->Produce(stream.records);
     EXPECT_TRUE(s.ok()) << s;
     return stream;
@@ -143,7 +143,8 @@ TEST_F(KafkaConsumerTest, ProducerDuplicatesAreAppliedOnce) {
   EXPECT_EQ(stats.processed, static_cast<int64_t>(stream.unique_ids.size()));
   EXPECT_EQ(stats.duplicates, stream.duplicates);
   EXPECT_EQ(stats.dead_lettered, 0);
-  EXPECT_TRUE(EngineReached(*engine, bed_.topic, 300 / kPartitions - 1));
+  EXPECT_TRUE(
+      EngineReached(*engine, bed_.topic, 300 / kConsumerPartitions - 1));
 }
 
 // The check above fails when IDs are positions (what a consumer without the
@@ -180,7 +181,8 @@ struct RestartOutcome {
 RestartOutcome RestartAfterTheWindow(KafkaTestBed& bed, TempDir& dir,
                                      const ConsumerHooks& second_run_hooks) {
   RestartOutcome out;
-  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 150, 0, 2);
+  const ProducedStream stream =
+      MakeStream(bed.topic, kConsumerPartitions, 150, 0, 2);
   EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
   ManualClock clock(idem::test::kStart);
   Options engine_options;
@@ -223,7 +225,7 @@ TEST_F(KafkaConsumerTest, RestartResumesFromTheEngineOffsetsNotKafkas) {
   const RestartOutcome out = RestartAfterTheWindow(bed_, dir_, {});
   EXPECT_THAT(out.effect_errors, IsEmpty());
   EXPECT_EQ(out.second_run_duplicates, 0);  // nothing was re-read
-  ASSERT_THAT(out.starts, SizeIs(kPartitions));
+  ASSERT_THAT(out.starts, SizeIs(kConsumerPartitions));
   int resumed = 0;
   for (const PartitionStart& start : out.starts) {
     if (!start.engine_offset.has_value()) continue;
@@ -250,7 +252,7 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
     ASSERT_OPEN(create, store, Options());  // so read-only opens work
   }
   auto committed = [&] {
-    return test::CommittedRecords(store, bed_.topic, kPartitions);
+    return test::CommittedRecords(store, bed_.topic, kConsumerPartitions);
   };
   for (int round = 1; round <= 2; ++round) {
     const int64_t before = committed();
@@ -277,7 +279,7 @@ TEST_F(KafkaConsumerTest, KilledConsumerProcessLosesAndDoublesNothing) {
       Consumer::Create(engine.get(), TestConsumerOptions(bed_, "g"));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   absl::Status s = PollUntil(**consumer, ApplyRecord, [&] {
-    return EngineReached(*engine, bed_.topic, 600 / kPartitions - 1);
+    return EngineReached(*engine, bed_.topic, 600 / kConsumerPartitions - 1);
   });
   ASSERT_TRUE(s.ok()) << s;
   EXPECT_THAT(EffectErrors(stream.unique_ids, AppliedCounts(*engine)),
@@ -305,8 +307,8 @@ std::vector<std::string> RebalanceMidStream(KafkaTestBed& bed, TempDir& dir,
                                             const RebalanceRun& run) {
   // MakeStream's producer duplicates land on any partition; dedupe is per
   // engine, so only a single engine gets them (docs/scale-out.md).
-  const ProducedStream stream =
-      MakeStream(bed.topic, kPartitions, 600, run.separate_engines ? 0 : 5, 4);
+  const ProducedStream stream = MakeStream(bed.topic, kConsumerPartitions, 600,
+                                           run.separate_engines ? 0 : 5, 4);
   const std::vector<OutgoingRecord> second_half =
       ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
@@ -349,7 +351,7 @@ std::vector<std::string> RebalanceMidStream(KafkaTestBed& bed, TempDir& dir,
   EXPECT_TRUE(bed.producer->Produce(second_half).ok());
   deadline = absl::Now() + absl::Seconds(60);
   while (absl::Now() < deadline &&
-         !AnyEngineReached(engines, bed.topic, 600 / kPartitions - 1)) {
+         !AnyEngineReached(engines, bed.topic, 600 / kConsumerPartitions - 1)) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   poll_a.Stop();
@@ -415,7 +417,8 @@ struct RevocationOutcome {
 RevocationOutcome RevokeWithRecordsInFlight(KafkaTestBed& bed, TempDir& dir,
                                             ConsumerHooks hooks) {
   RevocationOutcome out;
-  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 330, 0, 8);
+  const ProducedStream stream =
+      MakeStream(bed.topic, kConsumerPartitions, 330, 0, 8);
   const std::vector<OutgoingRecord> last_30 = ProduceFirst(bed, stream, 300);
   auto engine_a = Engine::Open(dir.Sub("a"), Options());
   auto engine_b = Engine::Open(dir.Sub("b"), Options());
@@ -480,7 +483,8 @@ TEST_F(KafkaConsumerTest, DroppingTheInFlightBatchOnRevocationIsCaught) {
 // sum of all their records' amounts.
 std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
                                 bool move_state) {
-  const ProducedStream stream = MakeStream(bed.topic, kPartitions, 600, 0, 7);
+  const ProducedStream stream =
+      MakeStream(bed.topic, kConsumerPartitions, 600, 0, 7);
   std::map<int, int64_t> expected;
   for (const OutgoingRecord& r : stream.records) {
     expected[r.partition] += std::stoll(r.value);
@@ -501,7 +505,7 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
                 }).ok());
   }
   if (move_state) {
-    for (int p = 0; p < kPartitions; ++p) {
+    for (int p = 0; p < kConsumerPartitions; ++p) {
       auto snapshot = (*engine_a)->ExportPartition(bed.topic, p);
       EXPECT_TRUE(snapshot.ok()) << snapshot.status();
       if (!snapshot.ok()) return {-1};
@@ -516,7 +520,7 @@ std::vector<int> MovePartitions(KafkaTestBed& bed, TempDir& dir,
                 return EngineReached(**engine_b, bed.topic, 199);
               }).ok());
   std::vector<int> wrong;
-  for (int p = 0; p < kPartitions; ++p) {
+  for (int p = 0; p < kConsumerPartitions; ++p) {
     auto total =
         (*engine_b)->GetState(PartitionStatePrefix(bed.topic, p) + "total");
     EXPECT_TRUE(total.ok());
@@ -535,7 +539,7 @@ TEST_F(KafkaConsumerTest, MovingAPartitionsStateKeepsItsTotalsExact) {
 // Without its state, the new owner's totals miss the old owner's records.
 TEST_F(KafkaConsumerTest, MovingAPartitionWithoutItsStateLosesItsTotals) {
   EXPECT_THAT(MovePartitions(bed_, dir_, /*move_state=*/false),
-              SizeIs(kPartitions));
+              SizeIs(kConsumerPartitions));
 }
 
 // ---- Poison records ----
@@ -549,7 +553,7 @@ absl::Status ApplyUnlessPoison(const Record& record, Txn& txn) {
 // 30 records, round-robin over the partitions; record 10 (partition 1,
 // offset 3) is poison. Returns the poison record's ID.
 std::string ProducePoison(KafkaTestBed& bed, std::set<std::string>* good) {
-  ProducedStream stream = MakeStream(bed.topic, kPartitions, 30, 0, 6);
+  ProducedStream stream = MakeStream(bed.topic, kConsumerPartitions, 30, 0, 6);
   stream.records[10].value = "poison";
   const std::string poison_id = stream.records[10].key;
   stream.unique_ids.erase(poison_id);

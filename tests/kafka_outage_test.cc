@@ -41,12 +41,15 @@ using ::testing::IsEmpty;
 constexpr absl::Duration kOutage = absl::Seconds(60);
 
 // Runs `consumer` with `handler` on a thread of its own until stopped, and
-// keeps Run's result.
+// keeps Run's result. Owns the handler: a Handler (absl::FunctionRef) kept
+// past the constructor's call would refer to a destroyed lambda, which a
+// lambda without captures survives and one with captures does not.
 class RunThread {
  public:
-  RunThread(Consumer& consumer, Handler handler)
-      : consumer_(consumer), thread_([this, handler] {
-          result_ = consumer_.Run(handler);
+  RunThread(Consumer& consumer,
+            std::function<absl::Status(const Record&, Txn&)> handler)
+      : consumer_(consumer), handler_(std::move(handler)), thread_([this] {
+          result_ = consumer_.Run(handler_);
           returned_.store(true);
         }) {}
   ~RunThread() { Stop().IgnoreError(); }
@@ -60,6 +63,7 @@ class RunThread {
 
  private:
   Consumer& consumer_;
+  const std::function<absl::Status(const Record&, Txn&)> handler_;
   absl::Status result_;
   std::atomic<bool> returned_{false};
   std::thread thread_;  // last: starts once the rest exists
@@ -75,23 +79,50 @@ bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
   return true;
 }
 
-// Takes every broker down for kOutage, then brings them back.
-void Outage(MockCluster& cluster) {
+// Holds a stream's handler calls from the `first_held`-th on (counting
+// from 0) until the brokers are down, so that the batch holding that call
+// commits, and publishes, during the outage however fast or slow the
+// machine is (a timing guess lost that race on a loaded machine: the
+// batches published before the brokers went down, and no failure was seen).
+class OutageGate {
+ public:
+  explicit OutageGate(int first_held) : first_held_(first_held) {}
+  // Called by the handler before each record. Waits at most two outages.
+  void Pass() {
+    if (calls_.fetch_add(1) < first_held_) return;
+    WaitFor([this] { return down_.load(); }, 2 * kOutage);
+  }
+  // Whether a call is held (the stream reached the gate).
+  bool Reached() const { return calls_.load() > first_held_; }
+  void BrokersDown() { down_.store(true); }
+
+ private:
+  const int first_held_;
+  std::atomic<int> calls_{0};
+  std::atomic<bool> down_{false};
+};
+
+// Once a handler call waits at `gate`, takes every broker down for kOutage,
+// opens the gate, then brings the brokers back.
+void Outage(MockCluster& cluster, OutageGate& gate) {
+  ASSERT_TRUE(WaitFor([&] { return gate.Reached(); }, absl::Seconds(60)));
   ASSERT_TRUE(cluster.SetBrokerDown(-1, true).ok());
+  gate.BrokersDown();
   absl::SleepFor(kOutage);
   ASSERT_TRUE(cluster.SetBrokerDown(-1, false).ok());
 }
 
-constexpr int kPartitions = 3;
-constexpr char kDownstream[] = "orders.out";
+constexpr int kOutagePartitions = 3;
+constexpr char kOutageDownstream[] = "orders.out";
 
 TEST(KafkaOutageTest, BrokerDownPlainConsumerRidesItOut) {
   test::KafkaTestBed bed;
-  ASSERT_NO_FATAL_FAILURE(test::StartKafka("orders", kPartitions, bed));
-  ASSERT_TRUE(bed.cluster->CreateTopic(kDownstream, kPartitions).ok());
+  ASSERT_NO_FATAL_FAILURE(test::StartKafka("orders", kOutagePartitions, bed));
+  ASSERT_TRUE(
+      bed.cluster->CreateTopic(kOutageDownstream, kOutagePartitions).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(bed.cluster->SetBrokerDown(7, true)));
-  const test::ProducedStream stream =
-      test::MakeStream(bed.topic, kPartitions, 300, /*duplicate_every=*/10, 9);
+  const test::ProducedStream stream = test::MakeStream(
+      bed.topic, kOutagePartitions, 300, /*duplicate_every=*/10, 9);
   const std::vector<OutgoingRecord> first(stream.records.begin(),
                                           stream.records.begin() + 150);
   const std::vector<OutgoingRecord> second(stream.records.begin() + 150,
@@ -104,15 +135,16 @@ TEST(KafkaOutageTest, BrokerDownPlainConsumerRidesItOut) {
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   auto handled = [&] {
-    return test::CommittedRecords(*engine, bed.topic, kPartitions);
+    return test::CommittedRecords(*engine, bed.topic, kOutagePartitions);
   };
   {
-    RunThread run(**consumer, [](const Record& record, Txn& txn) {
+    OutageGate gate(/*first_held=*/60);
+    RunThread run(**consumer, [&gate](const Record& record, Txn& txn) {
+      gate.Pass();
       absl::SleepFor(absl::Milliseconds(2));
-      return test::ApplyAndForward(record, txn, kDownstream);
+      return test::ApplyAndForward(record, txn, kOutageDownstream);
     });
-    ASSERT_TRUE(WaitFor([&] { return handled() >= 60; }, absl::Seconds(60)));
-    ASSERT_NO_FATAL_FAILURE(Outage(*bed.cluster));
+    ASSERT_NO_FATAL_FAILURE(Outage(*bed.cluster, gate));
     ASSERT_TRUE(bed.producer->Produce(second).ok());
     EXPECT_TRUE(WaitFor([&] { return handled() >= 300; }, absl::Seconds(120)))
         << handled() << " of 300 handled";
@@ -146,15 +178,13 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
   auto consumer = Consumer::Create(a.get(), MemberOptions(&a_reports));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   {
-    // 20 ms a record: the 80 records left once 40 are handled take 1.6 s,
-    // so the consumer is still publishing batches when the brokers go down
-    // (at 2 ms a loaded machine could finish them all before).
-    RunThread run(**consumer, [](const Record& record, Txn& txn) {
-      absl::SleepFor(absl::Milliseconds(20));
+    OutageGate gate(/*first_held=*/40);
+    RunThread run(**consumer, [&gate](const Record& record, Txn& txn) {
+      gate.Pass();
+      absl::SleepFor(absl::Milliseconds(2));
       return test::ApplyInPartition(record, txn);
     });
-    ASSERT_TRUE(WaitFor([&] { return Handled(*a) >= 40; }, absl::Seconds(60)));
-    ASSERT_NO_FATAL_FAILURE(Outage(*bed_.cluster));
+    ASSERT_NO_FATAL_FAILURE(Outage(*bed_.cluster, gate));
     test::Stream second = test::MakeStream("second", 60);
     Produce(second);
     Append(all, second);
@@ -213,7 +243,7 @@ TEST_F(KafkaOutageChangelogTest,
   EXPECT_GE(stats.restore_steps, 1)
       << "every check was done in the rebalance callback: none failed";
   EXPECT_GE(stats.kafka_errors, 1);
-  EXPECT_EQ(reports.size(), size_t{kPartitions});
+  EXPECT_EQ(reports.size(), size_t{kOutagePartitions});
   ASSERT_TRUE((*consumer)->Close().ok());
   ExpectExact(*a, all);
 }

@@ -53,8 +53,8 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-constexpr int kPartitions = 3;
-constexpr char kDownstream[] = "ledger-entries";
+constexpr int kOutboxPartitions = 3;
+constexpr char kOutboxDownstream[] = "ledger-entries";
 
 // One record as read back from a topic, with the headers that matter here.
 struct ReadBack {
@@ -67,13 +67,14 @@ struct ReadBack {
 class KafkaOutboxTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StartKafka("orders", kPartitions, bed_);
+    StartKafka("orders", kOutboxPartitions, bed_);
     ASSERT_NE(bed_.cluster, nullptr);
-    ASSERT_TRUE(bed_.cluster->CreateTopic(kDownstream, kPartitions).ok());
+    ASSERT_TRUE(
+        bed_.cluster->CreateTopic(kOutboxDownstream, kOutboxPartitions).ok());
   }
 
   // Commits messages "m0".."m<count-1>" with value "<i>", each emitting its
-  // value to kDownstream keyed "k<i>" with header trace=<i>.
+  // value to kOutboxDownstream keyed "k<i>" with header trace=<i>.
   void CommitEmits(Engine& engine, int count) {
     for (int i = 0; i < count; ++i) {
       const std::string id = absl::StrCat("m", i);
@@ -83,7 +84,7 @@ class KafkaOutboxTest : public ::testing::Test {
           engine.Process(m, [&](const Message&, Txn& txn) {
             const std::string n = absl::StrCat(i);
             const Txn::Header headers[] = {{"trace", n}};
-            txn.EmitWithHeaders(kDownstream, "k" + n, n, headers);
+            txn.EmitWithHeaders(kOutboxDownstream, "k" + n, n, headers);
             return absl::OkStatus();
           });
       ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << i;
@@ -146,7 +147,7 @@ TEST_F(KafkaOutboxTest, RelayPublishesKeysValuesAndMessageIdHeaderThenAcks) {
   EXPECT_THAT(*left, IsEmpty());
   EXPECT_EQ((*relay)->stats().published, 5);
 
-  std::vector<ReadBack> records = ReadTopic(kDownstream, 5, "reader");
+  std::vector<ReadBack> records = ReadTopic(kOutboxDownstream, 5, "reader");
   ASSERT_THAT(records, SizeIs(5));
   std::set<std::string> seen;
   for (const ReadBack& r : records) {
@@ -173,10 +174,10 @@ TEST_F(KafkaOutboxTest, RelayPublishesToTheEntrysPartitionAndTombstones) {
   Message m;
   m.id = "m";
   absl::StatusOr<Result> r = engine->Process(m, [](const Message&, Txn& txn) {
-    txn.EmitWithOptions(kDownstream, "a", "x", {.partition = 2});
-    txn.EmitWithOptions(kDownstream, "b", "",
+    txn.EmitWithOptions(kOutboxDownstream, "a", "x", {.partition = 2});
+    txn.EmitWithOptions(kOutboxDownstream, "b", "",
                         {.partition = 1, .tombstone = true});
-    txn.EmitWithOptions(kDownstream, "c", "", {.partition = 1});
+    txn.EmitWithOptions(kOutboxDownstream, "c", "", {.partition = 1});
     return absl::OkStatus();
   });
   ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed);
@@ -189,9 +190,10 @@ TEST_F(KafkaOutboxTest, RelayPublishesToTheEntrysPartitionAndTombstones) {
   ASSERT_TRUE(reader.ok()) << reader.status();
   // (partition, key, tombstone, value) of every record, partition by partition.
   std::vector<std::tuple<int32_t, std::string, bool, std::string>> read;
-  for (int32_t p = 0; p < kPartitions; ++p) {
+  for (int32_t p = 0; p < kOutboxPartitions; ++p) {
     absl::Status s = (*reader)->Read(
-        kDownstream, p, 0, absl::Seconds(10), [&](const kafka::LogRecord& l) {
+        kOutboxDownstream, p, 0, absl::Seconds(10),
+        [&](const kafka::LogRecord& l) {
           read.emplace_back(p, std::string(l.record.key), l.tombstone,
                             std::string(l.record.value));
           return absl::OkStatus();
@@ -201,8 +203,8 @@ TEST_F(KafkaOutboxTest, RelayPublishesToTheEntrysPartitionAndTombstones) {
   using T = std::tuple<int32_t, std::string, bool, std::string>;
   EXPECT_THAT(read, ElementsAre(T(1, "b", true, ""), T(1, "c", false, ""),
                                 T(2, "a", false, "x")));
-  EXPECT_EQ(*(*reader)->PartitionCount(kDownstream, absl::Seconds(10)),
-            kPartitions);
+  EXPECT_EQ(*(*reader)->PartitionCount(kOutboxDownstream, absl::Seconds(10)),
+            kOutboxPartitions);
 }
 
 // OutboxRelayOptions::skip acknowledges entries without publishing them
@@ -215,11 +217,11 @@ TEST_F(KafkaOutboxTest, RelaySkipsEntriesAndPublishesSomeDestinationsFirst) {
   m.id = "m";
   absl::StatusOr<Result> r = engine->Process(m, [](const Message&, Txn& txn) {
     for (int i = 0; i < 3; ++i) {
-      txn.EmitWithOptions(kDownstream, absl::StrCat("late-", i), "v",
+      txn.EmitWithOptions(kOutboxDownstream, absl::StrCat("late-", i), "v",
                           {.partition = 0});
       txn.EmitWithOptions("early", absl::StrCat("early-", i), "v",
                           {.partition = 0});
-      txn.EmitWithOptions(kDownstream, absl::StrCat("skip-", i), "v",
+      txn.EmitWithOptions(kOutboxDownstream, absl::StrCat("skip-", i), "v",
                           {.partition = 0});
     }
     return absl::OkStatus();
@@ -245,7 +247,7 @@ TEST_F(KafkaOutboxTest, RelaySkipsEntriesAndPublishesSomeDestinationsFirst) {
       bed_.cluster->bootstrap_servers(), {{"log_level", "3"}});
   ASSERT_TRUE(reader.ok()) << reader.status();
   std::vector<std::string> keys;
-  for (const char* topic : {"early", kDownstream}) {
+  for (const char* topic : {"early", kOutboxDownstream}) {
     ASSERT_TRUE((*reader)
                     ->Read(topic, 0, 0, absl::Seconds(10),
                            [&](const kafka::LogRecord& l) {
@@ -313,7 +315,7 @@ std::vector<std::string> StopRelayBetweenPublishAndAck(
   EXPECT_TRUE(downstream.ok()) << downstream.status();
   if (!downstream.ok()) return {"no downstream engine"};
   ConsumerOptions consumer_options = TestConsumerOptions(bed, "downstream");
-  consumer_options.topics = {kDownstream};
+  consumer_options.topics = {kOutboxDownstream};
   auto consumer = Consumer::Create(downstream->get(), consumer_options);
   EXPECT_TRUE(consumer.ok()) << consumer.status();
   if (!consumer.ok()) return {"no downstream consumer"};
@@ -580,26 +582,26 @@ TEST_F(KafkaOutboxTest, DeadLetterCommitsWithTheOffsetAndIsPublishedOnce) {
 
 // A two-stage pipeline: stage one (a separate process, SIGKILLed twice in
 // mid-stream, then finished in this process) applies orders and forwards each
-// to kDownstream through the outbox; stage two applies what arrives there.
-// Every order's effect and every forwarded entry's effect happen exactly
+// to kOutboxDownstream through the outbox; stage two applies what arrives
+// there. Every order's effect and every forwarded entry's effect happen exactly
 // once.
 TEST_F(KafkaOutboxTest, PipelineWithAKilledStageAppliesEverythingOnce) {
   constexpr int kCount = 450;
   const test::ProducedStream stream =
-      test::MakeStream(bed_.topic, kPartitions, kCount, 10, 7);
+      test::MakeStream(bed_.topic, kOutboxPartitions, kCount, 10, 7);
   ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
   const std::string store = dir_.Sub("stage1");
   {
     ASSERT_OPEN(create, store, Options());  // so read-only opens work
   }
   auto committed = [&] {
-    return test::CommittedRecords(store, bed_.topic, kPartitions);
+    return test::CommittedRecords(store, bed_.topic, kOutboxPartitions);
   };
   for (int round = 1; round <= 2; ++round) {
     const int64_t before = committed();
     absl::StatusOr<pid_t> child = test::SpawnKafkaChild(
         IDEM_KAFKA_CHILD, {bed_.cluster->bootstrap_servers(), bed_.topic,
-                           "stage1", store, kDownstream});
+                           "stage1", store, kOutboxDownstream});
     ASSERT_TRUE(child.ok()) << child.status();
     const pid_t pid = *child;
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -621,7 +623,7 @@ TEST_F(KafkaOutboxTest, PipelineWithAKilledStageAppliesEverythingOnce) {
   absl::Status s = PollUntil(
       **consumer1,
       [](const Record& r, Txn& txn) {
-        return test::ApplyAndForward(r, txn, kDownstream);
+        return test::ApplyAndForward(r, txn, kOutboxDownstream);
       },
       [&] {
         auto left = stage1->ReadOutbox(1);
@@ -638,7 +640,7 @@ TEST_F(KafkaOutboxTest, PipelineWithAKilledStageAppliesEverythingOnce) {
   }
   ASSERT_OPEN(stage2, dir_.Sub("stage2"), Options());
   ConsumerOptions options2 = TestConsumerOptions(bed_, "stage2");
-  options2.topics = {kDownstream};
+  options2.topics = {kOutboxDownstream};
   auto consumer2 = Consumer::Create(stage2.get(), options2);
   ASSERT_TRUE(consumer2.ok()) << consumer2.status();
   s = PollUntil(**consumer2, ApplyRecord, [&] {

@@ -22,17 +22,19 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr char kChangelog[] = "orders-state";
+constexpr char kCheckedChangelog[] = "orders-state";
 constexpr char kDedupe[] = "orders-state.dedupe";
 
-TopicNeeds ChangelogNeeds() { return {kChangelog, /*compacted=*/true, {}}; }
+TopicNeeds ChangelogNeeds() {
+  return {kCheckedChangelog, /*compacted=*/true, {}};
+}
 TopicNeeds DedupeNeeds(absl::Duration retention) {
   return {kDedupe, /*compacted=*/false, retention};
 }
 
 TEST(TopicCheckRulesTest, CompactedChangelogTopicIsAccepted) {
   test::FakeTopicConfigs configs;
-  configs.Set(kChangelog, "cleanup.policy", "compact");
+  configs.Set(kCheckedChangelog, "cleanup.policy", "compact");
   absl::StatusOr<TopicConfigReport> report =
       EnsureTopicConfig(configs, ChangelogNeeds());
   ASSERT_TRUE(report.ok()) << report.status();
@@ -44,13 +46,13 @@ TEST(TopicCheckRulesTest, CompactedChangelogTopicIsAccepted) {
 TEST(TopicCheckRulesTest, DeletingChangelogTopicIsRefusedNamingTheSetting) {
   for (const char* policy : {"delete", "compact,delete", "delete, compact"}) {
     test::FakeTopicConfigs configs;
-    configs.Set(kChangelog, "cleanup.policy", policy);
+    configs.Set(kCheckedChangelog, "cleanup.policy", policy);
     absl::StatusOr<TopicConfigReport> report =
         EnsureTopicConfig(configs, ChangelogNeeds());
     EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition)
         << policy << ": " << report.status();
     EXPECT_THAT(report.status().message(),
-                AllOf(HasSubstr(kChangelog), HasSubstr("cleanup.policy"),
+                AllOf(HasSubstr(kCheckedChangelog), HasSubstr("cleanup.policy"),
                       HasSubstr(policy), HasSubstr("\"compact\"")));
     EXPECT_EQ(configs.replaces(), 0) << "the policy is never changed";
   }

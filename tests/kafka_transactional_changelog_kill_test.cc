@@ -67,7 +67,7 @@ using ::testing::Not;
 // New input messages per cycle: with the child's batches of 25, at least
 // two relay rounds that publish, so a kill point in the first or second
 // round is always reached.
-constexpr int kPerCycle = 40;
+constexpr int kChangelogKillPerCycle = 40;
 
 // What a run left behind.
 struct ChangelogMemberRun {
@@ -124,10 +124,11 @@ class KafkaTransactionalChangelogKillTest : public test::ChangelogTestBase {
     return run;
   }
 
-  // Produces cycle `cycle`'s input: kPerCycle new messages, each 10th with
-  // a producer duplicate.
+  // Produces cycle `cycle`'s input: kChangelogKillPerCycle new messages, each
+  // 10th with a producer duplicate.
   void ProduceCycle(int cycle) {
-    Stream fresh = test::MakeStream(absl::StrCat("c", cycle), kPerCycle);
+    Stream fresh =
+        test::MakeStream(absl::StrCat("c", cycle), kChangelogKillPerCycle);
     Produce(fresh);
     Append(all_, fresh);
   }

@@ -62,15 +62,15 @@ using ::idem::test::KafkaTestBed;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-constexpr int kPartitions = 3;
+constexpr int kMemberKillPartitions = 3;
 constexpr char kInput[] = "orders";
-constexpr char kDownstream[] = "ledger-entries";
-constexpr char kProgress[] = "idem.relay.progress";
+constexpr char kMemberKillDownstream[] = "ledger-entries";
+constexpr char kMemberKillProgress[] = "idem.relay.progress";
 constexpr char kGroup[] = "members";
 // New input records per cycle: with the child's batches of 25, at least two
 // relay rounds that publish, so a kill point in the first or second round
 // is always reached.
-constexpr int kPerCycle = 40;
+constexpr int kMemberKillPerCycle = 40;
 // Every this many records of a cycle are produced again in the next (a
 // producer's retries, on their partition).
 constexpr int kRetryEvery = 8;
@@ -92,9 +92,12 @@ struct MemberRun {
 class KafkaTransactionalMemberKillTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(test::StartKafka(kInput, kPartitions, bed_));
-    ASSERT_TRUE(bed_.cluster->CreateTopic(kDownstream, kPartitions).ok());
-    ASSERT_TRUE(bed_.cluster->CreateTopic(kProgress, 1).ok());
+    ASSERT_NO_FATAL_FAILURE(
+        test::StartKafka(kInput, kMemberKillPartitions, bed_));
+    ASSERT_TRUE(
+        bed_.cluster->CreateTopic(kMemberKillDownstream, kMemberKillPartitions)
+            .ok());
+    ASSERT_TRUE(bed_.cluster->CreateTopic(kMemberKillProgress, 1).ok());
   }
 
   // Kills the member `kill_count` times, at `steps` in turn, each in its
@@ -115,19 +118,20 @@ class KafkaTransactionalMemberKillTest : public ::testing::Test {
     ProduceCycle(kill_count);
     run.effect_errors = FinishInProcess(ignore_progress);
     const std::string brokers = bed_.cluster->bootstrap_servers();
-    run.committed = test::MessageIdCounts(brokers, kDownstream);
-    run.uncommitted =
-        test::MessageIdCounts(brokers, kDownstream, "read_uncommitted");
+    run.committed = test::MessageIdCounts(brokers, kMemberKillDownstream);
+    run.uncommitted = test::MessageIdCounts(brokers, kMemberKillDownstream,
+                                            "read_uncommitted");
     for (const std::string& id : ids_)
       run.outputs.insert(test::FirstEmitId(id));
     return run;
   }
 
-  // Produces cycle `cycle`'s input: kPerCycle new records and the previous
-  // cycle's every kRetryEvery-th record again.
+  // Produces cycle `cycle`'s input: kMemberKillPerCycle new records and the
+  // previous cycle's every kRetryEvery-th record again.
   void ProduceCycle(int cycle) {
-    test::ProducedStream fresh = test::MakeStream(
-        kInput, kPartitions, kPerCycle, /*duplicate_every=*/0, 1 + cycle);
+    test::ProducedStream fresh =
+        test::MakeStream(kInput, kMemberKillPartitions, kMemberKillPerCycle,
+                         /*duplicate_every=*/0, 1 + cycle);
     std::vector<OutgoingRecord> records;
     for (size_t i = 0; i < retried_.size(); i += kRetryEvery) {
       records.push_back(retried_[i]);
@@ -149,7 +153,7 @@ class KafkaTransactionalMemberKillTest : public ::testing::Test {
                                      kInput,
                                      kGroup,
                                      store_,
-                                     kDownstream,
+                                     kMemberKillDownstream,
                                      "--transactional",
                                      absl::StrCat("--die_at=", point)};
     if (ignore_progress) args.push_back("--ignore_progress");
@@ -178,11 +182,11 @@ class KafkaTransactionalMemberKillTest : public ::testing::Test {
     absl::Status s = test::PollUntil(
         **member,
         [](const kafka::Record& r, Txn& txn) {
-          return test::ApplyAndForward(r, txn, kDownstream);
+          return test::ApplyAndForward(r, txn, kMemberKillDownstream);
         },
         [&] {
-          return test::CommittedRecords(**engine, kInput, kPartitions) >=
-                     produced_ &&
+          return test::CommittedRecords(**engine, kInput,
+                                        kMemberKillPartitions) >= produced_ &&
                  (*engine)->ReadOutbox(1)->empty();
         });
     EXPECT_TRUE(s.ok()) << s;

@@ -56,9 +56,9 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
-constexpr int kPartitions = 3;
-constexpr char kDownstream[] = "ledger-entries";
-constexpr char kProgress[] = "idem.relay.progress";
+constexpr int kRelayPartitions = 3;
+constexpr char kRelayDownstream[] = "ledger-entries";
+constexpr char kRelayProgress[] = "idem.relay.progress";
 // Kafka protocol: API keys and error codes the tests inject.
 constexpr int16_t kEndTxn = 26;
 constexpr int16_t kTxnOffsetCommit = 28;
@@ -68,21 +68,22 @@ constexpr int32_t kIllegalGeneration = 22;
 class KafkaTransactionalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    StartKafka("orders", kPartitions, bed_);
+    StartKafka("orders", kRelayPartitions, bed_);
     ASSERT_NE(bed_.cluster, nullptr);
-    ASSERT_TRUE(bed_.cluster->CreateTopic(kDownstream, kPartitions).ok());
-    ASSERT_TRUE(bed_.cluster->CreateTopic(kProgress, 1).ok());
+    ASSERT_TRUE(
+        bed_.cluster->CreateTopic(kRelayDownstream, kRelayPartitions).ok());
+    ASSERT_TRUE(bed_.cluster->CreateTopic(kRelayProgress, 1).ok());
   }
 
   // Commits messages "m<first>".."m<count-1>", each emitting one record to
-  // kDownstream.
+  // kRelayDownstream.
   static void CommitEmits(Engine& engine, int count, int first = 0) {
     for (int i = first; i < count; ++i) {
       Message m;
       m.id = absl::StrCat("m", i);
       absl::StatusOr<Result> r =
           engine.Process(m, [&](const Message&, Txn& txn) {
-            txn.Emit(kDownstream, absl::StrCat("k", i), absl::StrCat(i));
+            txn.Emit(kRelayDownstream, absl::StrCat("k", i), absl::StrCat(i));
             return absl::OkStatus();
           });
       ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << i;
@@ -135,18 +136,18 @@ TEST_F(KafkaTransactionalTest,
   EXPECT_EQ(drained->acknowledged, 25);
   EXPECT_EQ(drained->already_published, 0);
   EXPECT_EQ((*relay)->stats().transactions, 3);  // rounds of 10
-  std::map<std::string, int> counts = IdCounts(kDownstream);
+  std::map<std::string, int> counts = IdCounts(kRelayDownstream);
   EXPECT_THAT(counts, SizeIs(25));
   EXPECT_THAT(test::NotOnce(counts), IsEmpty());
   // The progress topic holds each round's last position.
   absl::StatusOr<uint64_t> progress = kafka::ReadRelayProgress(
-      bed_.cluster->bootstrap_servers(), {{"log_level", "3"}}, kProgress,
+      bed_.cluster->bootstrap_servers(), {{"log_level", "3"}}, kRelayProgress,
       "relay-1", absl::Seconds(10));
   ASSERT_TRUE(progress.ok()) << progress.status();
   EXPECT_EQ(*progress, 25u);
   // Another relay's progress is its own.
   progress = kafka::ReadRelayProgress(bed_.cluster->bootstrap_servers(),
-                                      {{"log_level", "3"}}, kProgress,
+                                      {{"log_level", "3"}}, kRelayProgress,
                                       "relay-2", absl::Seconds(10));
   ASSERT_TRUE(progress.ok());
   EXPECT_EQ(*progress, 0u);
@@ -168,7 +169,7 @@ TEST_F(KafkaTransactionalTest,
   EXPECT_EQ(drained->already_published, 8);
   EXPECT_EQ(drained->published, 4);
   EXPECT_EQ(drained->skipped, 0);
-  std::map<std::string, int> counts = IdCounts(kDownstream);
+  std::map<std::string, int> counts = IdCounts(kRelayDownstream);
   EXPECT_THAT(counts, SizeIs(12));
   EXPECT_THAT(test::NotOnce(counts), IsEmpty());
 }
@@ -186,7 +187,7 @@ TEST_F(KafkaTransactionalTest,
       kafka::CreateOutboxRelayWithHooks(engine.get(), RelayOptions(), broken);
   ASSERT_TRUE(relay.ok()) << relay.status();
   ASSERT_TRUE((*relay)->Drain().ok());
-  EXPECT_THAT(test::NotOnce(IdCounts(kDownstream)), SizeIs(8));
+  EXPECT_THAT(test::NotOnce(IdCounts(kRelayDownstream)), SizeIs(8));
 }
 
 TEST_F(KafkaTransactionalTest, TransactionalRelayChecksItsOptionsAndTopic) {
@@ -268,7 +269,7 @@ TEST_F(KafkaTransactionalTest, TransactionalRelayFencedProducerIsCreatedAgain) {
   // the entries again; the mock aborts nothing, so the new producer reads
   // the fenced transaction's progress and acknowledges them as published.
   EXPECT_EQ(drained->published + drained->already_published, 5);
-  EXPECT_THAT(IdCounts(kDownstream), SizeIs(5));
+  EXPECT_THAT(IdCounts(kRelayDownstream), SizeIs(5));
 }
 
 // A relay process killed at random points of its rounds (before a
@@ -317,7 +318,7 @@ class KafkaTransactionalKillTest : public KafkaTransactionalTest {
       if (kills >= kill_count) break;
     }
     EXPECT_GE(kills, kill_count);
-    std::map<std::string, int> counts = IdCounts(kDownstream);
+    std::map<std::string, int> counts = IdCounts(kRelayDownstream);
     EXPECT_THAT(counts, SizeIs(kEntries));
     return test::NotOnce(counts);
   }
@@ -350,7 +351,7 @@ class KafkaTransactionalConsumerTest : public KafkaTransactionalTest {
 
 TEST_F(KafkaTransactionalConsumerTest,
        TransactionalOutputConsumerPublishesEachOutputOnce) {
-  test::ProducedStream stream = test::MakeStream("orders", kPartitions, 60,
+  test::ProducedStream stream = test::MakeStream("orders", kRelayPartitions, 60,
                                                  /*duplicate_every=*/7, 1);
   ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
   ASSERT_OPEN(engine, dir_.Sub("store"), ::idem::Options());
@@ -359,14 +360,14 @@ TEST_F(KafkaTransactionalConsumerTest,
   absl::Status s = test::PollUntil(
       **consumer,
       [](const Record& r, Txn& txn) {
-        return test::ApplyAndForward(r, txn, kDownstream);
+        return test::ApplyAndForward(r, txn, kRelayDownstream);
       },
       [&] {
         return test::AppliedCounts(*engine).size() >= stream.unique_ids.size();
       });
   ASSERT_TRUE(s.ok()) << s;
   ASSERT_TRUE((*consumer)->Close().ok());
-  std::map<std::string, int> counts = IdCounts(kDownstream);
+  std::map<std::string, int> counts = IdCounts(kRelayDownstream);
   EXPECT_THAT(counts, SizeIs(stream.unique_ids.size()));
   EXPECT_THAT(test::NotOnce(counts), IsEmpty());
   // The member's transactional.id is the store's: a second consumer on the
@@ -387,10 +388,10 @@ TEST_F(KafkaTransactionalConsumerTest,
 // against the changelog again, and goes on: its totals stay exact.
 TEST_F(KafkaTransactionalConsumerTest,
        TransactionalOutputFencedMemberDropsItsPendingOutputs) {
-  ASSERT_TRUE(bed_.cluster->CreateTopic("orders-state", kPartitions).ok());
+  ASSERT_TRUE(bed_.cluster->CreateTopic("orders-state", kRelayPartitions).ok());
   ASSERT_TRUE(
-      bed_.cluster->CreateTopic("orders-state.dedupe", kPartitions).ok());
-  test::ProducedStream first = test::MakeStream("orders", kPartitions, 30,
+      bed_.cluster->CreateTopic("orders-state.dedupe", kRelayPartitions).ok());
+  test::ProducedStream first = test::MakeStream("orders", kRelayPartitions, 30,
                                                 /*duplicate_every=*/0, 2);
   ASSERT_TRUE(bed_.producer->Produce(first.records).ok());
   ::idem::Options engine_options;
@@ -402,11 +403,12 @@ TEST_F(KafkaTransactionalConsumerTest,
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   auto forward = [](const Record& r, Txn& txn) {
     if (absl::Status s = test::ApplyInPartition(r, txn); !s.ok()) return s;
-    txn.Emit(kDownstream, r.key, r.value);
+    txn.Emit(kRelayDownstream, r.key, r.value);
     return absl::OkStatus();
   };
   auto applied = [&] {
-    return test::PartitionAppliedCounts(*engine, "orders", kPartitions).size();
+    return test::PartitionAppliedCounts(*engine, "orders", kRelayPartitions)
+        .size();
   };
   ASSERT_TRUE(test::PollUntil(**consumer, forward, [&] {
                 return applied() >= 30;
@@ -415,7 +417,7 @@ TEST_F(KafkaTransactionalConsumerTest,
   ASSERT_TRUE(
       bed_.cluster->FailNextRequests(kTxnOffsetCommit, {kIllegalGeneration})
           .ok());
-  test::ProducedStream second = test::MakeStream("orders", kPartitions, 30,
+  test::ProducedStream second = test::MakeStream("orders", kRelayPartitions, 30,
                                                  /*duplicate_every=*/0, 3);
   ASSERT_TRUE(bed_.producer->Produce(second.records).ok());
   // PollBatch reports the refused transaction as kUnavailable (what Run
@@ -432,19 +434,19 @@ TEST_F(KafkaTransactionalConsumerTest,
   const kafka::ConsumerStats stats = (*consumer)->stats();
   EXPECT_GE(stats.membership_lost, 1);
   EXPECT_GT(stats.outbox_dropped, 0);
-  EXPECT_THAT(test::EffectErrors(
-                  [&] {
-                    std::set<std::string> ids = first.unique_ids;
-                    ids.insert(second.unique_ids.begin(),
-                               second.unique_ids.end());
-                    return ids;
-                  }(),
-                  test::PartitionAppliedCounts(*engine, "orders", kPartitions)),
-              IsEmpty());
+  EXPECT_THAT(
+      test::EffectErrors(
+          [&] {
+            std::set<std::string> ids = first.unique_ids;
+            ids.insert(second.unique_ids.begin(), second.unique_ids.end());
+            return ids;
+          }(),
+          test::PartitionAppliedCounts(*engine, "orders", kRelayPartitions)),
+      IsEmpty());
   ASSERT_TRUE((*consumer)->Close().ok());
   // Every output reached the topic (at least once: the mock also shows the
   // refused transaction's records, which a broker would have aborted).
-  EXPECT_THAT(IdCounts(kDownstream), SizeIs(60));
+  EXPECT_THAT(IdCounts(kRelayDownstream), SizeIs(60));
 }
 
 }  // namespace

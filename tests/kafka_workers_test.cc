@@ -47,17 +47,17 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
 
-constexpr int kPartitions = 4;
+constexpr int kWorkersPartitions = 4;
 
 // The sum of each partition's committed offset + 1 in `engine`.
 int64_t Committed(Engine& engine, const std::string& topic) {
-  return test::CommittedRecords(engine, topic, kPartitions);
+  return test::CommittedRecords(engine, topic, kWorkersPartitions);
 }
 
 class KafkaWorkersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kPartitions, bed_));
+    ASSERT_NO_FATAL_FAILURE(StartKafka("orders", kWorkersPartitions, bed_));
   }
 
   ConsumerOptions WorkerOptions(int workers, Ordering ordering) {
@@ -73,12 +73,12 @@ class KafkaWorkersTest : public ::testing::Test {
 };
 
 TEST_F(KafkaWorkersTest, ParallelPartitionsOverlapAndApplyEachMessageOnce) {
-  const ProducedStream stream =
-      MakeStream(bed_.topic, kPartitions, 400, /*duplicate_every=*/7, 11);
+  const ProducedStream stream = MakeStream(bed_.topic, kWorkersPartitions, 400,
+                                           /*duplicate_every=*/7, 11);
   ASSERT_TRUE(bed_.producer->Produce(stream.records).ok());
   ASSERT_OPEN(engine, dir_.Sub("store"), Options());
   auto consumer = Consumer::Create(
-      engine.get(), WorkerOptions(kPartitions, Ordering::kPartition));
+      engine.get(), WorkerOptions(kWorkersPartitions, Ordering::kPartition));
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   OverlapCounter overlap;
   absl::Status s = PollUntil(
@@ -236,8 +236,8 @@ std::vector<std::string> KillKeyOrderingWorkers(KafkaTestBed& bed, TempDir& dir,
   // ahead of the records committed; with 900 a fifth kill could find the
   // stream done.
   constexpr int kRecords = 2400;
-  const ProducedStream stream =
-      MakeStream(bed.topic, kPartitions, kRecords, /*duplicate_every=*/10, 5);
+  const ProducedStream stream = MakeStream(bed.topic, kWorkersPartitions,
+                                           kRecords, /*duplicate_every=*/10, 5);
   EXPECT_TRUE(bed.producer->Produce(stream.records).ok());
   const std::string store = dir.Sub("store");
   {
@@ -245,7 +245,7 @@ std::vector<std::string> KillKeyOrderingWorkers(KafkaTestBed& bed, TempDir& dir,
     EXPECT_TRUE(create.ok()) << create.status();
   }
   auto committed = [&] {
-    return test::CommittedRecords(store, bed.topic, kPartitions);
+    return test::CommittedRecords(store, bed.topic, kWorkersPartitions);
   };
   for (int round = 1; round <= kills; ++round) {
     const int64_t before = committed();
