@@ -1,11 +1,13 @@
 #include "bench/broker_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "examples/ledger.h"
+#include "util/temp_dir.h"
 
 namespace idem::bench {
 
@@ -90,6 +92,52 @@ void SetBrokerBenchItems(benchmark::State& state) {
 
 namespace {
 
+// idem's engine alone on the same payments, without a broker: a fresh store
+// under kSync, then Engine::ProcessBatch over batches of BenchBatch(state)
+// with the ledger's handler, each message carrying its payment's ID and
+// payload and a stream position (source "bench", offset its index) as a
+// broker consumer's do. What an idem consumer of any broker can reach on
+// this machine at most.
+void EngineOnlyLoop(benchmark::State& state) {
+  const std::vector<examples::LedgerMessage>& payments = BrokerBenchPayments();
+  const size_t batch = static_cast<size_t>(BenchBatch(state));
+  std::vector<Message> messages;
+  messages.reserve(batch);
+  for (auto _ : state) {
+    state.PauseTiming();
+    util::TempDir dir;
+    absl::StatusOr<std::unique_ptr<Engine>> engine =
+        OpenBenchStore(dir.Sub("db"), Durability::kSync);
+    if (!engine.ok()) {
+      state.SkipWithError(engine.status().ToString().c_str());
+      return;
+    }
+    state.ResumeTiming();
+    for (size_t first = 0; first < payments.size(); first += batch) {
+      messages.clear();
+      for (size_t i = first; i < std::min(first + batch, payments.size());
+           ++i) {
+        Message message;
+        message.id = payments[i].id;
+        message.payload = payments[i].payload;
+        message.source = "bench";
+        message.offset = static_cast<int64_t>(i);
+        messages.push_back(message);
+      }
+      absl::StatusOr<std::vector<Result>> results =
+          (*engine)->ProcessBatch(messages, examples::HandlePayment);
+      if (!results.ok()) {
+        state.SkipWithError(results.status().ToString().c_str());
+        return;
+      }
+    }
+    state.PauseTiming();
+    engine->reset();  // closing the store is not timed
+    state.ResumeTiming();
+  }
+  SetBrokerBenchItems(state);
+}
+
 void BrokerBenchRuns(benchmark::internal::Benchmark* b) {
   b->Arg(100)->Arg(500)->Arg(2000)->Iterations(3)->UseRealTime()->Unit(
       benchmark::kMillisecond);
@@ -112,6 +160,8 @@ int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {
   benchmark::RegisterBenchmark(
       "BM_PlainAckBatch",
       [plain](benchmark::State& state) { plain(state, false); })
+      ->Apply(BrokerBenchRuns);
+  benchmark::RegisterBenchmark("BM_EngineOnly", EngineOnlyLoop)
       ->Apply(BrokerBenchRuns);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -119,10 +119,12 @@ using IdemLoop = void (*)(benchmark::State& state, Durability durability);
 using PlainLoop = void (*)(benchmark::State& state, bool ack_each);
 
 // The benchmarks' main: registers, under the same names for every broker,
-// BM_Idem (kSync), BM_IdemBuffered (kBuffered), BM_PlainAckEach and
-// BM_PlainAckBatch, each with batch 100, 500 and 2000, three iterations,
-// wall time in milliseconds; then runs what the command line selects.
-// Returns the exit code.
+// BM_Idem (kSync), BM_IdemBuffered (kBuffered), BM_PlainAckEach,
+// BM_PlainAckBatch and BM_EngineOnly (the same payments straight to
+// Engine::ProcessBatch under kSync, no broker: the most an idem consumer
+// can reach), each with batch 100, 500 and 2000, three iterations, wall time
+// in milliseconds; then runs what the command line selects. Returns the exit
+// code.
 int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain);
 
 }  // namespace idem::bench

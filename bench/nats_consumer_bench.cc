@@ -17,6 +17,8 @@
 //                     map, natsMsg_Ack each message (explicit ack policy).
 //   BM_PlainAckBatch  the same on a consumer with AckPolicy All, acking the
 //                     last message of each fetch.
+//   BM_EngineOnly     the payments straight to Engine::ProcessBatch, no
+//                     server (bench/broker_bench.h).
 //
 // The plain loops keep nothing durable and deduplicate nothing: they are
 // the cost of consuming, not an equivalent. Reported: items_per_second

@@ -17,6 +17,8 @@
 //   BM_PlainAckEach   parse each payment, add it to an in-memory balance
 //                     map, basic.ack each message on its own.
 //   BM_PlainAckBatch  the same with one basic.ack (multiple) per batch.
+//   BM_EngineOnly     the payments straight to Engine::ProcessBatch, no
+//                     server (bench/broker_bench.h).
 //
 // A batch is what arrives within 100 ms of its first message, up to the
 // batch size (as the consumer's Receive). The plain loops keep nothing

@@ -18,6 +18,8 @@
 //                        map, XACK each entry on its own (one round trip per
 //                        message, as most applications do).
 //   BM_PlainAckBatch     the same with one XACK per batch.
+//   BM_EngineOnly        the payments straight to Engine::ProcessBatch, no
+//                        server (bench/broker_bench.h).
 //
 // The plain loops keep nothing durable and deduplicate nothing: they are
 // the cost of consuming, not an equivalent. Reported: items_per_second
