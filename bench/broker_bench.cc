@@ -138,12 +138,12 @@ void EngineOnlyLoop(benchmark::State& state) {
   SetBrokerBenchItems(state);
 }
 
+}  // namespace
+
 void BrokerBenchRuns(benchmark::internal::Benchmark* b) {
   b->Arg(100)->Arg(500)->Arg(2000)->Iterations(3)->UseRealTime()->Unit(
       benchmark::kMillisecond);
 }
-
-}  // namespace
 
 int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {
   benchmark::RegisterBenchmark("BM_Idem", [idem](benchmark::State& state) {

@@ -118,6 +118,10 @@ void SetBrokerBenchItems(benchmark::State& state);
 using IdemLoop = void (*)(benchmark::State& state, Durability durability);
 using PlainLoop = void (*)(benchmark::State& state, bool ack_each);
 
+// What every broker benchmark runs: batch 100, 500 and 2000, three
+// iterations each, wall time in milliseconds.
+void BrokerBenchRuns(benchmark::internal::Benchmark* b);
+
 // The benchmarks' main: registers, under the same names for every broker,
 // BM_Idem (kSync), BM_IdemBuffered (kBuffered), BM_PlainAckEach,
 // BM_PlainAckBatch and BM_EngineOnly (the same payments straight to

@@ -9,10 +9,14 @@
 //
 //   BM_Idem           idem::nats::Consumer::PollBatch with the ledger's
 //                     handler on a fresh store (Durability::kSync: one
-//                     fdatasync per batch); once the batch is durable, one
-//                     +ACK per message, sent together, and one flush.
+//                     fdatasync per batch); the next fetch runs while a
+//                     batch is processed (ConsumerOptions::prefetch); once
+//                     the batch is durable, one +ACK per message, sent
+//                     together, confirmed by a flush at the next batch.
 //   BM_IdemBuffered   the same under Durability::kBuffered (the loop's
 //                     WaitDurable syncs once per batch).
+//   BM_IdemNoPrefetch BM_Idem with ConsumerOptions::prefetch off: each
+//                     fetch starts once the batch before it is acked.
 //   BM_PlainAckEach   parse each payment, add it to an in-memory balance
 //                     map, natsMsg_Ack each message (explicit ack policy).
 //   BM_PlainAckBatch  the same on a consumer with AckPolicy All, acking the
@@ -194,7 +198,8 @@ void PlainLoop(benchmark::State& state, bool ack_each) {
   bench::SetBrokerBenchItems(state);
 }
 
-void IdemLoop(benchmark::State& state, Durability durability) {
+void IdemLoopWith(benchmark::State& state, Durability durability,
+                  bool prefetch) {
   JetStream nats;
   if (!nats.ok()) {
     state.SkipWithError("connecting failed");
@@ -216,6 +221,7 @@ void IdemLoop(benchmark::State& state, Durability durability) {
     options.durable = "d";
     options.create_stream = false;
     options.id_header = "message-id";
+    options.prefetch = prefetch;
     options.delivery.max_batch = BenchBatch(state);
     options.delivery.relay_outbox = false;
     absl::StatusOr<std::unique_ptr<nats::Consumer>> consumer =
@@ -235,10 +241,19 @@ void IdemLoop(benchmark::State& state, Durability durability) {
   shares.Report(state, "nats");
 }
 
+void IdemLoop(benchmark::State& state, Durability durability) {
+  IdemLoopWith(state, durability, /*prefetch=*/true);
+}
+
 }  // namespace
 }  // namespace idem
 
 int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("BM_IdemNoPrefetch", [](benchmark::State&
+                                                           state) {
+    idem::IdemLoopWith(state, idem::Durability::kSync,
+                       /*prefetch=*/false);
+  })->Apply(idem::bench::BrokerBenchRuns);
   return idem::bench::RunBrokerBenchmarks(argc, argv, idem::IdemLoop,
                                           idem::PlainLoop);
 }

@@ -56,6 +56,10 @@ class ConsumerImpl
     return broker_.Start(start);
   }
 
+  void set_hooks(const NatsHooks& hooks) {
+    broker_.set_keep_prefetched_on_close(hooks.keep_prefetched_on_close);
+  }
+
   ConsumerStats stats() const override {
     ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.redelivered = broker_.redelivered();
@@ -67,9 +71,13 @@ class ConsumerImpl
 
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks) {
-  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-      engine, options, hooks, ValidateOptions);
+    const brokers::LoopHooks& hooks, const NatsHooks& nats_hooks) {
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+          engine, options, hooks, ValidateOptions);
+  if (consumer.ok())
+    static_cast<ConsumerImpl&>(**consumer).set_hooks(nats_hooks);
+  return consumer;
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

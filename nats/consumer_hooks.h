@@ -13,9 +13,16 @@
 
 namespace idem::nats {
 
+// The adapter's own broken variants.
+struct NatsHooks {
+  // Close leaves the prefetched batch unacknowledged instead of NAKing it:
+  // those messages then wait out AckWait before any process gets them.
+  bool keep_prefetched_on_close = false;
+};
+
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks);
+    const brokers::LoopHooks& hooks, const NatsHooks& nats_hooks = {});
 
 }  // namespace idem::nats
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,6 +38,12 @@ absl::Status NatsError(natsStatus s, jsErrCode js_error,
   return absl::UnavailableError(text);
 }
 
+// How many batches one consumer has delivered and unacknowledged at most:
+// the one being processed, and the one prefetched.
+int64_t PendingBatches(const ConsumerOptions& options) {
+  return options.prefetch ? 2 : 1;
+}
+
 }  // namespace
 
 JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
@@ -45,6 +52,8 @@ JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
 JetStreamBroker::~JetStreamBroker() { Close(); }
 
 void JetStreamBroker::Close() {
+  ReturnPrefetched();
+  if (connection_ != nullptr) ConfirmReplies("closing").IgnoreError();
   if (subscription_ != nullptr) natsSubscription_Destroy(subscription_);
   subscription_ = nullptr;
   if (js_ != nullptr) jsCtx_Destroy(js_);
@@ -133,7 +142,8 @@ absl::Status JetStreamBroker::CreateConsumer(
   // Room for a whole batch: with less, each fetch would stop at the limit
   // and wait out its timeout.
   config.MaxAckPending =
-      std::max<int64_t>(kServerMaxAckPending, options_.delivery.max_batch);
+      std::max<int64_t>(kServerMaxAckPending,
+                        PendingBatches(options_) * options_.delivery.max_batch);
   config.FilterSubject = options_.subject.c_str();
   if (start_sequence.has_value()) {
     config.DeliverPolicy = js_DeliverByStartSequence;
@@ -151,16 +161,45 @@ absl::Status JetStreamBroker::CreateConsumer(
 
 absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
     int max, absl::Duration timeout) {
+  Fetched fetched = prefetch_.valid() ? prefetch_.get() : Fetch(max, timeout);
+  if (!fetched.status.ok()) return fetched.status;
+  if (options_.prefetch) StartPrefetch(max, timeout);
+  return std::move(fetched.deliveries);
+}
+
+JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
+                                                absl::Duration timeout) {
   natsMsgList list = {nullptr, 0};
   jsErrCode js_error = static_cast<jsErrCode>(0);
   natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
                                         Millis(timeout), &js_error);
-  std::vector<brokers::Delivery> out;
+  Fetched fetched;
+  fetched.deliveries.reserve(static_cast<size_t>(list.Count));
   for (int i = 0; i < list.Count; ++i)
-    out.push_back(MakeDelivery(list.Msgs[i]));
+    fetched.deliveries.push_back(MakeDelivery(list.Msgs[i]));
   natsMsgList_Destroy(&list);
-  if (s == NATS_OK || (s == NATS_TIMEOUT && js_error == 0)) return out;
-  return NatsError(s, js_error, "fetching");
+  if (s != NATS_OK && !(s == NATS_TIMEOUT && js_error == 0)) {
+    fetched.status = NatsError(s, js_error, "fetching");
+  }
+  return fetched;
+}
+
+void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
+  try {
+    prefetch_ = std::async(std::launch::async, [this, max, timeout] {
+      return Fetch(max, timeout);
+    });
+  } catch (const std::system_error&) {
+    // No thread to be had: the next Receive fetches itself.
+  }
+}
+
+void JetStreamBroker::ReturnPrefetched() {
+  if (!prefetch_.valid()) return;
+  Fetched fetched = prefetch_.get();
+  if (!fetched.deliveries.empty() && !keep_prefetched_on_close_) {
+    Nack(fetched.deliveries).IgnoreError();  // else redelivered after AckWait
+  }
 }
 
 brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
@@ -208,21 +247,30 @@ absl::Status JetStreamBroker::Reply(
         natsConnection_Publish(connection_, d.receipt.c_str(), verb.data(),
                                static_cast<int>(verb.size()));
     if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), verb);
+    unconfirmed_replies_ = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::ConfirmReplies(std::string_view what) {
+  if (!unconfirmed_replies_) return absl::OkStatus();
   natsStatus s =
       natsConnection_FlushTimeout(connection_, Millis(options_.io_timeout));
-  if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), verb);
+  if (s != NATS_OK) return NatsError(s, static_cast<jsErrCode>(0), what);
+  unconfirmed_replies_ = false;
   return absl::OkStatus();
 }
 
 absl::Status JetStreamBroker::Ack(
     absl::Span<const brokers::Delivery> deliveries) {
+  if (absl::Status s = ConfirmReplies("+ACK"); !s.ok()) return s;
   return Reply(deliveries, "+ACK");
 }
 
 absl::Status JetStreamBroker::Nack(
     absl::Span<const brokers::Delivery> deliveries) {
-  return Reply(deliveries, "-NAK");
+  if (absl::Status s = Reply(deliveries, "-NAK"); !s.ok()) return s;
+  return ConfirmReplies("-NAK");
 }
 
 absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {

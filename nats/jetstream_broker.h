@@ -8,7 +8,9 @@
 
 #include <nats/nats.h>
 
+#include <atomic>
 #include <cstdint>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,33 +38,67 @@ class JetStreamBroker : public brokers::Broker {
   void Close();
 
   // One fetch of up to `max` messages; none when `timeout` passes first.
+  // With options.prefetch, the fetch after it starts before this returns
+  // and runs while the caller processes these: the next Receive takes its
+  // messages (waiting for them if they have not come yet).
   absl::StatusOr<std::vector<brokers::Delivery>> Receive(
       int max, absl::Duration timeout) override;
-  // "+ACK" to each message's reply subject, then a flush: the server has
-  // them when it returns.
+  // "+ACK" to each message's reply subject, without waiting for the server
+  // to process them: it does that while the caller processes the next
+  // batch. The next Ack or Nack, and Close, first confirm them (a flush:
+  // one round trip), so an ack the connection lost is reported one call
+  // late; either way such messages come back as duplicates.
   absl::Status Ack(absl::Span<const brokers::Delivery> deliveries) override;
-  // "-NAK" to each: redelivered at once.
+  // "-NAK" to each, then a flush: redelivered at once.
   absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
   // A JetStream publish to entry.destination with Nats-Msg-Id =
   // entry.message_id, the entry's headers and, when not empty, its key as
   // header Idem-Key; returns once the stream stored it.
   absl::Status Publish(const OutboxEntry& entry) override;
 
-  int64_t redelivered() const { return redelivered_; }
+  int64_t redelivered() const { return redelivered_.load(); }
+
+  // Test-only (NatsHooks): Close keeps the prefetched batch unacknowledged.
+  void set_keep_prefetched_on_close(bool keep) {
+    keep_prefetched_on_close_ = keep;
+  }
 
  private:
+  // What one fetch brought: its deliveries, and its error if it failed.
+  struct Fetched {
+    absl::Status status;
+    std::vector<brokers::Delivery> deliveries;
+  };
+
+  Fetched Fetch(int max, absl::Duration timeout);
+  // Runs Fetch(max, timeout) on a thread of its own, into prefetch_.
+  void StartPrefetch(int max, absl::Duration timeout);
+  // Waits for the prefetch in flight, if any, and NAKs what it brought, so
+  // the server redelivers those messages at once.
+  void ReturnPrefetched();
   absl::Status Connect();
   absl::Status CreateStream();
   absl::Status CreateConsumer(std::optional<uint64_t> start_sequence);
+  // Publishes `verb` to each delivery's reply subject; leaves them
+  // unconfirmed.
   absl::Status Reply(absl::Span<const brokers::Delivery> deliveries,
                      std::string_view verb);
+  // A flush, if replies were sent since the last one: returns once the
+  // server has processed them.
+  absl::Status ConfirmReplies(std::string_view what);
   brokers::Delivery MakeDelivery(natsMsg* msg);
 
   const ConsumerOptions& options_;
   natsConnection* connection_ = nullptr;
   jsCtx* js_ = nullptr;
   natsSubscription* subscription_ = nullptr;
-  int64_t redelivered_ = 0;
+  // The fetch running ahead (options_.prefetch), on its own thread; it
+  // alone uses subscription_ while it runs.
+  std::future<Fetched> prefetch_;
+  // Replies were sent and not yet confirmed by a flush.
+  bool unconfirmed_replies_ = false;
+  bool keep_prefetched_on_close_ = false;
+  std::atomic<int64_t> redelivered_{0};
 };
 
 }  // namespace idem::nats

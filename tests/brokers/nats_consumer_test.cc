@@ -196,6 +196,92 @@ TEST_F(NatsConsumerTest, BatchesAboveTheServersDefaultAckPendingAreFetched) {
   test::ExpectBalances(*engine, expected, /*exact=*/true);
 }
 
+// While a batch is processed the next one is fetched (ConsumerOptions::
+// prefetch): after one PollBatch the server counts a second batch delivered
+// and unacknowledged. Close gives it back with -NAK, so another process on
+// the durable gets those messages at once, not after AckWait (30 s here).
+// The broken variant keeps them on Close: the other process gets only the
+// messages never delivered.
+class NatsPrefetchTest : public NatsConsumerTest,
+                         public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NatsPrefetchTest, PrefetchedBatchGoesBackOnClose) {
+  const bool broken = GetParam();
+  constexpr int kAccounts = 5;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.ack_wait = absl::Seconds(30);
+  options.delivery.receive_timeout = absl::Milliseconds(200);
+  NatsHooks nats_hooks;
+  nats_hooks.keep_prefetched_on_close = broken;
+  auto a = CreateConsumerWithHooks(engine.get(), options, {}, nats_hooks);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(8, 200, kAccounts), kAccounts, 0);
+  absl::StatusOr<brokers::BatchReport> first = (*a)->PollBatch(ApplyLedger);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->received, options.delivery.max_batch);
+  auto pending_is = [&](int64_t pending, int64_t ack_pending) {
+    return [this, pending, ack_pending] {
+      absl::StatusOr<std::pair<int64_t, int64_t>> p =
+          client_->PendingAndAckPending(stream_, "d");
+      return p.ok() && *p == std::make_pair(pending, ack_pending);
+    };
+  };
+  // The first batch acknowledged, the second one prefetched.
+  EXPECT_TRUE(
+      servers::WaitFor(pending_is(100, 50), absl::Seconds(10), "the prefetch")
+          .ok());
+  ASSERT_TRUE((*a)->Close().ok());
+  // Another process on the durable, well before AckWait: the batch given
+  // back comes with the rest.
+  auto b = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  int64_t processed = 0;
+  while (processed < 150 && absl::Now() < deadline) {
+    absl::StatusOr<brokers::BatchReport> r = (*b)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(r.ok() || absl::IsUnavailable(r.status())) << r.status();
+    if (r.ok()) processed += r->processed;
+  }
+  if (broken) {
+    EXPECT_EQ(processed, 100) << "kept messages came back before AckWait";
+    return;
+  }
+  EXPECT_EQ(processed, 150);
+  test::ExpectBalances(*engine, expected, /*exact=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsPrefetchTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "KeptOnClose" : "Real";
+                         });
+
+// With prefetch off, nothing is fetched ahead: after a PollBatch nothing is
+// left delivered and unacknowledged.
+TEST_F(NatsConsumerTest, WithoutPrefetchNothingIsFetchedAhead) {
+  constexpr int kAccounts = 5;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.prefetch = false;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  Produce(Ledger(9, 200, kAccounts), kAccounts, 0);
+  absl::StatusOr<brokers::BatchReport> first =
+      (*consumer)->PollBatch(ApplyLedger);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->received, options.delivery.max_batch);
+  EXPECT_TRUE(servers::WaitFor(
+                  [&] {
+                    absl::StatusOr<std::pair<int64_t, int64_t>> p =
+                        client_->PendingAndAckPending(stream_, "d");
+                    return p.ok() &&
+                           *p == std::make_pair<int64_t, int64_t>(150, 0);
+                  },
+                  absl::Seconds(10), "the first batch's acks")
+                  .ok());
+}
+
 // A durable consumer that is gone from the server (deleted, or a new
 // server) is created again from the engine's stored sequence + 1: nothing
 // before it is delivered again.

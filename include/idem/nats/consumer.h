@@ -56,9 +56,10 @@ struct ConsumerOptions {
   std::string subject;
   // The durable consumer's name; processes sharing it share its messages.
   // Created if the server does not have it: explicit acks, `ack_wait`, and
-  // MaxAckPending at least delivery.max_batch (the server's default, 1,000,
-  // would cap larger batches and make each fetch wait out its timeout). An
-  // existing one keeps its own settings. Required.
+  // MaxAckPending at least delivery.max_batch, twice that with `prefetch`
+  // (the server's default, 1,000, would cap larger batches and make each
+  // fetch wait out its timeout). An existing one keeps its own settings.
+  // Required.
   std::string durable;
   // Create the stream (file storage, capturing `subject`) if it does not
   // exist. Default: true.
@@ -72,6 +73,14 @@ struct ConsumerOptions {
   // The header holding the message ID; empty: every message's ID is
   // "<stream>/<stream sequence>". Default: "Nats-Msg-Id".
   std::string id_header = "Nats-Msg-Id";
+
+  // Fetch the next batch while the current one is processed (one batch
+  // ahead, as a RabbitMQ prefetch window or librdkafka's fetch queue does):
+  // the server's sending and the client's parsing overlap the handler and
+  // the engine's commit. Prefetched messages are unacknowledged until
+  // their own batch is durable; Close NAKs those no PollBatch took, so the
+  // server redelivers them at once. Default: true.
+  bool prefetch = true;
 
   // ---- Redeliveries ----
 
