@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/coding.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
 #include "engine/outbox_store.h"
@@ -18,10 +19,6 @@
 
 namespace idem {
 namespace {
-
-std::string_view ToView(const rocksdb::Slice& s) {
-  return std::string_view(s.data(), s.size());
-}
 
 absl::StatusOr<DumpEntry> DedupeEntry(bool partition_scope,
                                       std::string_view key,

@@ -28,10 +28,6 @@
 namespace idem {
 namespace {
 
-std::string_view ToView(const rocksdb::Slice& s) {
-  return std::string_view(s.data(), s.size());
-}
-
 // Visits every (key, value) of `cf` in [begin, end) as read through `read`.
 template <typename Visit>
 absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,

@@ -5,16 +5,10 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "engine/coding.h"
 #include "engine/status_util.h"
 
 namespace idem {
-namespace {
-
-std::string_view ToView(const rocksdb::Slice& s) {
-  return std::string_view(s.data(), s.size());
-}
-
-}  // namespace
 
 absl::StatusOr<OutboxCursor> LoadOutboxCursor(
     rocksdb::DB* db, rocksdb::ColumnFamilyHandle* outbox) {

@@ -5,9 +5,9 @@
 # e.g. TARGETS="idem-demo idem-crashtest"; unset or empty: every target.
 # IDEM_DEBUG_INFO=0 builds without debug info (-O2 -DNDEBUG, build type
 # Release): about 30% less compile time, which CI takes (.ci/run).
-# The test binaries compile eight files to a compiler run (IDEM_UNITY_TESTS,
-# tests/CMakeLists.txt): half the compile time from scratch; IDEM_UNITY_TESTS=0
-# compiles each test file alone, quicker when editing one of them.
+# Each target compiles eight files to a compiler run (IDEM_UNITY_BUILD, the
+# top-level CMakeLists.txt): two thirds of the compile time from scratch;
+# IDEM_UNITY_BUILD=0 compiles each file alone, quicker when editing one.
 # Quiet on success; prints the build log on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,8 @@ if [ "${IDEM_DEBUG_INFO:-1}" = 0 ]; then
   type_flags=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG"
               "-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG")
 fi
-unity_flag=-DIDEM_UNITY_TESTS=ON
-[ "${IDEM_UNITY_TESTS:-1}" = 0 ] && unity_flag=-DIDEM_UNITY_TESTS=OFF
+unity_flag=-DIDEM_UNITY_BUILD=ON
+[ "${IDEM_UNITY_BUILD:-1}" = 0 ] && unity_flag=-DIDEM_UNITY_BUILD=OFF
 if ! { cmake -S . -B "$build_dir" "${type_flags[@]}" "$unity_flag" \
          "${cache_flags[@]}" "$@" &&
        cmake --build "$build_dir" "${target_flags[@]}" -j"$(nproc)"; } \

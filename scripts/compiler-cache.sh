@@ -4,9 +4,9 @@
 # paths inside it are hashed relative to it; CCACHE_NOHASHDIR keeps ccache
 # from hashing the compiler's working directory, which it otherwise does for
 # every -g compile (RelWithDebInfo). Together they let a fresh clone in
-# another folder reuse what an earlier build compiled (not the test
-# binaries' unity units, IDEM_UNITY_TESTS: the sources CMake generates for
-# them include each file by its absolute path). The cost: a cached
+# another folder reuse what an earlier build compiled (the units of eight
+# files, IDEM_UNITY_BUILD, include each file by its path relative to the
+# checkout: cmake/idem_unity.cmake). The cost: a cached
 # object's debug info names the directory of the build that first compiled
 # it (only a debugger looking for sources notices). The launcher sets both
 # itself (through env), so that `cmake --build` run by hand in a build

@@ -34,7 +34,8 @@ source scripts/compiler-cache.sh
 if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
          "${cache_flags[@]}" \
          -DIDEM_FUZZ=ON -DIDEM_BUILD_TESTS=OFF -DIDEM_BUILD_TOOLS=OFF \
-         -DIDEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release \
+         -DIDEM_BUILD_BENCH=OFF -DIDEM_UNITY_BUILD=ON \
+         -DCMAKE_BUILD_TYPE=Release \
          "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" &&
        cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target idem_fuzzers
      } >"$build_dir/build.log" 2>&1; then

@@ -32,7 +32,8 @@ if ! { cmake -S . -B "$build_dir" -DCMAKE_CXX_COMPILER=clang++ \
          "${cache_flags[@]}" -DIDEM_TSAN=ON -DIDEM_ROCKSDB_SHARED=ON \
          -DIDEM_BUILD_TOOLS=OFF -DIDEM_BUILD_BENCH=OFF \
          -DIDEM_BUILD_SLOW_TESTS=OFF -DIDEM_WITH_KAFKA=ON \
-         -DIDEM_WITH_PROMETHEUS=OFF -DCMAKE_BUILD_TYPE=Release \
+         -DIDEM_WITH_PROMETHEUS=OFF -DIDEM_UNITY_BUILD=ON \
+         -DCMAKE_BUILD_TYPE=Release \
          "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -gline-tables-only" &&
        cmake --build "$build_dir" -j"${JOBS:-$(nproc)}" --target "${tests[@]}"
      } >"$build_dir/build.log" 2>&1; then
