@@ -415,17 +415,6 @@ absl::Status Increment(Txn& txn, const std::string& key, absl::Duration pause) {
   return f.Result();
 }
 
-// Runs `check(round)` up to kMaxRacingRounds times until it fails; returns
-// the failure, or success if it never failed.
-::testing::AssertionResult FirstFailure(
-    const std::function<::testing::AssertionResult(int round)>& check) {
-  for (int round = 0; round < kMaxRacingRounds; ++round) {
-    ::testing::AssertionResult result = check(round);
-    if (!result) return result;
-  }
-  return ::testing::AssertionSuccess();
-}
-
 EngineHooks SkipInflightIds() {
   EngineHooks hooks;
   hooks.skip_inflight_ids = true;
@@ -507,10 +496,11 @@ TEST(ConcurrencyBrokenVariantTest, WithoutInflightIdsSameIdRunsManyHandlers) {
   util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipInflightIds());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckOneHandlerPerId(**engine, "id-" + std::to_string(round),
-                                kRaceWidener);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckOneHandlerPerId(**engine, "id-" + std::to_string(round),
+                                    kRaceWidener);
+      });
   EXPECT_FALSE(detected) << "no duplicate effect detected in "
                          << kMaxRacingRounds << " rounds";
   EXPECT_THAT(detected.message(), HasSubstr("handlers ran, want 1"));
@@ -520,10 +510,11 @@ TEST(ConcurrencyBrokenVariantTest, WithoutInflightIdsFailedFirstCheckFails) {
   util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipInflightIds());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckFailedFirstHandlerLetsAnotherRun(
-        **engine, "id-" + std::to_string(round), kRaceWidener);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckFailedFirstHandlerLetsAnotherRun(
+            **engine, "id-" + std::to_string(round), kRaceWidener);
+      });
   EXPECT_FALSE(detected);
   EXPECT_THAT(detected.message(), HasSubstr("kProcessed, want 1"));
 }
@@ -532,10 +523,11 @@ TEST(ConcurrencyBrokenVariantTest, WithoutReadValidationIncrementsAreLost) {
   util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipReadValidation());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckNoLostIncrements(**engine, "slow" + std::to_string(round),
-                                 /*calls=*/10, /*batch=*/1, kRaceWidener);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckNoLostIncrements(**engine, "slow" + std::to_string(round),
+                                     /*calls=*/10, /*batch=*/1, kRaceWidener);
+      });
   EXPECT_FALSE(detected);
   EXPECT_THAT(detected.message(), HasSubstr("lost updates"));
 }
@@ -545,10 +537,11 @@ TEST(ConcurrencyBrokenVariantTest,
   util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipReadValidation());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckNoLostIncrements(**engine, "slow" + std::to_string(round),
-                                 /*calls=*/3, /*batch=*/4, kRaceWidener);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckNoLostIncrements(**engine, "slow" + std::to_string(round),
+                                     /*calls=*/3, /*batch=*/4, kRaceWidener);
+      });
   EXPECT_FALSE(detected);
   EXPECT_THAT(detected.message(), HasSubstr("lost updates"));
 }
@@ -557,11 +550,12 @@ TEST(ConcurrencyBrokenVariantTest, WithoutInflightIdsBatchesRunIdsTwice) {
   util::TempDir dir;
   auto engine = OpenTestEngine(dir, SkipInflightIds());
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckExactlyOnceAcrossThreadsInBatches(
-        **engine, "slow" + std::to_string(round), /*ids=*/40, /*batch=*/5,
-        kRaceWidener / 4);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckExactlyOnceAcrossThreadsInBatches(
+            **engine, "slow" + std::to_string(round), /*ids=*/40, /*batch=*/5,
+            kRaceWidener / 4);
+      });
   EXPECT_FALSE(detected);
   // An ID ran twice (seen in its outcomes or its applied count), or
   // concurrent batches lost increments.
@@ -578,10 +572,11 @@ TEST(ConcurrencyBrokenVariantTest, SplitCommitIsSeenHalfAppliedByReaders) {
   hooks.split_commit = true;
   auto engine = OpenTestEngine(dir, hooks);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected = FirstFailure([&](int round) {
-    return CheckReadersDuringCommits(**engine, "r" + std::to_string(round),
-                                     /*per_writer=*/500);
-  });
+  ::testing::AssertionResult detected =
+      test::FirstFailure(kMaxRacingRounds, [&](int round) {
+        return CheckReadersDuringCommits(**engine, "r" + std::to_string(round),
+                                         /*per_writer=*/500);
+      });
   EXPECT_FALSE(detected);
   EXPECT_THAT(detected.message(), HasSubstr("half a commit"));
 }

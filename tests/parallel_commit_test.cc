@@ -68,16 +68,6 @@ Options WithDurability(Durability durability) {
 
 Options Buffered() { return WithDurability(Durability::kBuffered); }
 
-// Runs `check(round)` until it fails, at most kMaxDetectionRounds times.
-::testing::AssertionResult FirstFailure(
-    const std::function<::testing::AssertionResult(int)>& check) {
-  for (int round = 0; round < kMaxDetectionRounds; ++round) {
-    ::testing::AssertionResult result = check(round);
-    if (!result) return result;
-  }
-  return ::testing::AssertionSuccess();
-}
-
 using BrokenCheck =
     std::function<::testing::AssertionResult(Engine& engine, int round)>;
 
@@ -88,8 +78,8 @@ void ExpectCaught(const EngineHooks& hooks, const BrokenCheck& check,
   util::TempDir dir;
   auto engine = OpenEngine(dir, Buffered(), hooks);
   ASSERT_TRUE(engine.ok()) << engine.status();
-  ::testing::AssertionResult detected =
-      FirstFailure([&](int round) { return check(**engine, round); });
+  ::testing::AssertionResult detected = test::FirstFailure(
+      kMaxDetectionRounds, [&](int round) { return check(**engine, round); });
   EXPECT_FALSE(detected) << "the broken variant went unnoticed";
   EXPECT_THAT(detected.message(), HasSubstr(failure));
 }

@@ -2,11 +2,13 @@
 // report every failure (the first 20 verbatim, plus a count) instead of
 // stopping at the first. Shared checks return Result(), which a real-engine
 // test expects to succeed and a broken-variant test expects to fail. Safe
-// for concurrent use from multiple threads.
+// for concurrent use from multiple threads. FirstFailure repeats a racing
+// check until it fails, as a broken-variant test does.
 
 #ifndef IDEM_TESTS_TESTING_FINDINGS_H_
 #define IDEM_TESTS_TESTING_FINDINGS_H_
 
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -46,6 +48,18 @@ class Findings {
   std::vector<std::string> failures_;
   int count_ = 0;
 };
+
+// Runs `check(round)` for round 0, 1, ... until it fails, at most `rounds`
+// times; returns the failure, or success if it never failed.
+inline ::testing::AssertionResult FirstFailure(
+    int rounds,
+    const std::function<::testing::AssertionResult(int round)>& check) {
+  for (int round = 0; round < rounds; ++round) {
+    ::testing::AssertionResult result = check(round);
+    if (!result) return result;
+  }
+  return ::testing::AssertionSuccess();
+}
 
 }  // namespace idem::test
 
