@@ -15,6 +15,9 @@
 // has chunks) or of a transactional relay round (ConsumerHooks::relay_step:
 // "commit", "ack", "acked").
 // With --workers=<n> (and --ordering=key) it runs handlers on n workers.
+// With --die_after=<n> it SIGKILLs itself as its n-th handler call starts
+// (counted over all workers): a kill that lands mid-stream however loaded
+// the machine is, with the other workers' records in flight.
 // With --stall_at=<prefix> (changelog mode) it is a zombie: batches of 6,
 // max.poll.interval.ms 4000, and at its first record whose message ID
 // starts with <prefix> it creates the file <store>.stalled and waits (at
@@ -27,8 +30,13 @@
 //            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
 //            [--transactional [--ignore_progress]] [--unfenced]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
+//            [--die_after=<n>]
 //            [--stall_at=<prefix> [--skip_membership_check]]
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +63,7 @@ struct ChildFlags {
   std::string stall_at;
   bool skip_membership_check = false;
   idem::test::KillPoint kill_point;
+  int die_after = 0;  // handler calls; 0: never
 };
 
 // Moves the flags of argv into `flags`, leaving the positional arguments;
@@ -77,6 +86,8 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
       flags.unfenced = true;
     } else if (arg.starts_with("--stall_at=")) {
       flags.stall_at = arg.substr(11);
+    } else if (arg.starts_with("--die_after=")) {
+      flags.die_after = std::atoi(arg.c_str() + 12);
     } else if (arg == "--skip_membership_check") {
       flags.skip_membership_check = true;
     } else if (arg.starts_with("--die_at=")) {
@@ -184,8 +195,12 @@ int main(int argc, char** argv) {
     return RunZombie(**consumer, argv[4], flags.stall_at);
   }
   const int workers = flags.workers;
+  std::atomic<int> handler_calls{0};
   absl::Status status = (*consumer)->Run([&](const idem::kafka::Record& record,
                                              idem::Txn& txn) {
+    if (handler_calls.fetch_add(1) + 1 == flags.die_after) {
+      kill(getpid(), SIGKILL);
+    }
     // With workers, records wait 1 to 4 ms, so that they finish (and
     // commit) out of offset order.
     absl::SleepFor(absl::Milliseconds(workers > 1 ? 1 + record.offset % 4 : 2));
