@@ -142,8 +142,10 @@ class Consumer {
   // signal handlers.
   virtual void Stop() = 0;
 
-  // Unsubscribes (the durable consumer stays on the server) and closes the
-  // connection. Idempotent.
+  // Waits for the fetch running ahead, if any (at most
+  // delivery.receive_timeout), and NAKs what it brought; confirms the last
+  // acks; unsubscribes (the durable consumer stays on the server) and closes
+  // the connection. Idempotent.
   virtual absl::Status Close() = 0;
 
   virtual ConsumerStats stats() const = 0;
