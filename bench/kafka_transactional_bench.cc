@@ -3,14 +3,25 @@
 // the at-least-once relay, in one run on librdkafka's in-process mock
 // cluster.
 //
-// BM_TransactionalRelay: per iteration two fresh stores (kBuffered) each
-// commit 20,000 messages that emit one record (not timed); one is drained
-// by the at-least-once relay, the other by a transactional one (a fresh
-// transactional.id), both at the default round size (500 entries per
-// round: one produce call, or one transaction), in alternating order.
-// Reported: plain_per_second, transactional_per_second and
-// transactional_over_plain (their ratio within each iteration, averaged):
-// the target is >= 0.75.
+// BM_TransactionalRelay/round:N: per iteration two fresh stores (kBuffered)
+// each commit 20,000 messages that emit one record (not timed); one is
+// drained by the at-least-once relay, the other by a transactional one (a
+// fresh transactional.id), both at rounds of N entries
+// (OutboxRelayOptions::max_batch: one produce call, or one transaction), in
+// alternating order. round:500 is the default round size; round:2000 shows
+// whether larger rounds spread a transaction's fixed cost. Reported:
+// plain_per_second, transactional_per_second and transactional_over_plain
+// (their ratio within each iteration, averaged): the target is >= 0.75 at
+// the default round size. Also the process's CPU time per entry of each
+// drain (*_cpu_us_per_entry: this process runs the mock cluster too) and
+// the cores it kept busy meanwhile (*_cores: CPU time over wall time; 2 on
+// a 2-core machine means the drain waited for CPU, not for the brokers).
+// *_rdk_main_us_per_round: the CPU time of librdkafka's main threads (named
+// rdk:main; one per client) per round. librdkafka 2.0.2, Debian 12's,
+// serves its main thread's queue with a timeout in whole milliseconds, so
+// while a timer is due within the next millisecond that thread spins; each
+// transaction starts such a timer (1 ms, before registering its partitions
+// with the coordinator). librdkafka fixed this in 2.4.0 (its #4671).
 //
 // BM_TransactionalLatency: rounds of one entry (commit one message, then
 // one RelayOnce: read, produce, wait for the acknowledgement, and for the
@@ -26,7 +37,11 @@
 // transactions cost more than these: read the figures as the client's
 // share of the cost.
 
+#include <time.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -106,11 +121,12 @@ absl::Status CommitEmits(Engine& engine, const std::string& prefix, int first,
 }
 
 absl::StatusOr<std::unique_ptr<OutboxRelay>> MakeRelay(
-    Engine& engine, const std::string& transactional_id) {
+    Engine& engine, const std::string& transactional_id, int round_size) {
   OutboxRelayOptions options;
   options.brokers = TxnCluster()->bootstrap_servers();
   options.kafka_config = {{"log_level", "3"}};
   options.transactional_id = transactional_id;
+  options.max_batch = round_size;
   return OutboxRelay::Create(&engine, options);
 }
 
@@ -121,12 +137,12 @@ struct WarmRelay {
   std::unique_ptr<OutboxRelay> relay;
 };
 
-absl::StatusOr<WarmRelay> Warm(const std::string& transactional_id,
-                               int records) {
+absl::StatusOr<WarmRelay> Warm(const std::string& transactional_id, int records,
+                               int round_size) {
   absl::StatusOr<TxnStore> store = OpenTxnStore();
   if (!store.ok()) return store.status();
   absl::StatusOr<std::unique_ptr<OutboxRelay>> relay =
-      MakeRelay(*store->engine, transactional_id);
+      MakeRelay(*store->engine, transactional_id, round_size);
   if (!relay.ok()) return relay.status();
   if (absl::Status s = CommitEmits(*store->engine, "warm", 0, 1); !s.ok()) {
     return s;
@@ -140,17 +156,72 @@ absl::StatusOr<WarmRelay> Warm(const std::string& transactional_id,
   return WarmRelay{*std::move(store), *std::move(relay)};
 }
 
-// Seconds to drain the relay's outbox; an error if it published too few.
-absl::StatusOr<double> TimedDrain(OutboxRelay& relay, int records) {
+// This process's CPU time (every thread's, the mock cluster's included).
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) +
+         1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// The CPU time of this process's threads named rdk:main (librdkafka's main
+// thread of each client), from /proc/self/task/<tid>/schedstat
+// (nanoseconds on the CPU, first field); 0 where that is not readable.
+double RdkMainCpuSeconds() {
+  double seconds = 0;
+  std::error_code error;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task", error)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name != "rdk:main") continue;
+    std::ifstream schedstat(task.path() / "schedstat");
+    uint64_t run_ns = 0;
+    if (schedstat >> run_ns) seconds += 1e-9 * static_cast<double>(run_ns);
+  }
+  return seconds;
+}
+
+// One drain's wall time, and the CPU time meanwhile of the process and of
+// its librdkafka main threads.
+struct DrainTime {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  double rdk_main_cpu_seconds = 0;
+};
+
+// Times draining the relay's outbox; an error if it published too few.
+absl::StatusOr<DrainTime> TimedDrain(OutboxRelay& relay, int records) {
+  const double rdk_main_start = RdkMainCpuSeconds();
+  const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   absl::StatusOr<RelayReport> drained = relay.Drain();
-  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  DrainTime time;
+  time.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  time.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  time.rdk_main_cpu_seconds = RdkMainCpuSeconds() - rdk_main_start;
   if (!drained.ok()) return drained.status();
   if (drained->published != records) {
     return absl::InternalError("the relay published too few entries");
   }
-  return seconds;
+  return time;
 }
+
+// Sums of one relay's drains over the iterations.
+struct DrainSums {
+  double rate = 0;
+  double cpu_us_per_entry = 0;
+  double cores = 0;
+  double rdk_main_us_per_round = 0;
+
+  void Add(const DrainTime& time, int records, int round_size) {
+    rate += records / time.seconds;
+    cpu_us_per_entry += 1e6 * time.cpu_seconds / records;
+    cores += time.cpu_seconds / time.seconds;
+    const int rounds = (records + round_size - 1) / round_size;
+    rdk_main_us_per_round += 1e6 * time.rdk_main_cpu_seconds / rounds;
+  }
+};
 
 int iteration_serial = 0;  // fresh transactional.ids per iteration
 
@@ -159,49 +230,61 @@ void BM_TransactionalRelay(benchmark::State& state) {
     state.SkipWithError("the mock cluster could not be set up");
     return;
   }
-  double plain_rate_sum = 0, txn_rate_sum = 0, ratio_sum = 0, seconds = 0;
+  const int round_size = static_cast<int>(state.range(0));
+  DrainSums plain_sums, txn_sums;
+  double ratio_sum = 0;
   int iterations = 0;
   for (auto _ : state) {
     const std::string id = absl::StrCat("bench-relay-", ++iteration_serial);
-    absl::StatusOr<WarmRelay> plain = Warm("", kTxnRecords);
-    absl::StatusOr<WarmRelay> txn = Warm(id, kTxnRecords);
+    absl::StatusOr<WarmRelay> plain = Warm("", kTxnRecords, round_size);
+    absl::StatusOr<WarmRelay> txn = Warm(id, kTxnRecords, round_size);
     if (!plain.ok() || !txn.ok()) {
       state.SkipWithError(
           (!plain.ok() ? plain.status() : txn.status()).ToString().c_str());
       return;
     }
     // Alternate which goes first, so neither always meets a warmer machine.
-    absl::StatusOr<double> plain_seconds, txn_seconds;
+    absl::StatusOr<DrainTime> plain_time, txn_time;
     if (iterations % 2 == 0) {
-      plain_seconds = TimedDrain(*plain->relay, kTxnRecords);
-      txn_seconds = TimedDrain(*txn->relay, kTxnRecords);
+      plain_time = TimedDrain(*plain->relay, kTxnRecords);
+      txn_time = TimedDrain(*txn->relay, kTxnRecords);
     } else {
-      txn_seconds = TimedDrain(*txn->relay, kTxnRecords);
-      plain_seconds = TimedDrain(*plain->relay, kTxnRecords);
+      txn_time = TimedDrain(*txn->relay, kTxnRecords);
+      plain_time = TimedDrain(*plain->relay, kTxnRecords);
     }
-    if (!plain_seconds.ok() || !txn_seconds.ok()) {
+    if (!plain_time.ok() || !txn_time.ok()) {
       state.SkipWithError(
-          (!plain_seconds.ok() ? plain_seconds.status() : txn_seconds.status())
+          (!plain_time.ok() ? plain_time.status() : txn_time.status())
               .ToString()
               .c_str());
       return;
     }
-    state.SetIterationTime(*txn_seconds);
-    const double plain_rate = kTxnRecords / *plain_seconds;
-    const double txn_rate = kTxnRecords / *txn_seconds;
-    plain_rate_sum += plain_rate;
-    txn_rate_sum += txn_rate;
-    ratio_sum += txn_rate / plain_rate;
-    seconds += *txn_seconds;
+    state.SetIterationTime(txn_time->seconds);
+    plain_sums.Add(*plain_time, kTxnRecords, round_size);
+    txn_sums.Add(*txn_time, kTxnRecords, round_size);
+    ratio_sum += plain_time->seconds / txn_time->seconds;
     ++iterations;
   }
   if (iterations == 0) return;
-  state.counters["plain_per_second"] = plain_rate_sum / iterations;
-  state.counters["transactional_per_second"] = txn_rate_sum / iterations;
+  state.counters["plain_per_second"] = plain_sums.rate / iterations;
+  state.counters["transactional_per_second"] = txn_sums.rate / iterations;
   state.counters["transactional_over_plain"] = ratio_sum / iterations;
+  state.counters["plain_cpu_us_per_entry"] =
+      plain_sums.cpu_us_per_entry / iterations;
+  state.counters["transactional_cpu_us_per_entry"] =
+      txn_sums.cpu_us_per_entry / iterations;
+  state.counters["plain_cores"] = plain_sums.cores / iterations;
+  state.counters["transactional_cores"] = txn_sums.cores / iterations;
+  state.counters["plain_rdk_main_us_per_round"] =
+      plain_sums.rdk_main_us_per_round / iterations;
+  state.counters["transactional_rdk_main_us_per_round"] =
+      txn_sums.rdk_main_us_per_round / iterations;
   state.SetItemsProcessed(static_cast<int64_t>(iterations) * kTxnRecords);
 }
 BENCHMARK(BM_TransactionalRelay)
+    ->ArgName("round")
+    ->Arg(OutboxRelayOptions().max_batch)  // the default
+    ->Arg(2000)
     ->Iterations(8)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
@@ -223,8 +306,9 @@ void BM_TransactionalLatency(benchmark::State& state) {
   std::vector<double> plain_ms, txn_ms;
   for (auto _ : state) {
     const std::string id = absl::StrCat("bench-latency-", ++iteration_serial);
-    absl::StatusOr<WarmRelay> plain = Warm("", 0);
-    absl::StatusOr<WarmRelay> txn = Warm(id, 0);
+    const int round_size = OutboxRelayOptions().max_batch;
+    absl::StatusOr<WarmRelay> plain = Warm("", 0, round_size);
+    absl::StatusOr<WarmRelay> txn = Warm(id, 0, round_size);
     if (!plain.ok() || !txn.ok()) {
       state.SkipWithError(
           (!plain.ok() ? plain.status() : txn.status()).ToString().c_str());
