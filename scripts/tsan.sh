@@ -3,12 +3,13 @@
 # and the NATS consumer's tests (whose consumer fetches the next batch on a
 # thread of its own), with clang and ThreadSanitizer in
 # ${BUILD_DIR:-build-tsan}/ (nothing else: no tools, benchmarks or
-# Prometheus), then runs each test binary with a time bound. Exits non-zero on a build failure, a failed test or a TSan report
-# (halt_on_error). Suppressions (tests/tsan/suppressions.txt) cover
-# third-party code only: idem's own code must be race-free. RocksDB and
-# Abseil are Debian's, not instrumented; tests/tsan/absl_mutex_annotations.cc
-# makes absl::Mutex visible. RocksDB is linked
-# as its shared library: ThreadSanitizer needs position-independent code.
+# Prometheus), then runs each test binary with a time bound. Exits non-zero
+# on a build failure, a failed test or a TSan report (halt_on_error).
+# Suppressions (tests/tsan/suppressions.txt) cover third-party code only:
+# idem's own code must be race-free. RocksDB and Abseil are Debian's, not
+# instrumented; tests/tsan/absl_mutex_annotations.cc makes absl::Mutex
+# visible. RocksDB is linked as its shared library: ThreadSanitizer needs
+# position-independent code.
 # Usage: scripts/tsan.sh [--build-only]  (--build-only: builds, runs nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
