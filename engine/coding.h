@@ -1,8 +1,8 @@
 // The byte encodings idem's keys and values are made of, in one place (as
 // LevelDB's util/coding.h): fixed-width little-endian integers (values),
-// big-endian integers (keys, so that they sort numerically), and the views
-// of a string as a rocksdb::Slice and back. Header-only; free functions, all
-// thread-safe.
+// big-endian integers (keys, so that they sort numerically), and the view
+// of a string as a rocksdb::Slice (Slice::ToStringView is the way back).
+// Header-only; free functions, all thread-safe.
 
 #ifndef IDEM_ENGINE_CODING_H_
 #define IDEM_ENGINE_CODING_H_
@@ -17,10 +17,6 @@ namespace idem {
 
 inline rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
-}
-
-inline std::string_view ToView(const rocksdb::Slice& s) {
-  return std::string_view(s.data(), s.size());
 }
 
 // Little-endian, appended to `out`.

@@ -9,7 +9,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
-#include "engine/coding.h"
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
 #include "engine/outbox_store.h"
@@ -91,7 +90,7 @@ absl::Status ScanColumnFamily(
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(total_order, cf));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     absl::StatusOr<DumpEntry> entry =
-        to_entry(ToView(it->key()), ToView(it->value()));
+        to_entry(it->key().ToStringView(), it->value().ToStringView());
     if (!entry.ok()) return entry.status();
     if (absl::Status s = visit(*entry); !s.ok()) return s;
   }

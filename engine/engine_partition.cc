@@ -39,7 +39,8 @@ absl::Status ScanRange(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
   read.total_order_seek = true;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, cf));
   for (it->Seek(begin); it->Valid(); it->Next()) {
-    if (absl::Status s = visit(ToView(it->key()), ToView(it->value()));
+    if (absl::Status s =
+            visit(it->key().ToStringView(), it->value().ToStringView());
         !s.ok()) {
       return s;
     }

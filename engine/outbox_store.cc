@@ -5,7 +5,6 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "engine/coding.h"
 #include "engine/status_util.h"
 
 namespace idem {
@@ -34,8 +33,10 @@ absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxEntries(
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(read, outbox));
   for (it->Seek(EncodeOutboxKey(after + 1));
        it->Valid() && entries.size() < max_entries; it->Next()) {
-    std::optional<uint64_t> position = DecodeOutboxKey(ToView(it->key()));
-    std::optional<OutboxFields> fields = DecodeOutboxValue(ToView(it->value()));
+    std::optional<uint64_t> position =
+        DecodeOutboxKey(it->key().ToStringView());
+    std::optional<OutboxFields> fields =
+        DecodeOutboxValue(it->value().ToStringView());
     if (!position.has_value() || !fields.has_value()) {
       return absl::DataLossError(absl::StrCat(
           "undecodable outbox entry at position ",
