@@ -2,55 +2,106 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/coding.h"
+#include "engine/merged_scan.h"
 #include "engine/state_versions.h"
 #include "engine/status_util.h"
 
 namespace idem {
-namespace {}  // namespace
 
 BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
-                   rocksdb::ColumnFamilyHandle* state,
-                   const StateVersions* versions, StateReads* reads)
+                   rocksdb::ColumnFamilyHandle* state, StateVersions* versions,
+                   StateReads* reads)
     : overlay_(overlay),
       db_(db),
       state_(state),
       versions_(versions),
       reads_(reads) {}
 
+absl::Status BatchTxn::NoteReadError(absl::Status error) {
+  if (read_error_.ok()) read_error_ = error;
+  return error;
+}
+
 absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
-  // Heterogeneous lookups: no copy of the key.
-  const absl::string_view k = AbslView(key);
-  if (auto it = writes_.find(k); it != writes_.end()) return it->second;
-  if (auto it = overlay_->find(k); it != overlay_->end()) return it->second;
+  LayeredRead read;
+  if (read.Take(writes_.Find(key)) || read.Take(overlay_->Find(key))) {
+    return read.value();
+  }
   // A commit in flight that writes the key gives its value; otherwise the
   // store has the latest. Either way a commit registered later is a change.
   if (reads_ != nullptr) {
-    StateVersions::Read read = versions_->ReadKey(key);
-    reads_->Add(key, read.version);
-    if (read.in_flight.has_value()) return *std::move(read.in_flight);
+    StateVersions::Read in_flight = versions_->ReadKey(key, *reads_);
+    reads_->Add(key, in_flight.version);
+    if (in_flight.in_flight.has_value()) {
+      const std::optional<std::string>& value = *in_flight.in_flight;
+      return value.has_value() ? read.Over(*value) : read.Over(std::nullopt);
+    }
   }
-  std::string value;
+  rocksdb::PinnableSlice value;
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), state_, ToSlice(key), &value);
-  if (s.IsNotFound()) return std::nullopt;
-  if (!s.ok()) {
-    absl::Status error = FromRocksStatus(s, "reading state");
-    if (read_error_.ok()) read_error_ = error;
-    return error;
-  }
-  return value;
+  if (s.IsNotFound()) return read.Over(std::nullopt);
+  if (!s.ok()) return NoteReadError(FromRocksStatus(s, "reading state"));
+  return read.Over(value.ToStringView());
 }
 
 void BatchTxn::Put(std::string_view key, std::string_view value) {
-  writes_.insert_or_assign(std::string(key), std::string(value));
+  writes_.Put(key, value);
 }
 
-void BatchTxn::Delete(std::string_view key) {
-  writes_.insert_or_assign(std::string(key), std::nullopt);
+void BatchTxn::Delete(std::string_view key) { writes_.Delete(key); }
+
+absl::Status BatchTxn::Scan(std::string_view begin, std::string_view end,
+                            ScanVisitor visit, const ScanOptions& options) {
+  if (absl::Status s = ValidateScanRange(begin, end); !s.ok()) return s;
+  // The commits in flight over the range, then the store under them.
+  StateVersions::RangeRead in_flight;
+  if (reads_ != nullptr) in_flight = versions_->ReadRange(begin, end, *reads_);
+  rocksdb::ReadOptions read;
+  const rocksdb::Slice lower = ToSlice(begin);
+  const rocksdb::Slice upper = ToSlice(end);
+  read.iterate_lower_bound = &lower;
+  if (!end.empty()) read.iterate_upper_bound = &upper;
+  std::unique_ptr<rocksdb::Iterator> store(db_->NewIterator(read, state_));
+  const StateLayer* layers[] = {&writes_, overlay_, &in_flight.in_flight};
+  absl::StatusOr<ScanExtent> extent =
+      MergedScan(layers, store.get(), begin, end, options, visit);
+  if (!extent.ok()) return NoteReadError(extent.status());
+  if (reads_ != nullptr) {
+    reads_->AddRange(extent->begin, extent->end, in_flight.version);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchTxn::Merge(std::string_view key, MergeOp op,
+                             std::string_view operand) {
+  if (absl::Status s = ValidateMerge(op, operand); !s.ok()) {
+    if (emit_error_.ok()) emit_error_ = s;
+    return s;
+  }
+  writes_.Merge(key, op, operand);
+  return absl::OkStatus();
+}
+
+absl::Status BatchTxn::DeleteRange(std::string_view begin,
+                                   std::string_view end) {
+  absl::Status s = ValidateScanRange(begin, end);
+  if (s.ok() && end.empty()) {
+    s = absl::InvalidArgumentError(
+        "DeleteRange: end must not be empty (PrefixEnd of a prefix bounds "
+        "all its keys)");
+  }
+  if (!s.ok()) {
+    if (emit_error_.ok()) emit_error_ = s;
+    return s;
+  }
+  if (begin < end) writes_.DeleteRange(begin, end);
+  return absl::OkStatus();
 }
 
 void BatchTxn::SetResult(std::string_view result) { result_ = result; }
@@ -130,22 +181,19 @@ void BatchTxn::EmitWithOptions(std::string_view destination,
 absl::Status BatchTxn::Apply(BatchOverlay* overlay) {
   constexpr size_t kMaxBytes = std::numeric_limits<uint32_t>::max();
   if (!emit_error_.ok()) return emit_error_;
-  for (const auto& [key, value] : writes_) {
-    if (key.size() > kMaxBytes ||
-        (value.has_value() && value->size() > kMaxBytes)) {
+  for (const auto& [key, write] : writes_.points()) {
+    if (key.size() > kMaxBytes || write.value.size() > kMaxBytes) {
       return absl::InvalidArgumentError(
           "a state key or value is larger than 4 GiB");
     }
-  }
-  if (overlay->empty()) {
-    // The first writes of the batch: the map moves, no entry is copied.
-    overlay->swap(writes_);
-  } else {
-    for (auto& [key, value] : writes_) {
-      overlay->insert_or_assign(key, std::move(value));
+    for (const auto& [op, operand] : write.merges.operands()) {
+      if (operand.size() >= kMaxBytes) {
+        return absl::InvalidArgumentError(
+            "a merge operand is larger than 4 GiB");
+      }
     }
   }
-  writes_.clear();
+  overlay->Absorb(std::move(writes_));
   return absl::OkStatus();
 }
 

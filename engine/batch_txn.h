@@ -1,17 +1,19 @@
 // The Txn a handler receives, and the state overlay of the batch being built.
 //
-// A BatchTxn buffers one message's state writes in its own map, and its
-// emits in order. Reads look at that map, then at the writes of earlier
-// messages of the batch (the BatchOverlay), then at the store. If the
-// handler succeeds, Apply moves the writes into the overlay, which becomes
-// the commit's state writes, and the caller takes the emits; if it fails,
-// the BatchTxn is simply dropped, so nothing of it reaches the commit.
-// Each read past the overlay is noted in a StateReads with the version of
-// engine/state_versions.h current at the read, so that the commit can tell
-// whether a concurrent commit changed the key since; a key that a commit in
-// flight writes reads that commit's value rather than the store's.
+// A BatchTxn buffers one message's state writes in its own layer
+// (engine/state_layer.h), and its emits in order. Reads look through that
+// layer, then the writes of earlier messages of the batch (the
+// BatchOverlay), then the commits in flight, then the store. If the handler
+// succeeds, Apply lays its writes onto the overlay, which becomes the
+// commit's state writes, and the caller takes the emits; if it fails, the
+// BatchTxn is simply dropped, so nothing of it reaches the commit. Each
+// read past the overlay (a key, or the part of a range a scan read) is
+// noted in a StateReads with the version of engine/state_versions.h current
+// at the read, so that the commit can tell whether a concurrent commit
+// changed it since; a key that a commit in flight writes reads that
+// commit's value rather than the store's.
 //
-// Neither class is thread-safe; both live for one commit.
+// Not thread-safe; lives for one handler call.
 
 #ifndef IDEM_ENGINE_BATCH_TXN_H_
 #define IDEM_ENGINE_BATCH_TXN_H_
@@ -23,19 +25,18 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/state_layer.h"
+#include "engine/state_versions.h"
 #include "idem/txn.h"
 #include "rocksdb/db.h"
 
 namespace idem {
 
-// State key -> value written by earlier messages of the batch (nullopt: a
-// deletion).
-using BatchOverlay =
-    absl::flat_hash_map<std::string, std::optional<std::string>>;
+// The state writes of earlier messages of the batch.
+using BatchOverlay = StateLayer;
 
 // One Txn::Emit call.
 struct Emitted {
@@ -47,36 +48,24 @@ struct Emitted {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-class StateVersions;
-
-// The store reads of one commit's handlers: each key with the version noted
-// before it was read (engine/state_versions.h validates them).
-class StateReads {
- public:
-  void Add(std::string_view key, uint64_t version) {
-    reads_.emplace_back(std::string(key), version);
-  }
-  bool empty() const { return reads_.empty(); }
-  const std::vector<std::pair<std::string, uint64_t>>& reads() const {
-    return reads_;
-  }
-
- private:
-  std::vector<std::pair<std::string, uint64_t>> reads_;
-};
-
 class BatchTxn : public Txn {
  public:
   // All pointers are borrowed and must outlive the BatchTxn. With `versions`
   // and `reads`, each store read is noted in `reads`.
   BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
            rocksdb::ColumnFamilyHandle* state,
-           const StateVersions* versions = nullptr,
-           StateReads* reads = nullptr);
+           StateVersions* versions = nullptr, StateReads* reads = nullptr);
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
+  absl::Status Scan(std::string_view begin, std::string_view end,
+                    ScanVisitor visit,
+                    const ScanOptions& options = ScanOptions()) override;
+  absl::Status Merge(std::string_view key, MergeOp op,
+                     std::string_view operand) override;
+  absl::Status DeleteRange(std::string_view begin,
+                           std::string_view end) override;
   void SetResult(std::string_view result) override;
   void Emit(std::string_view destination, std::string_view key,
             std::string_view value) override;
@@ -103,10 +92,10 @@ class BatchTxn : public Txn {
   }
   absl::Time record_expires_at() const override { return record_expires_at_; }
 
-  // Moves this message's writes into `overlay`. kInvalidArgument (and
-  // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB)
-  // or an emit was invalid (its destination empty or over kMaxSourceBytes):
-  // the message must fail.
+  // Lays this message's writes onto `overlay`. kInvalidArgument (and
+  // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB),
+  // or an emit, merge or range deletion was invalid (say, an emit's
+  // destination empty or over kMaxSourceBytes): the message must fail.
   absl::Status Apply(BatchOverlay* overlay);
 
  private:
@@ -114,12 +103,15 @@ class BatchTxn : public Txn {
   const BatchOverlay* const overlay_;
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;
-  const StateVersions* const versions_;
+  // The first error a Get or Scan hit reading the store, kept.
+  absl::Status NoteReadError(absl::Status error);
+
+  StateVersions* const versions_;
   StateReads* const reads_;
-  BatchOverlay writes_;
+  StateLayer writes_;
   std::string result_;
   std::vector<Emitted> emitted_;
-  // The first invalid Emit, reported by Apply.
+  // The first invalid Emit, Merge or DeleteRange, reported by Apply.
   absl::Status emit_error_;
   absl::Status read_error_;
 };

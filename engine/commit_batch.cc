@@ -225,24 +225,44 @@ absl::Status CommitBuilder::BuildOutbox(const OutboxCursor& outbox,
   return FromRocksStatus(s, "building the commit");
 }
 
+absl::Status CommitBuilder::BuildState(rocksdb::WriteBatch& batch) const {
+  // The range deletions first: the state's point writes are newer
+  // (engine/state_layer.h), so they must come after them in the batch.
+  for (const KeyRange& range : state_.ranges()) {
+    rocksdb::Status s =
+        batch.DeleteRange(state_family_, range.begin, range.end);
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
+  // In key order, which lets RocksDB's memtable skiplist reuse its search
+  // position.
+  for (const auto& [key, write] : state_.points()) {
+    rocksdb::Status s;
+    switch (write.kind) {
+      case StateWrite::Kind::kPut:
+        s = batch.Put(state_family_, key, write.value);
+        break;
+      case StateWrite::Kind::kDelete:
+        s = batch.Delete(state_family_, key);
+        break;
+      case StateWrite::Kind::kMerge:
+        for (const auto& [op, operand] : write.merges.operands()) {
+          s = batch.Merge(state_family_, key, StoredOperand(op, operand));
+          if (!s.ok()) break;
+        }
+        break;
+    }
+    if (!s.ok()) return FromRocksStatus(s, "building the commit");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CommitBuilder::Build(const StoredOffsets& stored,
                                   const OutboxCursor& outbox,
                                   rocksdb::WriteBatch& batch,
                                   rocksdb::WriteBatch& records) {
-  // Sorted by reference, inline for small commits (no allocation).
-  absl::InlinedVector<const BatchOverlay::value_type*, 8> state(state_.size());
-  std::transform(state_.begin(), state_.end(), state.begin(),
-                 [](const auto& entry) { return &entry; });
-  std::sort(state.begin(), state.end(),
-            [](const auto* a, const auto* b) { return a->first < b->first; });
-  for (const BatchOverlay::value_type* entry : state) {
-    rocksdb::Status s =
-        entry->second.has_value()
-            ? batch.Put(state_family_, entry->first, *entry->second)
-            : batch.Delete(state_family_, entry->first);
-    if (!s.ok()) return FromRocksStatus(s, "building the commit");
-  }
-  // Likewise: a record (key and value) is too big to move around.
+  if (absl::Status s = BuildState(batch); !s.ok()) return s;
+  // A record (key and value) is too big to move around: sorted by
+  // reference, inline for small commits (no allocation).
   absl::InlinedVector<const NewRecord*, 8> sorted(records_.size());
   std::transform(records_.begin(), records_.end(), sorted.begin(),
                  [](const NewRecord& record) { return &record; });

@@ -178,7 +178,8 @@ class CommitBuilder {
   // The number of outbox entries the commit adds.
   uint64_t emitted() const { return emits_.size(); }
 
-  // Builds the commit into `batch`: the state writes sorted by key, then the
+  // Builds the commit into `batch`: the state's range deletions, then its
+  // other writes sorted by key (merges as their operands), then the
   // dedupe records sorted by family ID, then key bytes (into `records`, which
   // is
   // `batch` except for a deliberately split commit), then per partition the
@@ -204,6 +205,9 @@ class CommitBuilder {
     Emitted emitted;
   };
 
+  // Adds the state writes to `batch`: the range deletions, then the rest in
+  // key order.
+  absl::Status BuildState(rocksdb::WriteBatch& batch) const;
   // Adds the outbox entries and the cursor to `batch`.
   absl::Status BuildOutbox(const OutboxCursor& outbox,
                            rocksdb::WriteBatch& batch) const;

@@ -19,11 +19,12 @@ namespace idem {
 absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     CommitBuilder& commit, const StateReads& reads, const StoredOffsets& stored,
     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
-    CommitQueue::Writer& writer) {
+    CommitQueue::Writer& writer, uint64_t& version) {
   PlainMutexLock order(&order_mu_);
   // Every commit queued before this point precedes this one in the log, so
   // a handler read is current if no such commit changed its key since.
-  if (!hooks_.skip_read_validation && versions_.Changed(reads)) {
+  if (!hooks_.skip_read_validation &&
+      versions_.Changed(reads, !hooks_.skip_range_validation)) {
     return Queued::kStale;
   }
   // The offsets to compare with: the latest queued, else the stored one
@@ -54,7 +55,7 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   if (commit.emitted() > 0) {
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
-  versions_.Pend(commit.state());
+  version = versions_.Pend(commit.state());
   if (!hooks_.unordered_writes) queue_.Add(&writer);
   return Queued::kQueued;
 }

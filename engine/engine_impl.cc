@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -12,6 +13,7 @@
 #include "engine/expiry_buckets.h"
 #include "engine/handler_scope.h"
 #include "engine/info_log.h"
+#include "engine/merged_scan.h"
 #include "engine/outbox_store.h"
 #include "engine/status_util.h"
 #include "engine/store_directory.h"
@@ -242,6 +244,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   for (int changes = 0;; ++changes) {
     absl::StatusOr<int64_t> now_micros;
     RecordPlacements placements;
+    // Set by a commit whose merges need a newer store format.
+    bool needs_merge_format = false;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
@@ -253,14 +257,36 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       // A read-only store fails the commit itself.
       if ((*store)->read_only || changes == kMaxBucketChanges ||
           !BucketsChange(**store, placements, *now_micros)) {
-        return CommitBatch(**store, messages, placements, handler, *now_micros);
+        absl::StatusOr<std::vector<Result>> results =
+            CommitBatch(**store, messages, placements, handler, *now_micros,
+                        needs_merge_format);
+        if (!needs_merge_format) return results;
       }
     }
     CommitLock commit_lock(this);
+    if (needs_merge_format) {
+      // Once per store: its handlers run again on the marked store.
+      if (absl::Status s = MarkMergeFormat(); !s.ok()) return s;
+      --changes;
+      continue;
+    }
     if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
       return s;
     }
   }
+}
+
+absl::Status EngineImpl::MarkMergeFormat() {
+  absl::MutexLock lock(&store_mu_);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  if (absl::Status s =
+          MarkStoreFormat(**store, options_, parts_, kMergeFormatVersion);
+      !s.ok()) {
+    needs_reopen_.store(true);
+    return s;
+  }
+  return absl::OkStatus();
 }
 
 bool EngineImpl::BucketsChange(const Store& store,
@@ -340,7 +366,7 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
-    int64_t now_micros) {
+    int64_t now_micros, bool& needs_merge_format) {
   // The key of each message's record (its ID's hash, or its partition and
   // the hash), which also names the message's emits.
   absl::InlinedVector<RecordKey, 1> record_keys;
@@ -393,6 +419,12 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
                     .reads = reads};
     absl::StatusOr<std::vector<Result>> results = HandleMessages(pass);
     if (!results.ok()) return results.status();
+    if (commit.state().has_merges() &&
+        store.format_version < kMergeFormatVersion) {
+      // Merge operands need format 4: mark the store, then run again.
+      needs_merge_format = true;
+      return results;
+    }
 
     // One WriteBatch: state, dedupe records and offsets commit together.
     // Sized for a dedupe record and a small state write per message, so
@@ -406,9 +438,10 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     // Before the commit can join a group write: a sync failing after this
     // may be this commit's.
     const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-    absl::StatusOr<Queued> queued =
-        QueueCommit(commit, reads, *stored_offsets, batch,
-                    split_records.has_value() ? *split_records : batch, writer);
+    uint64_t version = 0;
+    absl::StatusOr<Queued> queued = QueueCommit(
+        commit, reads, *stored_offsets, batch,
+        split_records.has_value() ? *split_records : batch, writer, version);
     if (!queued.ok()) return queued.status();
     if (*queued == Queued::kStale) {
       handler_reruns_.fetch_add(ages.handlers, std::memory_order_relaxed);
@@ -421,7 +454,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       // Options::clock.
       const auto write_start = std::chrono::steady_clock::now();
       absl::Status written = AwaitWrite(store, writer, batch, failed_syncs);
-      versions_.Publish(commit.state());
+      versions_.Publish(commit.state(), version);
       if (!written.ok()) return written;
       absl::MutexLock lock(&durations_mu_);
       commit_micros_.Add(std::chrono::duration<double, std::micro>(
@@ -499,6 +532,26 @@ absl::StatusOr<std::optional<std::string>> EngineImpl::GetState(
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) return FromRocksStatus(s, "reading state");
   return value;
+}
+
+absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
+                                   ScanVisitor visit,
+                                   const ScanOptions& options) {
+  if (absl::Status s = ValidateScanRange(begin, end); !s.ok()) return s;
+  ReadLock lock(this);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  rocksdb::ReadOptions read;
+  const rocksdb::Slice lower = ToSlice(begin);
+  const rocksdb::Slice upper = ToSlice(end);
+  read.iterate_lower_bound = &lower;
+  if (!end.empty()) read.iterate_upper_bound = &upper;
+  // An iterator reads from the snapshot it took when it was made.
+  std::unique_ptr<rocksdb::Iterator> it(
+      (*store)->db->NewIterator(read, (*store)->state));
+  absl::StatusOr<ScanExtent> scanned =
+      MergedScan({}, it.get(), begin, end, options, visit);
+  return scanned.status();
 }
 
 absl::StatusOr<RecordKey> EngineImpl::CheckedRecordKey(

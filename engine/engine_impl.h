@@ -70,6 +70,9 @@ class EngineImpl : public Engine {
       absl::Span<const Message> messages, Handler handler) override;
   absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) override;
+  absl::Status ScanState(std::string_view begin, std::string_view end,
+                         ScanVisitor visit,
+                         const ScanOptions& options = ScanOptions()) override;
   absl::StatusOr<bool> Seen(std::string_view id) override;
   absl::StatusOr<bool> Seen(std::string_view id, std::string_view source,
                             int32_t partition) override;
@@ -135,12 +138,19 @@ class EngineImpl : public Engine {
   // by `placements` (PlaceRecords, engine/commit_batch.h): claims the IDs,
   // reads the live records and stored offsets, runs HandleMessages, queues
   // the commit (QueueCommit; again from HandleMessages if a read went
-  // stale) and waits for its write.
+  // stale) and waits for its write. If the handlers merged into a store of
+  // a format older than merges need, commits nothing and sets
+  // `needs_merge_format` (the caller marks the store and calls again).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
-      int64_t now_micros) ABSL_SHARED_LOCKS_REQUIRED(store_mu_)
-      ABSL_LOCKS_EXCLUDED(order_mu_);
+      int64_t now_micros, bool& needs_merge_format)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
+
+  // Marks the store as of the format merges need (kMergeFormatVersion),
+  // under the store lock taken exclusively.
+  absl::Status MarkMergeFormat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(store_mu_);
 
   // What QueueCommit did.
   enum class Queued {
@@ -152,15 +162,14 @@ class EngineImpl : public Engine {
   // `commit` into `batch` (`records` gets the dedupe records; it is `batch`
   // except for the split_commit hook) at the next outbox positions and with
   // each partition's offset only if above the latest one queued or stored
-  // (`stored`: read before the handlers), marks its state keys pending and
-  // queues `writer` (which holds `batch`). Fails only as CommitBuilder::Build.
-  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit,
-                                     const StateReads& reads,
-                                     const StoredOffsets& stored,
-                                     rocksdb::WriteBatch& batch,
-                                     rocksdb::WriteBatch& records,
-                                     CommitQueue::Writer& writer)
-      ABSL_LOCKS_EXCLUDED(order_mu_);
+  // (`stored`: read before the handlers), registers its state writes as in
+  // flight (at `version`, for StateVersions::Publish) and queues `writer`
+  // (which holds `batch`). Fails only as CommitBuilder::Build.
+  absl::StatusOr<Queued> QueueCommit(
+      CommitBuilder& commit, const StateReads& reads,
+      const StoredOffsets& stored, rocksdb::WriteBatch& batch,
+      rocksdb::WriteBatch& records, CommitQueue::Writer& writer,
+      uint64_t& version) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // Holds rerun_mu_ from Take until Release or its end: the turn of a
   // commit whose handlers run again.

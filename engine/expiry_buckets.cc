@@ -34,14 +34,8 @@ std::optional<int64_t> BucketEndFor(const Options& options,
 absl::Status CreateBucket(Store& store, const Options& options,
                           const StoreParts& parts, int64_t end_micros) {
   if (store.buckets.count(end_micros) > 0) return absl::OkStatus();
-  if (store.format_version < 2) {
-    rocksdb::ColumnFamilyHandle* marker = nullptr;
-    rocksdb::Status s = store.db->CreateColumnFamily(
-        MakeStateOptions(options, parts.block_cache, kSmallWriteBufferBytes),
-        FormatColumnFamilyName(2), &marker);
-    if (!s.ok()) return FromRocksStatus(s, "marking the store as format 2");
-    store.handles.push_back(marker);
-    store.format_version = 2;
+  if (absl::Status s = MarkStoreFormat(store, options, parts, 2); !s.ok()) {
+    return s;
   }
   rocksdb::ColumnFamilyHandle* handle = nullptr;
   rocksdb::Status s = store.db->CreateColumnFamily(

@@ -3,6 +3,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
+#include "engine/merged_scan.h"
 
 namespace idem {
 
@@ -65,6 +66,40 @@ void PartitionTxn::Put(std::string_view key, std::string_view value) {
 
 void PartitionTxn::Delete(std::string_view key) {
   target().Delete(Scoped(key));
+}
+
+std::string PartitionTxn::ScopedEnd(std::string_view end) const {
+  return end.empty() ? PrefixEnd(prefix_) : Scoped(end);
+}
+
+absl::Status PartitionTxn::Scan(std::string_view begin, std::string_view end,
+                                ScanVisitor visit, const ScanOptions& options) {
+  // Checked unscoped: an end below begin stays below it once both are
+  // scoped, but the empty end (no bound) would not.
+  if (absl::Status s = ValidateScanRange(begin, end); !s.ok()) return s;
+  return target().Scan(
+      Scoped(begin), ScopedEnd(end),
+      [&](std::string_view key, std::string_view value) {
+        return visit(key.substr(prefix_.size()), value);
+      },
+      options);
+}
+
+absl::Status PartitionTxn::Merge(std::string_view key, MergeOp op,
+                                 std::string_view operand) {
+  return target().Merge(Scoped(key), op, operand);
+}
+
+absl::Status PartitionTxn::DeleteRange(std::string_view begin,
+                                       std::string_view end) {
+  if (end.empty()) {
+    // The scoped end would be the partition's: refuse as every Txn does.
+    return target().DeleteRange(begin, end);
+  }
+  if (absl::Status s = ValidateScanRange(begin, end); !s.ok()) {
+    return target().DeleteRange(begin, end);  // fails the message with it
+  }
+  return target().DeleteRange(Scoped(begin), Scoped(end));
 }
 
 }  // namespace idem

@@ -1,94 +1,215 @@
-// StateVersions: the state keys written by commits in flight, and which
-// changed since a handler read them, for the optimistic validation of
-// concurrent handlers (docs/design.md, "Concurrency").
+// StateVersions: the state keys and ranges written by commits, in key order,
+// with the version of the last commit that wrote each, for the optimistic
+// validation of concurrent handlers (docs/design.md, "Concurrency"); and the
+// writes of the commits in flight, which handlers read instead of the
+// store's until they land.
 //
-// A commit that writes keys registers them in its ordered critical section
-// (Pend), as it queues its write: each key takes the commit's version, above
-// every version noted before, and the commit's value, which handlers then
-// read instead of the store's (Read) until the write has landed (Publish).
-// So a handler that reads a key an earlier commit is about to write sees
-// that write and queues behind it, rather than waiting for it to land (and,
-// under kSync, to be synced): commits on a hot key still share a group
-// write and its sync. That is safe because writes land in queue order and a
-// failed write fails every later one (engine/commit_queue.h).
+// A commit registers its writes in its ordered critical section (Pend), as
+// it queues its write: they take the commit's version, above every version
+// noted before, and handlers then read them (ReadKey, ReadRange) until the
+// write has landed (Publish). So a handler that reads a key an earlier
+// commit is about to write sees that write and queues behind it, rather
+// than waiting for it to land (and, under kSync, to be synced): commits on
+// a hot key still share a group write and its sync. That is safe because
+// writes land in queue order and a failed write fails every later one
+// (engine/commit_queue.h). A key whose commits in flight only merge into it
+// has no value to read until its base is known: a read of it waits for
+// those commits to land, then reads the store.
 //
-// A handler's read notes the version current when it read (StateReads,
-// engine/batch_txn.h). Validation (Changed) says whether a read may be
-// stale: its key was registered by a commit at a later version. A spurious
-// "changed" only costs a rerun, so the table may forget: past kMaxKeys keys
-// it forgets those not in flight and treats every older read as changed.
-// Writers outside the handler path (imports, changes) that cannot list
-// their keys make every read changed while they are in flight and before
-// they land (PendAll/PublishAll).
+// A handler's reads (StateReads: one pass of a commit's handlers) note the
+// version current when they read: a point read its key, a scan the part
+// of its range it read. Validation (Changed) says whether a read may be
+// stale: a key in it, or a range deletion over it, was registered at a
+// later version. A spurious "changed" only costs a rerun. The versions
+// are kept while a pass that could be stale against them is open: those
+// at or below the version the oldest open pass started at are forgotten
+// (a pass starts at its first read), so the table holds what was written
+// during the longest pass in flight, whatever the size of the keyspace.
+// Past kMaxKeys keys even so, it forgets all of them and treats every
+// older read as changed. Writers outside the handler path (imports,
+// changes) that cannot list their keys make every read changed while they
+// are in flight and before they land (PendAll/PublishAll).
 //
 // Safe for concurrent access from multiple threads without external
-// synchronization.
+// synchronization; a StateReads is not (one handler pass uses it).
 
 #ifndef IDEM_ENGINE_STATE_VERSIONS_H_
 #define IDEM_ENGINE_STATE_VERSIONS_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
-#include "engine/batch_txn.h"
+#include "engine/state_layer.h"
 
 namespace idem {
 
+class StateVersions;
+
+// The state reads of one pass of a commit's handlers: each key with the
+// version noted before it was read, each scanned range likewise. The pass
+// is open from its first read until the StateReads is destroyed, and
+// StateVersions keeps what validating it needs while it is.
+class StateReads {
+ public:
+  // A scanned range: [begin, end), `end` empty for no upper bound.
+  struct Range {
+    std::string begin;
+    std::string end;
+    uint64_t version = 0;
+  };
+
+  StateReads() = default;
+  StateReads(const StateReads&) = delete;
+  StateReads& operator=(const StateReads&) = delete;
+  ~StateReads();
+
+  void Add(std::string_view key, uint64_t version) {
+    reads_.emplace_back(std::string(key), version);
+  }
+  void AddRange(std::string_view begin, std::string_view end,
+                uint64_t version) {
+    ranges_.push_back(Range{std::string(begin), std::string(end), version});
+  }
+  bool empty() const { return reads_.empty() && ranges_.empty(); }
+  const std::vector<std::pair<std::string, uint64_t>>& reads() const {
+    return reads_;
+  }
+  const std::vector<Range>& ranges() const { return ranges_; }
+
+ private:
+  friend class StateVersions;
+
+  std::vector<std::pair<std::string, uint64_t>> reads_;
+  std::vector<Range> ranges_;
+  // Set by the first read: the table keeps versions above `start_`.
+  StateVersions* versions_ = nullptr;
+  uint64_t start_ = 0;
+};
+
 class StateVersions {
  public:
-  // Keys remembered before the table forgets those not in flight.
-  static constexpr size_t kMaxKeys = size_t{1} << 16;
+  // Versions remembered before the table forgets them all.
+  static constexpr size_t kMaxKeys = size_t{1} << 22;
 
   // What a handler's read of a key finds here.
   struct Read {
     // The version the read notes (StateReads::Add).
     uint64_t version = 0;
-    // The value of the latest commit in flight that writes the key (nullopt
-    // inside: it deletes it); nullopt if none is in flight: read the store.
+    // The key's value as the commits in flight leave it (nullopt inside:
+    // deleted); nullopt if none is in flight: read the store.
     std::optional<std::optional<std::string>> in_flight;
+  };
+
+  // What a handler's scan finds here.
+  struct RangeRead {
+    // The version the scan notes (StateReads::AddRange).
+    uint64_t version = 0;
+    // The commits in flight as one layer: each key they write in the range
+    // with its value as they leave it, and the ranges they delete.
+    StateLayer in_flight;
   };
 
   StateVersions() = default;
   StateVersions(const StateVersions&) = delete;
   StateVersions& operator=(const StateVersions&) = delete;
 
-  // Looks up `key` for a handler's read.
-  Read ReadKey(std::string_view key) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Looks up `key` for a read of the pass `reads` (which it opens, if this
+  // is its first read). Waits while the commits in flight only merge into
+  // the key.
+  Read ReadKey(std::string_view key, StateReads& reads)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Whether any of `reads` may be stale: its key was registered at a
-  // version above the one the read noted (or forgotten since).
-  bool Changed(const StateReads& reads) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Looks up [begin, end) (`end` empty: no upper bound) for a scan of the
+  // pass `reads`. Waits as ReadKey for every key in the range.
+  RangeRead ReadRange(std::string_view begin, std::string_view end,
+                      StateReads& reads) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Registers the writes of a commit about to be queued, at a new version;
-  // later reads of its keys see its values until Publish(writes).
-  void Pend(const BatchOverlay& writes) ABSL_LOCKS_EXCLUDED(mu_);
-  // The write of a commit registered by Pend(writes) has landed or failed.
-  void Publish(const BatchOverlay& writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether any of `reads` may be stale: a key or range it read was
+  // registered at a version above the one the read noted (or forgotten).
+  // Without `ranges`, only the point reads are checked (a broken variant:
+  // EngineHooks::skip_range_validation).
+  bool Changed(const StateReads& reads, bool ranges = true) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Registers the writes of a commit about to be queued at a new version,
+  // which it returns (0 for no writes); later reads see them until
+  // Publish(writes, version).
+  uint64_t Pend(const StateLayer& writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // The write of the commit registered by Pend(writes) at `version` has
+  // landed or failed, and so has every commit queued before it.
+  void Publish(const StateLayer& writes, uint64_t version)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // For writes whose keys are unknown: every read noted before PublishAll
   // is stale, and so is every read validated in between.
   void PendAll() ABSL_LOCKS_EXCLUDED(mu_);
   void PublishAll() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The number of versions remembered (for tests).
+  size_t remembered() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
-  struct Entry {
-    // The version of the last commit that registered a write of the key.
+  friend class StateReads;
+
+  // A write of a commit in flight, and that commit's version.
+  struct InFlightWrite {
     uint64_t version = 0;
-    // Commits in flight that write the key, and the last one's value.
-    uint32_t in_flight = 0;
-    std::optional<std::string> value;
+    StateWrite write;
   };
+  using Chain = absl::InlinedVector<InFlightWrite, 1>;  // oldest first
+
+  // Opens `reads`'s pass at the current version if it is not open yet.
+  void OpenPass(StateReads& reads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The end of the pass opened at `start`.
+  void ClosePass(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Reads `key` through the commits in flight at or below `version`:
+  // decided, or undecided with merges (wait), or undecided (read the
+  // store).
+  LayeredRead ResolveLocked(std::string_view key, uint64_t version) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a commit in flight at or below `version` only merges into a
+  // key of [begin, end) (`end` empty: no upper bound), leaving it without
+  // a value to read.
+  bool MergesWithoutBaseLocked(std::string_view begin, std::string_view end,
+                               uint64_t version) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits until no commit in flight at or below `version` merges into a
+  // key of [begin, end) without a base.
+  void AwaitBasesLocked(std::string_view begin, std::string_view end,
+                        uint64_t version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Forgets the versions no open pass can be stale against.
+  void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   uint64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, Entry> keys_ ABSL_GUARDED_BY(mu_);
-  // Reads noted below it are stale (keys were forgotten, or written by a
-  // writer of unknown keys, at this version).
+  // The version of the last commit that wrote each key, and of each range
+  // deletion, with the keys in version order for pruning.
+  absl::btree_map<std::string, uint64_t, std::less<>> versions_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, std::string>> key_order_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<uint64_t, KeyRange>> deleted_ranges_
+      ABSL_GUARDED_BY(mu_);
+  // The writes of the commits in flight, by key, and their range deletions.
+  absl::btree_map<std::string, Chain, std::less<>> in_flight_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<uint64_t, KeyRange>> in_flight_ranges_
+      ABSL_GUARDED_BY(mu_);
+  // The versions the open passes started at.
+  absl::btree_multiset<uint64_t> open_passes_ ABSL_GUARDED_BY(mu_);
+  // Reads noted below it are stale (versions were forgotten, or written by
+  // a writer of unknown keys, at this version).
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 0;
   // PendAll calls not yet published.
   uint32_t all_pending_ ABSL_GUARDED_BY(mu_) = 0;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/info_log.h"
+#include "engine/merge_operator.h"
 #include "engine/status_util.h"
 #include "engine/store_directory.h"
 #include "rocksdb/cache.h"
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     } else if (name == kStateColumnFamily) {
       cf = MakeStateOptions(options, parts.block_cache,
                             options.write_buffer_bytes);
+      cf.merge_operator = NewStateMergeOperator();
     } else {
       cf = MakeStateOptions(options, parts.block_cache, kSmallWriteBufferBytes);
     }
@@ -153,6 +155,22 @@ absl::Status CheckWriteAheadLogs(const std::string& dir,
 
 std::string FormatColumnFamilyName(int version) {
   return absl::StrCat(kFormatColumnFamilyPrefix, version);
+}
+
+absl::Status MarkStoreFormat(Store& store, const Options& options,
+                             const StoreParts& parts, int version) {
+  if (store.format_version >= version) return absl::OkStatus();
+  rocksdb::ColumnFamilyHandle* marker = nullptr;
+  rocksdb::Status s = store.db->CreateColumnFamily(
+      MakeStateOptions(options, parts.block_cache, kSmallWriteBufferBytes),
+      FormatColumnFamilyName(version), &marker);
+  if (!s.ok()) {
+    return FromRocksStatus(
+        s, absl::StrCat("marking the store as format ", version));
+  }
+  store.handles.push_back(marker);
+  store.format_version = version;
+  return absl::OkStatus();
 }
 
 std::string BucketFamilyName(int64_t end_micros) {

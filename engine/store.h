@@ -54,9 +54,13 @@
 namespace idem {
 
 // The newest format this build reads and writes. Format 2 adds expiry
-// buckets, format 3 partition-scoped dedupe keys; a store without either is
-// written as format 1, which older builds read.
-inline constexpr int kFormatVersion = 3;
+// buckets, format 3 partition-scoped dedupe keys, format 4 merge operands
+// in idem.state (Txn::Merge; engine/merge_operator.h), which a build
+// without the state's merge operator cannot read. A store without any of
+// them is written as format 1, which older builds read; a store is marked
+// with a newer format when it first needs it.
+inline constexpr int kFormatVersion = 4;
+inline constexpr int kMergeFormatVersion = 4;
 inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
 inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
@@ -152,6 +156,12 @@ rocksdb::ColumnFamilyOptions MakeStateOptions(
 
 // The name of the format marker family of version `version`.
 std::string FormatColumnFamilyName(int version);
+
+// Marks `store` as format `version` (creates its marker family) unless it
+// is of that format or newer already. REQUIRES: the store is writable and
+// nothing else uses it (the engine holds its store lock exclusively).
+absl::Status MarkStoreFormat(Store& store, const Options& options,
+                             const StoreParts& parts, int version);
 
 // The name of the expiry bucket ending at `end_micros`, and back (nullopt for
 // a name that is not a bucket's).

@@ -52,6 +52,19 @@ void ChangelogTxn::Delete(std::string_view key) {
   writes_.insert_or_assign(std::string(*relative), std::nullopt);
 }
 
+absl::Status ChangelogTxn::Merge(std::string_view key, MergeOp op,
+                                 std::string_view operand) {
+  // An invalid merge goes to the engine's Txn, which fails the message.
+  if (!ValidateMerge(op, operand).ok()) return target().Merge(key, op, operand);
+  return Txn::Merge(key, op, operand);  // Get, fold, this->Put
+}
+
+absl::Status ChangelogTxn::DeleteRange(std::string_view begin,
+                                       std::string_view end) {
+  if (end.empty() || end < begin) return target().DeleteRange(begin, end);
+  return Txn::DeleteRange(begin, end);  // Scan, then this->Delete each key
+}
+
 void ChangelogTxn::SetResult(std::string_view result) {
   result_ = result;
   target().SetResult(result);

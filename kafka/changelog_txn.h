@@ -49,6 +49,15 @@ class ChangelogTxn final : public ForwardingTxn {
 
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
+  // A merge is read, folded and written (Get + Put), so that the changelog,
+  // compacted to the last record of each key, holds the folded value; it is
+  // no longer blind, and concurrent merges of one key conflict here.
+  absl::Status Merge(std::string_view key, MergeOp op,
+                     std::string_view operand) override;
+  // A range deletion is a deletion of each key the range holds (found with
+  // Scan), each a tombstone in the changelog that a restore applies.
+  absl::Status DeleteRange(std::string_view begin,
+                           std::string_view end) override;
   void SetResult(std::string_view result) override;
 
   // Call once the handler returned OK: the first refused write's error, or

@@ -71,8 +71,8 @@ class CommitBuilderTest : public ::testing::Test {
 
 TEST_F(CommitBuilderTest, BuildsSortedStateThenRecordsPerFamilyThenOffsets) {
   CommitBuilder commit(&state_, &offsets_);
-  commit.state()["b"] = "2";
-  commit.state()["a"] = std::nullopt;
+  commit.state().Put("b", "2");
+  commit.state().Delete("a");
   const DedupeKey x = HashMessageId("x"), y = HashMessageId("y"),
                   z = HashMessageId("z");
   commit.AddRecord(&bucket_, z, "v");
@@ -97,7 +97,7 @@ TEST_F(CommitBuilderTest, BuildsSortedStateThenRecordsPerFamilyThenOffsets) {
 // EngineHooks::split_commit writes the records in a second WriteBatch.
 TEST_F(CommitBuilderTest, PutsRecordsInTheBatchGivenForThem) {
   CommitBuilder commit(&state_, &offsets_);
-  commit.state()["a"] = "1";
+  commit.state().Put("a", "1");
   const DedupeKey x = HashMessageId("x");
   commit.AddRecord(&dedupe_, x, "v");
   rocksdb::WriteBatch batch, records;
@@ -127,7 +127,7 @@ TEST_F(CommitBuilderTest, LeavesOutOffsetsNotAboveTheStoredOnes) {
 // were added, followed by the cursor that records them as issued.
 TEST_F(CommitBuilderTest, AppendsEmitsAtTheNextPositionsThenTheCursor) {
   CommitBuilder commit(&state_, &offsets_, &outbox_);
-  commit.state()["a"] = "1";
+  commit.state().Put("a", "1");
   const DedupeKey x = HashMessageId("x");
   const DedupeKey y = HashMessageId("y");
   std::vector<Emitted> of_x(2);

@@ -170,10 +170,11 @@ TEST(EngineOpenTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
 TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
-  // This build reads formats 1 to 3 (expiry buckets, partition scope).
+  // This build reads formats 1 to 4 (expiry buckets, partition scope,
+  // merges).
   ASSERT_NO_FATAL_FAILURE(
       CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe",
-                           "idem.state", "idem.offsets", "idem.format.4"}));
+                           "idem.state", "idem.offsets", "idem.format.5"}));
   const auto before = SnapshotTree(path);
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)

@@ -265,8 +265,8 @@ class RawTarget : public Target {
           if (batch[i].expect_duplicate) ++outcome.missed_duplicates;
           in_batch.insert(keys[i]);
           if (options_.state_bytes > 0) {
-            commit.state()[StateKey(batch[i].id, options_.state_keys)] =
-                state_value_;
+            commit.state().Put(StateKey(batch[i].id, options_.state_keys),
+                               state_value_);
           }
           commit.AddRecord(
               dedupe_, keys[i],

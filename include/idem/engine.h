@@ -158,6 +158,19 @@ class Engine {
   virtual absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) = 0;
 
+  // Visits the committed state keys in [begin, end) (`end` empty: no upper
+  // bound) with their values, in byte order (reverse order with
+  // options.reverse), until `visit` returns false or options.limit keys
+  // were visited, as Txn::Scan does, from one snapshot of the store: no
+  // commit that lands meanwhile shows, and merges are folded. Under
+  // kBuffered what it shows may not be durable yet. kInvalidArgument for a
+  // bad range (as Txn::Scan); kUnavailable while the store is closed after
+  // an I/O error. Reads only: may be called from a handler, where it sees
+  // only committed data (Txn::Scan sees the batch, and is validated).
+  virtual absl::Status ScanState(
+      std::string_view begin, std::string_view end, ScanVisitor visit,
+      const ScanOptions& options = ScanOptions()) = 0;
+
   // Returns whether a non-expired dedupe record for `id` exists. Under
   // kBuffered the record may not be durable yet. kInvalidArgument for a bad
   // id; kDataLoss if the stored record cannot be decoded; kFailedPrecondition

@@ -32,6 +32,19 @@ class ForwardingTxn : public Txn {
     target_.Put(key, value);
   }
   void Delete(std::string_view key) override { target_.Delete(key); }
+  absl::Status Scan(std::string_view begin, std::string_view end,
+                    ScanVisitor visit,
+                    const ScanOptions& options = ScanOptions()) override {
+    return target_.Scan(begin, end, visit, options);
+  }
+  absl::Status Merge(std::string_view key, MergeOp op,
+                     std::string_view operand) override {
+    return target_.Merge(key, op, operand);
+  }
+  absl::Status DeleteRange(std::string_view begin,
+                           std::string_view end) override {
+    return target_.DeleteRange(begin, end);
+  }
   absl::Time record_expires_at() const override {
     return target_.record_expires_at();
   }

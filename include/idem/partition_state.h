@@ -45,8 +45,10 @@ std::optional<PartitionStateKey> ParsePartitionStateKey(
     std::string_view state_key);
 
 // A Txn whose keys live under PartitionStatePrefix(source, partition).
-// SetResult, Emit, EmitWithHeaders and EmitWithOptions pass through unchanged
-// (idem/forwarding_txn.h).
+// Every key, range and prefix it is given is taken relative to that prefix
+// (an empty scan end is the end of the partition's keys), and the keys its
+// scans visit are relative too. SetResult, Emit, EmitWithHeaders and
+// EmitWithOptions pass through unchanged (idem/forwarding_txn.h).
 class PartitionTxn final : public ForwardingTxn {
  public:
   PartitionTxn(Txn& txn, std::string_view source, int32_t partition)
@@ -55,8 +57,19 @@ class PartitionTxn final : public ForwardingTxn {
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
   void Delete(std::string_view key) override;
+  absl::Status Scan(std::string_view begin, std::string_view end,
+                    ScanVisitor visit,
+                    const ScanOptions& options = ScanOptions()) override;
+  absl::Status Merge(std::string_view key, MergeOp op,
+                     std::string_view operand) override;
+  absl::Status DeleteRange(std::string_view begin,
+                           std::string_view end) override;
 
  private:
+  // The scoped form of a range's end: the end of the partition's keys for
+  // an empty one.
+  std::string ScopedEnd(std::string_view end) const;
+
   std::string Scoped(std::string_view key) const;
 
   const std::string prefix_;

@@ -20,9 +20,24 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "idem/merge.h"
 #include "idem/message.h"
 
 namespace idem {
+
+// Called for each key-value pair a scan visits, in scan order; return false
+// to stop the scan there. Both views are valid only during the call.
+using ScanVisitor =
+    absl::FunctionRef<bool(std::string_view key, std::string_view value)>;
+
+// How a scan (Txn::Scan, Engine::ScanState) walks its range.
+struct ScanOptions {
+  // Visit from the last key of the range down to the first.
+  bool reverse = false;
+  // Stop after visiting this many keys; 0 means no limit. A limit also
+  // narrows what a handler's scan is validated against (docs/state.md).
+  size_t limit = 0;
+};
 
 class Txn {
  public:
@@ -39,6 +54,52 @@ class Txn {
 
   // Buffers a deletion of `key`. Deleting an absent key is not an error.
   virtual void Delete(std::string_view key) = 0;
+
+  // Visits the keys in [begin, end) in byte order (reverse order with
+  // options.reverse), with their values, until `visit` returns false or
+  // options.limit keys were visited. An empty `end` means no upper bound.
+  // Sees what Get sees: this message's own writes, those of earlier
+  // messages of the batch and of commits in flight, over the store, merged
+  // in key order, with deleted keys hidden and merges folded.
+  // The part of the range the scan read (up to the last key visited when it
+  // stopped early) is validated when the commit is queued: if any key in it
+  // was written, inserted or deleted by a commit queued after the scan
+  // read, the handlers run again, as for a Get (no range locks: a slow
+  // handler blocks no one; a wide scan over keys others insert into reruns
+  // often, so narrow it, or give it a limit).
+  // kInvalidArgument if `end` is non-empty and below `begin`, or a bound is
+  // larger than a key may be (4 GiB); a storage error as Get returns it.
+  // An exception thrown by `visit` propagates to the handler (the message
+  // then fails, and nothing of it commits). The default, for Txn
+  // implementations outside idem, returns kUnimplemented.
+  virtual absl::Status Scan(std::string_view begin, std::string_view end,
+                            ScanVisitor visit,
+                            const ScanOptions& options = ScanOptions());
+
+  // Scan over the keys that start with `prefix` (all keys if it is empty).
+  absl::Status ScanPrefix(std::string_view prefix, ScanVisitor visit,
+                          const ScanOptions& options = ScanOptions());
+
+  // Buffers a merge of `operand` into `key` by `op` (idem/merge.h): a blind
+  // write that reads nothing, so merges of one key by concurrent handlers
+  // never conflict and never make a handler run again. A later Get or scan
+  // of the key, in this handler or another, sees the folded value.
+  // kInvalidArgument for an unknown `op` or an operand that does not fit
+  // it; the message then fails with that error (as an invalid Emit does),
+  // even if the handler goes on. The default, for Txn implementations
+  // outside idem, reads the key, folds and writes it back (Get + Put).
+  virtual absl::Status Merge(std::string_view key, MergeOp op,
+                             std::string_view operand);
+
+  // Buffers a deletion of every key in [begin, end), committed in the same
+  // write as the rest of the message. It counts as a write of every key in
+  // the range: a handler in flight that read or scanned any of them runs
+  // again. kInvalidArgument if `end` is empty or below `begin` (the message
+  // then fails with that error, as an invalid Emit does); begin == end
+  // deletes nothing. The default, for Txn implementations outside idem,
+  // scans the range and deletes each key it finds.
+  virtual absl::Status DeleteRange(std::string_view begin,
+                                   std::string_view end);
 
   // Sets the bytes stored with the dedupe record and returned to this
   // delivery and to every duplicate of it. The last call wins.

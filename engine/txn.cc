@@ -1,0 +1,47 @@
+// The defaults of Txn's calls that Txn implementations outside idem need
+// not provide (idem/txn.h).
+
+#include <string>
+#include <vector>
+
+#include "engine/merged_scan.h"
+#include "idem/txn.h"
+
+namespace idem {
+
+absl::Status Txn::Scan(std::string_view, std::string_view, ScanVisitor,
+                       const ScanOptions&) {
+  return absl::UnimplementedError("this Txn does not support scans");
+}
+
+absl::Status Txn::ScanPrefix(std::string_view prefix, ScanVisitor visit,
+                             const ScanOptions& options) {
+  return Scan(prefix, PrefixEnd(prefix), visit, options);
+}
+
+absl::Status Txn::Merge(std::string_view key, MergeOp op,
+                        std::string_view operand) {
+  if (absl::Status s = ValidateMerge(op, operand); !s.ok()) return s;
+  absl::StatusOr<std::optional<std::string>> value = Get(key);
+  if (!value.ok()) return value.status();
+  Put(key, ApplyMerge(*value, op, operand));
+  return absl::OkStatus();
+}
+
+absl::Status Txn::DeleteRange(std::string_view begin, std::string_view end) {
+  if (end.empty()) {
+    return absl::InvalidArgumentError("DeleteRange: end must not be empty");
+  }
+  if (absl::Status s = ValidateScanRange(begin, end); !s.ok()) return s;
+  std::vector<std::string> keys;
+  absl::Status scanned =
+      Scan(begin, end, [&](std::string_view key, std::string_view) {
+        keys.emplace_back(key);
+        return true;
+      });
+  if (!scanned.ok()) return scanned;
+  for (const std::string& key : keys) Delete(key);
+  return absl::OkStatus();
+}
+
+}  // namespace idem
