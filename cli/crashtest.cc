@@ -41,6 +41,8 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kLostUpdates;
   else if (s == "ignore_conflicts")
     *self_test = crash::SelfTest::kIgnoreConflicts;
+  else if (s == "skip_range_validation")
+    *self_test = crash::SelfTest::kSkipRangeValidation;
   else
     return false;
   return true;
@@ -149,7 +151,7 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable, "
            "split_commit, emit_outside_commit, ack_before_publish, "
-           "lost_updates or ignore_conflicts, got '"
+           "lost_updates, ignore_conflicts or skip_range_validation, got '"
         << args.self_test << "'\n";
     return 2;
   }

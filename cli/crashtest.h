@@ -39,7 +39,7 @@ struct CrashtestArgs {
   // none | ack_before_durable | split_commit | emit_outside_commit |
   // ack_before_publish (these two with the pipeline workload) |
   // lost_updates (with threads >= 2) | ignore_conflicts (with
-  // detect_conflicts)
+  // detect_conflicts) | skip_range_validation (with threads >= 2)
   std::string self_test = "none";
 };
 

@@ -83,12 +83,14 @@ using idemctl::Position;
 using idemctl::PositionName;
 using idemctl::PrepareImport;
 using idemctl::PrepareMetrics;
+using idemctl::PrepareScan;
 using idemctl::PrepareSetOffset;
 using idemctl::Request;
 using idemctl::RunExport;
 using idemctl::RunImport;
 using idemctl::RunMetrics;
 using idemctl::RunOffsets;
+using idemctl::RunScan;
 using idemctl::RunSetOffset;
 using idemctl::UsageError;
 
@@ -570,6 +572,14 @@ constexpr Command kCommands[] = {
      PositionFlags::kNone,
      nullptr,
      RunGet},
+    {"scan",
+     {},
+     "The committed state keys under --prefix (default: all) in key order, "
+     "with their values; --limit=N, --reverse.",
+     Access::kReadOnly,
+     PositionFlags::kNone,
+     PrepareScan,
+     RunScan},
     {"offsets",
      {},
      "Every stored (source, partition, offset).",
@@ -676,6 +686,7 @@ std::string IdemctlUsage() {
          "\n"
          "Usage: idem-ctl --store=PATH [--json] SUBCOMMAND [ARG...]\n"
          "  stats | seen ID | forget ID | get KEY | offsets\n"
+         "  | scan [--prefix=P] [--limit=N] [--reverse]\n"
          "  | set-offset SOURCE PARTITION OFFSET | compact | checkpoint DIR\n"
          "  | dump | verify | metrics | export --partition=SOURCE:P FILE\n"
          "  | import FILE\n"
@@ -730,6 +741,12 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
       return UsageError(
           err, absl::StrCat(std::string(arg_name), " must not be empty"));
     }
+  }
+  if (name != "scan" &&
+      (args.prefix.has_value() || args.limit.has_value() || args.reverse)) {
+    return UsageError(err, absl::StrCat("--prefix, --limit and --reverse are "
+                                        "for scan, not '",
+                                        name, "'"));
   }
   Request request(args);
   if (std::optional<int> code = ParsePositionFlags(*command, request, err)) {

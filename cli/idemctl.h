@@ -4,6 +4,7 @@
 //       | offsets | set-offset SOURCE PARTITION OFFSET | compact
 //       | checkpoint DIR | dump | verify | metrics
 //       | export --partition=SOURCE:P FILE | import FILE
+//       | scan [--prefix=P] [--limit=N] [--reverse]
 //
 // seen and forget take --source=S --partition=P (or --partition=S:P) for a
 // partition-scoped store (DedupeScope::kPartition), whose records are kept per
@@ -44,6 +45,13 @@
 // MiB; export refuses to write such a line), an offset outside
 // [0, INT64_MAX) or a state key or record given twice (the message names
 // the line, or the repeated item).
+//
+// `scan` lists the committed state keys that start with --prefix (all keys
+// without it) in key order (Engine::ScanState), reversed with --reverse,
+// at most --limit of them: one line per key, its key and value C-escaped
+// and separated by a tab, then the count; with --json
+//   {"prefix":"...","reverse":false,"limit":N,"count":N,
+//    "entries":[{"key":"...","value":"..."}]}
 //
 // `metrics` prints the store's figures as idem::PrometheusCollector
 // registers them (idem/prometheus/collector.h), in Prometheus' text
@@ -100,6 +108,11 @@ struct IdemctlArgs {
   // last ':'), P a number >= 0; nullopt when the flag was not given.
   std::optional<std::string> source;
   std::optional<std::string> partition;
+  // --prefix, --limit and --reverse (scan only): the keys to visit, at most
+  // how many (a whole number; 0 or unset: all), and in reverse order.
+  std::optional<std::string> prefix;
+  std::optional<std::string> limit;
+  bool reverse = false;
   // The positional arguments: the subcommand, then its arguments.
   std::vector<std::string> command;
 };

@@ -35,6 +35,7 @@ struct Request {
   const IdemctlArgs& args;
   std::optional<Position> position;
   int64_t offset = -1;         // set-offset's OFFSET
+  size_t limit = 0;            // scan's --limit
   PartitionSnapshot snapshot;  // import's FILE
 };
 
@@ -66,6 +67,11 @@ int RunExport(Engine& engine, const Request& r, std::ostream& out,
 std::optional<int> PrepareImport(Request& request, std::ostream& err);
 int RunImport(Engine& engine, const Request& r, std::ostream& out,
               std::ostream& err);
+
+// scan (cli/idemctl_scan.cc): PrepareScan parses --limit.
+std::optional<int> PrepareScan(Request& request, std::ostream& err);
+int RunScan(Engine& engine, const Request& r, std::ostream& out,
+            std::ostream& err);
 
 // metrics (cli/idemctl_metrics.cc): PrepareMetrics fails (exit 3) when
 // idem-ctl was built without prometheus-cpp.

@@ -29,6 +29,14 @@ int main(int argc, char** argv) {
   CLI::Option* partition_flag = app->add_option(
       "--partition", partition,
       "seen, forget, export: the partition, P (with --source) or SOURCE:P.");
+  std::string prefix, limit;
+  CLI::Option* prefix_flag =
+      app->add_option("--prefix", prefix,
+                      "scan: the prefix of the keys to list (default: all).");
+  CLI::Option* limit_flag = app->add_option(
+      "--limit", limit, "scan: list at most this many keys (0: all).");
+  app->add_flag("--reverse", args.reverse,
+                "scan: list the keys in reverse order.");
   // At most one subcommand; a word that names none is kept as an extra, so
   // that it can be reported as an unknown subcommand (CLI11 would only say
   // that a subcommand is required).
@@ -52,6 +60,8 @@ int main(int argc, char** argv) {
   }
   if (source_flag->count() > 0) args.source = source;
   if (partition_flag->count() > 0) args.partition = partition;
+  if (prefix_flag->count() > 0) args.prefix = prefix;
+  if (limit_flag->count() > 0) args.limit = limit;
   const std::vector<std::string> extras = app->remaining();
   if (!extras.empty() &&
       (!app->get_subcommands().empty() || extras.front().starts_with("-"))) {
