@@ -75,6 +75,10 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
     return absl::InvalidArgumentError(
         "self_test=lost_updates needs threads >= 2");
   }
+  if (o.self_test == SelfTest::kSkipRangeValidation && o.threads < 2) {
+    return absl::InvalidArgumentError(
+        "self_test=skip_range_validation needs threads >= 2");
+  }
   if (o.self_test == SelfTest::kIgnoreConflicts && !o.detect_conflicts) {
     return absl::InvalidArgumentError(
         "self_test=ignore_conflicts needs detect_conflicts");

@@ -27,6 +27,7 @@ EngineHooks HooksFor(SelfTest self_test) {
   hooks.split_commit = self_test == SelfTest::kSplitCommit;
   hooks.ignore_conflicts = self_test == SelfTest::kIgnoreConflicts;
   hooks.skip_read_validation = self_test == SelfTest::kLostUpdates;
+  hooks.skip_range_validation = self_test == SelfTest::kSkipRangeValidation;
   return hooks;
 }
 

@@ -402,9 +402,10 @@ absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
   if (name == "inventory") return NewInventoryWorkload();
   if (name == "pipeline") return NewPipelineWorkload();
   if (name == "transfers") return NewTransfersWorkload();
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown workload '", name,
-                   "' (built-in: ledger, inventory, pipeline, transfers)"));
+  if (name == "orders") return NewOrdersWorkload();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown workload '", name,
+      "' (built-in: ledger, inventory, pipeline, transfers, orders)"));
 }
 
 }  // namespace idem::crash

@@ -23,8 +23,10 @@ int main(int argc, char** argv) {
   app->add_option("--workload", args.workload,
                   "Workload: ledger, inventory, pipeline (the ledger, "
                   "emitting through the outbox to a downstream store that a "
-                  "relay in the worker feeds) or transfers (amounts moved "
-                  "between four shared accounts by --threads threads).");
+                  "relay in the worker feeds), transfers (amounts moved "
+                  "between four shared accounts by --threads threads) or "
+                  "orders (orders opened, closed and counted with prefix "
+                  "scans, counters bumped with merges).");
   app->add_option("--cycles", args.cycles,
                   "Crash cycles, in [0, 1000000]: N worker runs that each end "
                   "in a crash of --mode's kind, then one crash-free final "
@@ -82,7 +84,9 @@ int main(int argc, char** argv) {
                   "that a handler's reads are current at commit; with "
                   "--threads >= 2, e.g. --workload=transfers), and with "
                   "--detect_conflicts ignore_conflicts (conflicting "
-                  "redeliveries answered as duplicates).");
+                  "redeliveries answered as duplicates), "
+                  "skip_range_validation (scanned ranges not checked at "
+                  "commit; with --threads >= 2 and --workload=orders).");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;

@@ -129,8 +129,13 @@ class Workload {
 // balances: they must equal the applied entries' payments), "transfers"
 // (each message moves an amount between two of four shared accounts, so
 // concurrent threads read and write the same keys: every balance must
-// equal the committed transfers, and the total stays zero).
+// equal the committed transfers, and the total stays zero), "orders"
+// (orders opened and closed under four customers, counted with prefix
+// scans, and per-customer counters bumped with merges: every recorded count
+// must equal a serial replay's in commit order, and every counter the sum
+// of its applied bumps).
 std::unique_ptr<Workload> NewLedgerWorkload();
+std::unique_ptr<Workload> NewOrdersWorkload();
 std::unique_ptr<Workload> NewTransfersWorkload();
 std::unique_ptr<Workload> NewInventoryWorkload();
 std::unique_ptr<Workload> NewPipelineWorkload();
@@ -151,22 +156,26 @@ enum class CrashMode {
 // handler or relay), to show the harness reports violations.
 enum class SelfTest {
   kNone,
-  kAckBeforeDurable,   // WaitDurable returns without syncing (use kBuffered
-                       // with kPowerLoss or kKillPoint)
-  kSplitCommit,        // state and dedupe record committed in two writes
-  kEmitOutsideCommit,  // the handler's emits are published to the
-                       // downstream at once, from inside the handler,
-                       // instead of committing with it (needs a workload
-                       // with a Downstream, e.g. "pipeline")
-  kAckBeforePublish,   // the relay acknowledges outbox entries before it
-                       // publishes them (needs a workload with a
-                       // Downstream)
-  kLostUpdates,        // the engine does not check that a handler's reads
-                       // are still current when it commits, so concurrent
-                       // read-modify-writes of one key lose updates (needs
-                       // threads >= 2, e.g. with "transfers")
-  kIgnoreConflicts,    // the engine answers a conflicting redelivery as a
-                       // duplicate (needs detect_conflicts)
+  kAckBeforeDurable,     // WaitDurable returns without syncing (use kBuffered
+                         // with kPowerLoss or kKillPoint)
+  kSplitCommit,          // state and dedupe record committed in two writes
+  kEmitOutsideCommit,    // the handler's emits are published to the
+                         // downstream at once, from inside the handler,
+                         // instead of committing with it (needs a workload
+                         // with a Downstream, e.g. "pipeline")
+  kAckBeforePublish,     // the relay acknowledges outbox entries before it
+                         // publishes them (needs a workload with a
+                         // Downstream)
+  kLostUpdates,          // the engine does not check that a handler's reads
+                         // are still current when it commits, so concurrent
+                         // read-modify-writes of one key lose updates (needs
+                         // threads >= 2, e.g. with "transfers")
+  kIgnoreConflicts,      // the engine answers a conflicting redelivery as a
+                         // duplicate (needs detect_conflicts)
+  kSkipRangeValidation,  // the engine validates a handler's point reads but
+                         // not the ranges its scans read, so a scan misses
+                         // an insert committed meanwhile (needs threads
+                         // >= 2, e.g. with "orders")
 };
 
 // What RunCrashTest reports after each run of a worker, for progress
