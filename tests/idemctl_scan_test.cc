@@ -77,9 +77,9 @@ TEST_F(IdemctlScanTest, JsonCarriesTheBytesAndTheFoldedMerges) {
   EXPECT_EQ(test::Latin1Bytes(v["entries"][1]["value"].get<std::string>()),
             std::string("b\0\n", 3));
   EXPECT_EQ(v["entries"][3]["key"], "orders");
-  EXPECT_EQ(ReadInt64(test::Latin1Bytes(
-                v["entries"][3]["value"].get<std::string>())),
-            3);
+  EXPECT_EQ(
+      ReadInt64(test::Latin1Bytes(v["entries"][3]["value"].get<std::string>())),
+      3);
 }
 
 TEST_F(IdemctlScanTest, BadLimitAndScanFlagsElsewhereAreUsageErrors) {

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
+#include "idem/partition_state.h"
 #include "rocksdb/db.h"
 #include "tests/testing/parallel.h"
 #include "util/temp_dir.h"
@@ -59,9 +60,9 @@ class StateMergeTest : public ::testing::Test {
 
   // Runs `body` as the handler of a new message; returns its result.
   Result Run(std::function<absl::Status(Txn&)> body) {
-    absl::StatusOr<Result> r = engine_->Process(
-        Message{.id = "m" + std::to_string(++messages_)},
-        [&](const Message&, Txn& txn) { return body(txn); });
+    absl::StatusOr<Result> r =
+        engine_->Process(Message{.id = "m" + std::to_string(++messages_)},
+                         [&](const Message&, Txn& txn) { return body(txn); });
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *std::move(r) : Result();
   }
@@ -247,14 +248,48 @@ TEST_F(StateMergeTest, DeleteRangeRemovesExactlyItsRangeInWriteOrder) {
   ASSERT_TRUE(engine_
                   ->ScanState("", "",
                               [&](std::string_view k, std::string_view v) {
-                                keys.push_back(std::string(k) + "=" +
-                                               std::string(v.size() == 8
-                                                               ? "int"
-                                                               : v));
+                                keys.push_back(
+                                    std::string(k) + "=" +
+                                    std::string(v.size() == 8 ? "int" : v));
                                 return true;
                               })
                   .ok());
   EXPECT_THAT(keys, ElementsAre("a=old", "c=after", "d=old", "n=int"));
+}
+
+TEST_F(StateMergeTest, PartitionExportCarriesFoldedValuesAndRangeDeletions) {
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<Result> r = engine_->Process(
+        Message{.id = "p" + std::to_string(i), .source = "t", .partition = 2},
+        [&](const Message&, Txn& txn) {
+          PartitionTxn state(txn, "t", 2);
+          if (i == 0) {
+            state.Put("gone/1", "x");
+            state.Put("gone/2", "y");
+          }
+          if (i == 2) {
+            if (absl::Status s = state.DeleteRange("gone/", "gone0"); !s.ok()) {
+              return s;
+            }
+          }
+          return state.Merge("n", MergeOp::kAddInt64, Int64Operand(4));
+        });
+    ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed);
+  }
+  absl::StatusOr<PartitionSnapshot> snapshot = engine_->ExportPartition("t", 2);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->entries.size(), 1u);
+  EXPECT_EQ(snapshot->entries[0].first, "n");
+  EXPECT_EQ(ReadInt64(snapshot->entries[0].second), 12);
+  // Imported elsewhere, the folded value is a plain value there.
+  util::TempDir other_dir;
+  auto other = Engine::Open(other_dir.Sub("db"), Options());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE((*other)->ImportPartition(*snapshot).ok());
+  EXPECT_EQ(
+      ReadInt64(
+          (*other)->GetState(PartitionStatePrefix("t", 2) + "n")->value_or("")),
+      12);
 }
 
 TEST_F(StateMergeTest, DeleteRangeWithABadRangeFailsTheMessage) {

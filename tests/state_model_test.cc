@@ -5,11 +5,12 @@
 // batch and the handler's own writes (tests/testing/state_model.h; the
 // fuzz target tests/fuzz/merged_scan_fuzzer.cc explores the same check).
 
+#include "tests/testing/state_model.h"
+
 #include <random>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/testing/state_model.h"
 
 namespace idem {
 namespace {

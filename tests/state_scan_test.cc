@@ -40,18 +40,18 @@ class StateScanTest : public ::testing::Test {
 
   // Commits `writes` (value "" deletes) as one message.
   void Seed(const KeyValues& writes) {
-    absl::StatusOr<Result> r = engine_->Process(
-        Message{.id = "seed-" + std::to_string(++seeds_)},
-        [&](const Message&, Txn& txn) {
-          for (const auto& [key, value] : writes) {
-            if (value.empty()) {
-              txn.Delete(key);
-            } else {
-              txn.Put(key, value);
-            }
-          }
-          return absl::OkStatus();
-        });
+    absl::StatusOr<Result> r =
+        engine_->Process(Message{.id = "seed-" + std::to_string(++seeds_)},
+                         [&](const Message&, Txn& txn) {
+                           for (const auto& [key, value] : writes) {
+                             if (value.empty()) {
+                               txn.Delete(key);
+                             } else {
+                               txn.Put(key, value);
+                             }
+                           }
+                           return absl::OkStatus();
+                         });
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(r->outcome, Outcome::kProcessed);
   }
@@ -63,18 +63,18 @@ class StateScanTest : public ::testing::Test {
       const ScanOptions& options = ScanOptions(),
       std::function<void(Txn&)> before = [](Txn&) {}) {
     KeyValues seen;
-    absl::StatusOr<Result> r = engine_->Process(
-        Message{.id = "scan-" + std::to_string(++seeds_)},
-        [&](const Message&, Txn& txn) {
-          before(txn);
-          return txn.Scan(
-              begin, end,
-              [&](std::string_view k, std::string_view v) {
-                seen.emplace_back(k, v);
-                return true;
-              },
-              options);
-        });
+    absl::StatusOr<Result> r =
+        engine_->Process(Message{.id = "scan-" + std::to_string(++seeds_)},
+                         [&](const Message&, Txn& txn) {
+                           before(txn);
+                           return txn.Scan(
+                               begin, end,
+                               [&](std::string_view k, std::string_view v) {
+                                 seen.emplace_back(k, v);
+                                 return true;
+                               },
+                               options);
+                         });
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) EXPECT_EQ(r->outcome, Outcome::kProcessed) << r->error;
     return seen;
@@ -148,8 +148,8 @@ TEST_F(StateScanTest, SeesItsOwnWritesAndDeletesMergedWithTheStore) {
     txn.Put("d", "4");
     txn.Delete("never-there");
   });
-  EXPECT_THAT(seen, ElementsAre(Pair("a", "1"), Pair("b", "two"), Pair("d", "4"),
-                                Pair("e", "5")));
+  EXPECT_THAT(seen, ElementsAre(Pair("a", "1"), Pair("b", "two"),
+                                Pair("d", "4"), Pair("e", "5")));
   seen = ScanInHandler("a", "z", ScanOptions{.reverse = true}, [](Txn& txn) {
     txn.Delete("e");
     txn.Put("f", "6");
@@ -163,8 +163,8 @@ TEST_F(StateScanTest, SeesTheWritesOfEarlierMessagesOfItsBatch) {
   Seed({{"k1", "store"}, {"k3", "store"}});
   std::vector<Message> batch = {{.id = "m1"}, {.id = "m2"}, {.id = "m3"}};
   std::vector<KeyValues> seen(3);
-  absl::StatusOr<std::vector<Result>> results = engine_->ProcessBatch(
-      batch, [&](const Message& m, Txn& txn) {
+  absl::StatusOr<std::vector<Result>> results =
+      engine_->ProcessBatch(batch, [&](const Message& m, Txn& txn) {
         const int i = m.id.back() - '1';
         if (i == 0) txn.Put("k2", "m1");
         if (i == 1) txn.Delete("k1");
@@ -184,7 +184,9 @@ TEST_F(StateScanTest, ScanPrefixVisitsOnlyKeysWithThePrefix) {
         {"order/1/b", "y"},
         {"order/10", "no"},
         {"order/2/a", "no"},
-        {"\xff\xff" "a", "ff"},
+        {"\xff\xff"
+         "a",
+         "ff"},
         {"\xff\xfe", "no"}});
   std::vector<std::string> keys;
   ASSERT_TRUE(engine_
@@ -205,28 +207,28 @@ TEST_F(StateScanTest, ScanPrefixVisitsOnlyKeysWithThePrefix) {
                                   });
                             })
                   .ok());
-  EXPECT_THAT(keys, ElementsAre("order/1/a", "order/1/b", "\xff\xff" "a"));
+  EXPECT_THAT(keys, ElementsAre("order/1/a", "order/1/b",
+                                "\xff\xff"
+                                "a"));
 }
 
 TEST_F(StateScanTest, RangeWithEndBelowBeginIsInvalidArgument) {
   absl::Status in_handler;
   absl::StatusOr<Result> r =
       engine_->Process(Message{.id = "bad"}, [&](const Message&, Txn& txn) {
-        in_handler = txn.Scan("b", "a", [](std::string_view, std::string_view) {
-          return true;
-        });
+        in_handler = txn.Scan(
+            "b", "a", [](std::string_view, std::string_view) { return true; });
         return absl::OkStatus();
       });
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(in_handler.code(), absl::StatusCode::kInvalidArgument)
       << in_handler;
-  EXPECT_EQ(engine_
-                ->ScanState("b", "a",
-                            [](std::string_view, std::string_view) {
-                              return true;
-                            })
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      engine_
+          ->ScanState("b", "a",
+                      [](std::string_view, std::string_view) { return true; })
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(StateScanTest, VisitorThatThrowsFailsTheMessageAndCommitsNothing) {
@@ -269,16 +271,16 @@ TEST_F(StateScanTest, ScanStateSeesOnlyCommittedState) {
 }
 
 TEST_F(StateScanTest, PartitionTxnScansStayInsideThePartition) {
-  absl::StatusOr<Result> r = engine_->Process(
-      Message{.id = "p", .source = "t", .partition = 1},
-      [&](const Message&, Txn& txn) {
-        PartitionTxn one(txn, "t", 1);
-        PartitionTxn two(txn, "t", 2);
-        one.Put("a", "1");
-        one.Put("b", "2");
-        two.Put("a", "other");
-        return absl::OkStatus();
-      });
+  absl::StatusOr<Result> r =
+      engine_->Process(Message{.id = "p", .source = "t", .partition = 1},
+                       [&](const Message&, Txn& txn) {
+                         PartitionTxn one(txn, "t", 1);
+                         PartitionTxn two(txn, "t", 2);
+                         one.Put("a", "1");
+                         one.Put("b", "2");
+                         two.Put("a", "other");
+                         return absl::OkStatus();
+                       });
   ASSERT_TRUE(r.ok()) << r.status();
   KeyValues seen;
   absl::Status deleted;
@@ -288,11 +290,11 @@ TEST_F(StateScanTest, PartitionTxnScansStayInsideThePartition) {
         // The store's first merge runs the handler again (format 4).
         seen.clear();
         PartitionTxn one(txn, "t", 1);
-        absl::Status s = one.Scan("", "", [&](std::string_view k,
-                                              std::string_view v) {
-          seen.emplace_back(k, v);
-          return true;
-        });
+        absl::Status s =
+            one.Scan("", "", [&](std::string_view k, std::string_view v) {
+              seen.emplace_back(k, v);
+              return true;
+            });
         if (!s.ok()) return s;
         deleted = one.DeleteRange("a", "b");
         return one.Merge("n", MergeOp::kAddInt64, Int64Operand(3));

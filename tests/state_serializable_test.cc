@@ -49,11 +49,11 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenSkewEngine(
   test::Findings f;
   test::RunTogether(kSkewThreads, [&](int t) {
     const std::string id = absl::StrCat(prefix, "insert-", t);
-    absl::StatusOr<Result> r = engine.Process(
-        Message{.id = id}, [&](const Message&, Txn& txn) {
+    absl::StatusOr<Result> r =
+        engine.Process(Message{.id = id}, [&](const Message&, Txn& txn) {
           int rows = 0;
-          absl::Status s = txn.ScanPrefix(
-              prefix, [&](std::string_view, std::string_view) {
+          absl::Status s =
+              txn.ScanPrefix(prefix, [&](std::string_view, std::string_view) {
                 ++rows;
                 return true;
               });
@@ -65,15 +65,15 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenSkewEngine(
     f.Ok(r.status(), id);
   });
   int rows = 0;
-  absl::Status s = engine.ScanState(
-      prefix, prefix + "\xff", [&](std::string_view, std::string_view) {
-        ++rows;
-        return true;
-      });
+  absl::Status s = engine.ScanState(prefix, prefix + "\xff",
+                                    [&](std::string_view, std::string_view) {
+                                      ++rows;
+                                      return true;
+                                    });
   f.Ok(s, "ScanState");
-  f.Expect(rows <= kSkewLimit, absl::StrCat("write skew: ", rows,
-                                            " rows committed, limit ",
-                                            kSkewLimit));
+  f.Expect(rows <= kSkewLimit,
+           absl::StrCat("write skew: ", rows, " rows committed, limit ",
+                        kSkewLimit));
   return f.Result();
 }
 

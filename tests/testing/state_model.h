@@ -75,7 +75,8 @@ class ModelInput {
     static constexpr char kAlphabet[] = {'a', 'b', 'c', '\xff'};
     const uint8_t b = Byte();
     std::string key(1 + b % 3, 'a');
-    for (size_t i = 0; i < key.size(); ++i) key[i] = kAlphabet[(b >> (2 + i * 2)) % 4];
+    for (size_t i = 0; i < key.size(); ++i)
+      key[i] = kAlphabet[(b >> (2 + i * 2)) % 4];
     if (b % 7 == 0) key.clear();
     return key;
   }
@@ -225,18 +226,17 @@ inline std::string CheckStateModel(std::string_view input) {
     want.resize(keep);
     std::vector<std::pair<std::string, std::string>> got;
     MapIterator it(store, begin, end);
-    absl::StatusOr<ScanExtent> extent = MergedScan(
-        layers, &it, begin, end, options,
-        [&](std::string_view k, std::string_view v) {
-          got.emplace_back(k, v);
-          return stop_after == 0 || got.size() < stop_after;
-        });
+    absl::StatusOr<ScanExtent> extent =
+        MergedScan(layers, &it, begin, end, options,
+                   [&](std::string_view k, std::string_view v) {
+                     got.emplace_back(k, v);
+                     return stop_after == 0 || got.size() < stop_after;
+                   });
     if (!extent.ok()) return std::string(extent.status().message());
     if (got != want) {
       std::string shown = absl::StrCat(
-          "scan [", show(begin), ", ", show(end), ") reverse=",
-          options.reverse, " limit=", options.limit, " stop=", stop_after,
-          ": got");
+          "scan [", show(begin), ", ", show(end), ") reverse=", options.reverse,
+          " limit=", options.limit, " stop=", stop_after, ": got");
       for (const auto& [k, v] : got) absl::StrAppend(&shown, " ", show(k));
       absl::StrAppend(&shown, "; want");
       for (const auto& [k, v] : want) absl::StrAppend(&shown, " ", show(k));
