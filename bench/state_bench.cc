@@ -169,8 +169,8 @@ void BM_ScanValidation(benchmark::State& state) {
   hooks.skip_range_validation = !validate;
   auto engine = OpenEngineWithHooks(dir->Sub("idem"), options, hooks);
   if (!engine.ok()) return state.SkipWithError("cannot open the store");
-  auto seeded = (*engine)->Process(
-      Message{.id = "seed"}, [](const Message&, Txn& txn) {
+  auto seeded =
+      (*engine)->Process(Message{.id = "seed"}, [](const Message&, Txn& txn) {
         for (int k = 0; k < 10; ++k) txn.Put(ScanKey(0, k), "v");
         return absl::OkStatus();
       });
@@ -226,7 +226,8 @@ void BM_HotCounter(benchmark::State& state) {
           }
           auto v = txn.Get("hot");
           if (!v.ok()) return v.status();
-          txn.Put("hot", Int64Operand(ReadInt64(v->value_or("")).value_or(0) + 1));
+          txn.Put("hot",
+                  Int64Operand(ReadInt64(v->value_or("")).value_or(0) + 1));
           return absl::OkStatus();
         });
     if (!r.ok() || r->outcome != Outcome::kProcessed) {
@@ -263,33 +264,32 @@ void BM_GetMerged(benchmark::State& state) {
   raw->Put(rocksdb::WriteOptions(), "plain", Int64Operand(1))
       .PermitUncheckedError();
   for (int m = 0; m < 5; ++m) {
-    auto r = engine->Process(Message{.id = absl::StrCat("w", m)},
-                                [&](const Message&, Txn& txn) {
-                                  if (m == 0) {
-                                    txn.Put("merged", Int64Operand(1));
-                                    return absl::OkStatus();
-                                  }
-                                  return txn.Merge("merged", MergeOp::kAddInt64,
-                                                   Int64Operand(1));
-                                });
+    auto r = engine->Process(
+        Message{.id = absl::StrCat("w", m)}, [&](const Message&, Txn& txn) {
+          if (m == 0) {
+            txn.Put("merged", Int64Operand(1));
+            return absl::OkStatus();
+          }
+          return txn.Merge("merged", MergeOp::kAddInt64, Int64Operand(1));
+        });
     if (!r.ok()) return state.SkipWithError("cannot write");
   }
   constexpr int kGets = 1000;
   std::vector<double> idem_ns, raw_ns;
   int64_t round = 0;
   for (auto _ : state) {
-    auto r = engine->Process(
-        Message{.id = absl::StrCat("g", round++)},
-        [&](const Message&, Txn& txn) -> absl::Status {
-          const auto start = std::chrono::steady_clock::now();
-          for (int g = 0; g < kGets; ++g) {
-            auto v = txn.Get("merged");
-            if (!v.ok()) return v.status();
-            benchmark::DoNotOptimize(v);
-          }
-          idem_ns.push_back(MicrosSince(start) * 1000 / kGets);
-          return absl::OkStatus();
-        });
+    auto r =
+        engine->Process(Message{.id = absl::StrCat("g", round++)},
+                        [&](const Message&, Txn& txn) -> absl::Status {
+                          const auto start = std::chrono::steady_clock::now();
+                          for (int g = 0; g < kGets; ++g) {
+                            auto v = txn.Get("merged");
+                            if (!v.ok()) return v.status();
+                            benchmark::DoNotOptimize(v);
+                          }
+                          idem_ns.push_back(MicrosSince(start) * 1000 / kGets);
+                          return absl::OkStatus();
+                        });
     if (!r.ok()) return state.SkipWithError("get failed");
     const auto start = std::chrono::steady_clock::now();
     std::string value;

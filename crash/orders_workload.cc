@@ -110,12 +110,12 @@ class OrdersWorkload : public Workload {
       txn.Delete(OrderKey(e->customer, e->arg));
     } else if (e->kind == "count") {
       int64_t open = 0;
-      if (absl::Status s = txn.ScanPrefix(
-              CustomerPrefix(e->customer),
-              [&](std::string_view, std::string_view) {
-                ++open;
-                return true;
-              });
+      if (absl::Status s =
+              txn.ScanPrefix(CustomerPrefix(e->customer),
+                             [&](std::string_view, std::string_view) {
+                               ++open;
+                               return true;
+                             });
           !s.ok()) {
         return s;
       }
@@ -155,9 +155,9 @@ class OrdersWorkload : public Workload {
     std::vector<std::string> order =
         absl::StrSplit(log->value_or(""), ';', absl::SkipEmpty());
     if (order.size() != applied.size()) {
-      return absl::DataLossError(
-          absl::StrCat("the commit log holds ", order.size(),
-                       " messages; ", applied.size(), " were applied"));
+      return absl::DataLossError(absl::StrCat("the commit log holds ",
+                                              order.size(), " messages; ",
+                                              applied.size(), " were applied"));
     }
     // The replay: open orders per customer, counters.
     std::map<int64_t, std::set<int64_t>> open;
@@ -181,10 +181,10 @@ class OrdersWorkload : public Workload {
       if (!recorded.ok()) return recorded.status();
       const std::string want = absl::StrCat(open[e->customer].size());
       if (recorded->value_or("<none>") != want) {
-        return absl::DataLossError(absl::StrCat(
-            id, " counted ", recorded->value_or("<none>"),
-            " open orders of customer ", e->customer,
-            "; a serial run in commit order counts ", want));
+        return absl::DataLossError(
+            absl::StrCat(id, " counted ", recorded->value_or("<none>"),
+                         " open orders of customer ", e->customer,
+                         "; a serial run in commit order counts ", want));
       }
     }
     for (int64_t c = 0; c < kOrderCustomers; ++c) {
@@ -198,20 +198,19 @@ class OrdersWorkload : public Workload {
                          "; its applied bumps sum to ", counters[c]));
       }
       int64_t stored = 0;
-      if (absl::Status s = engine.ScanState(
-              CustomerPrefix(c), CustomerPrefix(c) + "\xff",
-              [&](std::string_view, std::string_view) {
-                ++stored;
-                return true;
-              });
+      if (absl::Status s =
+              engine.ScanState(CustomerPrefix(c), CustomerPrefix(c) + "\xff",
+                               [&](std::string_view, std::string_view) {
+                                 ++stored;
+                                 return true;
+                               });
           !s.ok()) {
         return s;
       }
       if (stored != static_cast<int64_t>(open[c].size())) {
-        return absl::DataLossError(
-            absl::StrCat("customer ", c, " has ", stored,
-                         " open orders stored; the replay leaves ",
-                         open[c].size()));
+        return absl::DataLossError(absl::StrCat(
+            "customer ", c, " has ", stored,
+            " open orders stored; the replay leaves ", open[c].size()));
       }
     }
     return absl::OkStatus();

@@ -75,8 +75,8 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
     auto l = ParseStoredOperand(left.ToStringView());
     auto r = ParseStoredOperand(right.ToStringView());
     if (!l.has_value() || !r.has_value() || l->first != r->first) return false;
-    *new_value = StoredOperand(l->first, ApplyMerge(l->second, l->first,
-                                                    r->second));
+    *new_value =
+        StoredOperand(l->first, ApplyMerge(l->second, l->first, r->second));
     return true;
   }
 };

@@ -1,11 +1,12 @@
 // The defaults of Txn's calls that Txn implementations outside idem need
 // not provide (idem/txn.h).
 
+#include "idem/txn.h"
+
 #include <string>
 #include <vector>
 
 #include "engine/merged_scan.h"
-#include "idem/txn.h"
 
 namespace idem {
 

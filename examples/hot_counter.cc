@@ -120,8 +120,8 @@ int main(int argc, char** argv) {
   const Run merged = Measure(dir + "/merge", /*merge=*/true, threads, messages,
                              absl::Milliseconds(wait_ms));
   std::filesystem::remove_all(dir);
-  for (const auto& [name, run] : {std::pair{"get+put", rmw},
-                                  std::pair{"merge", merged}}) {
+  for (const auto& [name, run] :
+       {std::pair{"get+put", rmw}, std::pair{"merge", merged}}) {
     std::cout << name << ": count " << run.count << " of " << want
               << ", handler reruns " << run.reruns << ", "
               << static_cast<int64_t>(run.per_second) << " msgs/s\n";

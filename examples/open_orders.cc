@@ -64,12 +64,11 @@ absl::Status HandleOrder(const idem::Message& m, idem::Txn& txn) {
     return absl::OkStatus();
   }
   int open = 0;
-  if (absl::Status s = txn.ScanPrefix(
-          customer,
-          [&](std::string_view, std::string_view) {
-            ++open;
-            return true;
-          });
+  if (absl::Status s = txn.ScanPrefix(customer,
+                                      [&](std::string_view, std::string_view) {
+                                        ++open;
+                                        return true;
+                                      });
       !s.ok()) {
     return s;
   }
@@ -98,7 +97,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string dir = std::filesystem::temp_directory_path() / "open_orders.XXXXXX";
+  std::string dir =
+      std::filesystem::temp_directory_path() / "open_orders.XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) return 1;
   int exit_code = 0;
   {

@@ -53,15 +53,16 @@ class ChangelogTxnStateTest : public ::testing::Test {
   // The last changelog record of each state key (nullopt: a tombstone).
   std::map<std::string, std::optional<std::string>> ChangelogState() {
     std::map<std::string, std::optional<std::string>> state;
-    absl::StatusOr<std::vector<OutboxEntry>> entries = engine_->ReadOutbox(1000);
+    absl::StatusOr<std::vector<OutboxEntry>> entries =
+        engine_->ReadOutbox(1000);
     EXPECT_TRUE(entries.ok()) << entries.status();
     if (!entries.ok()) return state;
     for (const OutboxEntry& e : *entries) {
       if (e.destination != target_.changelog_topic) continue;
       for (const char* key : {"n", "a", "b", "c"}) {
         if (e.key == StateRecordKey(key)) {
-          state[key] = e.tombstone ? std::nullopt
-                                   : std::optional<std::string>(e.value);
+          state[key] =
+              e.tombstone ? std::nullopt : std::optional<std::string>(e.value);
         }
       }
     }
