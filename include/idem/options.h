@@ -113,7 +113,8 @@ struct Options {
   // Open an existing store for reads only: nothing on disk changes (the WAL
   // is replayed in memory), the store may be open in another engine at the
   // same time (reads then see the commits as of this Open), and
-  // ProcessBatch/Process, Forget, CompactExpired and Checkpoint fail with
+  // ProcessBatch/Process, Forget, AckOutbox, CompactExpired, Checkpoint,
+  // SetCommittedOffset, ImportPartition and ApplyPartitionChanges fail with
   // kFailedPrecondition. create_if_missing is ignored. Default: false.
   bool read_only = false;
 
