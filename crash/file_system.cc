@@ -265,9 +265,7 @@ void CrashFileSystem::AfterSync(const std::string& fname, bool ok) {
 
 std::shared_ptr<CrashFileSystem::FileSizes> CrashFileSystem::TrackFile(
     const std::string& fname, uint64_t synced_size) {
-  auto sizes = std::make_shared<FileSizes>();
-  sizes->written = synced_size;
-  sizes->synced = synced_size;
+  auto sizes = std::make_shared<FileSizes>(synced_size);
   absl::MutexLock lock(&sizes_mu_);
   sizes_[Normal(fname)] = sizes;
   return sizes;
@@ -275,7 +273,7 @@ std::shared_ptr<CrashFileSystem::FileSizes> CrashFileSystem::TrackFile(
 
 void CrashFileSystem::NoteAppend(FileSizes& file, uint64_t offset,
                                  uint64_t bytes) {
-  absl::MutexLock lock(&sizes_mu_);
+  absl::MutexLock lock(&file.mu);
   if (offset == UINT64_MAX) {
     file.written += bytes;
   } else {
@@ -284,7 +282,7 @@ void CrashFileSystem::NoteAppend(FileSizes& file, uint64_t offset,
 }
 
 void CrashFileSystem::NoteTruncate(FileSizes& file, uint64_t size) {
-  absl::MutexLock lock(&sizes_mu_);
+  absl::MutexLock lock(&file.mu);
   file.written = size;
   file.synced = std::min(file.synced, size);
 }
@@ -292,7 +290,7 @@ void CrashFileSystem::NoteTruncate(FileSizes& file, uint64_t size) {
 void CrashFileSystem::NoteSync(const std::string& fname, FileSizes& file) {
   uint64_t size = 0;
   {
-    absl::MutexLock lock(&sizes_mu_);
+    absl::MutexLock lock(&file.mu);
     file.synced = file.written;
     size = file.synced;
   }
@@ -322,7 +320,10 @@ absl::Status CrashFileSystem::CopyDurableImage(const std::string& from,
     if (IsWriteAheadLog(file.string())) {
       absl::MutexLock lock(&sizes_mu_);
       auto it = sizes_.find(file.lexically_normal().string());
-      if (it != sizes_.end()) size = std::min(size, it->second->synced);
+      if (it != sizes_.end()) {
+        absl::MutexLock file_lock(&it->second->mu);
+        size = std::min(size, it->second->synced);
+      }
     }
     std::ifstream in(file, std::ios::binary);
     std::ofstream out(fs::path(to) / file.filename(), std::ios::binary);
@@ -351,6 +352,7 @@ absl::Status CrashFileSystem::DropUnsyncedWalData(const std::string& dir) {
     auto it = sizes_.find(file.lexically_normal().string());
     if (it == sizes_.end()) continue;
     FileSizes& sizes = *it->second;
+    absl::MutexLock file_lock(&sizes.mu);
     const uint64_t size = fs::file_size(file, ec);
     if (ec) continue;
     if (size > sizes.synced) {

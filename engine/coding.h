@@ -19,10 +19,15 @@ inline rocksdb::Slice ToSlice(std::string_view s) {
   return rocksdb::Slice(s.data(), s.size());
 }
 
+// Little-endian, written at `out`. REQUIRES: 4 writable bytes.
+inline void EncodeFixed32LE(char* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>(v >> (8 * i));
+}
+
 // Little-endian, appended to `out`.
 inline void PutFixed32LE(std::string* out, uint32_t v) {
   char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+  EncodeFixed32LE(buf, v);
   out->append(buf, 4);
 }
 inline void PutFixed64LE(std::string* out, uint64_t v) {
@@ -55,10 +60,15 @@ inline void PutBigEndian64(char* out, uint64_t v) {
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (56 - 8 * i));
 }
 
-// Big-endian. REQUIRES: `p` points to 4 readable bytes.
+// Big-endian. REQUIRES: `p` points to 4 (8) readable bytes.
 inline uint32_t GetBigEndian32(const char* p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+inline uint64_t GetBigEndian64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(p[i]);
   return v;
 }
 

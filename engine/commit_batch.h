@@ -2,7 +2,7 @@
 // need the engine's locks: where each message's dedupe record goes, the
 // reads before any handler runs (live records, stored offsets), and
 // CommitBuilder, which collects one commit's writes and builds its
-// WriteBatch. EngineImpl::CommitBatch calls them under the commit lock;
+// WriteBatch. EngineImpl::CommitBatch calls them under the shared store lock;
 // idem-bench's RocksDB layouts (bench/idem_bench/targets.cc) build their
 // commits with them too, so both measure the same code.
 //

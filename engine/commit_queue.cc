@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/coding.h"
 #include "engine/tsan_scope.h"
 
 namespace idem {
@@ -29,9 +30,7 @@ rocksdb::WriteBatch MergeBatches(const rocksdb::WriteBatch* const* batches,
     rep.append(batches[i]->Data(), kHeaderBytes, std::string::npos);
     count += batches[i]->Count();
   }
-  for (size_t b = 0; b < 4; ++b) {
-    rep[kCountOffset + b] = static_cast<char>((count >> (8 * b)) & 0xff);
-  }
+  EncodeFixed32LE(&rep[kCountOffset], count);
   return rocksdb::WriteBatch(std::move(rep));
 }
 

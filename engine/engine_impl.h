@@ -346,8 +346,8 @@ class EngineImpl : public Engine {
   bool InsideOwnHandler() const;
 
   // kFailedPrecondition if called from inside one of this engine's handlers,
-  // at any depth (the call would wait for the commit lock the handler runs
-  // under).
+  // at any depth (the call could wait for the commit the handler is part of:
+  // its shared hold of store_mu_, its claimed IDs or its queued write).
   absl::Status RejectInsideHandler(const char* call) const;
 
   // kFailedPrecondition for a call that writes, on a read-only engine.

@@ -7,8 +7,9 @@
 // without hashing its ID again.
 //
 // A handler of one engine may call another engine, whose handler may call
-// back into the first, at any depth. A call that would wait for the commit
-// lock of an engine anywhere in the list must be rejected (it would
+// back into the first, at any depth. A call that could wait for the commit
+// of an engine anywhere in the list (the store lock that commit holds
+// shared, its claimed IDs, its queued write) must be rejected (it would
 // deadlock), and a read must not lock that engine's store again
 // (absl::Mutex is not re-entrant). One HandlerScope per running handler, on
 // the stack of the thread running it; each thread has its own list, so the

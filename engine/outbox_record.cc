@@ -34,17 +34,13 @@ std::string OutboxMessageId(const RecordKey& key, uint32_t index) {
 
 std::string EncodeOutboxKey(uint64_t position) {
   std::string key(kOutboxKeyBytes, '\0');
-  for (size_t i = 0; i < kOutboxKeyBytes; ++i) {
-    key[i] = static_cast<char>(position >> (56 - 8 * i));
-  }
+  PutBigEndian64(key.data(), position);
   return key;
 }
 
 std::optional<uint64_t> DecodeOutboxKey(std::string_view key) {
   if (key.size() != kOutboxKeyBytes) return std::nullopt;
-  uint64_t position = 0;
-  for (char c : key) position = (position << 8) | static_cast<unsigned char>(c);
-  return position;
+  return GetBigEndian64(key.data());
 }
 
 std::string EncodeOutboxValue(const OutboxFields& fields) {

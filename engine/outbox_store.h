@@ -2,8 +2,9 @@
 // column family (format: engine/outbox_record.h). The commit path writes
 // entries through CommitBuilder (engine/commit_batch.h).
 //
-// Thread-safe as far as their RocksDB handles are; the caller serializes
-// writes (EngineImpl's commit lock).
+// Thread-safe as far as their RocksDB handles are; the caller orders the
+// writes (EngineImpl's ordered critical section, order_mu_, assigns the
+// outbox positions and queues the commits in that order).
 
 #ifndef IDEM_ENGINE_OUTBOX_STORE_H_
 #define IDEM_ENGINE_OUTBOX_STORE_H_

@@ -3,11 +3,11 @@
 //
 // Debian's build of Abseil checks every absl::Mutex acquisition for lock
 // cycles: a graph lookup under a process-wide spinlock, about 420
-// instructions per Lock and Unlock pair with nothing contended. The commit
-// lock, taken once per call on the commit path, uses this instead
-// (docs/performance.md, "Per-call costs and the hashed memtable"); every
-// other lock, and every lock that needs absl::Condition or shared holders,
-// stays an absl::Mutex.
+// instructions per Lock and Unlock pair with nothing contended. The ordering
+// lock (EngineImpl::order_mu_), taken once per commit, and the commit lock
+// (EngineImpl::commit_mu_) use this instead (docs/performance.md, "Per-call
+// costs and the hashed memtable"); every other lock, and every lock that
+// needs absl::Condition or shared holders, stays an absl::Mutex.
 
 #ifndef IDEM_ENGINE_PLAIN_MUTEX_H_
 #define IDEM_ENGINE_PLAIN_MUTEX_H_

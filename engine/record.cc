@@ -211,17 +211,15 @@ std::optional<DedupeRecord> DecodeDedupeRecord(std::string_view value) {
 
 std::string EncodeOffsetKey(std::string_view source, int32_t partition) {
   std::string key(source);
-  const uint32_t p = static_cast<uint32_t>(partition);
-  for (int i = 3; i >= 0; --i) key.push_back(static_cast<char>(p >> (8 * i)));
+  char p[4];
+  PutBigEndian32(p, static_cast<uint32_t>(partition));
+  key.append(p, sizeof(p));
   return key;
 }
 
 std::optional<OffsetKey> DecodeOffsetKey(std::string_view key) {
   if (key.size() < 4) return std::nullopt;
-  uint32_t p = 0;
-  for (size_t i = key.size() - 4; i < key.size(); ++i) {
-    p = (p << 8) | static_cast<unsigned char>(key[i]);
-  }
+  const uint32_t p = GetBigEndian32(key.data() + key.size() - 4);
   return OffsetKey{key.substr(0, key.size() - 4), static_cast<int32_t>(p)};
 }
 

@@ -242,8 +242,10 @@ rocksdb::DBOptions MakeDbOptions(const Options& options, rocksdb::Env* env,
   db.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   db.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db.keep_log_file_num = 4;
-  // The hashed dedupe memtable takes one writer at a time; commits hold the
-  // commit lock anyway, so no write group ever has two memtable writers.
+  // The hashed dedupe memtable takes one writer at a time; every commit goes
+  // through the engine's one commit queue (engine/commit_queue.h), whose
+  // leader writes its group as one batch, so no write group ever has two
+  // memtable writers.
   db.allow_concurrent_memtable_write = false;
   return db;
 }

@@ -56,7 +56,7 @@ using test::RunTogether;
 absl::StatusOr<std::unique_ptr<Engine>> OpenTestEngine(
     const util::TempDir& dir, const EngineHooks& hooks = {}) {
   Options options;
-  // The commit lock, not durability, is under test: skip the fdatasyncs.
+  // Concurrency, not durability, is under test: skip the fdatasyncs.
   options.durability = Durability::kBuffered;
   return OpenEngineWithHooks(dir.Sub("db"), options, hooks);
 }

@@ -376,7 +376,7 @@ TEST(EngineCallsTest, StatsTimeEachCommitCallInTheirBuckets) {
   ASSERT_TRUE(h.engine().Process({.id = "d"}, AddOne).ok());
   h.fs().SetWalSyncDelay(absl::ZeroDuration());
 
-  // From inside a handler (whose commit holds the commit lock) too.
+  // From inside a handler (whose commit holds the store lock shared) too.
   absl::StatusOr<Stats> inside;
   ASSERT_TRUE(h.engine()
                   .Process({.id = "e"},
@@ -618,7 +618,7 @@ TEST(EngineCallsTest, SyncOutcomesCarrySequencesAndWaitDurableRejectsUnissued) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Regression: these calls wait for the commit lock the handler runs under;
+// Regression: these calls could wait for the commit the handler is part of;
 // from inside a handler they must fail instead of deadlocking.
 TEST(EngineReentrancyTest, CallsThatWaitForTheCommitFailInsideAHandler) {
   util::TempDir dir;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/idem_bench/layout_options.h"
+#include "engine/coding.h"
 #include "engine/commit_batch.h"
 #include "engine/latency_histogram.h"
 #include "engine/record.h"
@@ -31,10 +32,7 @@ namespace {
 // by the ID's hash, so every layout writes the same keys.
 std::string StateKey(std::string_view id, int64_t state_keys) {
   const DedupeKey key = HashMessageId(id);
-  uint64_t h = 0;
-  for (int i = 0; i < 8; ++i) {
-    h = (h << 8) | static_cast<unsigned char>(key[i]);
-  }
+  const uint64_t h = GetBigEndian64(key.data());
   return absl::StrCat("state/", h % static_cast<uint64_t>(state_keys));
 }
 

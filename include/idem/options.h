@@ -26,9 +26,11 @@ class Logger;
 enum class Durability {
   // Each commit fdatasyncs the write-ahead log before Process/ProcessBatch
   // returns: a returned outcome is durable. Costs one fdatasync per call, so
-  // batch messages (ProcessBatch) for throughput. The commit lock is held
-  // through the sync, so calls from several threads do not share syncs; for
-  // many concurrent callers use kBuffered and WaitDurable.
+  // batch messages (ProcessBatch) for throughput. Commits of concurrent calls
+  // that reach the write-ahead log together share one fdatasync (group
+  // commit, engine/commit_queue.h), but each call still waits for a sync; for
+  // many concurrent callers that need not wait, use kBuffered and
+  // WaitDurable.
   kSync,
   // Commits are written to the write-ahead log without a sync; they survive a
   // process crash but not a power loss until WaitDurable(result.sequence)
@@ -111,7 +113,8 @@ struct Options {
   // Open an existing store for reads only: nothing on disk changes (the WAL
   // is replayed in memory), the store may be open in another engine at the
   // same time (reads then see the commits as of this Open), and
-  // ProcessBatch/Process, Forget, CompactExpired and Checkpoint fail with
+  // ProcessBatch/Process, Forget, AckOutbox, CompactExpired, Checkpoint,
+  // SetCommittedOffset, ImportPartition and ApplyPartitionChanges fail with
   // kFailedPrecondition. create_if_missing is ignored. Default: false.
   bool read_only = false;
 

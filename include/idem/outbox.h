@@ -18,12 +18,15 @@ struct OutboxEntry {
   // > 0, strictly increasing in commit order (and in emit order within a
   // commit), never reused by the store, even after acknowledgement.
   uint64_t position = 0;
-  // A function of the emitting message's ID and the emit's index within its
-  // handler run, and of nothing else: 32 lowercase hex digits of the ID's
-  // XXH3-128 hash, '-', the index in decimal (printable ASCII, no
-  // whitespace, at most 64 bytes). Processing the same input in any store
-  // emits the same IDs, so a consumer that dedupes by ID applies each output
-  // once however often a relay publishes it.
+  // A function of the emitting message's dedupe record and the emit's index
+  // within its handler run, and of nothing else: 32 lowercase hex digits,
+  // '-', the index in decimal (printable ASCII, no whitespace, at most 64
+  // bytes). The digits are the XXH3-128 hash of the message's ID in a
+  // store-scoped store, and of its record key (source, partition and the
+  // ID's hash) in a partition-scoped one (DedupeScope::kPartition), where one
+  // ID on two partitions is two messages. Processing the same input in any
+  // store of the same scope emits the same IDs, so a consumer that dedupes
+  // by ID applies each output once however often a relay publishes it.
   std::string message_id;
   // Where the relay sends it (a topic or queue name), 1 to kMaxSourceBytes
   // bytes, as the handler gave it.

@@ -18,11 +18,12 @@ inline constexpr std::array<double, 19> kCommitDurationBounds = {
     10e-6, 25e-6, 50e-6,  100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3,
     25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1,      2.5,  5,      10};
 
-// How long the engine's commits took (the WriteBatch write of each
-// Process/ProcessBatch call that committed, its WAL sync included under
-// Durability::kSync), as a histogram over kCommitDurationBounds. Buckets are
-// 1% wide inside the engine, so a commit within 1% above a bound may count
-// under that bound.
+// How long the engine's commits took (for each Process/ProcessBatch call
+// that committed, from queueing its WriteBatch until the group write that
+// carries it landed: the wait behind earlier groups, the write, and its WAL
+// sync under Durability::kSync), as a histogram over kCommitDurationBounds.
+// Buckets are 1% wide inside the engine, so a commit within 1% above a bound
+// may count under that bound.
 struct CommitDurations {
   // counts[i]: commits that took at most kCommitDurationBounds[i] and more
   // than the bound before it; counts.back(): longer than the last bound.

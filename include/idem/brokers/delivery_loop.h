@@ -97,8 +97,9 @@ class Broker {
   virtual absl::Status Publish(const OutboxEntry& entry) = 0;
 };
 
-// User code run once per new message ID with the engine's commit lock held
-// (see idem::Handler): return OK to commit the Txn's writes.
+// User code run once per new message ID, with no engine-wide lock held (see
+// idem::Handler: it may run again after a conflict): return OK to commit the
+// Txn's writes.
 using Handler = absl::FunctionRef<absl::Status(const Delivery&, Txn&)>;
 
 struct LoopOptions {

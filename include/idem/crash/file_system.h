@@ -136,10 +136,13 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
 
   // The bytes of an open file written through this file system: all of
   // them, and those covered by its last successful sync. Used by the file
-  // wrappers; the fields are guarded by the file system's mutex.
+  // wrappers. Lock order: the file system's sizes_mu_, then `mu`.
   struct FileSizes {
-    uint64_t written = 0;
-    uint64_t synced = 0;
+    explicit FileSizes(uint64_t synced_size)
+        : written(synced_size), synced(synced_size) {}
+    absl::Mutex mu;
+    uint64_t written ABSL_GUARDED_BY(mu);
+    uint64_t synced ABSL_GUARDED_BY(mu);
   };
   std::shared_ptr<FileSizes> TrackFile(const std::string& fname,
                                        uint64_t synced_size);
@@ -206,7 +209,7 @@ class CrashFileSystem : public rocksdb::FileSystemWrapper {
   std::atomic<FaultTarget> armed_target_{FaultTarget::kWal};
 
   absl::Mutex sizes_mu_;
-  // Normalised file name -> its sizes (the fields are guarded by sizes_mu_).
+  // Normalised file name -> its sizes (each guarded by its own mutex).
   std::map<std::string, std::shared_ptr<FileSizes>> sizes_
       ABSL_GUARDED_BY(sizes_mu_);
 };
