@@ -154,11 +154,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(IdemctlUsageTextTest, ListsEverySubcommand) {
   const std::string usage = IdemctlUsage();
-  for (const char* sub : {"stats", "seen ID", "forget ID", "get KEY", "offsets",
-                          "set-offset SOURCE PARTITION OFFSET", "compact",
-                          "checkpoint DIR", "dump", "verify", "metrics",
-                          "export --partition=SOURCE:P FILE", "import FILE",
-                          "scan [--prefix=P]"}) {
+  for (const char* sub :
+       {"stats", "seen ID", "forget ID", "get KEY", "offsets",
+        "set-offset SOURCE PARTITION OFFSET", "compact", "checkpoint DIR",
+        "dump", "verify", "metrics", "export --partition=SOURCE:P FILE",
+        "import FILE", "scan [--prefix=P]"}) {
     EXPECT_THAT(usage, HasSubstr(sub));
   }
   // The list tools/idemctl_main.cc declares is the one RunIdemctl runs.

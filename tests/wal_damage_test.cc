@@ -27,7 +27,7 @@ constexpr int kPerCommit = 10;
 
 // A kSync store holding kCommits commits of kPerCommit messages, all in its
 // write-ahead log (closed without a flush).
-std::string MakeStore(const util::TempDir& dir) {
+std::string MakeWalStore(const util::TempDir& dir) {
   const std::string path = dir.Sub("db");
   auto engine = Engine::Open(path, Options());
   EXPECT_TRUE(engine.ok()) << engine.status();
@@ -78,7 +78,7 @@ int64_t Counter(Engine& engine) {
 
 TEST(WalDamageTest, DamageFollowedByValidRecordsIsDataLossAndChangesNothing) {
   util::TempDir dir;
-  const std::string path = MakeStore(dir);
+  const std::string path = MakeWalStore(dir);
   const std::string wal = WalOf(path);
   FlipBytes(wal, fs::file_size(wal) / 2, 4);
   const auto before = SnapshotTree(path);
@@ -96,7 +96,7 @@ TEST(WalDamageTest, DamageFollowedByValidRecordsIsDataLossAndChangesNothing) {
 
 TEST(WalDamageTest, DamageNearTheStartIsDataLoss) {
   util::TempDir dir;
-  const std::string path = MakeStore(dir);
+  const std::string path = MakeWalStore(dir);
   const std::string wal = WalOf(path);
   FlipBytes(wal, 100, 4);
   EXPECT_EQ(Engine::Open(path, Options()).status().code(),
@@ -105,7 +105,7 @@ TEST(WalDamageTest, DamageNearTheStartIsDataLoss) {
 
 TEST(WalDamageTest, TornTailRecoversThePrefixBeforeIt) {
   util::TempDir dir;
-  const std::string path = MakeStore(dir);
+  const std::string path = MakeWalStore(dir);
   const std::string wal = WalOf(path);
   // Cut inside the last commit's record, as a power loss during its write
   // would.
@@ -120,7 +120,7 @@ TEST(WalDamageTest, TornTailRecoversThePrefixBeforeIt) {
 
 TEST(WalDamageTest, UndamagedLogReplaysEveryCommit) {
   util::TempDir dir;
-  const std::string path = MakeStore(dir);
+  const std::string path = MakeWalStore(dir);
   ASSERT_OPEN(engine, path, Options());
   EXPECT_EQ(Counter(*engine), kCommits * kPerCommit);
 }
