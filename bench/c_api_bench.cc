@@ -1,8 +1,9 @@
 // The C API's cost over the C++ API (include/idem/c.h against
-// idem/engine.h): ProcessBatch of 500 new messages under Durability::kSync,
-// with a handler that writes one state value per message (Put) or does
-// nothing (Empty), through each API. Each run uses a fresh store under
-// $TMPDIR (or /tmp). Reported: items_per_second (messages).
+// idem/engine.h): ProcessBatch of 500 new messages, with a handler that
+// writes one state value per message (put:1) or does nothing (put:0),
+// through each API, under Durability::kSync (buffered:0, one fsync per
+// batch) or kBuffered (buffered:1, no fsync: the CPU cost alone). Each run uses
+// a fresh store under $TMPDIR (or /tmp). Reported: items_per_second (messages).
 // bench/python/bench.py runs it beside the Python package's figures, so
 // that the ratios come from one run:
 //   build/bench/idem_c_api_bench --benchmark_min_time=2
@@ -34,12 +35,20 @@ std::vector<std::string> BatchIds(int64_t first) {
   return ids;
 }
 
-// Argument: 1 for a handler that writes one value, 0 for an empty one.
+Options BenchOptions(const benchmark::State& state) {
+  Options options;
+  options.durability =
+      state.range(1) == 1 ? Durability::kBuffered : Durability::kSync;
+  return options;
+}
+
+// Arguments: put (1: a handler that writes one value, 0: an empty one),
+// buffered (1: kBuffered, 0: kSync).
 void BM_Cpp(benchmark::State& state) {
   const bool put = state.range(0) == 1;
   absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_capi_");
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      dir.ok() ? Engine::Open(dir->Sub("store"), Options())
+      dir.ok() ? Engine::Open(dir->Sub("store"), BenchOptions(state))
                : absl::StatusOr<std::unique_ptr<Engine>>(dir.status());
   if (!engine.ok()) {
     state.SkipWithError(engine.status().ToString().c_str());
@@ -82,9 +91,16 @@ int EmptyHandler(void*, const idem_message*, idem_txn*) {
 void BM_CApi(benchmark::State& state) {
   const bool put = state.range(0) == 1;
   absl::StatusOr<util::TempDir> dir = util::TempDir::Create("idem_capi_");
+  idem_options* options = idem_options_new();
+  idem_options_set_durability(options, state.range(1) == 1
+                                           ? IDEM_DURABILITY_BUFFERED
+                                           : IDEM_DURABILITY_SYNC);
   idem_engine* engine = nullptr;
-  if (!dir.ok() || idem_engine_open(dir->Sub("store").c_str(), nullptr,
-                                    &engine) != IDEM_OK) {
+  const idem_code opened =
+      dir.ok() ? idem_engine_open(dir->Sub("store").c_str(), options, &engine)
+               : IDEM_UNAVAILABLE;
+  idem_options_free(options);
+  if (opened != IDEM_OK) {
     state.SkipWithError(idem_last_error());
     return;
   }
@@ -113,8 +129,14 @@ void BM_CApi(benchmark::State& state) {
   idem_engine_free(engine);
 }
 
-BENCHMARK(BM_Cpp)->ArgName("put")->Arg(1)->Arg(0)->UseRealTime();
-BENCHMARK(BM_CApi)->ArgName("put")->Arg(1)->Arg(0)->UseRealTime();
+BENCHMARK(BM_Cpp)
+    ->ArgNames({"put", "buffered"})
+    ->ArgsProduct({{1, 0}, {0, 1}})
+    ->UseRealTime();
+BENCHMARK(BM_CApi)
+    ->ArgNames({"put", "buffered"})
+    ->ArgsProduct({{1, 0}, {0, 1}})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace idem
