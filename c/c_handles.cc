@@ -39,8 +39,8 @@ idem_code ToCode(absl::StatusCode code) {
   return n >= 0 && n < kCodeCount ? static_cast<idem_code>(n) : IDEM_UNKNOWN;
 }
 
-absl::StatusCode ToStatusCode(idem_code code) {
-  const int n = static_cast<int>(code);
+absl::StatusCode ToStatusCode(const idem_code& code) {
+  const int n = EnumValue(code);
   return n >= 0 && n < kCodeCount ? static_cast<absl::StatusCode>(n)
                                   : absl::StatusCode::kUnknown;
 }
@@ -108,7 +108,7 @@ int idem_c_api_version(void) { return IDEM_C_API_VERSION; }
 const char* idem_version(void) { return IDEM_VERSION; }
 
 const char* idem_code_name(idem_code code) {
-  const int n = static_cast<int>(code);
+  const int n = idem::c_api::EnumValue(code);
   return n >= 0 && n < idem::c_api::kCodeCount ? idem::c_api::kCodeNames[n]
                                                : "UNKNOWN";
 }
@@ -177,7 +177,8 @@ idem_code idem_options_set_dedupe_window_ms(idem_options* options,
 idem_code idem_options_set_durability(idem_options* options,
                                       idem_durability durability) {
   return SetOption(options, "set_durability", [&](idem::Options& o) {
-    switch (durability) {
+    const int n = idem::c_api::EnumValue(durability);
+    switch (n) {
       case IDEM_DURABILITY_SYNC:
         o.durability = idem::Durability::kSync;
         return IDEM_OK;
@@ -186,14 +187,15 @@ idem_code idem_options_set_durability(idem_options* options,
         return IDEM_OK;
     }
     return InvalidArgument("set_durability: unknown durability " +
-                           std::to_string(static_cast<int>(durability)));
+                           std::to_string(n));
   });
 }
 
 idem_code idem_options_set_dedupe_scope(idem_options* options,
                                         idem_dedupe_scope scope) {
   return SetOption(options, "set_dedupe_scope", [&](idem::Options& o) {
-    switch (scope) {
+    const int n = idem::c_api::EnumValue(scope);
+    switch (n) {
       case IDEM_DEDUPE_SCOPE_STORE:
         o.dedupe_scope = idem::DedupeScope::kStore;
         return IDEM_OK;
@@ -202,7 +204,7 @@ idem_code idem_options_set_dedupe_scope(idem_options* options,
         return IDEM_OK;
     }
     return InvalidArgument("set_dedupe_scope: unknown scope " +
-                           std::to_string(static_cast<int>(scope)));
+                           std::to_string(n));
   });
 }
 

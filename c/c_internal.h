@@ -10,6 +10,7 @@
 #define IDEM_C_C_INTERNAL_H_
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <new>
@@ -76,7 +77,19 @@ idem_code Fail(const absl::Status& status);
 // Fail(absl::InvalidArgumentError(message)).
 idem_code InvalidArgument(const std::string& message);
 idem_code ToCode(absl::StatusCode code);
-absl::StatusCode ToStatusCode(idem_code code);
+absl::StatusCode ToStatusCode(const idem_code& code);
+
+// The number a C caller passed as an enum. C allows any int there; in C++
+// loading an enum value outside the enum's range is undefined (UBSan's
+// -fsanitize=enum reports it), so the bytes are copied, never loaded as
+// the enum. Take the argument by reference: a copy would be such a load.
+template <typename Enum>
+int EnumValue(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int n;
+  std::memcpy(&n, &value, sizeof n);
+  return n;
+}
 
 // Runs `call` (returning an idem_code); a std::bad_alloc becomes
 // IDEM_RESOURCE_EXHAUSTED and any other exception IDEM_INTERNAL, each with

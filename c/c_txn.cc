@@ -216,7 +216,7 @@ idem_code idem_txn_set_error(idem_txn* txn, idem_code code,
   if (idem_code c = Lookup(txn, "txn_set_error", &frame); c != IDEM_OK) {
     return c;
   }
-  if (code == IDEM_OK) {
+  if (idem::c_api::EnumValue(code) == IDEM_OK) {
     return InvalidArgument("txn_set_error: code is IDEM_OK");
   }
   return Guarded("txn_set_error", [&] {
