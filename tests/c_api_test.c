@@ -634,6 +634,17 @@ IDEM_TEST(MessagesCopyTheirBytes) {
   idem_message_free(m);
 }
 
+IDEM_TEST(ExceptionsInsideTheLibraryBecomeCodes) {
+  /* std::string refuses a length over its max_size() (std::length_error)
+   * before reading a byte or allocating: the throw must come back as a
+   * code, not unwind into C. */
+  idem_message* m = idem_message_new();
+  CHECK_CODE(idem_message_set_id(m, "x", SIZE_MAX - 8), IDEM_INTERNAL);
+  CHECK(contains(idem_last_error(), "message_set_id threw"));
+  CHECK_OK(idem_message_set_id(m, "x", 1)); /* still usable */
+  idem_message_free(m);
+}
+
 /* ---- Transactions ---- */
 
 static int read_write_delete(void* user, const idem_message* message,
@@ -1101,6 +1112,7 @@ static const struct test_case tests[] = {
     CASE(BadMessagesAreRejectedBeforeTheHandlerRuns),
     CASE(NegativeOffsetProcessesWithoutRecordingAPosition),
     CASE(MessagesCopyTheirBytes),
+    CASE(ExceptionsInsideTheLibraryBecomeCodes),
     CASE(TxnReadsItsOwnWritesAndTheStore),
     CASE(TxnKeptAfterItsHandlerReturnedFailsCleanly),
     CASE(TxnOfAnEarlierHandlerDoesNotWriteIntoTheNextOne),
