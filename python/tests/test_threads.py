@@ -69,20 +69,24 @@ SAME_ID_SCENARIO = textwrap.dedent("""
     from idem import _idem
     _idem._set_release_gil_for_testing(sys.argv[2] == "release")
     engine = idem.Engine.open(sys.argv[1])
-    started, go = threading.Event(), threading.Event()
+    started, go, calling = (threading.Event(), threading.Event(),
+                            threading.Event())
     outcomes = {}
     def slow(txn, message):
         started.set()
         go.wait(60)
         txn.put("k", b"1")
     def deliver(name, handler):
+        if name == "b":
+            calling.set()
         outcomes[name] = engine.process("same-id", handler).outcome
     a = threading.Thread(target=deliver, args=("a", slow))
     a.start()
     started.wait(60)
     b = threading.Thread(target=deliver, args=("b", slow))
     b.start()
-    time.sleep(0.3)
+    calling.wait(60)
+    time.sleep(0.3)  # b enters the engine and waits for a's outcome
     go.set()
     a.join(); b.join()
     assert outcomes == {"a": idem.Outcome.PROCESSED,
