@@ -17,7 +17,9 @@
  * the message text for the calling thread. No C++ exception ever leaves a
  * call: an out-of-memory becomes IDEM_RESOURCE_EXHAUSTED, anything else
  * thrown IDEM_INTERNAL. A NULL handle where one is required is
- * IDEM_INVALID_ARGUMENT (getters on a NULL handle return 0, NULL or empty).
+ * IDEM_INVALID_ARGUMENT; getters on a NULL handle return an empty value (0,
+ * NULL with size 0, "", -1 for an offset, IDEM_OUTCOME_FAILED for an
+ * outcome, INT64_MIN for a time).
  *
  * Memory ownership, spelled out on each call:
  *   - "caller frees with X": the caller owns the returned handle or buffer
