@@ -481,6 +481,32 @@ int32_t idem_outbox_partition(const idem_outbox_batch* batch, size_t i) {
   return e == nullptr ? 0 : e->partition;
 }
 
+int idem_outbox_tombstone(const idem_outbox_batch* batch, size_t i) {
+  const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
+  return e != nullptr && e->tombstone ? 1 : 0;
+}
+
+size_t idem_outbox_header_count(const idem_outbox_batch* batch, size_t i) {
+  const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
+  return e == nullptr ? 0 : e->headers.size();
+}
+
+const char* idem_outbox_header_name(const idem_outbox_batch* batch, size_t i,
+                                    size_t h, size_t* size) {
+  const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
+  const bool in_range = e != nullptr && h < e->headers.size();
+  return idem::c_api::EntryBytes(in_range ? &e->headers[h].first : nullptr,
+                                 size);
+}
+
+const char* idem_outbox_header_value(const idem_outbox_batch* batch, size_t i,
+                                     size_t h, size_t* size) {
+  const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
+  const bool in_range = e != nullptr && h < e->headers.size();
+  return idem::c_api::EntryBytes(in_range ? &e->headers[h].second : nullptr,
+                                 size);
+}
+
 idem_code idem_engine_ack_outbox(idem_engine* engine, uint64_t position) {
   ActiveCall call(engine);
   if (idem_code c = call.Acquire("engine_ack_outbox"); c != IDEM_OK) return c;

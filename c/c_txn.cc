@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -194,18 +195,58 @@ idem_code idem_txn_set_result(idem_txn* txn, const void* result, size_t size) {
 idem_code idem_txn_emit(idem_txn* txn, const void* destination,
                         size_t destination_size, const void* key,
                         size_t key_size, const void* value, size_t value_size) {
+  // idem::Txn::Emit is EmitWithOptions with the default options.
+  return idem_txn_emit_with_options(txn, destination, destination_size, key,
+                                    key_size, value, value_size, -1, 0, nullptr,
+                                    0);
+}
+
+idem_code idem_txn_emit_with_options(idem_txn* txn, const void* destination,
+                                     size_t destination_size, const void* key,
+                                     size_t key_size, const void* value,
+                                     size_t value_size, int32_t partition,
+                                     int tombstone, const idem_header* headers,
+                                     size_t header_count) {
   TxnFrame* frame = nullptr;
-  if (idem_code c = Lookup(txn, "txn_emit", &frame); c != IDEM_OK) return c;
+  if (idem_code c = Lookup(txn, "txn_emit_with_options", &frame);
+      c != IDEM_OK) {
+    return c;
+  }
   for (auto [data, size, what] :
-       {std::tuple(destination, destination_size, "txn_emit: destination"),
-        std::tuple(key, key_size, "txn_emit: key"),
-        std::tuple(value, value_size, "txn_emit: value")}) {
+       {std::tuple(destination, destination_size,
+                   "txn_emit_with_options: destination"),
+        std::tuple(key, key_size, "txn_emit_with_options: key"),
+        std::tuple(value, value_size, "txn_emit_with_options: value")}) {
     if (idem_code c = CheckBytes(data, size, what); c != IDEM_OK) return c;
   }
-  return Guarded("txn_emit", [&] {
-    frame->txn->Emit(idem::c_api::Bytes(destination, destination_size),
-                     idem::c_api::Bytes(key, key_size),
-                     idem::c_api::Bytes(value, value_size));
+  if (headers == nullptr && header_count != 0) {
+    return InvalidArgument("txn_emit_with_options: headers is NULL");
+  }
+  for (size_t h = 0; h < header_count; ++h) {
+    if (CheckBytes(headers[h].name, headers[h].name_size, "header name") !=
+            IDEM_OK ||
+        CheckBytes(headers[h].value, headers[h].value_size, "header value") !=
+            IDEM_OK) {
+      return InvalidArgument("txn_emit_with_options: header " +
+                             std::to_string(h) + " has a NULL name or value");
+    }
+  }
+  return Guarded("txn_emit_with_options", [&] {
+    std::vector<idem::Txn::Header> views;
+    views.reserve(header_count);
+    for (size_t h = 0; h < header_count; ++h) {
+      views.emplace_back(
+          idem::c_api::Bytes(headers[h].name, headers[h].name_size),
+          idem::c_api::Bytes(headers[h].value, headers[h].value_size));
+    }
+    idem::Txn::EmitOptions options;
+    options.partition = partition;
+    options.tombstone = tombstone != 0;
+    options.headers = views;
+    frame->txn->EmitWithOptions(
+        idem::c_api::Bytes(destination, destination_size),
+        idem::c_api::Bytes(key, key_size),
+        idem::c_api::Bytes(value, value_size), options);
     return IDEM_OK;
   });
 }

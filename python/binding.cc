@@ -486,9 +486,18 @@ py::list Engine::ReadOutbox(size_t max_entries, uint64_t after) {
     py::bytes k = ToBytes(key, n);
     const char* value = idem_outbox_value(batch, i, &n);
     py::bytes v = ToBytes(value, n);
+    py::list headers;
+    for (size_t h = 0; h < idem_outbox_header_count(batch, i); ++h) {
+      const char* name = idem_outbox_header_name(batch, i, h, &n);
+      py::object name_object = SourceToPython(name, n);
+      if (name_object.is_none()) name_object = py::str("");
+      const char* hv = idem_outbox_header_value(batch, i, h, &n);
+      headers.append(py::make_tuple(name_object, ToBytes(hv, n)));
+    }
     out.append(py::make_tuple(idem_outbox_position(batch, i), message_id,
                               destination, idem_outbox_partition(batch, i), k,
-                              v));
+                              v, idem_outbox_tombstone(batch, i) != 0,
+                              headers));
   }
   return out;
 }

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <vector>
+
 #include "python/binding.h"
 
 namespace idem::python {
@@ -36,12 +38,33 @@ void TxnSetResult(const Txn& t, py::handle value) {
 }
 
 void TxnEmit(const Txn& t, py::handle destination, py::handle key,
-             py::handle value) {
+             py::handle value, int32_t partition, bool tombstone,
+             const py::sequence& headers) {
   const std::string_view d = BytesOf(destination, "destination", true);
   const std::string_view k = BytesOf(key, "key", true);
   const std::string_view v = BytesOf(value, "value", false);
-  Check(idem_txn_emit(t.txn, d.data(), d.size(), k.data(), k.size(), v.data(),
-                      v.size()));
+  if (partition == -1 && !tombstone && headers.size() == 0) {
+    Check(idem_txn_emit(t.txn, d.data(), d.size(), k.data(), k.size(), v.data(),
+                        v.size()));
+    return;
+  }
+  // The header objects stay alive in `pairs` while their bytes are viewed.
+  std::vector<py::tuple> pairs;
+  std::vector<idem_header> c_headers;
+  for (py::handle h : headers) {
+    if (!PyTuple_Check(h.ptr()) || PyTuple_GET_SIZE(h.ptr()) != 2) {
+      throw py::type_error("each header must be a (name, value) tuple");
+    }
+    pairs.push_back(py::reinterpret_borrow<py::tuple>(h));
+    const std::string_view name =
+        BytesOf(PyTuple_GET_ITEM(h.ptr(), 0), "header name", true);
+    const std::string_view val =
+        BytesOf(PyTuple_GET_ITEM(h.ptr(), 1), "header value", true);
+    c_headers.push_back({name.data(), name.size(), val.data(), val.size()});
+  }
+  Check(idem_txn_emit_with_options(
+      t.txn, d.data(), d.size(), k.data(), k.size(), v.data(), v.size(),
+      partition, tombstone ? 1 : 0, c_headers.data(), c_headers.size()));
 }
 
 py::object MessageBytes(const Message& m,
@@ -135,10 +158,14 @@ Keys are bytes or str (UTF-8); values are bytes or bytearray.)")
            "The bytes returned to this delivery and its duplicates "
            "(Result.value). The last call wins.")
       .def("emit", &TxnEmit, py::arg("destination"), py::arg("key"),
-           py::arg("value"),
+           py::arg("value"), py::kw_only(), py::arg("partition") = -1,
+           py::arg("tombstone") = false, py::arg("headers") = py::tuple(),
            "Buffers an outgoing message into the outbox, committed with the "
-           "message. destination: 1 to 1024 bytes without NUL, otherwise the "
-           "message fails with InvalidArgument.");
+           "message. destination: 1 to 1024 bytes without NUL; partition: "
+           "the destination's partition, or -1 to let the relay choose by "
+           "key; tombstone: publish a null value (value must be b''); "
+           "headers: (name, value) tuples. A bad destination, partition or "
+           "tombstone fails the message with InvalidArgument.");
 }
 
 void BindResult(py::module_& m) {

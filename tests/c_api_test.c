@@ -725,6 +725,9 @@ IDEM_TEST(TxnKeptAfterItsHandlerReturnedFailsCleanly) {
              IDEM_FAILED_PRECONDITION);
   CHECK_CODE(idem_txn_set_error(kept, IDEM_INTERNAL, "x"),
              IDEM_FAILED_PRECONDITION);
+  CHECK_CODE(idem_txn_emit_with_options(kept, "d", 1, "k", 1, "v", 1, -1, 0,
+                                        NULL, 0),
+             IDEM_FAILED_PRECONDITION);
   CHECK_CODE(idem_txn_put(NULL, "k", 1, "v", 1), IDEM_INVALID_ARGUMENT);
   CHECK(contains(idem_last_error(), "txn is NULL"));
   idem_message_free(m);
@@ -881,6 +884,71 @@ IDEM_TEST(EmitsReachTheOutboxUntilAcknowledged) {
   CHECK_CODE(idem_engine_ack_outbox(engine, second + 100),
              IDEM_INVALID_ARGUMENT);
   idem_message_free(m);
+  idem_engine_free(engine);
+}
+
+static int emit_with_options(void* user, const idem_message* message,
+                             idem_txn* txn) {
+  (void)user;
+  (void)message;
+  const idem_header headers[] = {{"trace", 5, "t1", 2}, {"empty", 5, NULL, 0}};
+  CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 4, 0,
+                                      headers, 2));
+  CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "gone", 4, NULL, 0, -1,
+                                      1, NULL, 0));
+  const idem_header bad[] = {{NULL, 3, "v", 1}};
+  CHECK_CODE(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0,
+                                        bad, 1),
+             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0,
+                                        NULL, 1),
+             IDEM_INVALID_ARGUMENT);
+  return IDEM_HANDLER_COMMIT;
+}
+
+static int emit_tombstone_with_value(void* user, const idem_message* message,
+                                     idem_txn* txn) {
+  (void)user;
+  (void)message;
+  CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, -1, 1,
+                                      NULL, 0));
+  return IDEM_HANDLER_COMMIT;
+}
+
+IDEM_TEST(EmitWithOptionsCarriesPartitionHeadersAndTombstones) {
+  idem_engine* engine = open_store(NULL);
+  idem_message* m = message_with_id("a");
+  idem_result* r = NULL;
+  CHECK_OK(idem_engine_process(engine, m, emit_with_options, NULL, &r));
+  CHECK(idem_result_outcome(r) == IDEM_OUTCOME_PROCESSED);
+  idem_result_free(r);
+  idem_outbox_batch* batch = NULL;
+  CHECK_OK(idem_engine_read_outbox(engine, 0, 10, &batch));
+  CHECK(idem_outbox_batch_size(batch) == 2);
+  CHECK(idem_outbox_partition(batch, 0) == 4);
+  CHECK(!idem_outbox_tombstone(batch, 0));
+  CHECK(idem_outbox_header_count(batch, 0) == 2);
+  size_t size = 0;
+  CHECK(memcmp(idem_outbox_header_name(batch, 0, 0, &size), "trace", 5) == 0 &&
+        size == 5);
+  CHECK(memcmp(idem_outbox_header_value(batch, 0, 0, &size), "t1", 2) == 0 &&
+        size == 2);
+  idem_outbox_header_value(batch, 0, 1, &size);
+  CHECK(size == 0);
+  CHECK(idem_outbox_header_name(batch, 0, 2, &size) == NULL && size == 0);
+  CHECK(idem_outbox_tombstone(batch, 1));
+  CHECK(idem_outbox_header_count(batch, 1) == 0);
+  CHECK(idem_outbox_tombstone(NULL, 0) == 0);
+  CHECK(idem_outbox_header_count(NULL, 0) == 0);
+  idem_outbox_batch_free(batch);
+  /* A tombstone with a value fails its message. */
+  idem_message* n = message_with_id("b");
+  CHECK_OK(idem_engine_process(engine, n, emit_tombstone_with_value, NULL, &r));
+  CHECK(idem_result_outcome(r) == IDEM_OUTCOME_FAILED);
+  CHECK(idem_result_error_code(r) == IDEM_INVALID_ARGUMENT);
+  idem_result_free(r);
+  idem_message_free(m);
+  idem_message_free(n);
   idem_engine_free(engine);
 }
 
@@ -1119,6 +1187,7 @@ static const struct test_case tests[] = {
     CASE(TxnUsedFromAnotherThreadFails),
     CASE(ProcessFromInsideAHandlerIsRefusedButReadsAreServed),
     CASE(EmitsReachTheOutboxUntilAcknowledged),
+    CASE(EmitWithOptionsCarriesPartitionHeadersAndTombstones),
     CASE(EmitToAnEmptyDestinationFailsTheMessageAndCommitsNothing),
     CASE(WaitDurableAcceptsIssuedSequencesOnly),
     CASE(StatsCountOutcomesAndFillOnlyTheGivenSize),

@@ -244,6 +244,28 @@ idem_code idem_txn_set_result(idem_txn* txn, const void* result, size_t size);
 idem_code idem_txn_emit(idem_txn* txn, const void* destination,
                         size_t destination_size, const void* key,
                         size_t key_size, const void* value, size_t value_size);
+/* One header of an emitted message: name and value, any bytes (read
+ * during the call only). */
+typedef struct idem_header {
+  const void* name;
+  size_t name_size;
+  const void* value;
+  size_t value_size;
+} idem_header;
+
+/* As idem_txn_emit, with a destination partition (>= 0; -1: the relay's
+ * partitioner chooses by key), a tombstone (non-zero: publish a null value;
+ * `value` must then be empty) and `header_count` headers (`headers` may be
+ * NULL when 0), stored with the entry (idem::Txn::EmitWithOptions). A
+ * partition below -1 or a tombstone with a value fails the message with
+ * IDEM_INVALID_ARGUMENT and nothing of it commits; a NULL header name or
+ * value with a non-zero size is IDEM_INVALID_ARGUMENT for the call. */
+idem_code idem_txn_emit_with_options(idem_txn* txn, const void* destination,
+                                     size_t destination_size, const void* key,
+                                     size_t key_size, const void* value,
+                                     size_t value_size, int32_t partition,
+                                     int tombstone, const idem_header* headers,
+                                     size_t header_count);
 /* The failure reported when the handler then returns non-zero (the last
  * call wins): `code` must not be IDEM_OK; `message` is NUL-terminated, may
  * be NULL (empty) and is copied. */
@@ -408,6 +430,15 @@ const char* idem_outbox_key(const idem_outbox_batch* batch, size_t i,
 const char* idem_outbox_value(const idem_outbox_batch* batch, size_t i,
                               size_t* size);
 int32_t idem_outbox_partition(const idem_outbox_batch* batch, size_t i);
+/* Whether entry i is a tombstone (a null value); 0 otherwise. */
+int idem_outbox_tombstone(const idem_outbox_batch* batch, size_t i);
+/* Entry i's headers, in order: how many, and header h's name and value
+ * (views valid until the batch is freed; NULL and size 0 out of range). */
+size_t idem_outbox_header_count(const idem_outbox_batch* batch, size_t i);
+const char* idem_outbox_header_name(const idem_outbox_batch* batch, size_t i,
+                                    size_t h, size_t* size);
+const char* idem_outbox_header_value(const idem_outbox_batch* batch, size_t i,
+                                     size_t h, size_t* size);
 
 /* Removes every outbox entry with position <= `position` (Engine::
  * AckOutbox). IDEM_INVALID_ARGUMENT for a position never issued. */

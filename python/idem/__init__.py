@@ -110,6 +110,11 @@ class OutboxEntry(NamedTuple):
     """-1: the relay's partitioner chooses one by key."""
     key: bytes
     value: bytes
+    """Empty for a tombstone."""
+    tombstone: bool = False
+    """Publish a null value (a Kafka tombstone)."""
+    headers: list[tuple[str, bytes]] = []
+    """(name, value) pairs given to Txn.emit, in order."""
 
 
 def _seconds(value: float | datetime.timedelta, name: str) -> float:

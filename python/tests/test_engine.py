@@ -119,6 +119,29 @@ def test_emits_reach_the_outbox_until_acknowledged(engine):
         engine.ack_outbox(entries[1].position + 100)
 
 
+def test_emit_options_reach_the_outbox_entry(engine):
+    def emit(txn, message):
+        txn.emit("out", "k", b"v", partition=3,
+                 headers=[("trace", b"t1"), (b"kind", "payment")])
+        txn.emit("out", "gone", b"", tombstone=True)
+
+    engine.process("a", emit)
+    first, second = engine.read_outbox(10)
+    assert first.partition == 3 and not first.tombstone
+    assert first.headers == [("trace", b"t1"), ("kind", b"payment")]
+    assert second.tombstone and second.value == b"" and second.headers == []
+
+    def bad_tombstone(txn, message):
+        txn.emit("out", "k", b"v", tombstone=True)
+
+    r = engine.process("b", bad_tombstone)
+    assert r.outcome == idem.Outcome.FAILED
+    assert isinstance(r.error, idem.InvalidArgument)
+    r = engine.process("c", lambda t, m: t.emit("out", "k", b"v",
+                                               headers=[("only-name",)]))
+    assert isinstance(r.error, TypeError)
+
+
 def test_stats_count_outcomes(engine):
     engine.process("a", add_payload, payload=b"1")
     engine.process("a", add_payload, payload=b"1")
