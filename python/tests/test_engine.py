@@ -1,6 +1,7 @@
 """The idem package's engine calls: processing, reads, outbox, stats."""
 
 import datetime
+import pydoc
 
 import idem
 import pytest
@@ -207,3 +208,8 @@ def test_version_and_help_read_well():
     assert "dedupe_window" in idem.Engine.open.__doc__
     assert "FailedPrecondition" in idem.Txn.__doc__
     assert idem.Message.__doc__.startswith("One delivery")
+    page = pydoc.render_doc(idem.Engine, renderer=pydoc.plaintext)
+    for name in ("open", "process", "process_batch", "get_state",
+                 "wait_durable", "stats", "read_outbox", "ack_outbox"):
+        assert f"{name}(" in page, name
+    assert "emit(" in pydoc.render_doc(idem.Txn, renderer=pydoc.plaintext)
