@@ -5,7 +5,10 @@ returns (kSync: durable) prints "acked <last offset>" as a consumer would
 acknowledge it to its broker. Prints "resume <offset>" first and "done" at
 the end of the stream. The test SIGKILLs it mid-stream.
 
-    crash_worker.py STORE MESSAGES BATCH [--ack-early]
+    crash_worker.py STORE MESSAGES BATCH [--ack-early] [--buffered]
+
+--buffered opens the engine with durability "buffered" and acknowledges a
+batch once engine.wait_durable() returns.
 
 --ack-early is a broken worker for the test's twin: it acknowledges a batch
 before processing it (and pauses between the two), so a kill loses
@@ -23,9 +26,10 @@ import idem  # noqa: E402
 import ledger  # noqa: E402
 
 
-def main(store, messages, batch, ack_early):
+def main(store, messages, batch, ack_early, buffered):
     deliveries = ledger.stream(messages)
-    with idem.Engine.open(store) as engine:
+    durability = "buffered" if buffered else "sync"
+    with idem.Engine.open(store, durability=durability) as engine:
         start = ledger.resume_offset(engine)
         print(f"resume {start}", flush=True)
         for chunk in ledger.batches(deliveries[start:], batch):
@@ -34,6 +38,8 @@ def main(store, messages, batch, ack_early):
                 print(f"acked {last}", flush=True)
                 time.sleep(0.2)
             engine.process_batch(chunk, ledger.apply_payment)
+            if buffered:
+                engine.wait_durable()
             if not ack_early:
                 print(f"acked {last}", flush=True)
     print("done", flush=True)
@@ -41,4 +47,4 @@ def main(store, messages, batch, ack_early):
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]),
-         "--ack-early" in sys.argv[4:])
+         "--ack-early" in sys.argv[4:], "--buffered" in sys.argv[4:])
