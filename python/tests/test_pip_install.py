@@ -28,6 +28,7 @@ def test_pip_installs_the_package_into_a_venv(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages",
                     str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"  # no look-up of a newer pip
     install = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "--no-build-isolation",
          "--no-index", "--quiet", str(SOURCE_DIR)],
