@@ -10,8 +10,7 @@
 #include "idem/version.h"
 #include "tests/c_api_testing.h"
 
-static int return_five(void* user, const idem_message* message,
-                       idem_txn* txn) {
+static int return_five(void* user, const idem_message* message, idem_txn* txn) {
   (void)message;
   ++*(int*)user;
   CHECK_OK(idem_txn_put(txn, "k", 1, "v", 1));
@@ -44,8 +43,7 @@ IDEM_TEST(RuntimeVersionMatchesTheHeaders) {
 
 IDEM_TEST(CodeNamesAreAbslNames) {
   CHECK(strcmp(idem_code_name(IDEM_OK), "OK") == 0);
-  CHECK(strcmp(idem_code_name(IDEM_INVALID_ARGUMENT), "INVALID_ARGUMENT") ==
-        0);
+  CHECK(strcmp(idem_code_name(IDEM_INVALID_ARGUMENT), "INVALID_ARGUMENT") == 0);
   CHECK(strcmp(idem_code_name(IDEM_UNAUTHENTICATED), "UNAUTHENTICATED") == 0);
   CHECK(strcmp(idem_code_name((idem_code)99), "UNKNOWN") == 0);
   CHECK(strcmp(idem_code_name((idem_code)-1), "UNKNOWN") == 0);
@@ -64,8 +62,7 @@ IDEM_TEST(OptionSettersRejectNullHandlesAndBadValues) {
   CHECK_CODE(idem_options_set_create_if_missing(NULL, 1),
              IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_options_set_read_only(NULL, 1), IDEM_INVALID_ARGUMENT);
-  CHECK_CODE(idem_options_set_detect_conflicts(NULL, 1),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(idem_options_set_detect_conflicts(NULL, 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_options_set_refresh_on_duplicate(NULL, 1),
              IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_options_set_block_cache_bytes(NULL, 1),
@@ -86,8 +83,7 @@ IDEM_TEST(OptionSettersRejectNullHandlesAndBadValues) {
   CHECK_CODE(idem_options_set_dedupe_scope(o, (idem_dedupe_scope)9),
              IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_options_set_block_cache_bytes(o, -1), IDEM_INVALID_ARGUMENT);
-  CHECK_CODE(idem_options_set_write_buffer_bytes(o, -1),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(idem_options_set_write_buffer_bytes(o, -1), IDEM_INVALID_ARGUMENT);
   CHECK_OK(idem_options_set_dedupe_window_ms(o, 60000));
   CHECK_OK(idem_options_set_durability(o, IDEM_DURABILITY_BUFFERED));
   CHECK_OK(idem_options_set_dedupe_scope(o, IDEM_DEDUPE_SCOPE_STORE));
@@ -101,7 +97,7 @@ IDEM_TEST(OptionSettersRejectNullHandlesAndBadValues) {
   CHECK_OK(idem_options_set_max_background_jobs(o, 1));
   CHECK_OK(idem_options_set_expiry_buckets(o, 2));
   idem_engine* engine = open_store(o);
-  idem_options_free(o);  /* copied by open */
+  idem_options_free(o); /* copied by open */
   idem_engine_free(engine);
   idem_options_free(NULL);
 }
@@ -212,8 +208,8 @@ static int sleep_then_put(void* user, const idem_message* message,
 static int run_slow_call(void* arg) {
   struct slow_call* call = arg;
   idem_result* r = NULL;
-  call->code =
-      idem_engine_process(call->engine, call->message, sleep_then_put, call, &r);
+  call->code = idem_engine_process(call->engine, call->message, sleep_then_put,
+                                   call, &r);
   call->outcome = idem_result_outcome(r);
   idem_result_free(r);
   return 0;
@@ -252,12 +248,8 @@ static int close_own_engine(void* user, const idem_message* message,
 
 IDEM_TEST(CloseFromInsideAHandlerIsRefused) {
   idem_engine* engine = open_store(NULL);
-  idem_message* m = message_with_id("a");
-  idem_result* r = NULL;
-  CHECK_OK(idem_engine_process(engine, m, close_own_engine, engine, &r));
-  CHECK(idem_result_outcome(r) == IDEM_OUTCOME_PROCESSED);
-  idem_result_free(r);
-  idem_message_free(m);
+  CHECK(process_id(engine, "a", close_own_engine, engine) ==
+        IDEM_OUTCOME_PROCESSED);
   idem_engine_free(engine);
 }
 
@@ -302,8 +294,8 @@ IDEM_TEST(ProcessBatchRunsMessagesInOrderAndDedupesWithinTheBatch) {
   const idem_message* batch[] = {a, b, again};
   int calls = 0;
   idem_result_list* list = NULL;
-  CHECK_OK(idem_engine_process_batch(engine, batch, 3, increment, &calls,
-                                     &list));
+  CHECK_OK(
+      idem_engine_process_batch(engine, batch, 3, increment, &calls, &list));
   CHECK(idem_result_list_size(list) == 3);
   CHECK(idem_result_outcome(idem_result_list_get(list, 0)) ==
         IDEM_OUTCOME_PROCESSED);
@@ -525,4 +517,3 @@ IDEM_TEST(ExceptionsInsideTheLibraryBecomeCodes) {
   CHECK_OK(idem_message_set_id(m, "x", 1)); /* still usable */
   idem_message_free(m);
 }
-

@@ -42,19 +42,28 @@ char* state_of(idem_engine* engine, const char* key) {
   char* value = NULL;
   size_t size = 0;
   int found = 0;
-  CHECK_OK(idem_engine_get_state(engine, key, strlen(key), &value, &size,
-                                 &found));
+  CHECK_OK(
+      idem_engine_get_state(engine, key, strlen(key), &value, &size, &found));
   CHECK(found == (value != NULL));
   return value;
 }
 
+idem_outcome process_id(idem_engine* engine, const char* id,
+                        idem_handler handler, void* user) {
+  idem_message* m = message_with_id(id);
+  idem_result* r = NULL;
+  CHECK_OK(idem_engine_process(engine, m, handler, user, &r));
+  const idem_outcome outcome = idem_result_outcome(r);
+  idem_result_free(r);
+  idem_message_free(m);
+  return outcome;
+}
 
 /* ---- Handlers ---- */
 
 /* Counts its calls in *user, writes "k" = the message's payload, and sets
  * the result "r:<payload>". */
-int put_payload(void* user, const idem_message* message,
-                       idem_txn* txn) {
+int put_payload(void* user, const idem_message* message, idem_txn* txn) {
   ++*(int*)user;
   size_t size = 0;
   const char* payload = idem_message_payload(message, &size);
@@ -84,7 +93,6 @@ int increment(void* user, const idem_message* message, idem_txn* txn) {
   CHECK_OK(idem_txn_put(txn, "count", 5, out, (size_t)n));
   return IDEM_HANDLER_COMMIT;
 }
-
 
 /* ---- Runner ---- */
 
@@ -130,4 +138,3 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
-

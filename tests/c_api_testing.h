@@ -19,24 +19,24 @@
  * inside the test's temporary directory). */
 extern char store_path[300];
 
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n",      \
-              __FILE__, __LINE__, #cond, idem_last_error());             \
-      exit(1);                                                           \
-    }                                                                    \
+#define CHECK(cond)                                                           \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, \
+              __LINE__, #cond, idem_last_error());                            \
+      exit(1);                                                                \
+    }                                                                         \
   } while (0)
 
-#define CHECK_CODE(call, code)                                            \
-  do {                                                                    \
-    idem_code got_ = (call);                                              \
-    if (got_ != (code)) {                                                 \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n",        \
-              __FILE__, __LINE__, #call, idem_code_name(got_),            \
-              idem_code_name(code), idem_last_error());                   \
-      exit(1);                                                            \
-    }                                                                     \
+#define CHECK_CODE(call, code)                                               \
+  do {                                                                       \
+    idem_code got_ = (call);                                                 \
+    if (got_ != (code)) {                                                    \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (%s)\n", __FILE__, \
+              __LINE__, #call, idem_code_name(got_), idem_code_name(code),   \
+              idem_last_error());                                            \
+      exit(1);                                                               \
+    }                                                                        \
   } while (0)
 
 #define CHECK_OK(call) CHECK_CODE(call, IDEM_OK)
@@ -52,6 +52,10 @@ int contains(const char* haystack, const char* needle);
 idem_engine* open_store(const idem_options* options);
 /* A new message with ID `id`. */
 idem_message* message_with_id(const char* id);
+/* Processes a new message with ID `id` through `handler` and returns its
+ * outcome (checking that the call succeeded). */
+idem_outcome process_id(idem_engine* engine, const char* id,
+                        idem_handler handler, void* user);
 /* The committed value of `key` as a NUL-terminated string, or NULL. Caller
  * frees with idem_free. */
 char* state_of(idem_engine* engine, const char* key);

@@ -95,9 +95,9 @@ IDEM_TEST(TxnKeptAfterItsHandlerReturnedFailsCleanly) {
              IDEM_FAILED_PRECONDITION);
   CHECK_CODE(idem_txn_set_error(kept, IDEM_INTERNAL, "x"),
              IDEM_FAILED_PRECONDITION);
-  CHECK_CODE(idem_txn_emit_with_options(kept, "d", 1, "k", 1, "v", 1, -1, 0,
-                                        NULL, 0),
-             IDEM_FAILED_PRECONDITION);
+  CHECK_CODE(
+      idem_txn_emit_with_options(kept, "d", 1, "k", 1, "v", 1, -1, 0, NULL, 0),
+      IDEM_FAILED_PRECONDITION);
   CHECK_CODE(idem_txn_put(NULL, "k", 1, "v", 1), IDEM_INVALID_ARGUMENT);
   CHECK(contains(idem_last_error(), "txn is NULL"));
   idem_message_free(m);
@@ -182,12 +182,7 @@ static int reenter(void* user, const idem_message* message, idem_txn* txn) {
 
 IDEM_TEST(ProcessFromInsideAHandlerIsRefusedButReadsAreServed) {
   idem_engine* engine = open_store(NULL);
-  idem_message* m = message_with_id("a");
-  idem_result* r = NULL;
-  CHECK_OK(idem_engine_process(engine, m, reenter, engine, &r));
-  CHECK(idem_result_outcome(r) == IDEM_OUTCOME_PROCESSED);
-  idem_result_free(r);
-  idem_message_free(m);
+  CHECK(process_id(engine, "a", reenter, engine) == IDEM_OUTCOME_PROCESSED);
   idem_engine_free(engine);
 }
 
@@ -223,8 +218,7 @@ IDEM_TEST(EmitsReachTheOutboxUntilAcknowledged) {
   const char* dest = idem_outbox_destination(batch, 0, &size);
   CHECK(size == 3 && memcmp(dest, "out", 3) == 0);
   CHECK(memcmp(idem_outbox_key(batch, 0, &size), "k1", 2) == 0 && size == 2);
-  CHECK(memcmp(idem_outbox_value(batch, 0, &size), "v1", 2) == 0 &&
-        size == 2);
+  CHECK(memcmp(idem_outbox_value(batch, 0, &size), "v1", 2) == 0 && size == 2);
   idem_outbox_value(batch, 1, &size);
   CHECK(size == 0);
   const char* id = idem_outbox_message_id(batch, 0, &size);
@@ -264,15 +258,15 @@ static int emit_with_options(void* user, const idem_message* message,
   const idem_header headers[] = {{"trace", 5, "t1", 2}, {"empty", 5, NULL, 0}};
   CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 4, 0,
                                       headers, 2));
-  CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "gone", 4, NULL, 0, -1,
-                                      1, NULL, 0));
+  CHECK_OK(idem_txn_emit_with_options(txn, "out", 3, "gone", 4, NULL, 0, -1, 1,
+                                      NULL, 0));
   const idem_header bad[] = {{NULL, 3, "v", 1}};
-  CHECK_CODE(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0,
-                                        bad, 1),
-             IDEM_INVALID_ARGUMENT);
-  CHECK_CODE(idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0,
-                                        NULL, 1),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(
+      idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0, bad, 1),
+      IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(
+      idem_txn_emit_with_options(txn, "out", 3, "k", 1, "v", 1, 0, 0, NULL, 1),
+      IDEM_INVALID_ARGUMENT);
   return IDEM_HANDLER_COMMIT;
 }
 
@@ -446,9 +440,9 @@ IDEM_TEST(NullHandlesAreInvalidArguments) {
   CHECK_CODE(idem_engine_process(NULL, m, put_payload, NULL, &r),
              IDEM_INVALID_ARGUMENT);
   CHECK(contains(idem_last_error(), "engine is NULL"));
-  CHECK_CODE(idem_engine_process_batch(NULL, batch, 1, put_payload, NULL,
-                                       &list),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(
+      idem_engine_process_batch(NULL, batch, 1, put_payload, NULL, &list),
+      IDEM_INVALID_ARGUMENT);
   idem_engine* engine = open_store(NULL);
   CHECK_CODE(idem_engine_process(engine, NULL, put_payload, NULL, &r),
              IDEM_INVALID_ARGUMENT);
@@ -487,8 +481,7 @@ IDEM_TEST(NullHandlesAreInvalidArguments) {
   CHECK_CODE(idem_message_set_id(NULL, "a", 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_message_set_payload(NULL, "a", 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_message_set_source(NULL, "a", 1), IDEM_INVALID_ARGUMENT);
-  CHECK_CODE(idem_message_set_fingerprint(NULL, "a", 1),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(idem_message_set_fingerprint(NULL, "a", 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_message_set_partition(NULL, 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_message_set_offset(NULL, 1), IDEM_INVALID_ARGUMENT);
   CHECK_CODE(idem_message_set_ttl_ms(NULL, 1), IDEM_INVALID_ARGUMENT);
@@ -521,4 +514,3 @@ IDEM_TEST(NullHandlesAreInvalidArguments) {
   idem_message_free(m);
   idem_engine_free(engine);
 }
-
