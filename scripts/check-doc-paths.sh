@@ -15,7 +15,7 @@ case "${1:-}" in
   "") ;;
   *) echo "check-doc-paths: unknown argument '$1' (try --help)" >&2; exit 2 ;;
 esac
-roots='(\.ci|bench|brokers|build|cli|cmake|crash|docs|engine|examples|include|kafka|nats|rabbitmq|redis|scripts|servers|tests|tools|util|idem)/'
+roots='(\.ci|bench|brokers|build|c|cli|cmake|crash|docs|engine|examples|include|kafka|nats|python|rabbitmq|redis|scripts|servers|tests|tools|util|idem)/'
 missing=0
 while IFS=: read -r file line span; do
   path=${span//\`/}

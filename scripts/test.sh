@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 # Every target; the tests and benchmarks explicitly, as scripts/demo.sh may
 # have configured build/ without them.
-scripts/build.sh -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=ON
+# The Python package too (python/, label python), from the same build.
+scripts/build.sh -DIDEM_BUILD_TESTS=ON -DIDEM_BUILD_BENCH=ON -DIDEM_BUILD_PYTHON=ON
 # install-deps.sh installs librdkafka-dev and prometheus-cpp-dev; if the
 # build still did not find one, its suites are missing: say so rather than
 # pass without them, and fail under CI (CI=true), which must run them all.
@@ -14,8 +15,10 @@ missing=0
 # The broker adapters too (install-deps.sh installs libhiredis-dev,
 # libnats-dev and librabbitmq-dev; their suites, label brokers, start their
 # servers).
+# And the Python package (python3-dev, pybind11-dev; its suites need
+# python3-pytest, and fail without it).
 for part in idem::kafka idem::prometheus idem::redis idem::nats \
-            idem::rabbitmq; do
+            idem::rabbitmq idem::python; do
   if grep -q "$part is not built" build/build.log; then
     echo "test: $part is not built: its suites do not run" >&2
     missing=1

@@ -1,0 +1,268 @@
+// The C API's transactions (include/idem/c.h): the handler adapter and the
+// idem_txn calls.
+//
+// An idem_txn* is not a pointer to memory but a token: a number issued once
+// per handler call (never reused), which the handler's frame on the calling
+// thread carries. A txn call looks its token up among the frames of the
+// handlers running on its thread; a token kept after its handler returned,
+// or used from another thread, is found nowhere and fails with
+// IDEM_FAILED_PRECONDITION, instead of touching freed memory.
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "c/c_internal.h"
+
+namespace idem::c_api {
+namespace {
+
+std::atomic<uint64_t> next_txn_token{1};
+
+// One running handler call on this thread; frames nest when a handler calls
+// into another engine.
+struct TxnFrame {
+  uint64_t token;
+  const idem_engine* engine;
+  idem::Txn* txn;
+  std::string value;   // the last idem_txn_get's value (its view)
+  absl::Status error;  // idem_txn_set_error's
+  TxnFrame* outer;
+};
+
+thread_local TxnFrame* innermost_frame = nullptr;
+
+// Pushes a frame for the handler call's lifetime.
+class FrameScope {
+ public:
+  FrameScope(const idem_engine* engine, idem::Txn& txn)
+      : frame_{next_txn_token.fetch_add(1, std::memory_order_relaxed),
+               engine,
+               &txn,
+               {},
+               absl::OkStatus(),
+               innermost_frame} {
+    innermost_frame = &frame_;
+  }
+  FrameScope(const FrameScope&) = delete;
+  FrameScope& operator=(const FrameScope&) = delete;
+  ~FrameScope() { innermost_frame = frame_.outer; }
+
+  TxnFrame& frame() { return frame_; }
+  idem_txn* handle() const {
+    return reinterpret_cast<idem_txn*>(static_cast<uintptr_t>(frame_.token));
+  }
+
+ private:
+  TxnFrame frame_;
+};
+
+TxnFrame* FindFrame(const idem_txn* txn) {
+  const uint64_t token = reinterpret_cast<uintptr_t>(txn);
+  for (TxnFrame* f = innermost_frame; f != nullptr; f = f->outer) {
+    if (f->token == token) return f;
+  }
+  return nullptr;
+}
+
+// The frame of `txn`, or the code (with the thread's last error) of why it
+// is not usable.
+idem_code Lookup(const idem_txn* txn, const char* what, TxnFrame** frame) {
+  if (txn == nullptr) {
+    return InvalidArgument(std::string(what) + ": txn is NULL");
+  }
+  *frame = FindFrame(txn);
+  if (*frame == nullptr) {
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        what,
+        ": txn used outside its handler (after the handler returned, or "
+        "from another thread)")));
+  }
+  return IDEM_OK;
+}
+
+}  // namespace
+
+bool InHandlerOf(const idem_engine* handle) {
+  for (TxnFrame* f = innermost_frame; f != nullptr; f = f->outer) {
+    if (f->engine == handle) return true;
+  }
+  return false;
+}
+
+absl::Status RunCHandler(const idem_engine* engine, idem_handler handler,
+                         void* user, const idem_message* message,
+                         idem::Txn& txn) {
+  FrameScope scope(engine, txn);
+  const int rc = handler(user, message, scope.handle());
+  if (rc == IDEM_HANDLER_COMMIT) return absl::OkStatus();
+  absl::Status error = scope.frame().error;
+  if (error.ok()) {
+    error = absl::UnknownError(absl::StrCat("handler returned ", rc));
+  }
+  if (rc == IDEM_HANDLER_PERMANENT) return idem::PermanentError(error);
+  return error;
+}
+
+}  // namespace idem::c_api
+
+using idem::c_api::CheckBytes;
+using idem::c_api::Guarded;
+using idem::c_api::InvalidArgument;
+using idem::c_api::Lookup;
+using idem::c_api::TxnFrame;
+
+// Declared extern "C" in idem/c.h, so defined with C linkage.
+
+idem_code idem_txn_get(idem_txn* txn, const void* key, size_t key_size,
+                       const char** value, size_t* value_size, int* found) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_get", &frame); c != IDEM_OK) return c;
+  if (idem_code c = CheckBytes(key, key_size, "txn_get: key"); c != IDEM_OK) {
+    return c;
+  }
+  if (value == nullptr || value_size == nullptr || found == nullptr) {
+    return InvalidArgument("txn_get: value, value_size or found is NULL");
+  }
+  return Guarded("txn_get", [&] {
+    absl::StatusOr<std::optional<std::string>> got =
+        frame->txn->Get(idem::c_api::Bytes(key, key_size));
+    if (!got.ok()) return idem::c_api::Fail(got.status());
+    *found = got->has_value() ? 1 : 0;
+    if (!got->has_value()) {
+      *value = nullptr;
+      *value_size = 0;
+      return IDEM_OK;
+    }
+    frame->value = std::move(**got);
+    *value = frame->value.data();
+    *value_size = frame->value.size();
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_put(idem_txn* txn, const void* key, size_t key_size,
+                       const void* value, size_t value_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_put", &frame); c != IDEM_OK) return c;
+  if (idem_code c = CheckBytes(key, key_size, "txn_put: key"); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(value, value_size, "txn_put: value");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_put", [&] {
+    frame->txn->Put(idem::c_api::Bytes(key, key_size),
+                    idem::c_api::Bytes(value, value_size));
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_delete(idem_txn* txn, const void* key, size_t key_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_delete", &frame); c != IDEM_OK) return c;
+  if (idem_code c = CheckBytes(key, key_size, "txn_delete: key");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_delete", [&] {
+    frame->txn->Delete(idem::c_api::Bytes(key, key_size));
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_set_result(idem_txn* txn, const void* result, size_t size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_set_result", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(result, size, "txn_set_result: result");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_set_result", [&] {
+    frame->txn->SetResult(idem::c_api::Bytes(result, size));
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_emit(idem_txn* txn, const void* destination,
+                        size_t destination_size, const void* key,
+                        size_t key_size, const void* value, size_t value_size) {
+  // idem::Txn::Emit is EmitWithOptions with the default options.
+  return idem_txn_emit_with_options(txn, destination, destination_size, key,
+                                    key_size, value, value_size, -1, 0, nullptr,
+                                    0);
+}
+
+idem_code idem_txn_emit_with_options(idem_txn* txn, const void* destination,
+                                     size_t destination_size, const void* key,
+                                     size_t key_size, const void* value,
+                                     size_t value_size, int32_t partition,
+                                     int tombstone, const idem_header* headers,
+                                     size_t header_count) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_emit_with_options", &frame);
+      c != IDEM_OK) {
+    return c;
+  }
+  for (auto [data, size, what] :
+       {std::tuple(destination, destination_size,
+                   "txn_emit_with_options: destination"),
+        std::tuple(key, key_size, "txn_emit_with_options: key"),
+        std::tuple(value, value_size, "txn_emit_with_options: value")}) {
+    if (idem_code c = CheckBytes(data, size, what); c != IDEM_OK) return c;
+  }
+  if (headers == nullptr && header_count != 0) {
+    return InvalidArgument("txn_emit_with_options: headers is NULL");
+  }
+  for (size_t h = 0; h < header_count; ++h) {
+    if (CheckBytes(headers[h].name, headers[h].name_size, "header name") !=
+            IDEM_OK ||
+        CheckBytes(headers[h].value, headers[h].value_size, "header value") !=
+            IDEM_OK) {
+      return InvalidArgument("txn_emit_with_options: header " +
+                             std::to_string(h) + " has a NULL name or value");
+    }
+  }
+  return Guarded("txn_emit_with_options", [&] {
+    std::vector<idem::Txn::Header> views;
+    views.reserve(header_count);
+    for (size_t h = 0; h < header_count; ++h) {
+      views.emplace_back(
+          idem::c_api::Bytes(headers[h].name, headers[h].name_size),
+          idem::c_api::Bytes(headers[h].value, headers[h].value_size));
+    }
+    idem::Txn::EmitOptions options;
+    options.partition = partition;
+    options.tombstone = tombstone != 0;
+    options.headers = views;
+    frame->txn->EmitWithOptions(
+        idem::c_api::Bytes(destination, destination_size),
+        idem::c_api::Bytes(key, key_size),
+        idem::c_api::Bytes(value, value_size), options);
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_set_error(idem_txn* txn, idem_code code,
+                             const char* message) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_set_error", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem::c_api::EnumValue(code) == IDEM_OK) {
+    return InvalidArgument("txn_set_error: code is IDEM_OK");
+  }
+  return Guarded("txn_set_error", [&] {
+    frame->error = absl::Status(idem::c_api::ToStatusCode(code),
+                                message == nullptr ? "" : message);
+    return IDEM_OK;
+  });
+}

@@ -1,0 +1,133 @@
+// The Python extension idem._idem (python/): pybind11 classes over the C API
+// (include/idem/c.h). The public Python API is the package idem
+// (python/idem/__init__.py), which wraps these classes.
+//
+// Threading: every class here is used with the GIL held, except inside the
+// C API calls that may block (commits, syncs, waits, close), which release
+// the GIL and take it back for each handler call. Message, Result and
+// OutboxEntry objects are immutable once made; a Txn is valid only during
+// its handler call, on that call's thread.
+
+#ifndef IDEM_PYTHON_BINDING_H_
+#define IDEM_PYTHON_BINDING_H_
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "idem/c.h"
+
+namespace idem::python {
+
+namespace py = pybind11;
+
+// Raises the idem.Error subclass of `code` with the thread's last C API
+// error as its message (idem._errors._error_for).
+[[noreturn]] void Raise(idem_code code);
+// Raises if `code` is not IDEM_OK.
+inline void Check(idem_code code) {
+  if (code != IDEM_OK) Raise(code);
+}
+
+// The bytes of `obj`, valid while `obj` lives: bytes or bytearray, and str
+// (as UTF-8) when `allow_str`. Anything else raises TypeError naming
+// `what`.
+std::string_view BytesOf(py::handle obj, const char* what, bool allow_str);
+
+// A message: owns its idem_message.
+class Message {
+ public:
+  Message();
+  ~Message();
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+
+  // Sets every field from Python values (see idem.Message).
+  void Set(py::handle id, py::handle payload, py::handle source,
+           int32_t partition, int64_t offset, py::handle ttl,
+           py::handle fingerprint);
+  const idem_message* get() const { return message_; }
+
+ private:
+  idem_message* message_;
+};
+
+// A handler's transaction: a token of the C API, valid during the handler
+// call only (later calls raise idem.FailedPrecondition).
+struct Txn {
+  idem_txn* txn = nullptr;
+};
+
+// The results of one process call; Result objects share it.
+struct Results {
+  idem_result* single = nullptr;
+  idem_result_list* list = nullptr;
+  // The exception each message's handler raised during this call (None if
+  // it did not), by index.
+  std::vector<py::object> errors;
+  ~Results() {
+    idem_result_free(single);
+    idem_result_list_free(list);
+  }
+  const idem_result* at(size_t i) const {
+    return single != nullptr ? single : idem_result_list_get(list, i);
+  }
+};
+
+// One message's result: a view into a shared Results.
+struct Result {
+  std::shared_ptr<Results> results;
+  size_t index = 0;
+  const idem_result* get() const { return results->at(index); }
+};
+
+// An open engine handle.
+class Engine {
+ public:
+  Engine(const std::string& path, const py::dict& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  void Close();
+  bool closed() const { return closed_; }
+  // handler(txn, message) for each message; one Result each.
+  py::list ProcessBatch(const py::list& messages, py::object handler);
+  py::object GetState(py::handle key);
+  bool Seen(py::handle id);
+  void Forget(py::handle id, py::handle source, int32_t partition);
+  py::object CommittedOffset(py::handle source, int32_t partition);
+  void WaitDurable(py::object sequence);
+  py::dict Stats();
+  py::list ReadOutbox(size_t max_entries, uint64_t after);
+  void AckOutbox(uint64_t position);
+  uint64_t last_sequence() const { return last_sequence_.load(); }
+
+ private:
+  idem_engine* engine_ = nullptr;
+  bool closed_ = false;
+  // The highest commit sequence any call on this engine returned.
+  std::atomic<uint64_t> last_sequence_{0};
+};
+
+// Looks up idem._errors' classes; called once at import.
+void InitClasses();
+// A Result's fields as Python values: the handler's exception (or an
+// idem.Error for a FAILED outcome, None otherwise), the value bytes, and
+// when the ID was first processed (seconds since the epoch, or None).
+py::object ResultError(const Result& r);
+py::object ResultValue(const Result& r);
+py::object FirstProcessedAt(const Result& r);
+
+// Tests only: whether process calls release the GIL (true), so that a test
+// can show what holding it would break.
+void SetReleaseGilForTesting(bool release);
+
+}  // namespace idem::python
+
+#endif  // IDEM_PYTHON_BINDING_H_

@@ -1,0 +1,104 @@
+"""Type stubs of idem's C extension (python/binding.cc, python/module.cc).
+Use the package idem; these classes are re-exported there."""
+
+import datetime
+import enum
+from typing import Any, Callable, Sequence
+
+C_API_VERSION: int
+VERSION: str
+
+_Bytes = bytes | bytearray
+_Key = bytes | bytearray | str
+
+
+class Message:
+    """One delivery to process: immutable."""
+
+    def __init__(self, id: _Key, payload: _Bytes = b"", *,
+                 source: _Key | None = None, partition: int = 0,
+                 offset: int = -1,
+                 ttl: float | datetime.timedelta | None = None,
+                 fingerprint: _Key | None = None) -> None: ...
+    @property
+    def id(self) -> bytes: ...
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def source(self) -> str | None: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+
+
+class Txn:
+    """A handler's view of the state; valid during its handler call only."""
+
+    def get(self, key: _Key) -> bytes | None: ...
+    def put(self, key: _Key, value: _Bytes) -> None: ...
+    def delete(self, key: _Key) -> None: ...
+    def set_result(self, value: _Bytes) -> None: ...
+    def emit(self, destination: _Key, key: _Key, value: _Bytes, *,
+             partition: int = -1, tombstone: bool = False,
+             headers: Sequence[tuple[_Key, _Key]] = ()) -> None: ...
+
+
+class Outcome(enum.Enum):
+    PROCESSED: int
+    DUPLICATE: int
+    FAILED: int
+    CONFLICT: int
+
+
+class Result:
+    """What the engine made of one message."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+    @property
+    def value(self) -> bytes: ...
+    @property
+    def error(self) -> BaseException | None: ...
+    @property
+    def permanent(self) -> bool: ...
+    @property
+    def sequence(self) -> int: ...
+    @property
+    def first_processed_at(self) -> float | None: ...
+
+
+class _Durability(enum.Enum):
+    SYNC: int
+    BUFFERED: int
+
+
+class _DedupeScope(enum.Enum):
+    STORE: int
+    PARTITION: int
+
+
+class _Engine:
+    def __init__(self, path: str, options: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def last_sequence(self) -> int: ...
+    def process_batch(self, messages: list[Any],
+                      handler: Callable[[Txn, Message], Any]
+                      ) -> list[Result]: ...
+    def get_state(self, key: _Key) -> bytes | None: ...
+    def seen(self, id: _Key) -> bool: ...
+    def forget(self, id: _Key, source: _Key | None,
+               partition: int) -> None: ...
+    def committed_offset(self, source: _Key, partition: int) -> int | None: ...
+    def wait_durable(self, sequence: int | None) -> None: ...
+    def stats(self) -> dict[str, int | float]: ...
+    def read_outbox(self, max_entries: int, after: int
+                    ) -> list[tuple[int, str, str, int, bytes, bytes, bool,
+                                    list[tuple[str, bytes]]]]: ...
+    def ack_outbox(self, position: int) -> None: ...
+
+
+def _set_release_gil_for_testing(release: bool) -> None: ...
