@@ -3,10 +3,12 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "brokers/no_sigpipe.h"
 
 namespace idem::redis {
 namespace {
@@ -71,8 +73,11 @@ absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv,
     args.push_back(arg.data());
     lengths.push_back(arg.size());
   }
+  std::optional<brokers::NoSigpipe> no_sigpipe;
+  if (!let_sigpipe_through_) no_sigpipe.emplace();
   Reply reply(static_cast<redisReply*>(redisCommandArgv(
       context_, static_cast<int>(args.size()), args.data(), lengths.data())));
+  no_sigpipe.reset();
   if (reply == nullptr) return Drop(argv.empty() ? "" : argv[0]);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string text(reply->str, reply->len);

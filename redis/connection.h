@@ -1,7 +1,11 @@
 // Connection is one hiredis connection to a Redis server that reconnects by
 // itself: a command on a lost connection fails with kUnavailable and the next
-// command connects again. Replies own their hiredis objects. Not
-// thread-safe.
+// command connects again. hiredis writes with write(2), so a command on a
+// connection the peer or the network cut raises SIGPIPE, whose default
+// action ends the process: each command blocks it on the calling thread and
+// swallows the one it raised (brokers/no_sigpipe.h); the command then fails
+// with kUnavailable like any lost connection. Replies own their hiredis
+// objects. Not thread-safe.
 
 #ifndef IDEM_REDIS_CONNECTION_H_
 #define IDEM_REDIS_CONNECTION_H_
@@ -48,6 +52,10 @@ class Connection {
   // Connections made so far (the first one included).
   int64_t connects() const { return connects_; }
 
+  // Test-only (RedisHooks): commands run with SIGPIPE as the process has it,
+  // as before the fix, so a cut socket kills the process.
+  void set_let_sigpipe_through(bool let) { let_sigpipe_through_ = let; }
+
  private:
   absl::Status Connect();
   absl::Status Drop(std::string_view what);
@@ -57,6 +65,7 @@ class Connection {
   const absl::Duration timeout_;
   redisContext* context_ = nullptr;
   int64_t connects_ = 0;
+  bool let_sigpipe_through_ = false;
 };
 
 // Reply accessors: the string of a string or status reply ("" otherwise).

@@ -43,6 +43,11 @@ class StreamBroker : public brokers::Broker {
   int64_t reclaimed() const { return reclaimed_; }
   int64_t connects() const { return connection_.connects(); }
 
+  // Test-only (RedisHooks).
+  void set_let_sigpipe_through(bool let) {
+    connection_.set_let_sigpipe_through(let);
+  }
+
  private:
   absl::StatusOr<std::vector<brokers::Delivery>> ReadOwnPending(int max);
   absl::StatusOr<std::vector<brokers::Delivery>> Claim(int max);

@@ -20,6 +20,7 @@
 #include "nats/consumer_hooks.h"
 #include "servers/nats_server.h"
 #include "tests/brokers/server_suite.h"
+#include "tests/brokers/socket_cut.h"
 
 namespace idem::nats {
 namespace {
@@ -391,6 +392,40 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsKillTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "AckOnReceive" : "Real";
                          });
+
+// The consumer's connection is cut under it (shutdown on its socket, as a
+// proxy reset or an idle timeout) in the middle of three batches; the
+// batch's acks are then written to a cut socket. The process survives
+// because nats.c's library initialisation (nats_Open, run by the first
+// connect) sets SIGPIPE to SIG_IGN for the whole process: a write to a cut
+// socket fails with EPIPE, nats.c reconnects by itself, acks that did not
+// reach the server come back after AckWait as duplicates, and the totals
+// are exact.
+TEST_F(NatsConsumerTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
+  constexpr int kAccounts = 10;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(19, 300, kAccounts), kAccounts, 0);
+  EXPECT_EQ(test::SigpipeDisposition(), SIG_IGN)
+      << "nats.c no longer ignores SIGPIPE: the adapter must block it";
+  int handled = 0;
+  int cuts = 0;
+  auto cut_now_and_then = [&](const Delivery& d, Txn& txn) {
+    if (++handled % 70 == 0 && cuts < 3) {
+      cuts += test::CutConnectionsTo(server_->port()) > 0 ? 1 : 0;
+    }
+    return ApplyLedger(d, txn);
+  };
+  test::Drain(**consumer, cut_now_and_then, [&] {
+    Reconnect();
+    return Drained(stream_, "d");
+  });
+  EXPECT_EQ(cuts, 3);
+  EXPECT_EQ((*consumer)->stats().processed, 300);
+  test::ExpectBalances(*engine, expected, true);
+}
 
 // The server is restarted while a consumer runs (and half the stream is
 // published after it): the client reconnects and the totals are exact.

@@ -20,6 +20,7 @@
 #include "rabbitmq/consumer_hooks.h"
 #include "servers/rabbitmq_server.h"
 #include "tests/brokers/server_suite.h"
+#include "tests/brokers/socket_cut.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -210,6 +211,45 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqKillTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "AckOnReceive" : "Real";
                          });
+
+// The consumer's connections are cut under it (shutdown on its sockets, as
+// a proxy reset or an idle timeout) in the middle of three batches; the
+// batch's basic.ack is then written to a cut socket. The process survives
+// with SIGPIPE at its default action (which would end it) because
+// rabbitmq-c sends every frame with MSG_NOSIGNAL (librabbitmq/unix/socket.h
+// and amqp_tcp_socket.c): the write fails with EPIPE instead, the consumer
+// reports kUnavailable and reconnects, RabbitMQ requeues what the cut
+// connection held, and the totals are exact.
+TEST_F(RabbitMqConsumerTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
+  ASSERT_EQ(test::SigpipeDisposition(), SIG_DFL)
+      << "the test proves nothing if the process ignores SIGPIPE";
+  constexpr int kAccounts = 10;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(19, 300, kAccounts), kAccounts, 0);
+  int handled = 0;
+  int cuts = 0;
+  auto cut_now_and_then = [&](const Delivery& d, Txn& txn) {
+    if (++handled % 70 == 0 && cuts < 3) {
+      cuts += test::CutConnectionsTo(port_) > 0 ? 1 : 0;
+    }
+    return ApplyLedger(d, txn);
+  };
+  test::Drain(**consumer, cut_now_and_then, [&] {
+    client_ = std::make_unique<servers::RabbitMqClient>("127.0.0.1", port_);
+    return Empty(queue_) && Processed(*engine) >= 300;
+  });
+  EXPECT_EQ(cuts, 3);
+  EXPECT_EQ(test::SigpipeDisposition(), SIG_DFL);
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_GE(stats.broker_errors, 3);
+  EXPECT_EQ(stats.connects, 1 + 3);
+  EXPECT_EQ(stats.processed, 300);
+  test::ExpectBalances(*engine, expected, true);
+}
 
 // The node is restarted while a consumer runs (after some payments, before
 // all; the rest is published after it): the consumer reconnects and the

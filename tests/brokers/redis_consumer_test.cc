@@ -20,6 +20,7 @@
 #include "redis/consumer_hooks.h"
 #include "servers/redis_server.h"
 #include "tests/brokers/server_suite.h"
+#include "tests/brokers/socket_cut.h"
 
 namespace idem::redis {
 namespace {
@@ -260,6 +261,70 @@ TEST_P(RedisKillTest, KilledConsumersLoseAndDoubleNothing) {
 INSTANTIATE_TEST_SUITE_P(RealAndBroken, RedisKillTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "AckOnReceive" : "Real";
+                         });
+
+// The consumer's connection is cut under it (shutdown on its socket, as a
+// proxy reset or an idle timeout) after each of its first batches; the next
+// command hiredis writes gets EPIPE and raises SIGPIPE, whose default action
+// ends the process. The consumer survives each cut, reconnects and the
+// totals are exact. The broken variant runs its commands without blocking
+// SIGPIPE (in a child process, forked before any store is open): killed.
+class RedisSocketCutTest : public RedisConsumerTest,
+                           public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RedisSocketCutTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
+  const bool broken = GetParam();
+  ASSERT_EQ(test::SigpipeDisposition(), SIG_DFL)
+      << "the test proves nothing if the process ignores SIGPIPE";
+  const std::string stream = prefix_ + "payments";
+  constexpr int kAccounts = 10;
+  const std::vector<LedgerMessage> messages = Ledger(19, 300, kAccounts);
+  const ExpectedBalances expected =
+      Produce(*connection_, stream, messages, kAccounts, 0);
+  ConsumerOptions options = BaseOptions(stream, "c");
+  if (broken) {
+    EXPECT_EXIT(
+        {
+          std::unique_ptr<Engine> engine = OpenEngine("broken");
+          auto consumer =
+              CreateConsumerWithHooks(engine.get(), options, {},
+                                      RedisHooks{.let_sigpipe_through = true});
+          if (!consumer.ok() || !(*consumer)->PollBatch(ApplyLedger).ok()) {
+            std::_Exit(2);
+          }
+          test::CutConnectionsTo(server_->port());
+          (*consumer)->PollBatch(ApplyLedger).IgnoreError();
+          std::_Exit(0);
+        },
+        testing::KilledBySignal(SIGPIPE), "");
+    return;
+  }
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  constexpr int kCuts = 3;
+  int unavailable = 0;
+  for (int cut = 0; cut < kCuts; ++cut) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_GT(test::CutConnectionsTo(server_->port()), 0);
+    report = (*consumer)->PollBatch(ApplyLedger);  // writes to the cut socket
+    ASSERT_EQ(report.status().code(), absl::StatusCode::kUnavailable)
+        << report.status();
+    ++unavailable;
+  }
+  connection_ = servers::ConnectRedis(server_->port());  // it was cut too
+  Drain(**consumer, stream, ApplyLedger);
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.connects, 1 + unavailable);
+  EXPECT_EQ(stats.processed, 300);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RedisSocketCutTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "SigpipeLetThrough" : "Real";
                          });
 
 // The server is restarted while a consumer runs (and half the stream is
