@@ -53,7 +53,7 @@ class ConsumerImpl
   using LoopConsumer::LoopConsumer;
 
   absl::Status Start() {
-    if (!options_.create_group) return absl::OkStatus();
+    if (!options_.create_group) return broker_.CheckGroup();
     return broker_.CreateGroup();
   }
 

@@ -51,10 +51,13 @@ struct ConsumerOptions {
 
   // The server. Default: nats://127.0.0.1:4222.
   std::string url = "nats://127.0.0.1:4222";
-  // The stream and the subject (filter) the consumer reads. Required.
+  // The stream and the subject (filter) the consumer reads. Required; the
+  // stream's name without '.', '*', '>', '/', '\' or whitespace.
   std::string stream;
   std::string subject;
-  // The durable consumer's name; processes sharing it share its messages.
+  // The durable consumer's name (the stream name's rules); processes
+  // sharing it share its messages: see "Competing consumers" in the
+  // header's opening.
   // Created if the server does not have it: explicit acks, `ack_wait`, and
   // MaxAckPending at least delivery.max_batch, twice that with `prefetch`
   // (the server's default, 1,000, would cap larger batches and make each
@@ -113,12 +116,15 @@ struct ConsumerStats : brokers::LoopStats {
 
 class Consumer {
  public:
-  // Validates the options (kInvalidArgument naming the field), connects,
-  // creates the stream if asked and binds the durable pull consumer
-  // (creating it, from the engine's offset + 1 if it has one).
-  // kUnavailable if the server cannot be reached; kFailedPrecondition for a
-  // JetStream error (JetStream disabled, a subject clash). `engine` is
-  // borrowed.
+  // Validates the options (kInvalidArgument naming the field and the rule:
+  // stream and durable names without '.', '*', '>', '/', '\' or
+  // whitespace; a dead-letter subject a message can be published to),
+  // connects, creates the stream if asked and binds the durable pull
+  // consumer (creating it, from the engine's offset + 1 if it has one).
+  // kUnavailable if the server cannot be reached (or JetStream is not
+  // enabled); kNotFound for a missing stream (create_stream off);
+  // kFailedPrecondition for another JetStream error (a subject clash).
+  // `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 

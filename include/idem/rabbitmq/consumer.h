@@ -55,13 +55,15 @@ struct ConsumerOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
-  // The queue, declared durable if missing. Required.
+  // The queue, declared durable if missing. Required: 1 to 255 bytes (an
+  // AMQP short string), not starting with "amq." (the server's).
   std::string queue;
 
   // ---- Messages ----
 
-  // The header read when a message has no message_id property.
-  // Default: "message-id".
+  // The header read when a message has no message_id property. The
+  // property is an AMQP short string (at most 255 bytes): longer IDs can
+  // only travel in this header. Default: "message-id".
   std::string id_header = "message-id";
   // Unacknowledged messages the server sends ahead (basic.qos). Must be
   // >= delivery.max_batch and <= 65535. Default: 500.
@@ -91,10 +93,14 @@ struct ConsumerStats : brokers::LoopStats {
 
 class Consumer {
  public:
-  // Validates the options (kInvalidArgument naming the field), connects,
-  // declares the queue and starts consuming. kUnavailable if the server
-  // cannot be reached; kFailedPrecondition if the server refuses (e.g. the
-  // queue exists with other arguments). `engine` is borrowed.
+  // Validates the options (kInvalidArgument naming the field and the rule:
+  // queue names of 1 to 255 bytes outside "amq."), connects, declares the
+  // queue and starts consuming. kUnavailable if the server cannot be
+  // reached; kUnauthenticated for a user or password it refuses;
+  // kPermissionDenied for a user without access to the vhost or queue;
+  // kNotFound for a missing vhost; kFailedPrecondition if the queue exists
+  // with other arguments. Each names the server's reason. `engine` is
+  // borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 

@@ -61,7 +61,9 @@ struct ConsumerOptions {
   std::string group;
   std::string consumer_name;
   // Create the group (XGROUP CREATE ... MKSTREAM) at group_start_id if it
-  // does not exist. Default: true, from "0" (the stream's first entry).
+  // does not exist; false: Create fails with kNotFound unless the stream
+  // and the group exist. Default: true, from "0" (the stream's first
+  // entry).
   bool create_group = true;
   std::string group_start_id = "0";
 
@@ -111,9 +113,11 @@ struct ConsumerStats : brokers::LoopStats {
 class Consumer {
  public:
   // Validates the options (kInvalidArgument naming the field), connects and,
-  // with create_group, creates the group. kUnavailable if the server cannot
-  // be reached; kFailedPrecondition for an error reply (e.g. the key is not
-  // a stream). `engine` is borrowed.
+  // with create_group, creates the group; without, checks that the stream
+  // and the group exist (kNotFound naming the missing one). kUnavailable if
+  // the server cannot be reached; kUnauthenticated or kPermissionDenied if
+  // it refuses the connection's commands; kFailedPrecondition for another
+  // error reply (e.g. the key is not a stream). `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 
