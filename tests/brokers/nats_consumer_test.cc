@@ -521,6 +521,32 @@ TEST_F(NatsConsumerTest, RefusedOutputsAreDeadLetteredAndTheRestFlow) {
   for (const auto& m : *dead) EXPECT_FALSE(m.Header("Nats-Msg-Id").empty());
 }
 
+// An empty ID cannot travel on NATS: a header published with an empty
+// value does not reach the consumer, so the message has no ID header and is
+// named by its stream sequence, as one published without it (on Redis and
+// RabbitMQ an empty ID arrives, and is dead-lettered with reason "id";
+// docs/brokers.md). Both are processed once.
+TEST_F(NatsConsumerTest, EmptyIdArrivesAsNoIdAndIsNamedByTheSequence) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  ASSERT_TRUE(
+      client_->Publish(stream_ + ".in", "acct-00001:5", {{"message-id", ""}})
+          .ok());
+  ASSERT_TRUE(client_->Publish(stream_ + ".in", "acct-00001:5", {}).ok());
+  std::vector<std::string> ids;
+  test::Drain(
+      **consumer,
+      [&](const Delivery& d, Txn& txn) {
+        EXPECT_FALSE(d.Header("message-id").has_value());
+        ids.push_back(d.id);
+        return ApplyLedger(d, txn);
+      },
+      [&] { return Drained(stream_, "d"); });
+  EXPECT_EQ((*consumer)->stats().dead_lettered, 0);
+  EXPECT_THAT(ids, testing::ElementsAre(stream_ + "/1", stream_ + "/2"));
+}
+
 // The server is restarted while a consumer runs (and half the stream is
 // published after it): the client reconnects and the totals are exact.
 TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {

@@ -12,9 +12,20 @@
 //   exist yet and the engine has an offset for the stream, the consumer is
 //   created to start at that offset + 1, so a consumer recreated on the
 //   server resumes where the state is.
-// - A message not acknowledged within ack_wait is redelivered by the server
-//   (to this or another process on the same durable); if it was processed
-//   before the ack was lost, the engine finds it a duplicate.
+// - A message not acknowledged within ack_wait is redelivered by the server,
+//   to this or another consumer on the same durable. If it was processed
+//   before the ack was lost, a consumer on the same store (the same Engine)
+//   finds it a duplicate; a consumer with a store of its own does not, and
+//   applies it again (as it does a message whose handler outlasted
+//   ack_wait). Only consumers sharing one store are deduplicated against
+//   each other: see "Competing consumers" in docs/brokers.md for the
+//   deployments that are safe.
+// - nats.c sets SIGPIPE to SIG_IGN for the whole process when it opens its
+//   first connection, so a write to a cut socket fails instead of ending
+//   the process; the application inherits that setting.
+// - Header values are C strings in nats.c: a NUL byte ends one, and a
+//   header with an empty value does not reach the consumer (an empty
+//   id_header arrives as none: the message is named by its sequence).
 // - The outbox (Txn::Emit, dead letters) is relayed with a JetStream publish
 //   to the destination subject, with Nats-Msg-Id = the entry's message ID,
 //   so the destination stream's duplicate window drops relay retries, and a

@@ -13,7 +13,16 @@
 // - No offset is stored: a queue has no positions.
 // - A batch the loop cannot decide is nacked with requeue; a lost
 //   connection is reopened by the next poll, and RabbitMQ requeues what the
-//   old one held: redelivered, those are duplicates.
+//   old one held: redelivered to a consumer on the same store (the same
+//   Engine), those are duplicates; taken by a consumer with a store of its
+//   own, they are applied again. Only consumers sharing one store are
+//   deduplicated against each other: see "Competing consumers" in
+//   docs/brokers.md.
+// - rabbitmq-c sends with MSG_NOSIGNAL: a write to a cut socket fails
+//   (kUnavailable), it never ends the process with SIGPIPE.
+// - Names: a queue (and a relay destination) is 1 to 255 bytes, not in
+//   "amq."; the message_id property at most 255 bytes (longer IDs travel in
+//   id_header).
 // - The outbox (Txn::Emit, dead letters) is relayed on a second connection
 //   with publisher confirms: a persistent message to the default exchange,
 //   routing key = the destination queue (declared durable), message_id =

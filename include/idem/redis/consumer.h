@@ -8,8 +8,16 @@
 //   (or a reconnect, or a failed batch) it first re-reads its own pending
 //   entries (XREADGROUP ... 0): those it received and never acknowledged.
 // - Entries other consumers left pending for longer than claim_idle (a
-//   consumer that died) are taken over with XAUTOCLAIM; if they were
-//   processed before the ack was lost, the engine finds them duplicates.
+//   consumer that died, or one whose handler outlasts claim_idle) are taken
+//   over with XAUTOCLAIM. If they were processed before the ack was lost,
+//   the engine finds them duplicates only when the consumer that left them
+//   shares this consumer's store (the same Engine); a consumer with a store
+//   of its own applies them again. Only consumers sharing one store are
+//   deduplicated against each other: see "Competing consumers" in
+//   docs/brokers.md for the deployments that are safe.
+// - hiredis writes with write(2): every command blocks SIGPIPE on the
+//   calling thread and swallows the one a cut socket raises, so a lost
+//   connection is kUnavailable, never the end of the process.
 // - ID: the entry's id_field, else "<stream>/<entry ID>" (which suppresses
 //   redeliveries but not producer duplicates).
 // - No offset is stored with the state: an entry ID is two 64-bit numbers
