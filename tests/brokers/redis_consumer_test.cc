@@ -365,6 +365,10 @@ TEST_F(RedisConsumerTest, RefusedOutputsAreDeadLetteredAndTheRestFlow) {
   const std::string not_a_stream = prefix_ + "string";
   RedisCommand(*connection_, {"SET", not_a_stream, "x"});
   constexpr int64_t kMaxBulk = 1 << 20;  // the smallest Redis allows
+  Reply before =
+      RedisCommand(*connection_, {"CONFIG", "GET", "proto-max-bulk-len"});
+  ASSERT_TRUE(before != nullptr && before->elements == 2);
+  const std::string max_bulk_before(ReplyString(before->element[1]));
   RedisCommand(*connection_,
                {"CONFIG", "SET", "proto-max-bulk-len", absl::StrCat(kMaxBulk)});
   for (const char* id : {"a", "b", "c", "d", "e", "f"}) {
@@ -407,7 +411,7 @@ TEST_F(RedisConsumerTest, RefusedOutputsAreDeadLetteredAndTheRestFlow) {
               testing::HasSubstr("proto-max-bulk-len"));
   for (const auto& entry : dead) EXPECT_FALSE(entry.at("message-id").empty());
   RedisCommand(*connection_,
-               {"CONFIG", "SET", "proto-max-bulk-len", "536870912"});
+               {"CONFIG", "SET", "proto-max-bulk-len", max_bulk_before});
 }
 
 // Two consumers in one group, each with its own store (two processes on
