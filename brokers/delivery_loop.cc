@@ -166,10 +166,9 @@ absl::Status DeliveryLoop::PublishOrDeadLetter(const OutboxEntry& entry,
       return absl::OkStatus();
     }
     BrokerError(refusal).IgnoreError();  // counted; handled below
-    if (!RefusedForGood(refusal) || hooks_.hold_refused_entries) {
-      return refusal;
-    }
+    if (!RefusedForGood(refusal)) return refusal;
   }
+  if (hooks_.hold_refused_entries) return refusal;
   const std::string& destination = options_.dead_letter_destination;
   auto not_dead_lettered = [&](std::string_view why) {
     return absl::FailedPreconditionError(absl::StrCat(
