@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "brokers/dead_letters.h"
 #include "engine/absl_view.h"
+#include "idem/forwarding_txn.h"
 
 #define XXH_INLINE_ALL
 #include "xxhash.h"
@@ -26,6 +28,31 @@ bool UsableId(std::string_view id) {
   return !id.empty() && id.size() <= kMaxIdBytes;
 }
 
+// The handler's Txn, refusing emits to destinations the broker cannot
+// publish to: the first refusal is kept, and fails the message.
+class DestinationCheckingTxn : public ForwardingTxn {
+ public:
+  DestinationCheckingTxn(Txn& target, const Broker& broker)
+      : ForwardingTxn(target), broker_(broker) {}
+
+  void EmitWithOptions(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       const EmitOptions& options) override {
+    absl::Status check = broker_.CheckDestination(destination);
+    if (!check.ok()) {
+      if (refusal_.ok()) refusal_ = check;
+      return;
+    }
+    ForwardingTxn::EmitWithOptions(destination, key, value, options);
+  }
+
+  const absl::Status& refusal() const { return refusal_; }
+
+ private:
+  const Broker& broker_;
+  absl::Status refusal_;
+};
+
 // Per delivery of the batch.
 struct Entry {
   std::string id;  // what it is committed under: its ID or DeadLetterId
@@ -38,10 +65,11 @@ struct Entry {
 
 class BatchRun {
  public:
-  BatchRun(Engine& engine, absl::Span<const Delivery> deliveries,
-           const LoopOptions& options, const LoopHooks& hooks, Handler handler,
-           BatchReport& report)
+  BatchRun(Engine& engine, const Broker& broker,
+           absl::Span<const Delivery> deliveries, const LoopOptions& options,
+           const LoopHooks& hooks, Handler handler, BatchReport& report)
       : engine_(engine),
+        broker_(broker),
         deliveries_(deliveries),
         options_(options),
         hooks_(hooks),
@@ -131,7 +159,9 @@ class BatchRun {
       EmitDeadLetter(deliveries_[i], entry, txn);
       return absl::OkStatus();
     }
-    absl::Status status = handler_(deliveries_[i], txn);
+    DestinationCheckingTxn checked(txn, broker_);
+    absl::Status status = handler_(deliveries_[i], checked);
+    if (status.ok()) status = checked.refusal();
     if (IsPermanentError(status)) {
       // Dead-lettered by the loop instead of remembered by the engine, so a
       // corrected redelivery with the same ID runs.
@@ -212,10 +242,13 @@ class BatchRun {
 
   void EmitDeadLetter(const Delivery& delivery, const Entry& entry,
                       Txn& txn) const {
-    const std::string error_text = entry.dead_letter_error.ToString();
+    bool cut = false;
+    const std::string error_text = BoundedText(
+        entry.dead_letter_error.ToString(), kMaxDeadLetterErrorBytes, &cut);
     std::vector<Txn::Header> headers(delivery.headers.begin(),
                                      delivery.headers.end());
     headers.emplace_back("idem.error", error_text);
+    if (cut) headers.emplace_back("idem.truncated", "error");
     headers.emplace_back("idem.reason", entry.reason);
     headers.emplace_back("idem.source", delivery.source);
     headers.emplace_back("idem.source.receipt", delivery.receipt);
@@ -227,6 +260,7 @@ class BatchRun {
   }
 
   Engine& engine_;
+  const Broker& broker_;
   const absl::Span<const Delivery> deliveries_;
   const LoopOptions& options_;
   const LoopHooks& hooks_;
@@ -249,10 +283,12 @@ std::string DeadLetterId(const Delivery& delivery) {
                          hash.high64, hash.low64);
 }
 
-absl::Status RunBatch(Engine& engine, absl::Span<const Delivery> deliveries,
+absl::Status RunBatch(Engine& engine, const Broker& broker,
+                      absl::Span<const Delivery> deliveries,
                       const LoopOptions& options, const LoopHooks& hooks,
                       Handler handler, BatchReport& report) {
-  return BatchRun(engine, deliveries, options, hooks, handler, report).Run();
+  return BatchRun(engine, broker, deliveries, options, hooks, handler, report)
+      .Run();
 }
 
 }  // namespace idem::brokers

@@ -28,7 +28,10 @@ std::string DeadLetterId(const Delivery& delivery);
 // committed and durable. Otherwise returns the engine's error, or kAborted for
 // a delivery given up on without options.dead_letter_destination; deliveries
 // before the error may be committed (duplicates when redelivered).
-absl::Status RunBatch(Engine& engine, absl::Span<const Delivery> deliveries,
+// Each emit of the handler is checked with broker.CheckDestination: a
+// refused one fails its message with that error (kInvalidArgument).
+absl::Status RunBatch(Engine& engine, const Broker& broker,
+                      absl::Span<const Delivery> deliveries,
                       const LoopOptions& options, const LoopHooks& hooks,
                       Handler handler, BatchReport& report);
 

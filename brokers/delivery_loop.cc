@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "brokers/batch_run.h"
+#include "brokers/dead_letters.h"
 
 namespace idem::brokers {
 namespace {
@@ -21,6 +22,19 @@ class Timed {
 };
 
 }  // namespace
+
+bool RefusedForGood(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kFailedPrecondition:
+      return true;
+    default:
+      return false;
+  }
+}
 
 std::optional<std::string_view> Delivery::Header(std::string_view name) const {
   std::optional<std::string_view> value;
@@ -84,7 +98,8 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
     absl::Status run;
     if (!batch->empty()) {
       Timed timed(&engine_time);
-      run = RunBatch(*engine_, *batch, options_, hooks_, handler, report);
+      run = RunBatch(*engine_, *broker_, *batch, options_, hooks_, handler,
+                     report);
     }
     if (!run.ok()) {
       // Undecided: give everything back; what was committed comes back as
@@ -103,12 +118,9 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
       if (absl::Status s = broker_->Ack(*batch); !s.ok()) return BrokerError(s);
       report.acked = report.received;
     }
-    // Step 4: publish what the batch (or an earlier one) emitted.
-    if (options_.relay_outbox) {
-      absl::StatusOr<int64_t> published = RelayOutbox();
-      if (!published.ok()) return published.status();
-      report.outbox_published = *published;
-    }
+    // Step 4: publish what the batch (or an earlier one) emitted; the
+    // batch is handled whatever the relay does.
+    if (options_.relay_outbox) report.outbox_error = Relay(report);
     return absl::OkStatus();
   }();
   Count(report, engine_time, broker_time);
@@ -117,28 +129,77 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
 }
 
 absl::StatusOr<int64_t> DeliveryLoop::RelayOutbox() {
-  int64_t published = 0;
+  BatchReport report;
+  absl::Status status = Relay(report);
+  Count(report, absl::ZeroDuration(), absl::ZeroDuration());
+  if (!status.ok()) return status;
+  return report.outbox_published;
+}
+
+absl::Status DeliveryLoop::Relay(BatchReport& report) {
   while (true) {
     absl::StatusOr<std::vector<OutboxEntry>> entries =
         engine_->ReadOutbox(static_cast<size_t>(options_.relay_batch));
     if (!entries.ok()) return entries.status();
-    if (entries->empty()) return published;
+    if (entries->empty()) return absl::OkStatus();
     uint64_t last = 0;
     absl::Status publish_error;
     for (const OutboxEntry& entry : *entries) {
-      absl::Status s = broker_->Publish(entry);
-      if (!s.ok()) {
-        publish_error = BrokerError(s);
-        break;
-      }
+      publish_error = PublishOrDeadLetter(entry, report);
+      if (!publish_error.ok()) break;
       last = entry.position;
-      ++published;
     }
     if (last > 0) {
       if (absl::Status s = engine_->AckOutbox(last); !s.ok()) return s;
     }
     if (!publish_error.ok()) return publish_error;
   }
+}
+
+absl::Status DeliveryLoop::PublishOrDeadLetter(const OutboxEntry& entry,
+                                               BatchReport& report) {
+  absl::Status refusal = broker_->CheckDestination(entry.destination);
+  if (refusal.ok()) {
+    refusal = broker_->Publish(entry);
+    if (refusal.ok()) {
+      ++report.outbox_published;
+      return absl::OkStatus();
+    }
+    BrokerError(refusal).IgnoreError();  // counted; handled below
+    if (!RefusedForGood(refusal)) return refusal;
+  }
+  if (hooks_.hold_refused_entries) return refusal;
+  const std::string& destination = options_.dead_letter_destination;
+  auto not_dead_lettered = [&](std::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "outbox entry ", entry.position, " (message ID ", entry.message_id,
+        ") was refused for good by ", entry.destination, ": ",
+        refusal.ToString(), "; ", absl::string_view(why.data(), why.size())));
+  };
+  if (destination.empty()) {
+    return not_dead_lettered(
+        "it stays in the outbox: set LoopOptions::dead_letter_destination to "
+        "dead-letter such entries");
+  }
+  // An entry for the dead-letter destination is a dead letter already: only
+  // its smaller versions are left to try.
+  const bool is_dead_letter = entry.destination == destination;
+  const OutboxEntry dead =
+      is_dead_letter ? entry : DeadLetterOfRefused(entry, refusal, destination);
+  absl::Status last = refusal;
+  for (int level = is_dead_letter ? 1 : 0; level <= kShrinkLevels; ++level) {
+    last = broker_->Publish(level == 0 ? dead : Shrunk(dead, level));
+    if (last.ok()) {
+      ++report.outbox_dead_lettered;
+      return absl::OkStatus();
+    }
+    BrokerError(last).IgnoreError();  // counted
+    if (!RefusedForGood(last)) return last;
+  }
+  return not_dead_lettered(
+      absl::StrCat("so was its dead letter, even without its headers and "
+                   "value: ",
+                   last.ToString()));
 }
 
 LoopStats DeliveryLoop::stats() const {
@@ -166,6 +227,7 @@ void DeliveryLoop::Count(const BatchReport& report, absl::Duration engine_time,
   stats_.acked += report.acked;
   stats_.nacked += report.nacked;
   stats_.outbox_published += report.outbox_published;
+  stats_.outbox_dead_lettered += report.outbox_dead_lettered;
   stats_.engine_time += engine_time;
   stats_.broker_time += broker_time;
 }

@@ -1,6 +1,7 @@
 // RunUntilStopped is the Run of every broker adapter's Consumer: it calls
-// `poll` until `stop` is set; a kUnavailable error (a lost connection, which
-// the next poll reconnects) is followed by `backoff` and polling goes on.
+// `poll` until `stop` is set; a kUnavailable error, of the poll or of its
+// relay (BatchReport::outbox_error: a lost connection, which the next poll
+// reconnects), is followed by `backoff` and polling goes on.
 // Returns OK after stop, or the first other error. Thread-compatible;
 // `stop` may be set from any thread.
 
@@ -21,8 +22,10 @@ inline absl::Status RunUntilStopped(
     const std::atomic<bool>& stop, absl::Duration backoff) {
   while (!stop.load(std::memory_order_relaxed)) {
     absl::StatusOr<BatchReport> report = poll();
-    if (report.ok()) continue;
-    if (!absl::IsUnavailable(report.status())) return report.status();
+    const absl::Status status =
+        report.ok() ? report->outbox_error : report.status();
+    if (status.ok()) continue;
+    if (!absl::IsUnavailable(status)) return status;
     absl::SleepFor(backoff);
   }
   return absl::OkStatus();

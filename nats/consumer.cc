@@ -22,8 +22,21 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   };
   if (options.url.empty()) return invalid("url is required");
   if (options.stream.empty()) return invalid("stream is required");
+  if (absl::Status s = CheckStreamName(options.stream); !s.ok()) {
+    return invalid(absl::StrCat("stream ", s.message()));
+  }
   if (options.subject.empty()) return invalid("subject is required");
   if (options.durable.empty()) return invalid("durable is required");
+  if (absl::Status s = CheckStreamName(options.durable); !s.ok()) {
+    return invalid(absl::StrCat("durable ", s.message()));
+  }
+  if (!options.delivery.dead_letter_destination.empty()) {
+    if (absl::Status s = CheckSubject(options.delivery.dead_letter_destination);
+        !s.ok()) {
+      return invalid(
+          absl::StrCat("delivery.dead_letter_destination: ", s.message()));
+    }
+  }
   if (!positive(options.duplicate_window)) {
     return invalid("duplicate_window must be > 0 and finite");
   }

@@ -19,9 +19,49 @@ int64_t Millis(absl::Duration d) {
 // fetch gets no more than that many messages delivered and unacknowledged.
 constexpr int64_t kServerMaxAckPending = 1000;
 
-// A nats.c status as an absl::Status: a JetStream API error (errCode set)
-// is kFailedPrecondition; everything else (lost connection, timeouts, no
-// responders while the server restarts) kUnavailable.
+// The code of a JetStream API error (errCode set): a missing stream or
+// consumer kNotFound, a message over the stream's limits kOutOfRange, a
+// cluster or resource condition that passes kUnavailable, any other
+// kFailedPrecondition.
+absl::StatusCode JetStreamCode(jsErrCode js_error) {
+  switch (js_error) {
+    case JSStreamNotFoundErr:
+    case JSConsumerNotFoundErr:
+      return absl::StatusCode::kNotFound;
+    case JSStreamMessageExceedsMaximumErr:
+      return absl::StatusCode::kOutOfRange;
+    case JSClusterNotAvailErr:
+    case JSClusterNotLeaderErr:
+    case JSInsufficientResourcesErr:
+    case JSNotEnabledErr:
+    case JSNotEnabledForAccountErr:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kFailedPrecondition;
+  }
+}
+
+// The code of a nats.c status without a JetStream error: a subject or
+// argument refused kInvalidArgument, a message over max_payload
+// kOutOfRange; everything else (lost connection, timeouts, no responders
+// while the server restarts) kUnavailable.
+absl::StatusCode ClientCode(natsStatus s) {
+  switch (s) {
+    case NATS_INVALID_SUBJECT:
+    case NATS_INVALID_ARG:
+      return absl::StatusCode::kInvalidArgument;
+    case NATS_MAX_PAYLOAD:
+      return absl::StatusCode::kOutOfRange;
+    default:
+      return absl::StatusCode::kUnavailable;
+  }
+}
+
+bool IsWhitespaceOrControl(char c) {
+  return static_cast<unsigned char>(c) <= ' ' || c == 0x7f;
+}
+
+// A nats.c status as an absl::Status (JetStreamCode, else ClientCode).
 absl::Status NatsError(natsStatus s, jsErrCode js_error,
                        std::string_view what) {
   std::string text =
@@ -33,9 +73,9 @@ absl::Status NatsError(natsStatus s, jsErrCode js_error,
   if (js_error != 0) {
     absl::StrAppend(&text, " [JetStream error ", static_cast<int>(js_error),
                     "]");
-    return absl::FailedPreconditionError(text);
+    return absl::Status(JetStreamCode(js_error), text);
   }
-  return absl::UnavailableError(text);
+  return absl::Status(ClientCode(s), text);
 }
 
 // How many batches one consumer has delivered and unacknowledged at most:
@@ -45,6 +85,47 @@ int64_t PendingBatches(const ConsumerOptions& options) {
 }
 
 }  // namespace
+
+absl::Status CheckSubject(std::string_view subject) {
+  auto refused = [&](std::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nats: subject \"", absl::string_view(subject.data(), subject.size()),
+        "\": ", absl::string_view(rule.data(), rule.size())));
+  };
+  if (subject.empty()) return refused("must not be empty");
+  size_t token_start = 0;
+  for (size_t i = 0; i <= subject.size(); ++i) {
+    if (i < subject.size() && subject[i] != '.') {
+      if (IsWhitespaceOrControl(subject[i])) {
+        return refused("no whitespace or control characters allowed");
+      }
+      continue;
+    }
+    const std::string_view token = subject.substr(token_start, i - token_start);
+    if (token.empty()) {
+      return refused("tokens are separated by single dots (no empty token)");
+    }
+    if (token == "*" || token == ">") {
+      return refused("wildcards cannot be published to");
+    }
+    token_start = i + 1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStreamName(std::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("must not be empty");
+  for (char c : name) {
+    if (c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' ||
+        IsWhitespaceOrControl(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "\"", absl::string_view(name.data(), name.size()),
+          "\" must not contain '.', '*', '>', '/', '\\', whitespace or "
+          "control characters"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
     : options_(options) {}
@@ -275,6 +356,9 @@ absl::Status JetStreamBroker::Nack(
 
 absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {
   natsMsg* msg = nullptr;
+  if (absl::Status check = CheckSubject(entry.destination); !check.ok()) {
+    return check;
+  }
   natsStatus s =
       natsMsg_Create(&msg, entry.destination.c_str(), nullptr,
                      entry.value.data(), static_cast<int>(entry.value.size()));
@@ -294,11 +378,29 @@ absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {
     if (ack != nullptr) jsPubAck_Destroy(ack);
   }
   if (msg != nullptr) natsMsg_Destroy(msg);
+  if (s == NATS_NO_RESPONDERS) {
+    return NoResponders(entry.destination);
+  }
   if (s != NATS_OK) {
     return NatsError(s, js_error,
                      absl::StrCat("publishing to ", entry.destination));
   }
   return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::NoResponders(const std::string& subject) {
+  jsAccountInfo* info = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetAccountInfo(&info, js_, nullptr, &js_error);
+  if (info != nullptr) jsAccountInfo_Destroy(info);
+  if (s != NATS_OK) {
+    return NatsError(NATS_NO_RESPONDERS, static_cast<jsErrCode>(0),
+                     absl::StrCat("publishing to ", subject));
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "nats: publishing to ", subject,
+      ": no stream captures the subject (JetStream answered, nothing took "
+      "the message)"));
 }
 
 }  // namespace idem::nats

@@ -22,6 +22,18 @@
 
 namespace idem::nats {
 
+// OK if `subject` is one a message can be published to, or
+// kInvalidArgument naming the rule it breaks: not empty, no whitespace or
+// NUL, tokens separated by single dots (no empty token: no leading or
+// trailing dot, no ".."), and no wildcard token ("*" or ">").
+absl::Status CheckSubject(std::string_view subject);
+
+// OK if `name` can name a JetStream stream or durable consumer, or
+// kInvalidArgument naming the rule: not empty, and none of '.', '*', '>',
+// '/', '\', whitespace or control characters (nats-server's rule; a dot
+// would make the name part of the API subjects it appears in).
+absl::Status CheckStreamName(std::string_view name);
+
 class JetStreamBroker : public brokers::Broker {
  public:
   explicit JetStreamBroker(const ConsumerOptions& options);
@@ -53,8 +65,17 @@ class JetStreamBroker : public brokers::Broker {
   absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
   // A JetStream publish to entry.destination with Nats-Msg-Id =
   // entry.message_id, the entry's headers and, when not empty, its key as
-  // header Idem-Key; returns once the stream stored it.
+  // header Idem-Key; returns once the stream stored it. Refused for good:
+  // kInvalidArgument for a subject CheckSubject rejects; kOutOfRange for a
+  // message (data and headers) over the server's max_payload or the
+  // stream's size limits; kNotFound when no stream captures the subject
+  // (JetStream answers, but nothing takes the message); another JetStream
+  // error kFailedPrecondition.
   absl::Status Publish(const OutboxEntry& entry) override;
+  // CheckSubject.
+  absl::Status CheckDestination(std::string_view destination) const override {
+    return CheckSubject(destination);
+  }
 
   int64_t redelivered() const { return redelivered_.load(); }
 
@@ -87,6 +108,10 @@ class JetStreamBroker : public brokers::Broker {
   // server has processed them.
   absl::Status ConfirmReplies(std::string_view what);
   brokers::Delivery MakeDelivery(natsMsg* msg);
+  // The error of a JetStream publish to `subject` that got no responders:
+  // kNotFound if JetStream answers (so no stream captures the subject),
+  // kUnavailable if it does not (a server restarting).
+  absl::Status NoResponders(const std::string& subject);
 
   const ConsumerOptions& options_;
   natsConnection* connection_ = nullptr;

@@ -3,6 +3,7 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "idem/rabbitmq/consumer.h"
 
@@ -13,7 +14,65 @@ absl::string_view View(std::string_view s) {
   return absl::string_view(s.data(), s.size());
 }
 
+std::string Text(amqp_bytes_t bytes) {
+  return std::string(static_cast<const char*>(bytes.bytes), bytes.len);
+}
+
 }  // namespace
+
+absl::Status CheckQueueName(std::string_view name) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError("amqp: a queue name must not be empty");
+  }
+  if (name.size() > 255) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("amqp: queue name of ", name.size(),
+                     " bytes: AMQP 0-9-1 allows at most 255 (a short string)"));
+  }
+  if (absl::StartsWith(View(name), "amq.")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("amqp: queue name \"", View(name),
+                     "\": the prefix \"amq.\" is reserved for the server"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AmqpConnection::CloseStatus(const amqp_method_t& method,
+                                         std::string_view what) {
+  uint16_t code = 0;
+  std::string text = "the server closed the channel or connection";
+  if (method.id == AMQP_CHANNEL_CLOSE_METHOD) {
+    auto* close = static_cast<amqp_channel_close_t*>(method.decoded);
+    code = close->reply_code;
+    text = Text(close->reply_text);
+  } else if (method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+    auto* close = static_cast<amqp_connection_close_t*>(method.decoded);
+    code = close->reply_code;
+    text = Text(close->reply_text);
+  }
+  const std::string message = absl::StrCat("amqp: ", View(what), ": ", text);
+  switch (code) {
+    case AMQP_ACCESS_REFUSED:  // 403
+      return absl::PermissionDeniedError(message);
+    case AMQP_NOT_FOUND:  // 404
+      return absl::NotFoundError(message);
+    case AMQP_PRECONDITION_FAILED:  // 406
+    case AMQP_RESOURCE_LOCKED:      // 405
+      return absl::FailedPreconditionError(message);
+    case AMQP_NOT_ALLOWED:  // 530: e.g. "vhost x not found"
+      if (absl::StrContains(text, "not found")) {
+        return absl::NotFoundError(message);
+      }
+      return absl::PermissionDeniedError(message);
+    case AMQP_CONNECTION_FORCED:  // 320: the server shuts down
+    case AMQP_INTERNAL_ERROR:     // 541
+      return absl::UnavailableError(message);
+    default:
+      return method.id == AMQP_CHANNEL_CLOSE_METHOD
+                 ? absl::FailedPreconditionError(message)
+                 : absl::UnavailableError(message);
+  }
+}
 
 AmqpConnection::AmqpConnection(const ConsumerOptions& options)
     : options_(options) {}
@@ -51,16 +110,37 @@ absl::Status AmqpConnection::Open() {
       state_, options_.vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
       options_.user.c_str(), options_.password.c_str());
   if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
+    absl::Status status = LoginStatus(reply);
     Close();
-    return absl::UnavailableError(
-        absl::StrCat("amqp: logging in as ", options_.user, " failed"));
+    return status;
   }
   amqp_channel_open(state_, kChannel);
   return RpcStatus("opening a channel");
 }
 
+absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
+  const std::string what = absl::StrCat("logging in as ", options_.user,
+                                        " to vhost ", options_.vhost);
+  if (reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION) {
+    absl::Status status = CloseStatus(reply.reply, what);
+    // The server refuses a wrong user or password with 403 "Login was
+    // refused"; a user without access to the vhost with 403 too.
+    if (absl::IsPermissionDenied(status) &&
+        absl::StrContains(status.message(), "Login was refused")) {
+      return absl::UnauthenticatedError(status.message());
+    }
+    return status;
+  }
+  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+    return absl::UnavailableError(absl::StrCat(
+        "amqp: ", what, ": ", amqp_error_string2(reply.library_error)));
+  }
+  return absl::UnavailableError(absl::StrCat("amqp: ", what, ": no reply"));
+}
+
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue) {
   if (declared_.contains(queue)) return absl::OkStatus();
+  if (absl::Status s = CheckQueueName(queue); !s.ok()) return s;
   amqp_queue_declare(state_, kChannel, amqp_cstring_bytes(queue.c_str()),
                      /*passive=*/0, /*durable=*/1, /*exclusive=*/0,
                      /*auto_delete=*/0, amqp_empty_table);
@@ -86,15 +166,9 @@ absl::Status AmqpConnection::RpcStatus(std::string_view what) {
       return absl::UnavailableError(absl::StrCat(
           "amqp: ", View(what), ": ", amqp_error_string2(reply.library_error)));
     case AMQP_RESPONSE_SERVER_EXCEPTION: {
-      std::string text = "server closed the channel or connection";
-      if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
-        auto* close = static_cast<amqp_channel_close_t*>(reply.reply.decoded);
-        text.assign(static_cast<const char*>(close->reply_text.bytes),
-                    close->reply_text.len);
-      }
+      absl::Status status = CloseStatus(reply.reply, what);
       Close();
-      return absl::FailedPreconditionError(
-          absl::StrCat("amqp: ", View(what), ": ", text));
+      return status;
     }
     default:
       Close();

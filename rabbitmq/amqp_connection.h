@@ -19,6 +19,12 @@ namespace idem::rabbitmq {
 
 struct ConsumerOptions;
 
+// OK if `name` can name a queue (the routing key of a publish to the
+// default exchange), or kInvalidArgument naming the rule it breaks: 1 to
+// 255 bytes (an AMQP 0-9-1 short string), and not starting with "amq."
+// (reserved for the server's own queues: declaring one is refused).
+absl::Status CheckQueueName(std::string_view name);
+
 class AmqpConnection {
  public:
   static constexpr amqp_channel_t kChannel = 1;
@@ -29,15 +35,19 @@ class AmqpConnection {
   AmqpConnection& operator=(const AmqpConnection&) = delete;
 
   // Connects, logs in and opens the channel, if not open. kUnavailable if
-  // the server cannot be reached or refuses.
+  // the server cannot be reached; kUnauthenticated for a user or password
+  // the server refuses; kPermissionDenied for a user without access to the
+  // vhost; kNotFound for a vhost the server does not have; each naming the
+  // server's reason.
   absl::Status Open();
   // Closes the connection (best effort). Idempotent.
   void Close();
   bool open() const { return state_ != nullptr; }
   amqp_connection_state_t state() const { return state_; }
 
-  // Declares `queue` durable (once per connection). kFailedPrecondition if
-  // it exists with other arguments.
+  // Declares `queue` durable (once per connection). kInvalidArgument for a
+  // name CheckQueueName rejects; kFailedPrecondition if it exists with other
+  // arguments; kPermissionDenied if the user may not declare it.
   absl::Status DeclareQueue(const std::string& queue);
 
   // The status of the last synchronous call (amqp_get_rpc_reply), closing
@@ -47,7 +57,17 @@ class AmqpConnection {
   // unless it is AMQP_STATUS_OK.
   absl::Status LibraryStatus(int code, std::string_view what);
 
+  // The status of the server closing the channel or the connection
+  // (`method`: a channel.close or connection.close), by its reply code:
+  // 403 kPermissionDenied, 404 and a missing vhost kNotFound, 406
+  // kFailedPrecondition, a forced close kUnavailable; the server's text.
+  static absl::Status CloseStatus(const amqp_method_t& method,
+                                  std::string_view what);
+
  private:
+  // The status of a failed amqp_login.
+  absl::Status LoginStatus(const amqp_rpc_reply_t& reply) const;
+
   const ConsumerOptions& options_;
   amqp_connection_state_t state_ = nullptr;
   absl::flat_hash_set<std::string> declared_;

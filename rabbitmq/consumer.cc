@@ -21,6 +21,17 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return invalid("port must be in [1, 65535]");
   }
   if (options.queue.empty()) return invalid("queue is required");
+  if (absl::Status s = CheckQueueName(options.queue); !s.ok()) {
+    return invalid(absl::StrCat("queue: ", s.message()));
+  }
+  if (!options.delivery.dead_letter_destination.empty()) {
+    if (absl::Status s =
+            CheckQueueName(options.delivery.dead_letter_destination);
+        !s.ok()) {
+      return invalid(
+          absl::StrCat("delivery.dead_letter_destination: ", s.message()));
+    }
+  }
   if (options.prefetch < options.delivery.max_batch ||
       options.prefetch > 65535) {
     return invalid("prefetch must be in [delivery.max_batch, 65535]");

@@ -142,6 +142,7 @@ absl::Status QueueBroker::OpenPublisher() {
 }
 
 absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
+  if (absl::Status s = CheckQueueName(entry.destination); !s.ok()) return s;
   if (absl::Status s = OpenPublisher(); !s.ok()) return s;
   if (absl::Status s = publish_.DeclareQueue(entry.destination); !s.ok()) {
     return s;
@@ -161,6 +162,9 @@ absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
   properties.delivery_mode = 2;  // persistent
   properties.headers.num_entries = static_cast<int>(table.size());
   properties.headers.entries = table.data();
+  if (absl::Status s = CheckFitsFrame(entry.message_id, headers); !s.ok()) {
+    return s;
+  }
   const int rc = amqp_basic_publish(publish_.state(), AmqpConnection::kChannel,
                                     amqp_empty_bytes, Bytes(entry.destination),
                                     /*mandatory=*/0, /*immediate=*/0,
@@ -169,6 +173,38 @@ absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
     return s;
   }
   return WaitForConfirm();
+}
+
+absl::Status QueueBroker::CheckFitsFrame(
+    const std::string& message_id,
+    const std::vector<std::pair<std::string, std::string>>& headers) const {
+  // The content header frame: frame header and end (8), class, weight, body
+  // size and flags (14), delivery mode (1), message_id (1 + its bytes) and
+  // the table (4, and per entry 1 + name + 1 (kind) + 4 + value).
+  size_t bytes = 8 + 14 + 1 + 1 + message_id.size() + 4;
+  for (const auto& [name, value] : headers) {
+    bytes += 1 + name.size() + 1 + 4 + value.size();
+  }
+  const int frame_max = amqp_get_frame_max(publish_.state());
+  if (frame_max > 0 && bytes > static_cast<size_t>(frame_max)) {
+    return absl::OutOfRangeError(
+        absl::StrCat("amqp: the message ID and headers take ", bytes,
+                     " bytes, over the connection's frame_max of ", frame_max,
+                     " (AMQP 0-9-1 sends the properties in one frame)"));
+  }
+  for (const auto& [name, value] : headers) {
+    if (name.size() > 255) {
+      return absl::OutOfRangeError(
+          absl::StrCat("amqp: a header name of ", name.size(),
+                       " bytes: at most 255 (a short string)"));
+    }
+  }
+  if (message_id.size() > 255) {
+    return absl::OutOfRangeError(
+        absl::StrCat("amqp: a message_id of ", message_id.size(),
+                     " bytes: at most 255 (a short string)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status QueueBroker::WaitForConfirm() {
@@ -188,10 +224,13 @@ absl::Status QueueBroker::WaitForConfirm() {
       case AMQP_BASIC_NACK_METHOD:
         return absl::UnavailableError("amqp: the server nacked a publish");
       case AMQP_CHANNEL_CLOSE_METHOD:
-      case AMQP_CONNECTION_CLOSE_METHOD:
+      case AMQP_CONNECTION_CLOSE_METHOD: {
+        // E.g. 406 for a message over the server's max_message_size.
+        absl::Status status =
+            AmqpConnection::CloseStatus(frame.payload.method, "publishing");
         publish_.Close();
-        return absl::UnavailableError(
-            "amqp: the server closed the publishing channel");
+        return status;
+      }
       default:
         continue;
     }

@@ -7,6 +7,9 @@
 #define IDEM_RABBITMQ_QUEUE_BROKER_H_
 
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -38,8 +41,15 @@ class QueueBroker : public brokers::Broker {
   // A persistent message to the default exchange, routing key =
   // entry.destination (declared durable), message_id = entry.message_id,
   // the entry's headers and, when not empty, its key as header idem-key;
-  // returns once the server confirmed it.
+  // returns once the server confirmed it. Refused for good:
+  // kInvalidArgument for a destination CheckQueueName rejects; kOutOfRange
+  // for properties (message ID and headers) that do not fit one frame
+  // (frame_max); the server's refusals as AmqpConnection::CloseStatus.
   absl::Status Publish(const OutboxEntry& entry) override;
+  // CheckQueueName.
+  absl::Status CheckDestination(std::string_view destination) const override {
+    return CheckQueueName(destination);
+  }
 
   int64_t redelivered() const { return redelivered_; }
   int64_t connects() const { return connects_; }
@@ -48,6 +58,11 @@ class QueueBroker : public brokers::Broker {
   brokers::Delivery MakeDelivery(const amqp_envelope_t& envelope);
   absl::Status OpenPublisher();
   absl::Status WaitForConfirm();
+  // kOutOfRange if the properties would not fit one frame of the
+  // publishing connection, or a short string would be over 255 bytes.
+  absl::Status CheckFitsFrame(
+      const std::string& message_id,
+      const std::vector<std::pair<std::string, std::string>>& headers) const;
   // The highest delivery tag of `deliveries`.
   static uint64_t LastTag(absl::Span<const brokers::Delivery> deliveries);
 

@@ -3,15 +3,41 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
-#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "brokers/no_sigpipe.h"
 
 namespace idem::redis {
 namespace {
 
 timeval AsTimeval(absl::Duration d) { return absl::ToTimeval(d); }
+
+// proto-max-bulk-len's default (Redis 7).
+constexpr int64_t kDefaultMaxBulkBytes = int64_t{512} << 20;
+// Arguments no server refuses (proto-max-bulk-len is at least 1 MB): no
+// need to know its limit.
+constexpr size_t kSmallArgumentBytes = size_t{1} << 20;
+
+// The code of an error reply, by its prefix (the error's name).
+absl::StatusCode ErrorReplyCode(std::string_view text) {
+  auto starts = [&](std::string_view prefix) {
+    return text.substr(0, prefix.size()) == prefix;
+  };
+  if (starts("LOADING") || starts("BUSY ") || starts("TRYAGAIN") ||
+      starts("MASTERDOWN") || starts("CLUSTERDOWN") || starts("OOM")) {
+    return absl::StatusCode::kUnavailable;
+  }
+  if (starts("NOAUTH") || starts("WRONGPASS")) {
+    return absl::StatusCode::kUnauthenticated;
+  }
+  if (starts("NOPERM")) return absl::StatusCode::kPermissionDenied;
+  if (starts("NOGROUP")) return absl::StatusCode::kNotFound;
+  return absl::StatusCode::kFailedPrecondition;
+}
 
 }  // namespace
 
@@ -35,6 +61,7 @@ Connection::~Connection() { Close(); }
 void Connection::Close() {
   if (context_ != nullptr) redisFree(context_);
   context_ = nullptr;
+  max_argument_bytes_ = 0;
 }
 
 absl::Status Connection::Connect() {
@@ -53,14 +80,50 @@ absl::Status Connection::Drop(std::string_view what) {
   std::string reason = context_ != nullptr && context_->err != 0
                            ? std::string(context_->errstr)
                            : std::string("no reply");
-  if (context_ != nullptr) redisFree(context_);
-  context_ = nullptr;
+  Close();
   return absl::UnavailableError(absl::StrCat(
       "redis ", absl::string_view(what.data(), what.size()), ": ", reason));
 }
 
+absl::StatusOr<int64_t> Connection::MaxArgumentBytes() {
+  if (max_argument_bytes_ > 0 && context_ != nullptr) {
+    return max_argument_bytes_;
+  }
+  absl::StatusOr<Reply> reply =
+      Send({"CONFIG", "GET", "proto-max-bulk-len"}, absl::ZeroDuration());
+  if (!reply.ok() && absl::IsUnavailable(reply.status())) return reply.status();
+  int64_t bytes = kDefaultMaxBulkBytes;  // CONFIG refused: the default
+  if (reply.ok() && (*reply)->type == REDIS_REPLY_ARRAY &&
+      (*reply)->elements == 2) {
+    int64_t parsed = 0;
+    if (absl::SimpleAtoi(std::string(ReplyString((*reply)->element[1])),
+                         &parsed) &&
+        parsed > 0) {
+      bytes = parsed;
+    }
+  }
+  max_argument_bytes_ = bytes;
+  return bytes;
+}
+
 absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv,
                                           absl::Duration extra_wait) {
+  size_t longest = 0;
+  for (const std::string& arg : argv) longest = std::max(longest, arg.size());
+  if (longest > kSmallArgumentBytes) {
+    absl::StatusOr<int64_t> max = MaxArgumentBytes();
+    if (!max.ok()) return max.status();
+    if (static_cast<int64_t>(longest) > *max) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "redis ", argv[0], ": an argument of ", longest,
+          " bytes is over the server's proto-max-bulk-len of ", *max));
+    }
+  }
+  return Send(argv, extra_wait);
+}
+
+absl::StatusOr<Reply> Connection::Send(const std::vector<std::string>& argv,
+                                       absl::Duration extra_wait) {
   if (context_ == nullptr) {
     if (absl::Status s = Connect(); !s.ok()) return s;
   }
@@ -71,17 +134,16 @@ absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv,
     args.push_back(arg.data());
     lengths.push_back(arg.size());
   }
+  std::optional<brokers::NoSigpipe> no_sigpipe;
+  if (!let_sigpipe_through_) no_sigpipe.emplace();
   Reply reply(static_cast<redisReply*>(redisCommandArgv(
       context_, static_cast<int>(args.size()), args.data(), lengths.data())));
+  no_sigpipe.reset();
   if (reply == nullptr) return Drop(argv.empty() ? "" : argv[0]);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string text(reply->str, reply->len);
     std::string message = absl::StrCat("redis ", argv[0], ": ", text);
-    if (absl::StartsWith(text, "LOADING") || absl::StartsWith(text, "BUSY ") ||
-        absl::StartsWith(text, "TRYAGAIN")) {
-      return absl::UnavailableError(message);
-    }
-    return absl::FailedPreconditionError(message);
+    return absl::Status(ErrorReplyCode(text), message);
   }
   return reply;
 }

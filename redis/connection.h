@@ -1,7 +1,11 @@
 // Connection is one hiredis connection to a Redis server that reconnects by
 // itself: a command on a lost connection fails with kUnavailable and the next
-// command connects again. Replies own their hiredis objects. Not
-// thread-safe.
+// command connects again. hiredis writes with write(2), so a command on a
+// connection the peer or the network cut raises SIGPIPE, whose default
+// action ends the process: each command blocks it on the calling thread and
+// swallows the one it raised (brokers/no_sigpipe.h); the command then fails
+// with kUnavailable like any lost connection. Replies own their hiredis
+// objects. Not thread-safe.
 
 #ifndef IDEM_REDIS_CONNECTION_H_
 #define IDEM_REDIS_CONNECTION_H_
@@ -36,8 +40,12 @@ class Connection {
   // Runs `argv` and returns its reply, waiting up to the timeout plus
   // `extra_wait` (a blocking command's own wait). kUnavailable for a lost or
   // refused connection (dropped; the next call reconnects) and for the
-  // server's LOADING, BUSY and TRYAGAIN errors; kFailedPrecondition naming
-  // the command for any other error reply.
+  // server's errors that pass (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
+  // CLUSTERDOWN, OOM); kUnauthenticated for NOAUTH and WRONGPASS,
+  // kPermissionDenied for NOPERM, kNotFound for NOGROUP; kOutOfRange for an
+  // argument over the server's proto-max-bulk-len (checked before sending,
+  // as the server would close the connection); kFailedPrecondition naming
+  // the command for any other error reply (e.g. WRONGTYPE).
   absl::StatusOr<Reply> Command(
       const std::vector<std::string>& argv,
       absl::Duration extra_wait = absl::ZeroDuration());
@@ -45,11 +53,23 @@ class Connection {
   // Drops the connection; the next command connects again.
   void Close();
 
+  // The server's proto-max-bulk-len (CONFIG GET once per connection; its
+  // default, 512 MB, when CONFIG is not allowed): the longest argument a
+  // command may have.
+  absl::StatusOr<int64_t> MaxArgumentBytes();
+
   // Connections made so far (the first one included).
   int64_t connects() const { return connects_; }
 
+  // Test-only (RedisHooks): commands run with SIGPIPE as the process has it,
+  // as before the fix, so a cut socket kills the process.
+  void set_let_sigpipe_through(bool let) { let_sigpipe_through_ = let; }
+
  private:
   absl::Status Connect();
+  // Runs `argv` as it is; Command adds the argument size check.
+  absl::StatusOr<Reply> Send(const std::vector<std::string>& argv,
+                             absl::Duration extra_wait);
   absl::Status Drop(std::string_view what);
 
   const std::string host_;
@@ -57,6 +77,9 @@ class Connection {
   const absl::Duration timeout_;
   redisContext* context_ = nullptr;
   int64_t connects_ = 0;
+  bool let_sigpipe_through_ = false;
+  // MaxArgumentBytes of this connection; 0 until read.
+  int64_t max_argument_bytes_ = 0;
 };
 
 // Reply accessors: the string of a string or status reply ("" otherwise).

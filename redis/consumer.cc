@@ -53,8 +53,12 @@ class ConsumerImpl
   using LoopConsumer::LoopConsumer;
 
   absl::Status Start() {
-    if (!options_.create_group) return absl::OkStatus();
+    if (!options_.create_group) return broker_.CheckGroup();
     return broker_.CreateGroup();
+  }
+
+  void set_hooks(const RedisHooks& hooks) {
+    broker_.set_let_sigpipe_through(hooks.let_sigpipe_through);
   }
 
   ConsumerStats stats() const override {
@@ -70,9 +74,14 @@ class ConsumerImpl
 
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks) {
-  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-      engine, options, hooks, ValidateOptions);
+    const brokers::LoopHooks& hooks, const RedisHooks& redis_hooks) {
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+          engine, options, hooks, ValidateOptions);
+  if (consumer.ok()) {
+    static_cast<ConsumerImpl&>(**consumer).set_hooks(redis_hooks);
+  }
+  return consumer;
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

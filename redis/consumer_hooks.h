@@ -13,9 +13,16 @@
 
 namespace idem::redis {
 
+// The adapter's own broken variants.
+struct RedisHooks {
+  // Commands run with SIGPIPE as the process has it (no NoSigpipe): a
+  // command on a cut socket then kills a process that did not ignore it.
+  bool let_sigpipe_through = false;
+};
+
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks);
+    const brokers::LoopHooks& hooks, const RedisHooks& redis_hooks = {});
 
 }  // namespace idem::redis
 

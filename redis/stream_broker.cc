@@ -51,6 +51,33 @@ absl::Status StreamBroker::CreateGroup() {
   return reply.status();
 }
 
+absl::Status StreamBroker::CheckGroup() {
+  absl::StatusOr<Reply> reply = Run({"XINFO", "GROUPS", options_.stream});
+  if (!reply.ok()) {
+    if (absl::IsFailedPrecondition(reply.status()) &&
+        reply.status().message().find("no such key") !=
+            absl::string_view::npos) {
+      return absl::NotFoundError(absl::StrCat(
+          "redis: stream ", options_.stream,
+          " does not exist (ConsumerOptions::create_group is false)"));
+    }
+    return reply.status();
+  }
+  const redisReply* groups = reply->get();
+  for (size_t g = 0; IsArray(groups) && g < groups->elements; ++g) {
+    const redisReply* fields = groups->element[g];
+    for (size_t f = 0; IsArray(fields) && f + 1 < fields->elements; f += 2) {
+      if (ReplyString(fields->element[f]) == "name" &&
+          ReplyString(fields->element[f + 1]) == options_.group) {
+        return absl::OkStatus();
+      }
+    }
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "redis: stream ", options_.stream, " has no consumer group ",
+      options_.group, " (ConsumerOptions::create_group is false)"));
+}
+
 absl::StatusOr<std::vector<brokers::Delivery>> StreamBroker::Receive(
     int max, absl::Duration timeout) {
   if (!pending_cursor_.empty()) {

@@ -23,6 +23,10 @@ class StreamBroker : public brokers::Broker {
 
   // XGROUP CREATE ... MKSTREAM; an existing group is OK.
   absl::Status CreateGroup();
+  // Connects and checks that the stream and its group exist (XINFO
+  // GROUPS): kUnavailable if the server cannot be reached, kNotFound for a
+  // missing stream or group.
+  absl::Status CheckGroup();
   // Drops the connection (the next command would connect again).
   void Close() { connection_.Close(); }
 
@@ -37,11 +41,19 @@ class StreamBroker : public brokers::Broker {
   absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
   // XADD to entry.destination: id_field = the message ID, payload_field =
   // the value, "key" = the key when not empty, then the entry's headers.
+  // Refused for good (Connection::Command): kFailedPrecondition for a
+  // destination key of another type (WRONGTYPE), kOutOfRange for a value or
+  // header over the server's proto-max-bulk-len.
   absl::Status Publish(const OutboxEntry& entry) override;
 
   int64_t claimed() const { return claimed_; }
   int64_t reclaimed() const { return reclaimed_; }
   int64_t connects() const { return connection_.connects(); }
+
+  // Test-only (RedisHooks).
+  void set_let_sigpipe_through(bool let) {
+    connection_.set_let_sigpipe_through(let);
+  }
 
  private:
   absl::StatusOr<std::vector<brokers::Delivery>> ReadOwnPending(int max);

@@ -28,10 +28,12 @@ using ::testing::UnorderedElementsAre;
 // back.
 class FakeBroker : public Broker {
  public:
-  void Add(std::string id, std::string payload) {
+  void Add(std::string id, std::string payload,
+           std::vector<std::pair<std::string, std::string>> headers = {}) {
     Delivery d;
     d.id = std::move(id);
     d.payload = std::move(payload);
+    d.headers = std::move(headers);
     d.source = "in";
     d.offset = next_offset_++;
     d.receipt = absl::StrCat(d.offset);
@@ -73,13 +75,44 @@ class FakeBroker : public Broker {
   absl::Status Publish(const OutboxEntry& entry) override {
     if (publish_budget == 0) return absl::UnavailableError("publish refused");
     if (publish_budget > 0) --publish_budget;
+    if (auto it = refuse.find(entry.destination); it != refuse.end()) {
+      return it->second;
+    }
+    size_t bytes = entry.value.size();
+    for (const auto& [name, value] : entry.headers) {
+      bytes += name.size() + value.size();
+    }
+    if (max_message_bytes > 0 && bytes > max_message_bytes) {
+      return absl::OutOfRangeError("message too large");
+    }
     published.push_back(entry);
     return absl::OkStatus();
+  }
+  // No spaces in a destination.
+  absl::Status CheckDestination(std::string_view destination) const override {
+    if (destination.find(' ') == std::string_view::npos) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError("fake broker: no spaces in a name");
+  }
+
+  // The entries published to `destination`.
+  std::vector<OutboxEntry> PublishedTo(const std::string& destination) const {
+    std::vector<OutboxEntry> out;
+    for (const OutboxEntry& e : published) {
+      if (e.destination == destination) out.push_back(e);
+    }
+    return out;
   }
 
   absl::Status receive_error;
   absl::Status ack_error;
   int publish_budget = -1;  // -1: unlimited
+  // Publish refuses these destinations with the status.
+  std::map<std::string, absl::Status> refuse;
+  // Publish refuses a value and headers over this many bytes (kOutOfRange);
+  // 0: any size.
+  size_t max_message_bytes = 0;
   std::function<void(const Delivery&)> on_ack;
   std::vector<std::string> acked;
   std::vector<std::string> nacked;
@@ -323,8 +356,13 @@ TEST_F(DeliveryLoopTest, RelayPublishesInOrderAndRepublishesAfterAFailure) {
   broker_.Add("b", "");
   broker_.publish_budget = 3;
   absl::StatusOr<BatchReport> report = loop.PollBatch(EmitTwo);
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(broker_.acked.size(), 2u);  // the batch itself was acknowledged
+  // The batch itself was handled and acknowledged, and the report says so.
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->outbox_error.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(report->processed, 2);
+  EXPECT_EQ(report->acked, 2);
+  EXPECT_EQ(report->outbox_published, 3);
+  EXPECT_EQ(broker_.acked.size(), 2u);
   ASSERT_EQ(broker_.published.size(), 3u);
   broker_.publish_budget = -1;
   absl::StatusOr<int64_t> rest = loop.RelayOutbox();
@@ -336,6 +374,155 @@ TEST_F(DeliveryLoopTest, RelayPublishesInOrderAndRepublishesAfterAFailure) {
     positions.push_back(e.position);
   EXPECT_TRUE(std::is_sorted(positions.begin(), positions.end()));
   EXPECT_NE(broker_.published[0].message_id, broker_.published[1].message_id);
+  EXPECT_THAT(*engine().ReadOutbox(10), IsEmpty());
+}
+
+// The reproduction: the first input emits an entry the broker
+// refuses for good, three more emit good outputs, the last fails for good.
+// Every output is published or dead-lettered, the refused one under its own
+// message ID with where it was meant to go. The broken variant holds the
+// refused entry, as before: nothing behind it is published, all stay
+// stuck.
+class RefusedEntryTest : public DeliveryLoopTest,
+                         public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RefusedEntryTest, EntryRefusedForGoodIsDeadLetteredAndTheRestFlow) {
+  const bool broken = GetParam();
+  broker_.refuse["refused"] =
+      absl::FailedPreconditionError("WRONGTYPE not a stream");
+  DeliveryLoop loop(&engine(), &broker_, FastOptions(),
+                    LoopHooks{.hold_refused_entries = broken});
+  for (const char* id : {"a", "b", "c", "d", "e"}) broker_.Add(id, "1");
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([](const Delivery& d, Txn& txn) -> absl::Status {
+        if (d.id == "e") return absl::InvalidArgumentError("poison");
+        txn.Emit(d.id == "a" ? "refused" : "out", d.id, d.payload);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->processed, 4);
+  EXPECT_EQ(report->dead_lettered, 1);
+  if (broken) {
+    EXPECT_EQ(report->outbox_error.code(),
+              absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(broker_.published, IsEmpty());
+    EXPECT_EQ(engine().ReadOutbox(10)->size(), 5u);
+    return;
+  }
+  EXPECT_TRUE(report->outbox_error.ok()) << report->outbox_error;
+  EXPECT_EQ(report->outbox_published, 4);  // three outputs, one dead letter
+  EXPECT_EQ(report->outbox_dead_lettered, 1);
+  EXPECT_EQ(broker_.PublishedTo("out").size(), 3u);
+  const std::vector<OutboxEntry> dead = broker_.PublishedTo("dead");
+  ASSERT_EQ(dead.size(), 2u);
+  const OutboxEntry& refused = dead[0];
+  EXPECT_EQ(refused.value, "1");
+  EXPECT_EQ(refused.key, "a");
+  EXPECT_THAT(refused.headers,
+              testing::IsSupersetOf({std::pair<std::string, std::string>(
+                                         "idem.reason", "refused"),
+                                     std::pair<std::string, std::string>(
+                                         "idem.destination", "refused")}));
+  EXPECT_THAT(*engine().ReadOutbox(10), IsEmpty());
+  EXPECT_EQ(loop.stats().outbox_dead_lettered, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RefusedEntryTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "HoldRefusedEntries" : "Real";
+                         });
+
+TEST_F(DeliveryLoopTest,
+       EntryRefusedForGoodWithoutADeadLetterDestinationHolds) {
+  broker_.refuse["refused"] = absl::InvalidArgumentError("bad name");
+  LoopOptions options = FastOptions();
+  options.dead_letter_destination.clear();
+  DeliveryLoop loop(&engine(), &broker_, options);
+  broker_.Add("a", "1");
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([](const Delivery& d, Txn& txn) {
+        txn.Emit("refused", d.id, d.payload);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->outbox_error.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(report->outbox_error.message(),
+              HasSubstr("dead_letter_destination"));
+  EXPECT_EQ(engine().ReadOutbox(10)->size(), 1u);
+}
+
+TEST_F(DeliveryLoopTest, EmitToADestinationTheBrokerRejectsFailsTheMessage) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("a", "5");
+  absl::StatusOr<BatchReport> report =
+      loop.PollBatch([](const Delivery& d, Txn& txn) {
+        if (absl::Status s = AddToSum(d, txn); !s.ok()) return s;
+        txn.Emit("has space", d.id, d.payload);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->dead_lettered, 1);
+  EXPECT_EQ(report->non_retriable, 1);
+  EXPECT_EQ(Sum(engine()), "");  // nothing of the message committed
+  const std::vector<OutboxEntry> dead = broker_.PublishedTo("dead");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_THAT(dead[0].headers,
+              testing::Contains(testing::Pair(
+                  "idem.error", HasSubstr("no spaces in a name"))));
+}
+
+TEST_F(DeliveryLoopTest, DeadLetterErrorTextIsBoundedAndSaysSo) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("a", "1");
+  const std::string long_text(2 << 20, 'x');
+  ASSERT_TRUE(loop.PollBatch([&](const Delivery&, Txn&) {
+                    return absl::InvalidArgumentError(long_text);
+                  })
+                  .ok());
+  const std::vector<OutboxEntry> dead = broker_.PublishedTo("dead");
+  ASSERT_EQ(dead.size(), 1u);
+  std::map<std::string, std::string> headers(dead[0].headers.begin(),
+                                             dead[0].headers.end());
+  EXPECT_LE(headers["idem.error"].size(), kMaxDeadLetterErrorBytes);
+  EXPECT_GT(headers["idem.error"].size(), 0u);
+  EXPECT_EQ(headers["idem.truncated"], "error");
+}
+
+// The broker refuses messages over its size limit: a dead letter whose
+// copied headers (or value) push it over is published again without them,
+// saying so in idem.truncated, and always under its own message ID.
+TEST_F(DeliveryLoopTest, DeadLetterOverTheBrokersLimitIsShrunkNeverItsId) {
+  LoopOptions options = FastOptions();
+  options.relay_outbox = false;
+  DeliveryLoop loop(&engine(), &broker_, options);
+  broker_.max_message_bytes = 4096;
+  broker_.Add("a", "1", {10, {"note", std::string(1000, 'n')}});
+  broker_.Add("b", std::string(8192, 'v'));
+  ASSERT_TRUE(loop.PollBatch([](const Delivery&, Txn&) {
+                    return absl::InvalidArgumentError("poison");
+                  })
+                  .ok());
+  absl::StatusOr<std::vector<OutboxEntry>> committed = engine().ReadOutbox(10);
+  ASSERT_TRUE(committed.ok() && committed->size() == 2u);
+  absl::StatusOr<int64_t> relayed = loop.RelayOutbox();
+  ASSERT_TRUE(relayed.ok()) << relayed.status();
+  EXPECT_EQ(loop.stats().broker_errors, 1 + 2);  // a refused once, b twice
+  const std::vector<OutboxEntry> dead = broker_.PublishedTo("dead");
+  ASSERT_EQ(dead.size(), 2u);
+  std::map<std::string, std::string> a(dead[0].headers.begin(),
+                                       dead[0].headers.end());
+  EXPECT_EQ(a["idem.truncated"], "headers");
+  EXPECT_FALSE(a.contains("note"));
+  EXPECT_EQ(a["idem.reason"], "non_retriable");
+  EXPECT_EQ(dead[0].value, "1");
+  std::map<std::string, std::string> b(dead[1].headers.begin(),
+                                       dead[1].headers.end());
+  EXPECT_EQ(b["idem.truncated"], "value");
+  EXPECT_EQ(b["idem.value.bytes"], "8192");
+  EXPECT_TRUE(dead[1].value.empty());
+  for (size_t i = 0; i < dead.size(); ++i) {
+    EXPECT_EQ(dead[i].message_id, (*committed)[i].message_id);
+  }
   EXPECT_THAT(*engine().ReadOutbox(10), IsEmpty());
 }
 

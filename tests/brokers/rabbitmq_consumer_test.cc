@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "rabbitmq/consumer_hooks.h"
 #include "servers/rabbitmq_server.h"
 #include "tests/brokers/server_suite.h"
+#include "tests/brokers/socket_cut.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -143,6 +145,38 @@ TEST_F(RabbitMqConsumerTest, UnreachableServerIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// What the server refuses comes back with the code a caller can act on,
+// naming the real cause: a queue name over AMQP's 255 bytes (or in the
+// server's "amq." namespace) is kInvalidArgument before any request; a
+// wrong password kUnauthenticated; a missing vhost kNotFound.
+TEST_F(RabbitMqConsumerTest, RefusalsAreTheirOwnCodesNamingTheCause) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.queue = std::string(256, 'q');
+  absl::Status status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("255"));
+  options.queue = "amq.mine";
+  status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("amq."));
+  options = BaseOptions();
+  options.delivery.dead_letter_destination = "amq.dead";
+  status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("dead_letter_destination"));
+  options = BaseOptions();
+  options.password = "wrong";
+  status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("Login was refused"));
+  options = BaseOptions();
+  options.vhost = "missing";
+  status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("missing"));
+}
+
 // Consumer "a" processes part of the queue and closes its connection
 // before acknowledging; RabbitMQ requeues what it held, and "b" gets those
 // messages again (redelivered), finds them duplicates, as it does the
@@ -210,6 +244,106 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqKillTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "AckOnReceive" : "Real";
                          });
+
+// The consumer's connections are cut under it (shutdown on its sockets, as
+// a proxy reset or an idle timeout) in the middle of three batches; the
+// batch's basic.ack is then written to a cut socket. The process survives
+// with SIGPIPE at its default action (which would end it) because
+// rabbitmq-c sends every frame with MSG_NOSIGNAL (librabbitmq/unix/socket.h
+// and amqp_tcp_socket.c): the write fails with EPIPE instead, the consumer
+// reports kUnavailable and reconnects, RabbitMQ requeues what the cut
+// connection held, and the totals are exact.
+TEST_F(RabbitMqConsumerTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
+  ASSERT_EQ(test::SigpipeDisposition(), SIG_DFL)
+      << "the test proves nothing if the process ignores SIGPIPE";
+  constexpr int kAccounts = 10;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected =
+      Produce(Ledger(19, 300, kAccounts), kAccounts, 0);
+  int handled = 0;
+  int cuts = 0;
+  auto cut_now_and_then = [&](const Delivery& d, Txn& txn) {
+    if (++handled % 70 == 0 && cuts < 3) {
+      cuts += test::CutConnectionsTo(port_) > 0 ? 1 : 0;
+    }
+    return ApplyLedger(d, txn);
+  };
+  test::Drain(**consumer, cut_now_and_then, [&] {
+    client_ = std::make_unique<servers::RabbitMqClient>("127.0.0.1", port_);
+    return Empty(queue_) && Processed(*engine) >= 300;
+  });
+  EXPECT_EQ(cuts, 3);
+  EXPECT_EQ(test::SigpipeDisposition(), SIG_DFL);
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_GE(stats.broker_errors, 3);
+  EXPECT_EQ(stats.connects, 1 + 3);
+  EXPECT_EQ(stats.processed, 300);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// The reproduction on RabbitMQ: the first message's output carries
+// headers that do not fit one AMQP frame, three more emit good outputs, one
+// fails for good with a 2 MB error text, and two emit to queues AMQP
+// refuses (over 255 bytes, "amq."). Every output is published or
+// dead-lettered (the refused one without the copied headers, saying so;
+// the error text bounded) and the outbox is empty.
+TEST_F(RabbitMqConsumerTest, RefusedOutputsAreDeadLetteredAndTheRestFlow) {
+  const std::string out = queue_ + ".out";
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  for (const char* id : {"a", "b", "c", "d", "e", "g", "h"}) {
+    ASSERT_TRUE(client_->Publish(queue_, "1", id).ok());
+  }
+  // Over the frame_max of 131,072 bytes the adapter asks for.
+  const std::string big_header(200 << 10, 'h');
+  const std::string big_error(2 << 20, 'x');
+  const Txn::Header too_big[] = {{"big", big_header}};
+  test::Drain(
+      **consumer,
+      [&](const Delivery& d, Txn& txn) -> absl::Status {
+        if (d.id == "e") return absl::InvalidArgumentError(big_error);
+        if (d.id == "a") {
+          txn.EmitWithHeaders(out, d.id, d.payload, too_big);
+        } else {
+          txn.Emit(d.id == "g"   ? std::string(256, 'q')
+                   : d.id == "h" ? std::string("amq.out")
+                                 : out,
+                   d.id, d.payload);
+        }
+        return absl::OkStatus();
+      },
+      [&] { return Empty(queue_); });
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.processed, 4);
+  EXPECT_EQ(stats.dead_lettered, 3);  // e, g and h
+  EXPECT_EQ(stats.outbox_dead_lettered, 1);
+  EXPECT_THAT(*engine->ReadOutbox(10), testing::IsEmpty());
+  absl::StatusOr<std::vector<servers::RabbitMqClient::Message>> outputs =
+      client_->TakeAll(out);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(outputs->size(), 3u);
+  absl::StatusOr<std::vector<servers::RabbitMqClient::Message>> dead =
+      client_->TakeAll(queue_ + ".dead");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_EQ(dead->size(), 4u);
+  std::map<std::string, servers::RabbitMqClient::Message> by_key;
+  for (const auto& m : *dead) by_key[m.Header("idem-key")] = m;
+  EXPECT_EQ(by_key["a"].Header("idem.reason"), "refused");
+  EXPECT_THAT(by_key["a"].Header("idem.truncated"),
+              testing::HasSubstr("headers"));
+  EXPECT_EQ(by_key["a"].Header("big"), "");
+  EXPECT_THAT(by_key["a"].Header("idem.error"), testing::HasSubstr("frame"));
+  EXPECT_EQ(by_key["e"].Header("idem.truncated"), "error");
+  EXPECT_LE(by_key["e"].Header("idem.error").size(),
+            brokers::kMaxDeadLetterErrorBytes);
+  EXPECT_THAT(by_key["g"].Header("idem.error"), testing::HasSubstr("255"));
+  EXPECT_THAT(by_key["h"].Header("idem.error"), testing::HasSubstr("amq."));
+  for (const auto& m : *dead) EXPECT_FALSE(m.message_id.empty());
+}
 
 // The node is restarted while a consumer runs (after some payments, before
 // all; the rest is published after it): the consumer reconnects and the

@@ -6,6 +6,7 @@
 #include <hiredis/hiredis.h>
 #include <signal.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "redis/consumer_hooks.h"
 #include "servers/redis_server.h"
 #include "tests/brokers/server_suite.h"
+#include "tests/brokers/socket_cut.h"
 
 namespace idem::redis {
 namespace {
@@ -168,6 +170,31 @@ TEST_F(RedisConsumerTest, UnreachableServerIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// Without create_group, Create still connects and checks the group: a
+// closed port is kUnavailable at Create (not at the first poll), a missing
+// stream or group kNotFound naming it.
+TEST_F(RedisConsumerTest, CreateWithoutCreatingTheGroupConnectsAndChecksIt) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  const std::string stream = prefix_ + "payments";
+  ConsumerOptions options = BaseOptions(stream, "c");
+  options.create_group = false;
+  absl::StatusOr<int> port = servers::FreeLoopbackPort();
+  ASSERT_TRUE(port.ok());
+  options.port = *port;
+  EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
+            absl::StatusCode::kUnavailable);
+  options.port = server_->port();
+  absl::Status missing = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), testing::HasSubstr(stream));
+  RedisCommand(*connection_, {"XADD", stream, "*", "payload", "x"});
+  missing = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), testing::HasSubstr("group g"));
+  RedisCommand(*connection_, {"XGROUP", "CREATE", stream, "g", "0"});
+  EXPECT_TRUE(Consumer::Create(engine.get(), options).ok());
+}
+
 // Consumer "a" processes part of the stream and dies before acknowledging
 // (its entries stay pending); "b" claims them with XAUTOCLAIM after
 // claim_idle. With the message-id field as ID, the claimed entries and the
@@ -260,6 +287,175 @@ TEST_P(RedisKillTest, KilledConsumersLoseAndDoubleNothing) {
 INSTANTIATE_TEST_SUITE_P(RealAndBroken, RedisKillTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "AckOnReceive" : "Real";
+                         });
+
+// The consumer's connection is cut under it (shutdown on its socket, as a
+// proxy reset or an idle timeout) after each of its first batches; the next
+// command hiredis writes gets EPIPE and raises SIGPIPE, whose default action
+// ends the process. The consumer survives each cut, reconnects and the
+// totals are exact. The broken variant runs its commands without blocking
+// SIGPIPE (in a child process, forked before any store is open): killed.
+class RedisSocketCutTest : public RedisConsumerTest,
+                           public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RedisSocketCutTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
+  const bool broken = GetParam();
+  ASSERT_EQ(test::SigpipeDisposition(), SIG_DFL)
+      << "the test proves nothing if the process ignores SIGPIPE";
+  const std::string stream = prefix_ + "payments";
+  constexpr int kAccounts = 10;
+  const std::vector<LedgerMessage> messages = Ledger(19, 300, kAccounts);
+  const ExpectedBalances expected =
+      Produce(*connection_, stream, messages, kAccounts, 0);
+  ConsumerOptions options = BaseOptions(stream, "c");
+  if (broken) {
+    EXPECT_EXIT(
+        {
+          std::unique_ptr<Engine> engine = OpenEngine("broken");
+          auto consumer =
+              CreateConsumerWithHooks(engine.get(), options, {},
+                                      RedisHooks{.let_sigpipe_through = true});
+          if (!consumer.ok() || !(*consumer)->PollBatch(ApplyLedger).ok()) {
+            std::_Exit(2);
+          }
+          test::CutConnectionsTo(server_->port());
+          (*consumer)->PollBatch(ApplyLedger).IgnoreError();
+          std::_Exit(0);
+        },
+        testing::KilledBySignal(SIGPIPE), "");
+    return;
+  }
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  constexpr int kCuts = 3;
+  int unavailable = 0;
+  for (int cut = 0; cut < kCuts; ++cut) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_GT(test::CutConnectionsTo(server_->port()), 0);
+    report = (*consumer)->PollBatch(ApplyLedger);  // writes to the cut socket
+    ASSERT_EQ(report.status().code(), absl::StatusCode::kUnavailable)
+        << report.status();
+    ++unavailable;
+  }
+  connection_ = servers::ConnectRedis(server_->port());  // it was cut too
+  Drain(**consumer, stream, ApplyLedger);
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.connects, 1 + unavailable);
+  EXPECT_EQ(stats.processed, 300);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RedisSocketCutTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "SigpipeLetThrough" : "Real";
+                         });
+
+// The reproduction on Redis: the first entry's output goes to a key
+// of another type (WRONGTYPE), three more emit good outputs, one fails for
+// good, and one emits an output over the server's proto-max-bulk-len. Every
+// output is published or dead-lettered (the refused ones under their own
+// message IDs, the oversized one without its value, saying so), and the
+// outbox is empty.
+TEST_F(RedisConsumerTest, RefusedOutputsAreDeadLetteredAndTheRestFlow) {
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  const std::string not_a_stream = prefix_ + "string";
+  RedisCommand(*connection_, {"SET", not_a_stream, "x"});
+  constexpr int64_t kMaxBulk = 1 << 20;  // the smallest Redis allows
+  Reply before =
+      RedisCommand(*connection_, {"CONFIG", "GET", "proto-max-bulk-len"});
+  ASSERT_TRUE(before != nullptr && before->elements == 2);
+  const std::string max_bulk_before(ReplyString(before->element[1]));
+  RedisCommand(*connection_,
+               {"CONFIG", "SET", "proto-max-bulk-len", absl::StrCat(kMaxBulk)});
+  for (const char* id : {"a", "b", "c", "d", "e", "f"}) {
+    RedisCommand(*connection_,
+                 {"XADD", stream, "*", "message-id", id, "payload", "1"});
+  }
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+    if (d.id == "e") return absl::InvalidArgumentError("poison");
+    if (d.id == "a") {
+      txn.Emit(not_a_stream, d.id, d.payload);
+    } else if (d.id == "f") {
+      txn.Emit(out, d.id, std::string(2 * kMaxBulk, 'v'));
+    } else {
+      txn.Emit(out, d.id, d.payload);
+    }
+    return absl::OkStatus();
+  });
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.processed, 5);
+  EXPECT_EQ(stats.dead_lettered, 1);
+  EXPECT_EQ(stats.outbox_published, 3 + 1);  // e's dead letter
+  EXPECT_EQ(stats.outbox_dead_lettered, 2);
+  EXPECT_THAT(*engine->ReadOutbox(10), testing::IsEmpty());
+  EXPECT_EQ(Entries(*connection_, out).size(), 3u);
+  const auto dead = Entries(*connection_, prefix_ + "dead");
+  ASSERT_EQ(dead.size(), 3u);
+  std::map<std::string, std::map<std::string, std::string>> by_key;
+  for (const auto& entry : dead) by_key[entry.at("key")] = entry;
+  EXPECT_EQ(by_key["a"]["idem.reason"], "refused");
+  EXPECT_EQ(by_key["a"]["idem.destination"], not_a_stream);
+  EXPECT_THAT(by_key["a"]["idem.error"], testing::HasSubstr("WRONGTYPE"));
+  EXPECT_EQ(by_key["e"]["idem.reason"], "non_retriable");
+  EXPECT_EQ(by_key["f"]["idem.reason"], "refused");
+  EXPECT_EQ(by_key["f"]["idem.truncated"], "value");
+  EXPECT_EQ(by_key["f"]["idem.value.bytes"], absl::StrCat(2 * kMaxBulk));
+  EXPECT_THAT(by_key["f"]["idem.error"],
+              testing::HasSubstr("proto-max-bulk-len"));
+  for (const auto& entry : dead) EXPECT_FALSE(entry.at("message-id").empty());
+  RedisCommand(*connection_,
+               {"CONFIG", "SET", "proto-max-bulk-len", max_bulk_before});
+}
+
+// Two consumers in one group, each with its own store (two processes on
+// two machines): "a" commits a batch and dies before its XACK; after
+// claim_idle "b" claims the entries, and its store has never seen them, so
+// it applies them again. Only consumers sharing one store are deduplicated
+// against each other (docs/brokers.md): with one store, nothing is applied
+// twice.
+class RedisCompetingStoresTest : public RedisConsumerTest,
+                                 public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RedisCompetingStoresTest, OnlyConsumersSharingAStoreAreDeduplicated) {
+  const bool shared = GetParam();
+  const std::string stream = prefix_ + "payments";
+  constexpr size_t kMessages = 200;
+  Produce(*connection_, stream, Ledger(23, kMessages, 10), 10, 0);
+  std::unique_ptr<Engine> store_a = OpenEngine("a");
+  std::unique_ptr<Engine> store_b = shared ? nullptr : OpenEngine("b");
+  Engine* engine_b = shared ? store_a.get() : store_b.get();
+  brokers::LoopHooks dies_before_acks;
+  dies_before_acks.skip_acks = true;
+  auto a = CreateConsumerWithHooks(store_a.get(), BaseOptions(stream, "a"),
+                                   dies_before_acks);
+  ASSERT_TRUE(a.ok()) << a.status();
+  absl::StatusOr<brokers::BatchReport> first = (*a)->PollBatch(ApplyLedger);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_GT(first->processed, 0);
+  ASSERT_TRUE((*a)->Close().ok());
+  auto b = Consumer::Create(engine_b, BaseOptions(stream, "b"));
+  ASSERT_TRUE(b.ok()) << b.status();
+  Drain(**b, stream, ApplyLedger);
+  const int64_t applied = first->processed + (*b)->stats().processed;
+  const int64_t twice = applied - static_cast<int64_t>(kMessages);
+  if (shared) {
+    EXPECT_EQ(twice, 0);
+  } else {
+    EXPECT_EQ(twice, first->processed)
+        << "each store applies what the other's consumer left unacked";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedAndSeparate, RedisCompetingStoresTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "OneStore" : "TwoStores";
                          });
 
 // The server is restarted while a consumer runs (and half the stream is

@@ -94,8 +94,40 @@ class Broker {
   // entry.message_id as its message ID (a field, a header or a property), so
   // a downstream idem consumer drops republished copies. Returns once the
   // broker has it (confirmed, durable as the broker is configured).
+  // kUnavailable (or kDeadlineExceeded, kResourceExhausted, ...) for what
+  // publishing again can fix (a lost connection, a server restarting): the
+  // relay leaves the entry in the outbox and tries again later. A refusal
+  // that publishing the same entry again cannot overcome (the entry is
+  // refused for good: see RefusedForGood) is kInvalidArgument (a name the
+  // broker's rules reject), kOutOfRange (over a size limit),
+  // kPermissionDenied, kNotFound (nothing there takes it) or
+  // kFailedPrecondition (e.g. a key of another type): the relay
+  // dead-letters the entry instead (LoopOptions::dead_letter_destination).
   virtual absl::Status Publish(const OutboxEntry& entry) = 0;
+
+  // Whether this broker can publish to `destination` at all, by its own
+  // rules (a name's length, reserved prefixes, syntax): OK, or
+  // kInvalidArgument naming the rule. The loop checks each emit of a
+  // handler with it (a refused emit fails the handler's message with that
+  // error, so nothing of it commits and it is dead-lettered as
+  // non-retriable), and the relay checks each entry before Publish.
+  // Default: every destination is OK.
+  virtual absl::Status CheckDestination(std::string_view destination) const {
+    (void)destination;
+    return absl::OkStatus();
+  }
 };
+
+// Whether a Broker::Publish error means the broker refused the entry for
+// good (kInvalidArgument, kOutOfRange, kPermissionDenied, kNotFound,
+// kFailedPrecondition), rather than that publishing it again may work.
+bool RefusedForGood(const absl::Status& status);
+
+// The idem.error header of a dead letter holds at most this many bytes of
+// the error's text; a longer text is cut and the dead letter carries
+// idem.truncated (a comma-separated list of what was cut: "error",
+// "headers", "value"). The message ID is never cut.
+inline constexpr size_t kMaxDeadLetterErrorBytes = 1024;
 
 // User code run once per new message ID, with no engine-wide lock held (see
 // idem::Handler: it may run again after a conflict): return OK to commit the
@@ -130,14 +162,29 @@ struct LoopOptions {
       absl::StatusCode::kOutOfRange, absl::StatusCode::kUnimplemented,
       absl::StatusCode::kPermissionDenied};
   // Where deliveries given up on go: emitted there through the outbox (the
-  // payload as value, the ID as key, the delivery's headers plus idem.error,
-  // idem.reason ("id", "attempts", "non_retriable", "permanent" or
-  // "conflict"), idem.source, idem.source.receipt and, if it had one,
-  // idem.source.id), in the commit that records the delivery as handled
-  // under "idem.dead-letter/" + its ID (or source/receipt without one). The
-  // delivery's own ID is not marked seen: a corrected redelivery runs.
+  // payload as value, the ID as key, the delivery's headers plus idem.error
+  // (at most kMaxDeadLetterErrorBytes), idem.reason ("id", "attempts",
+  // "non_retriable", "permanent" or "conflict"), idem.source,
+  // idem.source.receipt and, if it had one, idem.source.id), in the commit
+  // that records the delivery as handled under "idem.dead-letter/" + its ID
+  // (or source/receipt without one). The delivery's own ID is not marked
+  // seen: a corrected redelivery runs.
+  // Also where the relay sends an outbox entry the broker refused for good
+  // (RefusedForGood): the entry's key, value and headers under its own
+  // message ID, plus idem.error, idem.reason "refused" and
+  // idem.destination (where it was meant to go); the entries behind it then
+  // flow (LoopStats::outbox_dead_lettered). A dead letter the broker
+  // refuses for good is published again with the copied headers dropped
+  // and idem.error cut short, then also without its value (idem.value.bytes
+  // gives its size), each time saying so in idem.truncated; never without
+  // its message ID.
   // Empty: a delivery given up on fails PollBatch with kAborted naming it,
-  // and is nacked. At most kMaxSourceBytes bytes. Default: empty.
+  // and is nacked; an entry refused for good stays first in the outbox and
+  // the relay reports kFailedPrecondition naming it
+  // (BatchReport::outbox_error) until the cause is fixed. At most
+  // kMaxSourceBytes bytes, and a destination the broker accepts
+  // (Broker::CheckDestination; adapters check it at Create).
+  // Default: empty.
   std::string dead_letter_destination;
 
   // ---- Output ----
@@ -161,6 +208,15 @@ struct BatchReport {
   int64_t acked = 0;          // deliveries acknowledged to the broker
   int64_t nacked = 0;         // deliveries given back to the broker
   int64_t outbox_published = 0;
+  // Outbox entries the broker refused for good, published to
+  // dead_letter_destination instead (not in outbox_published).
+  int64_t outbox_dead_lettered = 0;
+  // Why the relay stopped, if it did (the batch itself was handled and
+  // acknowledged; the entries not published stay in the outbox and the next
+  // call publishes them): a Publish error that retrying can fix, an engine
+  // error, or kFailedPrecondition for an entry refused for good that could
+  // not be dead-lettered. OK when the outbox was drained.
+  absl::Status outbox_error;
 };
 
 // Totals since the loop was made.
@@ -175,6 +231,7 @@ struct LoopStats {
   int64_t acked = 0;
   int64_t nacked = 0;
   int64_t outbox_published = 0;
+  int64_t outbox_dead_lettered = 0;  // see BatchReport::outbox_dead_lettered
   // Broker calls that failed (Receive, Ack, Nack, Publish), and the last
   // one's text.
   int64_t broker_errors = 0;
@@ -195,6 +252,10 @@ struct LoopHooks {
   // Acknowledge without Engine::WaitDurable: under Durability::kBuffered a
   // power loss then takes back outcomes the broker was told about.
   bool skip_wait_durable = false;
+  // The relay leaves an outbox entry the broker refused for good where it
+  // is and returns the refusal, instead of dead-lettering it: the entries
+  // behind it never flow.
+  bool hold_refused_entries = false;
 };
 
 class DeliveryLoop {
@@ -211,25 +272,35 @@ class DeliveryLoop {
   // Receives up to max_batch deliveries and handles them: each is processed
   // (or found a duplicate, or dead-lettered) and durable before it is
   // acknowledged. Then, with relay_outbox, publishes the outbox. Returns
-  // what it did (zero received when nothing arrived). Errors: Receive's
+  // what it did (zero received when nothing arrived), also when the relay
+  // failed: then BatchReport::outbox_error says why, and the entries not
+  // published stay in the outbox for the next call. Errors: Receive's
   // (nothing was handled); the engine's, or kAborted for a delivery given up
   // on without dead_letter_destination: the batch's deliveries are nacked,
   // and those already committed are duplicates when redelivered; Ack's (the
-  // outcomes stay committed; redeliveries are duplicates); Publish's (the
-  // batch was acknowledged; the entries stay in the outbox and the next
-  // call publishes them again).
+  // outcomes stay committed; redeliveries are duplicates).
   absl::StatusOr<BatchReport> PollBatch(Handler handler);
 
   // Publishes every durable outbox entry, oldest first, through
-  // Broker::Publish, acknowledging them in the engine as they are published;
-  // returns how many were published. On a Publish error, the entries
-  // published before it are acknowledged and the error returned; the rest
-  // stay in the outbox. Engine errors as Engine::ReadOutbox and AckOutbox.
+  // Broker::Publish, acknowledging them in the engine as they are published
+  // (or dead-lettered: see dead_letter_destination); returns how many were
+  // published to their own destination. On a Publish error that retrying
+  // can fix, the entries handled before it are acknowledged and the error
+  // returned; the rest stay in the outbox. kFailedPrecondition for an entry
+  // refused for good that could not be dead-lettered (it stays first).
+  // Engine errors as Engine::ReadOutbox and AckOutbox. Counted in stats().
   absl::StatusOr<int64_t> RelayOutbox();
 
   LoopStats stats() const;
 
  private:
+  // Relays the outbox until drained, counting into `report`; returns what
+  // stopped it.
+  absl::Status Relay(BatchReport& report);
+  // Publishes `entry`, or, refused for good, its dead letter; OK once one
+  // of them is published (counted into `report`).
+  absl::Status PublishOrDeadLetter(const OutboxEntry& entry,
+                                   BatchReport& report);
   absl::Status BrokerError(absl::Status status);
   void Count(const BatchReport& report, absl::Duration engine_time,
              absl::Duration broker_time);

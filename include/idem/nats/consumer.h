@@ -12,9 +12,20 @@
 //   exist yet and the engine has an offset for the stream, the consumer is
 //   created to start at that offset + 1, so a consumer recreated on the
 //   server resumes where the state is.
-// - A message not acknowledged within ack_wait is redelivered by the server
-//   (to this or another process on the same durable); if it was processed
-//   before the ack was lost, the engine finds it a duplicate.
+// - A message not acknowledged within ack_wait is redelivered by the server,
+//   to this or another consumer on the same durable. If it was processed
+//   before the ack was lost, a consumer on the same store (the same Engine)
+//   finds it a duplicate; a consumer with a store of its own does not, and
+//   applies it again (as it does a message whose handler outlasted
+//   ack_wait). Only consumers sharing one store are deduplicated against
+//   each other: see "Competing consumers" in docs/brokers.md for the
+//   deployments that are safe.
+// - nats.c sets SIGPIPE to SIG_IGN for the whole process when it opens its
+//   first connection, so a write to a cut socket fails instead of ending
+//   the process; the application inherits that setting.
+// - Header values are C strings in nats.c: a NUL byte ends one, and a
+//   header with an empty value does not reach the consumer (an empty
+//   id_header arrives as none: the message is named by its sequence).
 // - The outbox (Txn::Emit, dead letters) is relayed with a JetStream publish
 //   to the destination subject, with Nats-Msg-Id = the entry's message ID,
 //   so the destination stream's duplicate window drops relay retries, and a
@@ -51,10 +62,13 @@ struct ConsumerOptions {
 
   // The server. Default: nats://127.0.0.1:4222.
   std::string url = "nats://127.0.0.1:4222";
-  // The stream and the subject (filter) the consumer reads. Required.
+  // The stream and the subject (filter) the consumer reads. Required; the
+  // stream's name without '.', '*', '>', '/', '\' or whitespace.
   std::string stream;
   std::string subject;
-  // The durable consumer's name; processes sharing it share its messages.
+  // The durable consumer's name (the stream name's rules); processes
+  // sharing it share its messages: see "Competing consumers" in the
+  // header's opening.
   // Created if the server does not have it: explicit acks, `ack_wait`, and
   // MaxAckPending at least delivery.max_batch, twice that with `prefetch`
   // (the server's default, 1,000, would cap larger batches and make each
@@ -113,12 +127,15 @@ struct ConsumerStats : brokers::LoopStats {
 
 class Consumer {
  public:
-  // Validates the options (kInvalidArgument naming the field), connects,
-  // creates the stream if asked and binds the durable pull consumer
-  // (creating it, from the engine's offset + 1 if it has one).
-  // kUnavailable if the server cannot be reached; kFailedPrecondition for a
-  // JetStream error (JetStream disabled, a subject clash). `engine` is
-  // borrowed.
+  // Validates the options (kInvalidArgument naming the field and the rule:
+  // stream and durable names without '.', '*', '>', '/', '\' or
+  // whitespace; a dead-letter subject a message can be published to),
+  // connects, creates the stream if asked and binds the durable pull
+  // consumer (creating it, from the engine's offset + 1 if it has one).
+  // kUnavailable if the server cannot be reached (or JetStream is not
+  // enabled); kNotFound for a missing stream (create_stream off);
+  // kFailedPrecondition for another JetStream error (a subject clash).
+  // `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 

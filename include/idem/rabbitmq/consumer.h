@@ -13,7 +13,16 @@
 // - No offset is stored: a queue has no positions.
 // - A batch the loop cannot decide is nacked with requeue; a lost
 //   connection is reopened by the next poll, and RabbitMQ requeues what the
-//   old one held: redelivered, those are duplicates.
+//   old one held: redelivered to a consumer on the same store (the same
+//   Engine), those are duplicates; taken by a consumer with a store of its
+//   own, they are applied again. Only consumers sharing one store are
+//   deduplicated against each other: see "Competing consumers" in
+//   docs/brokers.md.
+// - rabbitmq-c sends with MSG_NOSIGNAL: a write to a cut socket fails
+//   (kUnavailable), it never ends the process with SIGPIPE.
+// - Names: a queue (and a relay destination) is 1 to 255 bytes, not in
+//   "amq."; the message_id property at most 255 bytes (longer IDs travel in
+//   id_header).
 // - The outbox (Txn::Emit, dead letters) is relayed on a second connection
 //   with publisher confirms: a persistent message to the default exchange,
 //   routing key = the destination queue (declared durable), message_id =
@@ -55,13 +64,15 @@ struct ConsumerOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
-  // The queue, declared durable if missing. Required.
+  // The queue, declared durable if missing. Required: 1 to 255 bytes (an
+  // AMQP short string), not starting with "amq." (the server's).
   std::string queue;
 
   // ---- Messages ----
 
-  // The header read when a message has no message_id property.
-  // Default: "message-id".
+  // The header read when a message has no message_id property. The
+  // property is an AMQP short string (at most 255 bytes): longer IDs can
+  // only travel in this header. Default: "message-id".
   std::string id_header = "message-id";
   // Unacknowledged messages the server sends ahead (basic.qos). Must be
   // >= delivery.max_batch and <= 65535. Default: 500.
@@ -91,10 +102,14 @@ struct ConsumerStats : brokers::LoopStats {
 
 class Consumer {
  public:
-  // Validates the options (kInvalidArgument naming the field), connects,
-  // declares the queue and starts consuming. kUnavailable if the server
-  // cannot be reached; kFailedPrecondition if the server refuses (e.g. the
-  // queue exists with other arguments). `engine` is borrowed.
+  // Validates the options (kInvalidArgument naming the field and the rule:
+  // queue names of 1 to 255 bytes outside "amq."), connects, declares the
+  // queue and starts consuming. kUnavailable if the server cannot be
+  // reached; kUnauthenticated for a user or password it refuses;
+  // kPermissionDenied for a user without access to the vhost or queue;
+  // kNotFound for a missing vhost; kFailedPrecondition if the queue exists
+  // with other arguments. Each names the server's reason. `engine` is
+  // borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 

@@ -8,8 +8,16 @@
 //   (or a reconnect, or a failed batch) it first re-reads its own pending
 //   entries (XREADGROUP ... 0): those it received and never acknowledged.
 // - Entries other consumers left pending for longer than claim_idle (a
-//   consumer that died) are taken over with XAUTOCLAIM; if they were
-//   processed before the ack was lost, the engine finds them duplicates.
+//   consumer that died, or one whose handler outlasts claim_idle) are taken
+//   over with XAUTOCLAIM. If they were processed before the ack was lost,
+//   the engine finds them duplicates only when the consumer that left them
+//   shares this consumer's store (the same Engine); a consumer with a store
+//   of its own applies them again. Only consumers sharing one store are
+//   deduplicated against each other: see "Competing consumers" in
+//   docs/brokers.md for the deployments that are safe.
+// - hiredis writes with write(2): every command blocks SIGPIPE on the
+//   calling thread and swallows the one a cut socket raises, so a lost
+//   connection is kUnavailable, never the end of the process.
 // - ID: the entry's id_field, else "<stream>/<entry ID>" (which suppresses
 //   redeliveries but not producer duplicates).
 // - No offset is stored with the state: an entry ID is two 64-bit numbers
@@ -61,7 +69,9 @@ struct ConsumerOptions {
   std::string group;
   std::string consumer_name;
   // Create the group (XGROUP CREATE ... MKSTREAM) at group_start_id if it
-  // does not exist. Default: true, from "0" (the stream's first entry).
+  // does not exist; false: Create fails with kNotFound unless the stream
+  // and the group exist. Default: true, from "0" (the stream's first
+  // entry).
   bool create_group = true;
   std::string group_start_id = "0";
 
@@ -111,9 +121,11 @@ struct ConsumerStats : brokers::LoopStats {
 class Consumer {
  public:
   // Validates the options (kInvalidArgument naming the field), connects and,
-  // with create_group, creates the group. kUnavailable if the server cannot
-  // be reached; kFailedPrecondition for an error reply (e.g. the key is not
-  // a stream). `engine` is borrowed.
+  // with create_group, creates the group; without, checks that the stream
+  // and the group exist (kNotFound naming the missing one). kUnavailable if
+  // the server cannot be reached; kUnauthenticated or kPermissionDenied if
+  // it refuses the connection's commands; kFailedPrecondition for another
+  // error reply (e.g. the key is not a stream). `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
 
