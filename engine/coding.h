@@ -15,8 +15,12 @@
 
 namespace idem {
 
+// An empty view may have a null data pointer (std::string_view()), which
+// RocksDB's comparisons assert against (Slice::compare): it becomes an empty
+// Slice, whose data points at "".
 inline rocksdb::Slice ToSlice(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
+  return s.data() == nullptr ? rocksdb::Slice()
+                             : rocksdb::Slice(s.data(), s.size());
 }
 
 // Little-endian, written at `out`. REQUIRES: 4 writable bytes.

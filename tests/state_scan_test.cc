@@ -212,6 +212,19 @@ TEST_F(StateScanTest, ScanPrefixVisitsOnlyKeysWithThePrefix) {
                                 "a"));
 }
 
+// A default-constructed view has a null data pointer, which RocksDB's
+// comparisons assert against: it must read as the empty key.
+TEST_F(StateScanTest, NullEmptyViewsAreTheEmptyKey) {
+  Seed({{"a", "1"}});
+  KeyValues seen = ScanInHandler(
+      std::string_view(), std::string_view(), ScanOptions(),
+      [](Txn& txn) { EXPECT_TRUE(txn.Get(std::string_view()).ok()); });
+  EXPECT_THAT(seen, ElementsAre(Pair("a", "1")));
+  EXPECT_THAT(ScanCommitted(std::string_view(), std::string_view()),
+              ElementsAre(Pair("a", "1")));
+  EXPECT_TRUE(engine_->GetState(std::string_view()).ok());
+}
+
 TEST_F(StateScanTest, RangeWithEndBelowBeginIsInvalidArgument) {
   absl::Status in_handler;
   absl::StatusOr<Result> r =
