@@ -271,6 +271,29 @@ int64_t idem_result_first_processed_at_us(const idem_result* result) {
   return absl::ToUnixMicros(result->result.first_processed_at);
 }
 
+idem_code idem_engine_scan_state(idem_engine* engine, const void* begin,
+                                 size_t begin_size, const void* end,
+                                 size_t end_size, int reverse, size_t limit,
+                                 idem_scan_visitor visit, void* user) {
+  if (idem_code c = idem::c_api::CheckScan(begin, begin_size, end, end_size,
+                                           visit, "engine_scan_state");
+      c != IDEM_OK) {
+    return c;
+  }
+  ActiveCall call(engine);
+  if (idem_code c = call.Acquire("engine_scan_state"); c != IDEM_OK) return c;
+  return Guarded("engine_scan_state", [&] {
+    absl::Status s = idem::c_api::RunScan(
+        [&](idem::ScanVisitor v, const idem::ScanOptions& options) {
+          return call.engine().ScanState(idem::c_api::Bytes(begin, begin_size),
+                                         idem::c_api::Bytes(end, end_size), v,
+                                         options);
+        },
+        reverse, limit, visit, user);
+    return s.ok() ? IDEM_OK : Fail(s);
+  });
+}
+
 idem_code idem_engine_get_state(idem_engine* engine, const void* key,
                                 size_t key_size, char** value,
                                 size_t* value_size, int* found) {

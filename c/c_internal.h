@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "idem/c.h"
@@ -135,6 +136,15 @@ inline std::string_view Bytes(const void* data, size_t size) {
   return size == 0 ? std::string_view()
                    : std::string_view(static_cast<const char*>(data), size);
 }
+
+// Scans (c/c_txn.cc): CheckScan checks a scan's range and visitor (the
+// code, named `what`, or IDEM_OK); RunScan calls `scan` with `visit` as an
+// idem::ScanVisitor and the options `reverse` and `limit` give.
+idem_code CheckScan(const void* begin, size_t begin_size, const void* end,
+                    size_t end_size, idem_scan_visitor visit, const char* what);
+absl::Status RunScan(
+    absl::FunctionRef<absl::Status(ScanVisitor, const ScanOptions&)> scan,
+    int reverse, size_t limit, idem_scan_visitor visit, void* user);
 
 // Whether a handler of `handle` is running on this thread (c/c_txn.cc).
 bool InHandlerOf(const idem_engine* handle);

@@ -266,3 +266,137 @@ idem_code idem_txn_set_error(idem_txn* txn, idem_code code,
     return IDEM_OK;
   });
 }
+
+namespace idem::c_api {
+namespace {
+
+// A C visitor as an idem::ScanVisitor.
+struct CScan {
+  idem_scan_visitor visit;
+  void* user;
+  bool operator()(std::string_view key, std::string_view value) const {
+    return visit(user, key.data(), key.size(), value.data(), value.size()) == 0;
+  }
+};
+
+}  // namespace
+
+idem_code CheckScan(const void* begin, size_t begin_size, const void* end,
+                    size_t end_size, idem_scan_visitor visit,
+                    const char* what) {
+  if (idem_code c = CheckBytes(begin, begin_size, what); c != IDEM_OK) return c;
+  if (idem_code c = CheckBytes(end, end_size, what); c != IDEM_OK) return c;
+  if (visit == nullptr) {
+    return InvalidArgument(std::string(what) + ": visit is NULL");
+  }
+  return IDEM_OK;
+}
+
+absl::Status RunScan(
+    absl::FunctionRef<absl::Status(ScanVisitor, const ScanOptions&)> scan,
+    int reverse, size_t limit, idem_scan_visitor visit, void* user) {
+  ScanOptions options;
+  options.reverse = reverse != 0;
+  options.limit = limit;
+  const CScan c_scan{visit, user};
+  return scan(c_scan, options);
+}
+
+}  // namespace idem::c_api
+
+idem_code idem_txn_scan(idem_txn* txn, const void* begin, size_t begin_size,
+                        const void* end, size_t end_size, int reverse,
+                        size_t limit, idem_scan_visitor visit, void* user) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_scan", &frame); c != IDEM_OK) return c;
+  if (idem_code c = idem::c_api::CheckScan(begin, begin_size, end, end_size,
+                                           visit, "txn_scan");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_scan", [&] {
+    absl::Status s = idem::c_api::RunScan(
+        [&](idem::ScanVisitor v, const idem::ScanOptions& options) {
+          return frame->txn->Scan(idem::c_api::Bytes(begin, begin_size),
+                                  idem::c_api::Bytes(end, end_size), v,
+                                  options);
+        },
+        reverse, limit, visit, user);
+    return s.ok() ? IDEM_OK : idem::c_api::Fail(s);
+  });
+}
+
+idem_code idem_txn_scan_prefix(idem_txn* txn, const void* prefix,
+                               size_t prefix_size, int reverse, size_t limit,
+                               idem_scan_visitor visit, void* user) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_scan_prefix", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = idem::c_api::CheckScan(prefix, prefix_size, nullptr, 0,
+                                           visit, "txn_scan_prefix");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_scan_prefix", [&] {
+    absl::Status s = idem::c_api::RunScan(
+        [&](idem::ScanVisitor v, const idem::ScanOptions& options) {
+          return frame->txn->ScanPrefix(idem::c_api::Bytes(prefix, prefix_size),
+                                        v, options);
+        },
+        reverse, limit, visit, user);
+    return s.ok() ? IDEM_OK : idem::c_api::Fail(s);
+  });
+}
+
+idem_code idem_txn_merge(idem_txn* txn, const void* key, size_t key_size,
+                         idem_merge_op op, const void* operand,
+                         size_t operand_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_merge", &frame); c != IDEM_OK) return c;
+  if (idem_code c = CheckBytes(key, key_size, "txn_merge: key"); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(operand, operand_size, "txn_merge: operand");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_merge", [&] {
+    // A value outside MergeOp's byte would wrap into it: refused here; an
+    // unknown one inside it reaches Txn::Merge, which refuses it (and fails
+    // the message).
+    const int n = idem::c_api::EnumValue(op);
+    if (n < 0 || n > 255) {
+      return InvalidArgument("txn_merge: unknown merge op " +
+                             std::to_string(n));
+    }
+    const auto merge_op = static_cast<idem::MergeOp>(n);
+    absl::Status s =
+        frame->txn->Merge(idem::c_api::Bytes(key, key_size), merge_op,
+                          idem::c_api::Bytes(operand, operand_size));
+    return s.ok() ? IDEM_OK : idem::c_api::Fail(s);
+  });
+}
+
+idem_code idem_txn_delete_range(idem_txn* txn, const void* begin,
+                                size_t begin_size, const void* end,
+                                size_t end_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_delete_range", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(begin, begin_size, "txn_delete_range: begin");
+      c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(end, end_size, "txn_delete_range: end");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_delete_range", [&] {
+    absl::Status s =
+        frame->txn->DeleteRange(idem::c_api::Bytes(begin, begin_size),
+                                idem::c_api::Bytes(end, end_size));
+    return s.ok() ? IDEM_OK : idem::c_api::Fail(s);
+  });
+}

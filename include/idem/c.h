@@ -272,6 +272,55 @@ idem_code idem_txn_emit_with_options(idem_txn* txn, const void* destination,
 idem_code idem_txn_set_error(idem_txn* txn, idem_code code,
                              const char* message);
 
+/* ---- State beyond single keys (docs/state.md) ---- */
+
+/* Called for each key a scan visits, in scan order: `key` and `value` are
+ * views valid during the call only. Return 0 to go on, non-zero to stop the
+ * scan there. It may call the txn's other calls (not on another thread). */
+typedef int (*idem_scan_visitor)(void* user, const char* key, size_t key_size,
+                                 const char* value, size_t value_size);
+
+/* Visits the keys in [begin, end) in byte order (reverse order when
+ * `reverse` is non-zero; `end_size` 0: no upper bound), at most `limit` of
+ * them (0: no limit), with their values as this message sees them (as
+ * idem_txn_get), until `visit` returns non-zero (idem::Txn::Scan: the part
+ * of the range read is validated at commit, so a scan is serializable).
+ * IDEM_INVALID_ARGUMENT if `end` is non-empty and below `begin`, or `visit`
+ * is NULL; a storage error as idem_txn_get returns it. */
+idem_code idem_txn_scan(idem_txn* txn, const void* begin, size_t begin_size,
+                        const void* end, size_t end_size, int reverse,
+                        size_t limit, idem_scan_visitor visit, void* user);
+/* As idem_txn_scan over the keys that start with `prefix` (all keys when
+ * `prefix_size` is 0). */
+idem_code idem_txn_scan_prefix(idem_txn* txn, const void* prefix,
+                               size_t prefix_size, int reverse, size_t limit,
+                               idem_scan_visitor visit, void* user);
+
+/* The built-in merge operators (idem::MergeOp, idem/merge.h). The int64
+ * ones take an 8-byte little-endian two's-complement operand and keep an
+ * 8-byte value of the same encoding; IDEM_MERGE_APPEND appends any bytes. */
+typedef enum idem_merge_op {
+  IDEM_MERGE_ADD_INT64 = 1,
+  IDEM_MERGE_MAX_INT64 = 2,
+  IDEM_MERGE_MIN_INT64 = 3,
+  IDEM_MERGE_APPEND = 4
+} idem_merge_op;
+
+/* Buffers a merge of `operand` into `key` (idem::Txn::Merge): a blind
+ * write, so merges of one key by concurrent handlers never conflict. An
+ * unknown `op` or an operand of the wrong size is IDEM_INVALID_ARGUMENT,
+ * and the message then fails with it. */
+idem_code idem_txn_merge(idem_txn* txn, const void* key, size_t key_size,
+                         idem_merge_op op, const void* operand,
+                         size_t operand_size);
+
+/* Buffers a deletion of every key in [begin, end) (idem::Txn::DeleteRange).
+ * IDEM_INVALID_ARGUMENT if `end_size` is 0 or `end` is below `begin` (the
+ * message then fails with it); begin == end deletes nothing. */
+idem_code idem_txn_delete_range(idem_txn* txn, const void* begin,
+                                size_t begin_size, const void* end,
+                                size_t end_size);
+
 /* ---- Processing ---- */
 
 typedef enum idem_outcome {
@@ -343,6 +392,15 @@ int64_t idem_result_first_processed_at_us(const idem_result* result);
 idem_code idem_engine_get_state(idem_engine* engine, const void* key,
                                 size_t key_size, char** value,
                                 size_t* value_size, int* found);
+
+/* Visits the committed state keys in [begin, end) as idem_txn_scan does,
+ * from one snapshot of the store (idem::Engine::ScanState): what no handler
+ * can change meanwhile, and nothing a handler has not committed. Errors as
+ * idem_txn_scan, and IDEM_UNAVAILABLE while the store is closed. */
+idem_code idem_engine_scan_state(idem_engine* engine, const void* begin,
+                                 size_t begin_size, const void* end,
+                                 size_t end_size, int reverse, size_t limit,
+                                 idem_scan_visitor visit, void* user);
 
 /* Whether a live dedupe record for `id` exists (*seen 1 or 0). Errors as
  * idem::Engine::Seen (IDEM_INVALID_ARGUMENT for a bad ID,
