@@ -359,6 +359,36 @@ py::list Engine::ProcessBatch(const py::list& items, py::object handler) {
   return out;
 }
 
+int CollectScanPair(void* user, const char* key, size_t key_size,
+                    const char* value, size_t value_size) {
+  auto* pairs =
+      static_cast<std::vector<std::pair<std::string, std::string>>*>(user);
+  pairs->emplace_back(std::string(key, key_size),
+                      std::string(value, value_size));
+  return 0;
+}
+
+py::list Engine::ScanState(py::handle begin, py::handle end, bool reverse,
+                           size_t limit) {
+  const std::string_view b = BytesOf(begin, "begin", true);
+  const std::string_view e =
+      end.is_none() ? std::string_view() : BytesOf(end, "end", true);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  idem_code c;
+  {
+    py::gil_scoped_release release;
+    c = idem_engine_scan_state(engine_, b.data(), b.size(), e.data(), e.size(),
+                               reverse ? 1 : 0, limit, &CollectScanPair,
+                               &pairs);
+  }
+  Check(c);
+  py::list out;
+  for (const auto& [key, value] : pairs) {
+    out.append(py::make_tuple(py::bytes(key), py::bytes(value)));
+  }
+  return out;
+}
+
 py::object Engine::GetState(py::handle key) {
   const std::string_view k = BytesOf(key, "key", true);
   char* value = nullptr;

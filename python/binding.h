@@ -39,6 +39,11 @@ inline void Check(idem_code code) {
 // `what`.
 std::string_view BytesOf(py::handle obj, const char* what, bool allow_str);
 
+// An idem_scan_visitor that appends each (key, value) to the
+// std::vector<std::pair<std::string, std::string>> `user` points to.
+int CollectScanPair(void* user, const char* key, size_t key_size,
+                    const char* value, size_t value_size);
+
 // A message: owns its idem_message.
 class Message {
  public:
@@ -99,6 +104,9 @@ class Engine {
   // handler(txn, message) for each message; one Result each.
   py::list ProcessBatch(const py::list& messages, py::object handler);
   py::object GetState(py::handle key);
+  // The committed (key, value) pairs of [begin, end) (Engine::ScanState).
+  py::list ScanState(py::handle begin, py::handle end, bool reverse,
+                     size_t limit);
   bool Seen(py::handle id);
   void Forget(py::handle id, py::handle source, int32_t partition);
   py::object CommittedOffset(py::handle source, int32_t partition);

@@ -4,6 +4,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "python/binding.h"
@@ -65,6 +68,61 @@ void TxnEmit(const Txn& t, py::handle destination, py::handle key,
   Check(idem_txn_emit_with_options(
       t.txn, d.data(), d.size(), k.data(), k.size(), v.data(), v.size(),
       partition, tombstone ? 1 : 0, c_headers.data(), c_headers.size()));
+}
+
+// The (key, value) pairs a scan visited, as a list of bytes pairs.
+py::list PairsToList(
+    const std::vector<std::pair<std::string, std::string>>& pairs) {
+  py::list out;
+  for (const auto& [key, value] : pairs) {
+    out.append(py::make_tuple(py::bytes(key), py::bytes(value)));
+  }
+  return out;
+}
+
+py::list TxnScan(const Txn& t, py::handle begin, py::handle end, bool reverse,
+                 size_t limit) {
+  const std::string_view b = BytesOf(begin, "begin", true);
+  const std::string_view e =
+      end.is_none() ? std::string_view() : BytesOf(end, "end", true);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  Check(idem_txn_scan(t.txn, b.data(), b.size(), e.data(), e.size(),
+                      reverse ? 1 : 0, limit, &CollectScanPair, &pairs));
+  return PairsToList(pairs);
+}
+
+py::list TxnScanPrefix(const Txn& t, py::handle prefix, bool reverse,
+                       size_t limit) {
+  const std::string_view p = BytesOf(prefix, "prefix", true);
+  std::vector<std::pair<std::string, std::string>> pairs;
+  Check(idem_txn_scan_prefix(t.txn, p.data(), p.size(), reverse ? 1 : 0, limit,
+                             &CollectScanPair, &pairs));
+  return PairsToList(pairs);
+}
+
+void TxnMerge(const Txn& t, py::handle key, idem_merge_op op,
+              py::handle operand) {
+  const std::string_view k = BytesOf(key, "key", true);
+  std::string int_operand;
+  std::string_view o;
+  if (PyLong_Check(operand.ptr())) {
+    // An int is the 8-byte little-endian operand of the int64 operators.
+    const int64_t v = operand.cast<int64_t>();
+    for (int i = 0; i < 8; ++i) {
+      int_operand.push_back(
+          static_cast<char>(static_cast<uint64_t>(v) >> (8 * i)));
+    }
+    o = int_operand;
+  } else {
+    o = BytesOf(operand, "operand", false);
+  }
+  Check(idem_txn_merge(t.txn, k.data(), k.size(), op, o.data(), o.size()));
+}
+
+void TxnDeleteRange(const Txn& t, py::handle begin, py::handle end) {
+  const std::string_view b = BytesOf(begin, "begin", true);
+  const std::string_view e = BytesOf(end, "end", true);
+  Check(idem_txn_delete_range(t.txn, b.data(), b.size(), e.data(), e.size()));
 }
 
 py::object MessageBytes(const Message& m,
@@ -165,7 +223,30 @@ Keys are bytes or str (UTF-8); values are bytes or bytearray.)")
            "the destination's partition, or -1 to let the relay choose by "
            "key; tombstone: publish a null value (value must be b''); "
            "headers: (name, value) tuples. A bad destination, partition or "
-           "tombstone fails the message with InvalidArgument.");
+           "tombstone fails the message with InvalidArgument.")
+      .def("scan", &TxnScan, py::arg("begin"), py::arg("end") = py::none(),
+           py::kw_only(), py::arg("reverse") = false, py::arg("limit") = 0,
+           "The (key, value) pairs of the keys in [begin, end) (end None or "
+           "b'': no upper bound) in byte order, or reversed, at most limit "
+           "of them (0: all), as this message sees them. The part of the "
+           "range read is validated at commit: a key another commit "
+           "inserted, changed or deleted there meanwhile makes the handler "
+           "run again (docs/state.md). An end below begin raises "
+           "InvalidArgument.")
+      .def("scan_prefix", &TxnScanPrefix, py::arg("prefix"), py::kw_only(),
+           py::arg("reverse") = false, py::arg("limit") = 0,
+           "As scan, over the keys that start with prefix.")
+      .def("merge", &TxnMerge, py::arg("key"), py::arg("op"),
+           py::arg("operand"),
+           "Buffers a merge of operand into key by op (an idem.MergeOp): a "
+           "blind write, never conflicting with concurrent merges. For the "
+           "int64 operators operand is an int (or its 8 little-endian "
+           "bytes); for APPEND, bytes. A bad operand raises InvalidArgument "
+           "and fails the message.")
+      .def("delete_range", &TxnDeleteRange, py::arg("begin"), py::arg("end"),
+           "Buffers a deletion of every key in [begin, end). An empty end, "
+           "or one below begin, raises InvalidArgument and fails the "
+           "message.");
 }
 
 void BindResult(py::module_& m) {
@@ -213,6 +294,12 @@ void BindResult(py::module_& m) {
 }
 
 void BindEngine(py::module_& m) {
+  py::enum_<idem_merge_op>(m, "MergeOp",
+                           "A built-in merge operator (Txn.merge).")
+      .value("ADD_INT64", IDEM_MERGE_ADD_INT64, "adds an int64")
+      .value("MAX_INT64", IDEM_MERGE_MAX_INT64, "keeps the largest int64")
+      .value("MIN_INT64", IDEM_MERGE_MIN_INT64, "keeps the smallest int64")
+      .value("APPEND", IDEM_MERGE_APPEND, "appends bytes");
   py::enum_<idem_durability>(m, "_Durability")
       .value("SYNC", IDEM_DURABILITY_SYNC)
       .value("BUFFERED", IDEM_DURABILITY_BUFFERED);
@@ -226,6 +313,7 @@ void BindEngine(py::module_& m) {
       .def_property_readonly("last_sequence", &Engine::last_sequence)
       .def("process_batch", &Engine::ProcessBatch)
       .def("get_state", &Engine::GetState)
+      .def("scan_state", &Engine::ScanState)
       .def("seen", &Engine::Seen)
       .def("forget", &Engine::Forget)
       .def("committed_offset", &Engine::CommittedOffset)

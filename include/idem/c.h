@@ -29,8 +29,8 @@
  *   - byte arguments (const void* data, size_t size) are read during the
  *     call only, unless the call says otherwise; size 0 allows data NULL.
  *
- * State for stream processors (scans, merges, timers) joins this API once
- * idem::Txn has them, under the same version. */
+ * Scans, merges and range deletions are here ("State beyond single keys");
+ * timers join them once idem::Txn has them, under the same version. */
 
 #ifndef IDEM_C_H_
 #define IDEM_C_H_

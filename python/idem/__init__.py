@@ -34,7 +34,7 @@ from idem._errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
                           PermanentError, PermissionDenied, ResourceExhausted,
                           Unauthenticated, Unavailable, Unimplemented,
                           Unknown)
-from idem._idem import C_API_VERSION, Message, Outcome, Result, Txn
+from idem._idem import C_API_VERSION, MergeOp, Message, Outcome, Result, Txn
 from idem._idem import VERSION as __version__
 from idem import _idem
 
@@ -45,9 +45,24 @@ __all__ = [
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
     "Unauthenticated", "PermanentError", "C_API_VERSION", "__version__",
+    "MergeOp", "int64_operand", "read_int64",
 ]
 
 Handler = Callable[[Txn, Message], Any]
+
+
+def int64_operand(value: int) -> bytes:
+    """The 8-byte little-endian operand of ``value`` for the int64 merge
+    operators (Txn.merge also takes the int itself)."""
+    return int(value).to_bytes(8, "little", signed=True)
+
+
+def read_int64(value: bytes | None) -> int | None:
+    """The int64 a value folded by an int64 merge operator holds; None unless
+    ``value`` is 8 bytes."""
+    if value is None or len(value) != 8:
+        return None
+    return int.from_bytes(value, "little", signed=True)
 
 
 class Durability(enum.Enum):
@@ -274,6 +289,14 @@ class Engine:
     def get_state(self, key: bytes | str) -> bytes | None:
         """The committed value of state key ``key``, or None."""
         return self._engine.get_state(key)
+
+    def scan_state(self, begin: bytes | str = b"",
+                   end: bytes | str | None = None, *, reverse: bool = False,
+                   limit: int = 0) -> list[tuple[bytes, bytes]]:
+        """The committed (key, value) pairs of the keys in [begin, end) (end
+        None: no upper bound) in byte order, or reversed, at most ``limit``
+        of them (0: all), from one snapshot of the store."""
+        return self._engine.scan_state(begin, end, reverse, limit)
 
     def seen(self, id: bytes | str) -> bool:
         """Whether a live dedupe record for ``id`` exists."""
