@@ -29,12 +29,13 @@ esac
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The names that exist: identifiers of the code (C++ with its // comments
-# cut off; CMake and shell with their # comments cut off, leaving out this
-# script, whose self-test spells stale names), and the allowed.
+# The names that exist: identifiers of the code (C and C++ with their //
+# comments cut off; CMake, shell and Python with their # comments cut off,
+# leaving out this script, whose self-test spells stale names), and the
+# allowed.
 {
-  git ls-files '*.h' '*.cc' '*.h.in' | xargs sed -e 's://.*$::'
-  git ls-files '*CMakeLists.txt' '*.cmake' '*.sh' '.ci/*' \
+  git ls-files '*.h' '*.cc' '*.c' '*.h.in' | xargs sed -e 's://.*$::'
+  git ls-files '*CMakeLists.txt' '*.cmake' '*.sh' '*.py' '*.pyi' '.ci/*' \
     ':!scripts/check-doc-names.sh' | xargs sed -e 's:#.*$::'
 } | grep -ohE '[A-Za-z_][A-Za-z0-9_]*' >"$work/names"
 sed -e 's:#.*$::' scripts/doc-names-allowed.txt |
