@@ -71,6 +71,21 @@ class LayerCursor {
   bool done_ = false;
 };
 
+// Whether a layer says anything of `key`: a cursor is at it, or a range
+// deletion covers it.
+bool HeldByALayer(absl::Span<const StateLayer* const> layers,
+                  absl::Span<const LayerCursor> cursors, std::string_view key) {
+  for (const LayerCursor& cursor : cursors) {
+    if (!cursor.done() && cursor.key() == key) return true;
+  }
+  for (const StateLayer* layer : layers) {
+    for (const KeyRange& range : layer->ranges()) {
+      if (range.Contains(key)) return true;
+    }
+  }
+  return false;
+}
+
 // Whether `a` comes before `b` in scan order.
 bool Before(std::string_view a, std::string_view b, bool reverse) {
   return reverse ? b < a : a < b;
@@ -116,6 +131,21 @@ absl::StatusOr<ScanExtent> MergedScan(
       found = true;
     }
     if (!found) break;
+    if (store_here && !HeldByALayer(layers, cursors, next)) {
+      // Only the store has this key: visit its bytes where they are.
+      ++visited;
+      const bool go_on = visit(next, store->value().ToStringView());
+      const bool stop =
+          !go_on || (options.limit != 0 && visited == options.limit);
+      if (stop) stopped_at = std::string(next);  // before the iterator moves
+      if (reverse) {
+        store->Prev();
+      } else {
+        store->Next();
+      }
+      if (stop) break;
+      continue;
+    }
     key.assign(next);
     // Its value through the layers, newest first, over the store's.
     LayeredRead read;
