@@ -90,6 +90,10 @@ struct ConsumerHooks {
   // member killed between a transaction's commit and its acknowledgement
   // publishes that transaction's outputs again.
   bool relay_ignores_progress = false;
+  // With transactional_output, broken: a retriable transactional error
+  // (REBALANCE_IN_PROGRESS) counts as fenced
+  // (OutboxRelayHooks::retriable_errors_fence).
+  bool relay_retriable_errors_fence = false;
   // Changelog mode, broken: every check and restore runs whole in the
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.

@@ -117,8 +117,10 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     relay_options.transactional_id =
         absl::StrCat("idem.", options_.group_id, ".", *member);
     relay_options.progress_topic = options_.relay_progress_topic;
+    relay_options.transaction_timeout = options_.transaction_timeout;
     relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
     relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
+    relay_hooks.retriable_errors_fence = hooks_.relay_retriable_errors_fence;
     AddRelaySteps(hooks_.relay_step, relay_hooks);
   }
   absl::StatusOr<std::unique_ptr<OutboxRelay>> created =

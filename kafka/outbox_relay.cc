@@ -25,12 +25,17 @@ namespace idem::kafka {
 namespace {
 
 // Producer properties the relay sets itself and refuses from kafka_config.
-constexpr const char* kOwnedProperties[] = {"enable.idempotence", "acks",
-                                            "transactional.id"};
+constexpr const char* kOwnedProperties[] = {
+    "enable.idempotence", "acks", "transactional.id", "transaction.timeout.ms"};
 
 // How long a transactional producer waits for the brokers to register it,
 // commit or abort.
 constexpr absl::Duration kTransactionTimeout = absl::Seconds(30);
+
+// A round retried after a retriable transactional error first waits this
+// long times its retry's number, so a rebalance or a coordinator's move
+// can finish.
+constexpr absl::Duration kRoundRetryBackoff = absl::Milliseconds(50);
 
 absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   auto invalid = [](std::string_view what) {
@@ -49,6 +54,13 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   if (!options.transactional_id.empty() && options.progress_topic.empty()) {
     return invalid("transactional_id needs a progress_topic");
   }
+  if (!options.transactional_id.empty() &&
+      (options.transaction_timeout < absl::Seconds(1) ||
+       options.transaction_timeout > absl::Hours(24))) {
+    return invalid(
+        absl::StrCat("transaction_timeout must be in [1s, 24h], got ",
+                     absl::FormatDuration(options.transaction_timeout)));
+  }
   if (options.idle_wait < absl::ZeroDuration() ||
       options.idle_wait == absl::InfiniteDuration()) {
     return invalid("idle_wait must be >= 0 and finite");
@@ -59,7 +71,9 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
         return invalid(
             absl::StrCat("kafka_config must not set ", name,
                          ": the relay produces idempotently with acks=all "
-                         "(and sets transactional.id from transactional_id)"));
+                         "(and sets transactional.id and "
+                         "transaction.timeout.ms from transactional_id and "
+                         "transaction_timeout)"));
       }
     }
   }
@@ -217,9 +231,7 @@ class OutboxRelayImpl final : public OutboxRelay {
   absl::StatusOr<RelayReport> CountedRound(bool next_round_follows) {
     ++stats_.rounds;
     RelayReport report;
-    round_entries_.clear();
-    round_published_.clear();
-    absl::Status status = Round(report, next_round_follows);
+    absl::Status status = RetriedRound(report, next_round_follows);
     if (hooks_.after_round) {
       std::vector<const OutboxEntry*> published;
       published.reserve(round_published_.size());
@@ -240,6 +252,26 @@ class OutboxRelayImpl final : public OutboxRelay {
       return status;
     }
     return report;
+  }
+
+  // A round, run again (OutboxRelayOptions::kRoundRetries) while its
+  // transaction failed before its commit with a retriable error and was
+  // aborted: nothing of it reached the brokers' readers.
+  absl::Status RetriedRound(RelayReport& report, bool next_round_follows) {
+    for (int retry = 0;; ++retry) {
+      report = RelayReport();
+      round_entries_.clear();
+      round_published_.clear();
+      retry_round_ = false;
+      absl::Status status = Round(report, next_round_follows);
+      if (status.ok() || !retry_round_ ||
+          retry == OutboxRelayOptions::kRoundRetries) {
+        return status;
+      }
+      ++stats_.retried_rounds;
+      read_ahead_.reset();  // the round reads its entries again
+      absl::SleepFor(kRoundRetryBackoff * (retry + 1));
+    }
   }
 
   absl::Status Round(RelayReport& report, bool next_round_follows) {
@@ -360,9 +392,9 @@ class OutboxRelayImpl final : public OutboxRelay {
     return plan;
   }
 
-  // One round as one Kafka transaction: the entries, the progress record,
-  // the group's offsets (a Consumer's), the commit; then AckOutbox of all.
-  // Entries up to the progress a committed transaction recorded are
+  // One round as one Kafka transaction: the group's offsets (a
+  // Consumer's), the entries, the progress record, the commit; then AckOutbox
+  // of all. Entries up to the progress a committed transaction recorded are
   // acknowledged unpublished. On any error the transaction is aborted and
   // nothing new is acknowledged.
   absl::Status TransactionalRound(const std::vector<OutboxEntry>& entries,
@@ -388,7 +420,13 @@ class OutboxRelayImpl final : public OutboxRelay {
       return absl::OkStatus();
     }
     const uint64_t last = entries.back().position;
-    if (absl::Status s = txn_->Begin(); !s.ok()) return TransactionFailed(s);
+    if (absl::Status s = txn_->Begin(); !s.ok()) {
+      return TransactionFailed(s, /*before_commit=*/true);
+    }
+    // The group's offsets go first: a group that refuses them (a member it
+    // no longer counts) ends the round before any of its records is
+    // produced.
+    if (absl::Status s = SendTransactionOffsets(); !s.ok()) return s;
     // The progress record goes last in the second produce call (no round
     // trip of its own).
     plan.records[1].push_back(RelayProgressRecord(
@@ -411,15 +449,6 @@ class OutboxRelayImpl final : public OutboxRelay {
       }
       TransactionFailed(published).IgnoreError();  // the entry's error wins
       return PublishError(entries, plan, delivered, published);
-    }
-    if (hooks_.transaction_offsets) {
-      absl::StatusOr<GroupOffsets> offsets = hooks_.transaction_offsets();
-      if (!offsets.ok()) return TransactionFailed(offsets.status());
-      if (offsets->offsets != nullptr && offsets->offsets->cnt > 0) {
-        if (absl::Status s = txn_->SendOffsets(*offsets); !s.ok()) {
-          return TransactionFailed(s);
-        }
-      }
     }
     if (hooks_.before_transaction_commit) {
       if (absl::Status s = hooks_.before_transaction_commit(); !s.ok()) {
@@ -445,14 +474,29 @@ class OutboxRelayImpl final : public OutboxRelay {
     return absl::OkStatus();
   }
 
+  // With OutboxRelayHooks::transaction_offsets: commits the group's offsets
+  // in the open transaction; on an error, aborts it (TransactionFailed).
+  absl::Status SendTransactionOffsets() {
+    if (!hooks_.transaction_offsets) return absl::OkStatus();
+    absl::StatusOr<GroupOffsets> offsets = hooks_.transaction_offsets();
+    if (!offsets.ok()) return TransactionFailed(offsets.status());
+    if (offsets->offsets == nullptr || offsets->offsets->cnt == 0) {
+      return absl::OkStatus();
+    }
+    if (absl::Status s = txn_->SendOffsets(*offsets); !s.ok()) {
+      return TransactionFailed(s, /*before_commit=*/true);
+    }
+    return absl::OkStatus();
+  }
+
   // Creates the transactional producer (which fences older instances of
   // the transactional.id and has the brokers abort what they left open),
   // then reads the progress its last committed transaction recorded.
   absl::Status StartTransactionalProducer() {
     absl::StatusOr<std::unique_ptr<TransactionalProducer>> txn =
-        TransactionalProducer::Create(options_.brokers, config_,
-                                      options_.transactional_id,
-                                      options_.logger, kTransactionTimeout);
+        TransactionalProducer::Create(
+            options_.brokers, config_, options_.transactional_id,
+            options_.logger, options_.transaction_timeout, kTransactionTimeout);
     if (!txn.ok()) return txn.status();
     absl::StatusOr<uint64_t> progress = ReadRelayProgress(
         options_.brokers, options_.kafka_config, options_.progress_topic,
@@ -468,11 +512,21 @@ class OutboxRelayImpl final : public OutboxRelay {
   // Aborts the round's transaction after `error` (unless the producer
   // failed for good) and drops the producer: the next round creates it
   // again, which settles a transaction whose commit's outcome is unknown (a
-  // timeout) and reads the progress it left. Returns `error`.
-  absl::Status TransactionFailed(absl::Status error) {
+  // timeout) and reads the progress it left. Returns `error`. A retriable
+  // error `before_commit` whose transaction was aborted keeps the producer
+  // and has the round run again (retry_round_): the abort settled it.
+  absl::Status TransactionFailed(absl::Status error,
+                                 bool before_commit = false) {
     ++stats_.aborted_transactions;
-    if (!txn_->fatal()) txn_->Abort().IgnoreError();
-    txn_.reset();
+    const bool retriable = before_commit && txn_->last_error_retriable();
+    const bool aborted = !txn_->fatal() && txn_->Abort().ok();
+    if (retriable && hooks_.retriable_errors_fence) {
+      txn_.reset();
+      return absl::AbortedError(
+          absl::StrCat(error.message(), " (fenced, as the hook has it)"));
+    }
+    retry_round_ = retriable && aborted;
+    if (!retry_round_) txn_.reset();
     return error;
   }
 
@@ -555,6 +609,9 @@ class OutboxRelayImpl final : public OutboxRelay {
   // transaction.
   std::unique_ptr<TransactionalProducer> txn_;
   bool restarted_ = false;  // a transactional producer was created before
+  // The current round's transaction failed with a retriable error and was
+  // aborted: RetriedRound runs it again.
+  bool retry_round_ = false;
   uint64_t published_up_to_ = 0;
   // Within a Drain: the next round's entries, read while the last round's
   // transaction committed (none after a failed round).

@@ -243,6 +243,18 @@ struct ConsumerOptions {
   // With transactional_output: the relay's OutboxRelayOptions::
   // progress_topic, which must exist. Default: "idem.relay.progress".
   std::string relay_progress_topic = "idem.relay.progress";
+  // With transactional_output: librdkafka's transaction.timeout.ms for the
+  // relay's producer (OutboxRelayOptions::transaction_timeout): the brokers
+  // abort a transaction left open this long, e.g. by a member killed inside
+  // one, so read_committed readers of its partitions (and the member's
+  // successor) wait at most this long for its outcome. As in Kafka Streams
+  // (10 s under exactly-once), it stays below the group's
+  // max.poll.interval.ms (librdkafka's default 300 s, or kafka_config's),
+  // so a member's transaction is settled before the group gives its
+  // partitions away for a stall. Must be in [1 s, max.poll.interval.ms)
+  // (kInvalidArgument); kafka_config and relay_kafka_config must not set
+  // transaction.timeout.ms. Default: 10 s.
+  absl::Duration transaction_timeout = absl::Seconds(10);
 
   // ---- State that follows its partitions (docs/scale-out.md) ----
 
