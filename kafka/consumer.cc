@@ -113,7 +113,9 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+  if (RoundDue()) {
+    if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+  }
   if (changelog_ != nullptr) FollowStandbys();
   return report;
 }
@@ -472,7 +474,11 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
-  if (absl::Status s = ValidateConsumerOptions(options); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateConsumerOptions(options, hooks.plain_transactional_output);
+      !s.ok()) {
+    return s;
+  }
   auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
   std::unique_ptr<ChangelogKeeper> changelog;
   if (!options.changelog_topic.empty()) {

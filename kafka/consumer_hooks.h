@@ -94,10 +94,19 @@ struct ConsumerHooks {
   // (REBALANCE_IN_PROGRESS) counts as fenced
   // (OutboxRelayHooks::retriable_errors_fence).
   bool relay_retriable_errors_fence = false;
+  // With transactional_output: a relay round after every batch, ignoring
+  // ConsumerOptions::transaction_interval (as before it existed).
+  bool rounds_every_batch = false;
   // Changelog mode, broken: every check and restore runs whole in the
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.
   bool restore_in_callback = false;
+
+  // Not a broken variant: lets transactional_output go without
+  // changelog_topic (which Consumer::Create refuses), for tests whose every
+  // member runs on one store: there a partition's commits never meet
+  // another store, and plain mode is exact.
+  bool plain_transactional_output = false;
 
   // Not broken variants: stand-ins for what librdkafka's mock cluster
   // lacks. Changelog mode reads and changes topic configurations through

@@ -103,6 +103,13 @@ absl::Status CheckTransactionTimeout(const ConsumerOptions& options) {
       }
     }
   }
+  if (options.transaction_interval <= absl::ZeroDuration() ||
+      options.transaction_interval > options.transaction_timeout) {
+    return Invalid(absl::StrCat(
+        "transaction_interval must be > 0 and at most transaction_timeout (",
+        absl::FormatDuration(options.transaction_timeout), "), got ",
+        absl::FormatDuration(options.transaction_interval)));
+  }
   const std::optional<absl::Duration> max_poll = MaxPollInterval(options);
   // A max.poll.interval.ms that is not a number is librdkafka's to refuse.
   if (options.transaction_timeout < absl::Seconds(1) ||
@@ -113,6 +120,24 @@ absl::Status CheckTransactionTimeout(const ConsumerOptions& options) {
         ")), got ", absl::FormatDuration(options.transaction_timeout)));
   }
   return absl::OkStatus();
+}
+
+// Transactional output is exact only where a partition's commits move with
+// it (changelog mode).
+absl::Status CheckTransactionalOutputHasAChangelog(
+    const ConsumerOptions& options) {
+  if (!options.transactional_output || !options.changelog_topic.empty()) {
+    return absl::OkStatus();
+  }
+  return Invalid(
+      "transactional_output needs changelog_topic: without a changelog a "
+      "member's store keeps the commits it made, and the group can give "
+      "their partition to another member's store that processes the same "
+      "records again (a member stalled past max.poll.interval.ms whose "
+      "transaction the group refused, or a partition that moves away and "
+      "back), so a read_committed reader would see their outputs twice; "
+      "only a changelog lets a store undo what the group did not keep "
+      "(docs/outbox.md, \"Transactional output\")");
 }
 
 // What transactional_output needs besides itself.
@@ -209,7 +234,8 @@ absl::Status CheckKafkaConfig(const ConsumerOptions& options) {
 
 }  // namespace
 
-absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options,
+                                     bool plain_transactional_output) {
   using Check = absl::Status (*)(const ConsumerOptions&);
   // In this order: of several invalid fields, the first is reported.
   for (Check check : {CheckSubscription, CheckPolling, CheckRetries,
@@ -218,7 +244,8 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
                       CheckRestoreSteps, CheckWorkers, CheckKafkaConfig}) {
     if (absl::Status s = check(options); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  if (plain_transactional_output) return absl::OkStatus();
+  return CheckTransactionalOutputHasAChangelog(options);
 }
 
 }  // namespace idem::kafka

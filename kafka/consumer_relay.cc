@@ -167,8 +167,16 @@ void ConsumerImpl::Unfence() {
   }
 }
 
+bool ConsumerImpl::RoundDue() const {
+  if (!options_.transactional_output || hooks_.rounds_every_batch) return true;
+  return absl::Now() - round_began_ >= options_.transaction_interval ||
+         stats_.records - records_at_round_ >= options_.max_batch;
+}
+
 absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
   if (relay_ == nullptr || hooks_.skip_relay) return absl::OkStatus();
+  round_began_ = absl::Now();
+  records_at_round_ = stats_.records;
   if (changelog_ != nullptr && !MembershipHolds() &&
       !hooks_.changelog_skip_membership_check) {
     // Another member may own the partitions now and have published after

@@ -162,6 +162,9 @@ int main(int argc, char** argv) {
   if (flags.kill_point.step() == "chunk") hooks.restore_chunk_records = 5;
   hooks.store_record_offsets = flags.store_record_offsets;
   hooks.relay_ignores_progress = flags.ignore_progress;
+  // Plain mode with --transactional: every run of a test's member uses one
+  // store (ConsumerHooks::plain_transactional_output).
+  hooks.plain_transactional_output = changelog.empty();
   hooks.changelog_skip_membership_check = flags.skip_membership_check;
   hooks.changelog_unfenced = flags.unfenced;
   auto engine = idem::Engine::Open(argv[4], engine_options);

@@ -74,12 +74,11 @@ class KafkaTransactionSettingsTest : public ::testing::Test {
     for (int i = 0; i < count; ++i) {
       Message m;
       m.id = absl::StrCat("m", i);
-      absl::StatusOr<Result> r =
-          engine.Process(m, [&](const Message&, Txn& txn) {
-            txn.Emit(kSettingsDownstream, absl::StrCat("k", i),
-                     absl::StrCat(i));
-            return absl::OkStatus();
-          });
+      absl::StatusOr<Result> r = engine.Process(m, [&](const Message&,
+                                                       Txn& txn) {
+        txn.Emit(kSettingsDownstream, absl::StrCat("k", i), absl::StrCat(i));
+        return absl::OkStatus();
+      });
       ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << i;
     }
   }
@@ -181,6 +180,87 @@ TEST_F(KafkaTransactionSettingsTest, TransactionTimeoutOutOfRangeIsRefused) {
   consumer.kafka_config.pop_back();
   consumer.relay_kafka_config.emplace_back("transaction.timeout.ms", "5000");
   EXPECT_THAT(refusal(consumer), HasSubstr("set transaction_timeout"));
+  consumer.relay_kafka_config.clear();
+  // transaction_interval: > 0 and at most transaction_timeout.
+  for (absl::Duration bad : {absl::ZeroDuration(), absl::Milliseconds(-5),
+                             absl::Seconds(11), absl::InfiniteDuration()}) {
+    consumer.transaction_interval = bad;
+    EXPECT_THAT(refusal(consumer), HasSubstr("transaction_interval")) << bad;
+  }
+}
+
+// Rounds close at ConsumerOptions::transaction_interval or once max_batch
+// records were handled since the last one. With an interval of a minute,
+// four records' outputs wait in the outbox, and ten more close a round at
+// the size bound; the broken twin that runs a round after every batch
+// (ConsumerHooks::rounds_every_batch) publishes the four at once. With an
+// interval of 300 ms, four records' outputs go out without the size bound.
+TEST_F(KafkaTransactionSettingsTest,
+       TransactionalRoundsCloseAtTheIntervalOrTheSizeBound) {
+  struct Case {
+    const char* name;
+    absl::Duration interval;
+    bool every_batch;
+  };
+  for (const Case& c : {Case{"minute", absl::Minutes(1), false},
+                        Case{"broken variant", absl::Minutes(1), true},
+                        Case{"300ms", absl::Milliseconds(300), false}}) {
+    SCOPED_TRACE(c.name);
+    util::TempDir dir;
+    const std::string input = absl::StrCat(
+        "interval-", c.interval / absl::Milliseconds(1), "-", c.every_batch);
+    ASSERT_TRUE(bed_.cluster->CreateTopic(input, kSettingsPartitions).ok());
+    ::idem::Options engine_options;
+    engine_options.dedupe_scope = DedupeScope::kPartition;
+    ASSERT_OPEN(engine, dir.Sub("store"), engine_options);
+    ConsumerOptions options = test::TestConsumerOptions(bed_, input);
+    options.topics = {input};
+    options.transactional_output = true;
+    options.changelog_topic = input + "-state";
+    options.max_batch = 10;
+    options.transaction_timeout = absl::Minutes(2);
+    options.transaction_interval = c.interval;
+    kafka::ConsumerHooks hooks;
+    hooks.rounds_every_batch = c.every_batch;
+    auto consumer =
+        kafka::CreateConsumerWithHooks(engine.get(), options, hooks);
+    ASSERT_TRUE(consumer.ok()) << consumer.status();
+    auto forward = [](const Record& r, Txn& txn) {
+      if (absl::Status s = test::ApplyInPartition(r, txn); !s.ok()) return s;
+      txn.Emit(kSettingsDownstream, r.key, r.value);
+      return absl::OkStatus();
+    };
+    auto applied = [&] {
+      return test::PartitionAppliedCounts(*engine, input, kSettingsPartitions)
+          .size();
+    };
+    auto pending = [&] { return engine->GetStats()->outbox_pending; };
+    test::ProducedStream four = test::MakeStream(input, kSettingsPartitions, 4,
+                                                 /*duplicate_every=*/0, 8);
+    ASSERT_TRUE(bed_.producer->Produce(four.records).ok());
+    ASSERT_TRUE(test::PollUntil(**consumer, forward, [&] {
+                  return applied() >= 4;
+                }).ok());
+    if (c.interval == absl::Minutes(1)) {
+      for (int i = 0; i < 5; ++i)
+        ASSERT_TRUE((*consumer)->PollBatch(forward).ok());
+      if (c.every_batch) {
+        EXPECT_EQ(pending(), 0u);
+      } else {
+        EXPECT_GT(pending(), 0u);  // waiting for the interval
+      }
+      test::ProducedStream ten = test::MakeStream(input, kSettingsPartitions,
+                                                  10, /*duplicate_every=*/0, 9);
+      ASSERT_TRUE(bed_.producer->Produce(ten.records).ok());
+    }
+    // The size bound (ten more records) or the interval closes a round.
+    EXPECT_TRUE(test::PollUntil(
+                    **consumer, forward,
+                    [&] { return applied() >= 4 && pending() == 0; },
+                    absl::Seconds(30))
+                    .ok());
+    ASSERT_TRUE((*consumer)->Close().ok());
+  }
 }
 
 // REBALANCE_IN_PROGRESS for a round's offsets: the round is aborted and run
@@ -198,10 +278,10 @@ TEST_F(KafkaTransactionSettingsTest,
     auto relay = kafka::CreateOutboxRelayWithHooks(
         engine.get(), RelayOptions(absl::StrCat("rebalance-", broken)), hooks);
     ASSERT_TRUE(relay.ok()) << relay.status();
-    ASSERT_TRUE(bed_.cluster
-                    ->FailNextRequests(kTxnOffsetCommitKey,
-                                       {kRebalanceInProgress})
-                    .ok());
+    ASSERT_TRUE(
+        bed_.cluster
+            ->FailNextRequests(kTxnOffsetCommitKey, {kRebalanceInProgress})
+            .ok());
     absl::StatusOr<RelayReport> drained = (*relay)->Drain();
     if (broken) {
       EXPECT_EQ(drained.status().code(), absl::StatusCode::kAborted);
@@ -266,7 +346,8 @@ TEST_F(KafkaTransactionSettingsTest,
     options.changelog_topic = changelog;
     kafka::ConsumerHooks hooks;
     hooks.relay_retriable_errors_fence = broken;
-    auto consumer = kafka::CreateConsumerWithHooks(engine.get(), options, hooks);
+    auto consumer =
+        kafka::CreateConsumerWithHooks(engine.get(), options, hooks);
     ASSERT_TRUE(consumer.ok()) << consumer.status();
     auto forward = [](const Record& r, Txn& txn) {
       if (absl::Status s = test::ApplyInPartition(r, txn); !s.ok()) return s;
@@ -283,10 +364,10 @@ TEST_F(KafkaTransactionSettingsTest,
     ASSERT_TRUE(test::PollUntil(**consumer, forward, [&] {
                   return applied() >= 15;
                 }).ok());
-    ASSERT_TRUE(bed_.cluster
-                    ->FailNextRequests(kTxnOffsetCommitKey,
-                                       {kRebalanceInProgress})
-                    .ok());
+    ASSERT_TRUE(
+        bed_.cluster
+            ->FailNextRequests(kTxnOffsetCommitKey, {kRebalanceInProgress})
+            .ok());
     test::ProducedStream second = test::MakeStream(
         input, kSettingsPartitions, 15, /*duplicate_every=*/0, 6 + broken);
     ASSERT_TRUE(bed_.producer->Produce(second.records).ok());
