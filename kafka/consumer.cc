@@ -34,6 +34,18 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
                                 std::unique_ptr<ChangelogKeeper> changelog) {
   relay_ = std::move(relay);
   changelog_ = std::move(changelog);
+  if (changelog_ != nullptr && relay_ != nullptr &&
+      options_.transactional_output && !hooks_.keep_outbox_on_start) {
+    // What the store's outbox holds was left by an earlier run. The relay
+    // found its progress (OutboxRelay::Create): entries up to it were
+    // published in committed transactions; the rest were not, and, since
+    // a transaction carries whole commits with their changelog records,
+    // neither were their commits' changelog records. Each partition's check
+    // finds the store ahead of its changelog and restores it, and those
+    // records are processed again (by whoever owns them now) and emit
+    // again: the old copies go unpublished.
+    DropOutbox();
+  }
   dead_letter_ = options_.dead_letter;
   if (options_.workers > 1) {
     runner_ = std::make_unique<ParallelRunner>(

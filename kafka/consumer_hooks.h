@@ -97,6 +97,16 @@ struct ConsumerHooks {
   // With transactional_output: a relay round after every batch, ignoring
   // ConsumerOptions::transaction_interval (as before it existed).
   bool rounds_every_batch = false;
+  // Changelog mode with transactional_output, broken: relay rounds end at
+  // max_batch entries (OutboxRelayHooks::round_ends_after unset), so a
+  // transaction can carry part of a commit, and a member killed after it
+  // restores that commit and publishes its outputs again.
+  bool rounds_split_commits = false;
+  // Changelog mode with transactional_output, broken: a consumer starting on
+  // a store keeps the outbox an earlier run left, so the outputs of commits
+  // its checks restore away are published as well as those of their
+  // second run.
+  bool keep_outbox_on_start = false;
   // Changelog mode, broken: every check and restore runs whole in the
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.

@@ -388,6 +388,9 @@ class ConsumerImpl final : public Consumer {
   // unpublished, since those commits' outputs are published when they are
   // processed again (ConsumerStats::outbox_dropped).
   void Unfence();
+  // Acknowledges every outbox entry unpublished (ConsumerStats::
+  // outbox_dropped).
+  void DropOutbox();
 
   // Backpressure (ConsumerOptions::max_outbox_pending): whether the outbox
   // holds more entries than allowed; pausing every assigned partition, and

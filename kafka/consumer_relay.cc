@@ -121,6 +121,11 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
     relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
     relay_hooks.retriable_errors_fence = hooks_.relay_retriable_errors_fence;
+    if (changelog != nullptr && !hooks_.rounds_split_commits) {
+      relay_hooks.round_ends_after = [changelog](const OutboxEntry& entry) {
+        return changelog->EndsCommit(entry);
+      };
+    }
     AddRelaySteps(hooks_.relay_step, relay_hooks);
   }
   absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
@@ -158,6 +163,10 @@ void ConsumerImpl::Unfence() {
   // Every unpublished entry is of a commit whose changelog entries are
   // unpublished too (one transaction carries both), which the partitions'
   // next owner processes again: its outputs are that owner's to publish.
+  DropOutbox();
+}
+
+void ConsumerImpl::DropOutbox() {
   while (true) {
     absl::StatusOr<std::vector<OutboxEntry>> entries =
         engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -199,7 +200,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       total.dead_lettered += round->dead_lettered;
       total.already_published += round->already_published;
       if (round->last_position > 0) total.last_position = round->last_position;
-      if (round->acknowledged < options_.max_batch) {
+      if (round->acknowledged < options_.max_batch && !round_cut_) {
         read_ahead_.reset();  // none is taken by a round that was not full
         return total;
       }
@@ -281,6 +282,8 @@ class OutboxRelayImpl final : public OutboxRelay {
             : engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
     if (!read.ok()) return read.status();
     round_entries_ = *std::move(read);
+    round_cut_ = false;
+    if (absl::Status s = EndAtACommit(round_entries_); !s.ok()) return s;
     const std::vector<OutboxEntry>& entries = round_entries_;
     if (entries.empty()) return absl::OkStatus();
     // A full round is followed by another in a Drain: its entries are read
@@ -288,11 +291,41 @@ class OutboxRelayImpl final : public OutboxRelay {
     ReadAhead next(
         engine_, entries.back().position, options_.max_batch,
         next_round_follows &&
-            entries.size() == static_cast<size_t>(options_.max_batch));
+            (round_cut_ ||
+             entries.size() == static_cast<size_t>(options_.max_batch)));
     if (!options_.transactional_id.empty()) {
       return TransactionalRound(entries, next, report);
     }
     return AtLeastOnceRound(entries, next, report);
+  }
+
+  // With OutboxRelayHooks::round_ends_after and transactional_id: ends a
+  // full round's `entries` after the last entry that ends a commit
+  // (round_cut_: more follow), or, if none does, reads on until one does or
+  // the outbox ends, where a commit always ends (a read sees whole
+  // commits).
+  absl::Status EndAtACommit(std::vector<OutboxEntry>& entries) {
+    if (!hooks_.round_ends_after || options_.transactional_id.empty()) {
+      return absl::OkStatus();
+    }
+    const size_t batch = static_cast<size_t>(options_.max_batch);
+    size_t unread_from = 0;  // entries before it hold no commit's end
+    size_t last_read = entries.size();
+    while (last_read == batch) {
+      for (size_t i = entries.size(); i > unread_from; --i) {
+        if (!hooks_.round_ends_after(entries[i - 1])) continue;
+        round_cut_ = true;
+        entries.resize(i);
+        return absl::OkStatus();
+      }
+      unread_from = entries.size();
+      absl::StatusOr<std::vector<OutboxEntry>> more =
+          engine_->ReadOutboxAfter(entries.back().position, batch);
+      if (!more.ok()) return more.status();
+      last_read = more->size();
+      std::move(more->begin(), more->end(), std::back_inserter(entries));
+    }
+    return absl::OkStatus();
   }
 
   // Notes entries [first, end) of the round's plan that were published
@@ -612,6 +645,9 @@ class OutboxRelayImpl final : public OutboxRelay {
   // The current round's transaction failed with a retriable error and was
   // aborted: RetriedRound runs it again.
   bool retry_round_ = false;
+  // The current round ended at a commit before the entries it read ended
+  // (EndAtACommit): a Drain goes on.
+  bool round_cut_ = false;
   uint64_t published_up_to_ = 0;
   // Within a Drain: the next round's entries, read while the last round's
   // transaction committed (none after a failed round).

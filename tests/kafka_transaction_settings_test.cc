@@ -301,6 +301,61 @@ TEST_F(KafkaTransactionSettingsTest,
   }
 }
 
+// With OutboxRelayHooks::round_ends_after a transactional round ends after
+// the last entry that ends a commit: commits of three entries give rounds
+// of nine under max_batch 10, and a commit of twelve entries goes whole
+// into one round. Its broken twin (no hook) cuts rounds at ten entries,
+// through commits.
+TEST_F(KafkaTransactionSettingsTest,
+       TransactionalRoundsCarryWholeCommitsWhenTheyEndAtCommits) {
+  for (bool broken : {false, true}) {
+    SCOPED_TRACE(broken ? "broken variant" : "relay");
+    util::TempDir dir;
+    ASSERT_OPEN(engine, dir.Sub("store"), Options());
+    // Commits of 3, 3, 3, 3 and 12 entries; each commit's last is "end".
+    for (int commit = 0; commit < 5; ++commit) {
+      Message m;
+      m.id = absl::StrCat("commit", commit);
+      const int entries = commit == 4 ? 12 : 3;
+      ASSERT_TRUE(engine
+                      ->Process(m,
+                                [&](const Message&, Txn& txn) {
+                                  for (int i = 1; i <= entries; ++i) {
+                                    txn.Emit(kSettingsDownstream,
+                                             i == entries ? "end" : "part",
+                                             absl::StrCat(commit, "/", i));
+                                  }
+                                  return absl::OkStatus();
+                                })
+                      .ok());
+    }
+    OutboxRelayHooks hooks;
+    if (!broken) {
+      hooks.round_ends_after = [](const idem::OutboxEntry& entry) {
+        return entry.key == "end";
+      };
+    }
+    std::vector<size_t> rounds;
+    hooks.after_round =
+        [&](absl::Span<const idem::OutboxEntry* const> published, bool complete,
+            bool) {
+          if (complete && !published.empty())
+            rounds.push_back(published.size());
+        };
+    auto relay = kafka::CreateOutboxRelayWithHooks(
+        engine.get(), RelayOptions(absl::StrCat("commits-", broken)), hooks);
+    ASSERT_TRUE(relay.ok()) << relay.status();
+    absl::StatusOr<RelayReport> drained = (*relay)->Drain();
+    ASSERT_TRUE(drained.ok()) << drained.status();
+    EXPECT_EQ(drained->published, 24);
+    if (broken) {
+      EXPECT_THAT(rounds, ::testing::ElementsAre(10, 10, 4));
+    } else {
+      EXPECT_THAT(rounds, ::testing::ElementsAre(9, 3, 12));
+    }
+  }
+}
+
 // INVALID_PRODUCER_EPOCH (a newer instance of the transactional.id took
 // over) still fails the round as fenced, and the producer is created again.
 TEST_F(KafkaTransactionSettingsTest,
@@ -371,9 +426,12 @@ TEST_F(KafkaTransactionSettingsTest,
     test::ProducedStream second = test::MakeStream(
         input, kSettingsPartitions, 15, /*duplicate_every=*/0, 6 + broken);
     ASSERT_TRUE(bed_.producer->Produce(second.records).ok());
+    // Until every record is handled and its outputs published (rounds wait
+    // for transaction_interval).
     std::vector<absl::Status> errors;
     const absl::Time deadline = absl::Now() + absl::Seconds(60);
-    while (applied() < 30 && absl::Now() < deadline) {
+    while ((applied() < 30 || engine->GetStats()->outbox_pending > 0) &&
+           absl::Now() < deadline) {
       absl::StatusOr<kafka::BatchReport> polled =
           (*consumer)->PollBatch(forward);
       if (!polled.ok()) errors.push_back(polled.status());
