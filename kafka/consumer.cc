@@ -26,7 +26,9 @@ namespace {
 // Run's pause after a failed PollBatch with a transient cause, doubled
 // after each further failure up to the bound, and reset by a success.
 constexpr absl::Duration kRunFirstBackoff = absl::Milliseconds(100);
-constexpr absl::Duration kRunMaxBackoff = absl::Seconds(10);
+// (At most 1 s: a consumer resumes within about that of its brokers'
+// return after an outage, docs/operations.md.)
+constexpr absl::Duration kRunMaxBackoff = absl::Seconds(1);
 
 }  // namespace
 
@@ -53,7 +55,8 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
         hooks_.lane_per_record);
   }
   ConfPtr conf(rd_kafka_conf_new());
-  ConfigList config = {{"auto.offset.reset", "earliest"}};
+  ConfigList config = {{"auto.offset.reset", "earliest"},
+                       {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   config.insert(config.end(), options_.kafka_config.begin(),
                 options_.kafka_config.end());
   config.insert(config.end(), {{"bootstrap.servers", options_.brokers},

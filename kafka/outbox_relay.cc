@@ -681,7 +681,8 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
   std::vector<std::pair<std::string, std::string>> config = {
       {"enable.idempotence", "true"},
       {"acks", "all"},
-      {"partitioner", "murmur2_random"}};
+      {"partitioner", "murmur2_random"},
+      {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   config.insert(config.end(), options.kafka_config.begin(),
                 options.kafka_config.end());
   std::unique_ptr<Producer> producer;

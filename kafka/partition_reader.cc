@@ -38,7 +38,8 @@ absl::StatusOr<HandlePtr> NewReaderHandle(const std::string& brokers,
       // read ends at the last stable offset, where librdkafka reports the
       // partition's end (a zombie member's fenced changelog records are
       // never restored).
-      {"isolation.level", isolation}};
+      {"isolation.level", isolation},
+      {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   settings.insert(settings.end(), config.begin(), config.end());
   if (absl::Status s = SetConfig(conf.get(), settings); !s.ok()) return s;
   absl::StatusOr<HandlePtr> handle =

@@ -54,8 +54,8 @@ class KafkaPartitionReaderTest : public ::testing::Test {
                                           {{"log_level", "3"}}, hooks);
     if (!reader.ok()) return reader.status();
     std::vector<std::string> values;
-    absl::Status read = (*reader)->Read(
-        kReaderTopic, 0, 0, timeout, [&](const LogRecord& r) {
+    absl::Status read =
+        (*reader)->Read(kReaderTopic, 0, 0, timeout, [&](const LogRecord& r) {
           values.emplace_back(r.record.value);
           return absl::OkStatus();
         });
@@ -77,7 +77,8 @@ class KafkaPartitionReaderTest : public ::testing::Test {
   test::KafkaTestBed bed_;
 };
 
-TEST_F(KafkaPartitionReaderTest, ReadWaitsUntilTheLastStableOffsetPassesTheEnd) {
+TEST_F(KafkaPartitionReaderTest,
+       ReadWaitsUntilTheLastStableOffsetPassesTheEnd) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::vector<std::string>> values =
       ReadAll(OpenFor(absl::Milliseconds(500)), absl::Seconds(10));
