@@ -120,9 +120,10 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
 
 // The zombie of --stall_at: consumes until the batch with its first record
 // whose ID starts with `prefix` has ended, stalling at that record until
-// <store>.wake exists. Its exit code.
+// <store>.wake exists; with `emit_to`, forwarding each record there. Its
+// exit code.
 int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
-              const std::string& prefix) {
+              const std::string& prefix, const std::string& emit_to) {
   bool stalled = false;
   auto stalling = [&](const idem::kafka::Record& record, idem::Txn& txn) {
     if (!stalled && record.id.starts_with(prefix)) {
@@ -131,6 +132,9 @@ int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
       idem::test::WaitUntil(
           [&] { return std::filesystem::exists(store + ".wake"); },
           absl::Seconds(75));
+    }
+    if (!emit_to.empty()) {
+      return idem::test::ApplyInPartitionAndForward(record, txn, emit_to);
     }
     return idem::test::ApplyInPartition(record, txn);
   };
@@ -201,6 +205,8 @@ int main(int argc, char** argv) {
   if (!flags.stall_at.empty()) {
     options.max_batch = 6;
     options.kafka_config.emplace_back("max.poll.interval.ms", "4000");
+    // Below max.poll.interval.ms, as Consumer::Create requires.
+    options.transaction_timeout = absl::Seconds(2);
   }
   auto consumer =
       idem::kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
@@ -209,7 +215,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!flags.stall_at.empty()) {
-    return RunZombie(**consumer, argv[4], flags.stall_at);
+    return RunZombie(**consumer, argv[4], flags.stall_at, flags.emit_to);
   }
   const int workers = flags.workers;
   std::atomic<int> handler_calls{0};
