@@ -595,6 +595,12 @@ bool ChangelogKeeper::Skip(const OutboxEntry& entry) const {
          mark->offset <= fence->second.published_up_to;
 }
 
+bool ChangelogKeeper::EndsCommit(const OutboxEntry& entry) const {
+  if (entry.destination != target_.changelog_topic) return false;
+  std::optional<ChangelogKey> key = DecodeChangelogKey(entry.key);
+  return key.has_value() && key->kind == ChangelogKey::Kind::kOffset;
+}
+
 absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
                                      Handler handler) {
   int64_t epoch = 0;

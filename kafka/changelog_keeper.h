@@ -128,6 +128,10 @@ class ChangelogKeeper {
   // must not publish (see the file comment).
   bool Skip(const OutboxEntry& entry) const;
 
+  // For OutboxRelayHooks::round_ends_after: whether `entry` is a commit's
+  // mark (its "o/" record, written last in each commit).
+  bool EndsCommit(const OutboxEntry& entry) const;
+
   // Runs `handler` on `record` through a ChangelogTxn and emits the
   // commit's changelog records. kAborted if the partition was not checked.
   absl::Status Handle(const Record& record, Txn& txn, Handler handler);

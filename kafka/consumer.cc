@@ -26,7 +26,9 @@ namespace {
 // Run's pause after a failed PollBatch with a transient cause, doubled
 // after each further failure up to the bound, and reset by a success.
 constexpr absl::Duration kRunFirstBackoff = absl::Milliseconds(100);
-constexpr absl::Duration kRunMaxBackoff = absl::Seconds(10);
+// (At most 1 s: a consumer resumes within about that of its brokers'
+// return after an outage, docs/operations.md.)
+constexpr absl::Duration kRunMaxBackoff = absl::Seconds(1);
 
 }  // namespace
 
@@ -34,6 +36,18 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
                                 std::unique_ptr<ChangelogKeeper> changelog) {
   relay_ = std::move(relay);
   changelog_ = std::move(changelog);
+  if (changelog_ != nullptr && relay_ != nullptr &&
+      options_.transactional_output && !hooks_.keep_outbox_on_start) {
+    // What the store's outbox holds was left by an earlier run. The relay
+    // found its progress (OutboxRelay::Create): entries up to it were
+    // published in committed transactions; the rest were not, and, since
+    // a transaction carries whole commits with their changelog records,
+    // neither were their commits' changelog records. Each partition's check
+    // finds the store ahead of its changelog and restores it, and those
+    // records are processed again (by whoever owns them now) and emit
+    // again: the old copies go unpublished.
+    DropOutbox();
+  }
   dead_letter_ = options_.dead_letter;
   if (options_.workers > 1) {
     runner_ = std::make_unique<ParallelRunner>(
@@ -41,7 +55,8 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
         hooks_.lane_per_record);
   }
   ConfPtr conf(rd_kafka_conf_new());
-  ConfigList config = {{"auto.offset.reset", "earliest"}};
+  ConfigList config = {{"auto.offset.reset", "earliest"},
+                       {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   config.insert(config.end(), options_.kafka_config.begin(),
                 options_.kafka_config.end());
   config.insert(config.end(), {{"bootstrap.servers", options_.brokers},
@@ -113,7 +128,9 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+  if (RoundDue()) {
+    if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
+  }
   if (changelog_ != nullptr) FollowStandbys();
   return report;
 }
@@ -472,7 +489,11 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
-  if (absl::Status s = ValidateConsumerOptions(options); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateConsumerOptions(options, hooks.plain_transactional_output);
+      !s.ok()) {
+    return s;
+  }
   auto consumer = std::make_unique<ConsumerImpl>(engine, options, hooks);
   std::unique_ptr<ChangelogKeeper> changelog;
   if (!options.changelog_topic.empty()) {

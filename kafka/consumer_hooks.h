@@ -90,10 +90,33 @@ struct ConsumerHooks {
   // member killed between a transaction's commit and its acknowledgement
   // publishes that transaction's outputs again.
   bool relay_ignores_progress = false;
+  // With transactional_output, broken: a retriable transactional error
+  // (REBALANCE_IN_PROGRESS) counts as fenced
+  // (OutboxRelayHooks::retriable_errors_fence).
+  bool relay_retriable_errors_fence = false;
+  // With transactional_output: a relay round after every batch, ignoring
+  // ConsumerOptions::transaction_interval (as before it existed).
+  bool rounds_every_batch = false;
+  // Changelog mode with transactional_output, broken: relay rounds end at
+  // max_batch entries (OutboxRelayHooks::round_ends_after unset), so a
+  // transaction can carry part of a commit, and a member killed after it
+  // restores that commit and publishes its outputs again.
+  bool rounds_split_commits = false;
+  // Changelog mode with transactional_output, broken: a consumer starting on
+  // a store keeps the outbox an earlier run left, so the outputs of commits
+  // its checks restore away are published as well as those of their
+  // second run.
+  bool keep_outbox_on_start = false;
   // Changelog mode, broken: every check and restore runs whole in the
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.
   bool restore_in_callback = false;
+
+  // Not a broken variant: lets transactional_output go without
+  // changelog_topic (which Consumer::Create refuses), for tests whose every
+  // member runs on one store: there a partition's commits never meet
+  // another store, and plain mode is exact.
+  bool plain_transactional_output = false;
 
   // Not broken variants: stand-ins for what librdkafka's mock cluster
   // lacks. Changelog mode reads and changes topic configurations through

@@ -360,6 +360,11 @@ class ConsumerImpl final : public Consumer {
   // sees it, and the next call publishes the rest again.
   absl::Status RelayOutbox(BatchReport& report);
 
+  // Whether a batch is to be followed by RelayOutbox: always, but with
+  // transactional_output only once transaction_interval has passed since
+  // the last round began, or max_batch records were handled since then.
+  bool RoundDue() const;
+
   // Changelog mode: whether this member still holds its partitions as the
   // group coordinator sees it. librdkafka's own view first (a member that
   // stalled past max.poll.interval.ms has left), then the coordinator's: a
@@ -383,6 +388,9 @@ class ConsumerImpl final : public Consumer {
   // unpublished, since those commits' outputs are published when they are
   // processed again (ConsumerStats::outbox_dropped).
   void Unfence();
+  // Acknowledges every outbox entry unpublished (ConsumerStats::
+  // outbox_dropped).
+  void DropOutbox();
 
   // Backpressure (ConsumerOptions::max_outbox_pending): whether the outbox
   // holds more entries than allowed; pausing every assigned partition, and
@@ -441,6 +449,10 @@ class ConsumerImpl final : public Consumer {
   };
   absl::btree_map<TopicPartition, Restoring> restoring_;
   ConsumerStats stats_;
+  // transactional_output: when the last relay round began, and
+  // stats_.records then (RoundDue).
+  absl::Time round_began_ = absl::Now();
+  int64_t records_at_round_ = 0;
 
   // ---- Any thread ----
   std::atomic<bool> stop_{false};

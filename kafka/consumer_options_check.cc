@@ -1,7 +1,10 @@
 #include "kafka/consumer_options_check.h"
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "engine/absl_view.h"
@@ -74,6 +77,69 @@ absl::Status CheckStatisticsInterval(const ConsumerOptions& options) {
   return absl::OkStatus();
 }
 
+// The group's max.poll.interval.ms: kafka_config's last setting, or
+// librdkafka's default; nullopt if kafka_config's is not a number.
+std::optional<absl::Duration> MaxPollInterval(const ConsumerOptions& options) {
+  absl::Duration interval = absl::Milliseconds(300000);
+  for (const auto& [name, value] : options.kafka_config) {
+    if (name != "max.poll.interval.ms") continue;
+    int64_t ms = 0;
+    if (!absl::SimpleAtoi(value, &ms)) return std::nullopt;
+    interval = absl::Milliseconds(ms);
+  }
+  return interval;
+}
+
+// transaction_timeout, within what librdkafka accepts and below the group's
+// max.poll.interval.ms, and set nowhere else.
+absl::Status CheckTransactionTimeout(const ConsumerOptions& options) {
+  for (const auto* config :
+       {&options.kafka_config, &options.relay_kafka_config}) {
+    for (const auto& [name, value] : *config) {
+      if (name == "transaction.timeout.ms") {
+        return Invalid(
+            "kafka_config and relay_kafka_config must not set "
+            "transaction.timeout.ms: set transaction_timeout");
+      }
+    }
+  }
+  if (options.transaction_interval <= absl::ZeroDuration() ||
+      options.transaction_interval > options.transaction_timeout) {
+    return Invalid(absl::StrCat(
+        "transaction_interval must be > 0 and at most transaction_timeout (",
+        absl::FormatDuration(options.transaction_timeout), "), got ",
+        absl::FormatDuration(options.transaction_interval)));
+  }
+  const std::optional<absl::Duration> max_poll = MaxPollInterval(options);
+  // A max.poll.interval.ms that is not a number is librdkafka's to refuse.
+  if (options.transaction_timeout < absl::Seconds(1) ||
+      (max_poll.has_value() && options.transaction_timeout >= *max_poll)) {
+    return Invalid(absl::StrCat(
+        "transaction_timeout must be in [1s, max.poll.interval.ms (",
+        max_poll.has_value() ? absl::FormatDuration(*max_poll) : "?",
+        ")), got ", absl::FormatDuration(options.transaction_timeout)));
+  }
+  return absl::OkStatus();
+}
+
+// Transactional output is exact only where a partition's commits move with
+// it (changelog mode).
+absl::Status CheckTransactionalOutputHasAChangelog(
+    const ConsumerOptions& options) {
+  if (!options.transactional_output || !options.changelog_topic.empty()) {
+    return absl::OkStatus();
+  }
+  return Invalid(
+      "transactional_output needs changelog_topic: without a changelog a "
+      "member's store keeps the commits it made, and the group can give "
+      "their partition to another member's store that processes the same "
+      "records again (a member stalled past max.poll.interval.ms whose "
+      "transaction the group refused, or a partition that moves away and "
+      "back), so a read_committed reader would see their outputs twice; "
+      "only a changelog lets a store undo what the group did not keep "
+      "(docs/outbox.md, \"Transactional output\")");
+}
+
 // What transactional_output needs besides itself.
 absl::Status CheckTransactionalOutput(const ConsumerOptions& options) {
   if (options.transactional_output && !options.relay_outbox) {
@@ -82,6 +148,7 @@ absl::Status CheckTransactionalOutput(const ConsumerOptions& options) {
   if (options.transactional_output && options.relay_progress_topic.empty()) {
     return Invalid("transactional_output needs a relay_progress_topic");
   }
+  if (options.transactional_output) return CheckTransactionTimeout(options);
   return absl::OkStatus();
 }
 
@@ -167,7 +234,8 @@ absl::Status CheckKafkaConfig(const ConsumerOptions& options) {
 
 }  // namespace
 
-absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options,
+                                     bool plain_transactional_output) {
   using Check = absl::Status (*)(const ConsumerOptions&);
   // In this order: of several invalid fields, the first is reported.
   for (Check check : {CheckSubscription, CheckPolling, CheckRetries,
@@ -176,7 +244,8 @@ absl::Status ValidateConsumerOptions(const ConsumerOptions& options) {
                       CheckRestoreSteps, CheckWorkers, CheckKafkaConfig}) {
     if (absl::Status s = check(options); !s.ok()) return s;
   }
-  return absl::OkStatus();
+  if (plain_transactional_output) return absl::OkStatus();
+  return CheckTransactionalOutputHasAChangelog(options);
 }
 
 }  // namespace idem::kafka

@@ -11,7 +11,10 @@ namespace idem::kafka {
 
 // kInvalidArgument naming the field (or the kafka_config property) for
 // options a Consumer cannot run with; OK otherwise.
-absl::Status ValidateConsumerOptions(const ConsumerOptions& options);
+// `plain_transactional_output` (ConsumerHooks) lets transactional_output
+// go without changelog_topic.
+absl::Status ValidateConsumerOptions(const ConsumerOptions& options,
+                                     bool plain_transactional_output = false);
 
 }  // namespace idem::kafka
 

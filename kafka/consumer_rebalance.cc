@@ -204,12 +204,14 @@ void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
   // Kafka's offsets: a closing member does not wait for a commit (which
   // librdkafka can hold for good from a member that has left the group).
   const bool commit = in_group && !(closing_ && changelog_ != nullptr);
-  if (in_group && changelog_ != nullptr && callback_error_.ok()) {
-    // The next owner restores from the changelog: publish it first.
+  if (in_group && (changelog_ != nullptr || options_.transactional_output) &&
+      callback_error_.ok()) {
+    // The next owner restores from the changelog: publish it first (and,
+    // with transactional_output, whatever waits for transaction_interval).
     BatchReport published;
     if (absl::Status s = RelayOutbox(published); !s.ok()) {
       callback_error_ = s;
-    } else {
+    } else if (changelog_ != nullptr) {
       CheckpointChangelogs(partitions);
     }
   }

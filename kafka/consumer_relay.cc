@@ -117,8 +117,15 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     relay_options.transactional_id =
         absl::StrCat("idem.", options_.group_id, ".", *member);
     relay_options.progress_topic = options_.relay_progress_topic;
+    relay_options.transaction_timeout = options_.transaction_timeout;
     relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
     relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
+    relay_hooks.retriable_errors_fence = hooks_.relay_retriable_errors_fence;
+    if (changelog != nullptr && !hooks_.rounds_split_commits) {
+      relay_hooks.round_ends_after = [changelog](const OutboxEntry& entry) {
+        return changelog->EndsCommit(entry);
+      };
+    }
     AddRelaySteps(hooks_.relay_step, relay_hooks);
   }
   absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
@@ -156,6 +163,10 @@ void ConsumerImpl::Unfence() {
   // Every unpublished entry is of a commit whose changelog entries are
   // unpublished too (one transaction carries both), which the partitions'
   // next owner processes again: its outputs are that owner's to publish.
+  DropOutbox();
+}
+
+void ConsumerImpl::DropOutbox() {
   while (true) {
     absl::StatusOr<std::vector<OutboxEntry>> entries =
         engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
@@ -165,8 +176,16 @@ void ConsumerImpl::Unfence() {
   }
 }
 
+bool ConsumerImpl::RoundDue() const {
+  if (!options_.transactional_output || hooks_.rounds_every_batch) return true;
+  return absl::Now() - round_began_ >= options_.transaction_interval ||
+         stats_.records - records_at_round_ >= options_.max_batch;
+}
+
 absl::Status ConsumerImpl::RelayOutbox(BatchReport& report) {
   if (relay_ == nullptr || hooks_.skip_relay) return absl::OkStatus();
+  round_began_ = absl::Now();
+  records_at_round_ = stats_.records;
   if (changelog_ != nullptr && !MembershipHolds() &&
       !hooks_.changelog_skip_membership_check) {
     // Another member may own the partitions now and have published after

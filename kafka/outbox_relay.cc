@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -25,12 +26,17 @@ namespace idem::kafka {
 namespace {
 
 // Producer properties the relay sets itself and refuses from kafka_config.
-constexpr const char* kOwnedProperties[] = {"enable.idempotence", "acks",
-                                            "transactional.id"};
+constexpr const char* kOwnedProperties[] = {
+    "enable.idempotence", "acks", "transactional.id", "transaction.timeout.ms"};
 
 // How long a transactional producer waits for the brokers to register it,
 // commit or abort.
 constexpr absl::Duration kTransactionTimeout = absl::Seconds(30);
+
+// A round retried after a retriable transactional error first waits this
+// long times its retry's number, so a rebalance or a coordinator's move
+// can finish.
+constexpr absl::Duration kRoundRetryBackoff = absl::Milliseconds(50);
 
 absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   auto invalid = [](std::string_view what) {
@@ -49,6 +55,13 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
   if (!options.transactional_id.empty() && options.progress_topic.empty()) {
     return invalid("transactional_id needs a progress_topic");
   }
+  if (!options.transactional_id.empty() &&
+      (options.transaction_timeout < absl::Seconds(1) ||
+       options.transaction_timeout > absl::Hours(24))) {
+    return invalid(
+        absl::StrCat("transaction_timeout must be in [1s, 24h], got ",
+                     absl::FormatDuration(options.transaction_timeout)));
+  }
   if (options.idle_wait < absl::ZeroDuration() ||
       options.idle_wait == absl::InfiniteDuration()) {
     return invalid("idle_wait must be >= 0 and finite");
@@ -59,7 +72,9 @@ absl::Status ValidateRelayOptions(const OutboxRelayOptions& options) {
         return invalid(
             absl::StrCat("kafka_config must not set ", name,
                          ": the relay produces idempotently with acks=all "
-                         "(and sets transactional.id from transactional_id)"));
+                         "(and sets transactional.id and "
+                         "transaction.timeout.ms from transactional_id and "
+                         "transaction_timeout)"));
       }
     }
   }
@@ -185,7 +200,7 @@ class OutboxRelayImpl final : public OutboxRelay {
       total.dead_lettered += round->dead_lettered;
       total.already_published += round->already_published;
       if (round->last_position > 0) total.last_position = round->last_position;
-      if (round->acknowledged < options_.max_batch) {
+      if (round->acknowledged < options_.max_batch && !round_cut_) {
         read_ahead_.reset();  // none is taken by a round that was not full
         return total;
       }
@@ -217,9 +232,7 @@ class OutboxRelayImpl final : public OutboxRelay {
   absl::StatusOr<RelayReport> CountedRound(bool next_round_follows) {
     ++stats_.rounds;
     RelayReport report;
-    round_entries_.clear();
-    round_published_.clear();
-    absl::Status status = Round(report, next_round_follows);
+    absl::Status status = RetriedRound(report, next_round_follows);
     if (hooks_.after_round) {
       std::vector<const OutboxEntry*> published;
       published.reserve(round_published_.size());
@@ -242,6 +255,26 @@ class OutboxRelayImpl final : public OutboxRelay {
     return report;
   }
 
+  // A round, run again (OutboxRelayOptions::kRoundRetries) while its
+  // transaction failed before its commit with a retriable error and was
+  // aborted: nothing of it reached the brokers' readers.
+  absl::Status RetriedRound(RelayReport& report, bool next_round_follows) {
+    for (int retry = 0;; ++retry) {
+      report = RelayReport();
+      round_entries_.clear();
+      round_published_.clear();
+      retry_round_ = false;
+      absl::Status status = Round(report, next_round_follows);
+      if (status.ok() || !retry_round_ ||
+          retry == OutboxRelayOptions::kRoundRetries) {
+        return status;
+      }
+      ++stats_.retried_rounds;
+      read_ahead_.reset();  // the round reads its entries again
+      absl::SleepFor(kRoundRetryBackoff * (retry + 1));
+    }
+  }
+
   absl::Status Round(RelayReport& report, bool next_round_follows) {
     absl::StatusOr<std::vector<OutboxEntry>> read =
         read_ahead_.has_value()
@@ -249,6 +282,8 @@ class OutboxRelayImpl final : public OutboxRelay {
             : engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
     if (!read.ok()) return read.status();
     round_entries_ = *std::move(read);
+    round_cut_ = false;
+    if (absl::Status s = EndAtACommit(round_entries_); !s.ok()) return s;
     const std::vector<OutboxEntry>& entries = round_entries_;
     if (entries.empty()) return absl::OkStatus();
     // A full round is followed by another in a Drain: its entries are read
@@ -256,11 +291,41 @@ class OutboxRelayImpl final : public OutboxRelay {
     ReadAhead next(
         engine_, entries.back().position, options_.max_batch,
         next_round_follows &&
-            entries.size() == static_cast<size_t>(options_.max_batch));
+            (round_cut_ ||
+             entries.size() == static_cast<size_t>(options_.max_batch)));
     if (!options_.transactional_id.empty()) {
       return TransactionalRound(entries, next, report);
     }
     return AtLeastOnceRound(entries, next, report);
+  }
+
+  // With OutboxRelayHooks::round_ends_after and transactional_id: ends a
+  // full round's `entries` after the last entry that ends a commit
+  // (round_cut_: more follow), or, if none does, reads on until one does or
+  // the outbox ends, where a commit always ends (a read sees whole
+  // commits).
+  absl::Status EndAtACommit(std::vector<OutboxEntry>& entries) {
+    if (!hooks_.round_ends_after || options_.transactional_id.empty()) {
+      return absl::OkStatus();
+    }
+    const size_t batch = static_cast<size_t>(options_.max_batch);
+    size_t unread_from = 0;  // entries before it hold no commit's end
+    size_t last_read = entries.size();
+    while (last_read == batch) {
+      for (size_t i = entries.size(); i > unread_from; --i) {
+        if (!hooks_.round_ends_after(entries[i - 1])) continue;
+        round_cut_ = true;
+        entries.resize(i);
+        return absl::OkStatus();
+      }
+      unread_from = entries.size();
+      absl::StatusOr<std::vector<OutboxEntry>> more =
+          engine_->ReadOutboxAfter(entries.back().position, batch);
+      if (!more.ok()) return more.status();
+      last_read = more->size();
+      std::move(more->begin(), more->end(), std::back_inserter(entries));
+    }
+    return absl::OkStatus();
   }
 
   // Notes entries [first, end) of the round's plan that were published
@@ -360,9 +425,9 @@ class OutboxRelayImpl final : public OutboxRelay {
     return plan;
   }
 
-  // One round as one Kafka transaction: the entries, the progress record,
-  // the group's offsets (a Consumer's), the commit; then AckOutbox of all.
-  // Entries up to the progress a committed transaction recorded are
+  // One round as one Kafka transaction: the group's offsets (a
+  // Consumer's), the entries, the progress record, the commit; then AckOutbox
+  // of all. Entries up to the progress a committed transaction recorded are
   // acknowledged unpublished. On any error the transaction is aborted and
   // nothing new is acknowledged.
   absl::Status TransactionalRound(const std::vector<OutboxEntry>& entries,
@@ -388,7 +453,13 @@ class OutboxRelayImpl final : public OutboxRelay {
       return absl::OkStatus();
     }
     const uint64_t last = entries.back().position;
-    if (absl::Status s = txn_->Begin(); !s.ok()) return TransactionFailed(s);
+    if (absl::Status s = txn_->Begin(); !s.ok()) {
+      return TransactionFailed(s, /*before_commit=*/true);
+    }
+    // The group's offsets go first: a group that refuses them (a member it
+    // no longer counts) ends the round before any of its records is
+    // produced.
+    if (absl::Status s = SendTransactionOffsets(); !s.ok()) return s;
     // The progress record goes last in the second produce call (no round
     // trip of its own).
     plan.records[1].push_back(RelayProgressRecord(
@@ -411,15 +482,6 @@ class OutboxRelayImpl final : public OutboxRelay {
       }
       TransactionFailed(published).IgnoreError();  // the entry's error wins
       return PublishError(entries, plan, delivered, published);
-    }
-    if (hooks_.transaction_offsets) {
-      absl::StatusOr<GroupOffsets> offsets = hooks_.transaction_offsets();
-      if (!offsets.ok()) return TransactionFailed(offsets.status());
-      if (offsets->offsets != nullptr && offsets->offsets->cnt > 0) {
-        if (absl::Status s = txn_->SendOffsets(*offsets); !s.ok()) {
-          return TransactionFailed(s);
-        }
-      }
     }
     if (hooks_.before_transaction_commit) {
       if (absl::Status s = hooks_.before_transaction_commit(); !s.ok()) {
@@ -445,14 +507,29 @@ class OutboxRelayImpl final : public OutboxRelay {
     return absl::OkStatus();
   }
 
+  // With OutboxRelayHooks::transaction_offsets: commits the group's offsets
+  // in the open transaction; on an error, aborts it (TransactionFailed).
+  absl::Status SendTransactionOffsets() {
+    if (!hooks_.transaction_offsets) return absl::OkStatus();
+    absl::StatusOr<GroupOffsets> offsets = hooks_.transaction_offsets();
+    if (!offsets.ok()) return TransactionFailed(offsets.status());
+    if (offsets->offsets == nullptr || offsets->offsets->cnt == 0) {
+      return absl::OkStatus();
+    }
+    if (absl::Status s = txn_->SendOffsets(*offsets); !s.ok()) {
+      return TransactionFailed(s, /*before_commit=*/true);
+    }
+    return absl::OkStatus();
+  }
+
   // Creates the transactional producer (which fences older instances of
   // the transactional.id and has the brokers abort what they left open),
   // then reads the progress its last committed transaction recorded.
   absl::Status StartTransactionalProducer() {
     absl::StatusOr<std::unique_ptr<TransactionalProducer>> txn =
-        TransactionalProducer::Create(options_.brokers, config_,
-                                      options_.transactional_id,
-                                      options_.logger, kTransactionTimeout);
+        TransactionalProducer::Create(
+            options_.brokers, config_, options_.transactional_id,
+            options_.logger, options_.transaction_timeout, kTransactionTimeout);
     if (!txn.ok()) return txn.status();
     absl::StatusOr<uint64_t> progress = ReadRelayProgress(
         options_.brokers, options_.kafka_config, options_.progress_topic,
@@ -468,11 +545,21 @@ class OutboxRelayImpl final : public OutboxRelay {
   // Aborts the round's transaction after `error` (unless the producer
   // failed for good) and drops the producer: the next round creates it
   // again, which settles a transaction whose commit's outcome is unknown (a
-  // timeout) and reads the progress it left. Returns `error`.
-  absl::Status TransactionFailed(absl::Status error) {
+  // timeout) and reads the progress it left. Returns `error`. A retriable
+  // error `before_commit` whose transaction was aborted keeps the producer
+  // and has the round run again (retry_round_): the abort settled it.
+  absl::Status TransactionFailed(absl::Status error,
+                                 bool before_commit = false) {
     ++stats_.aborted_transactions;
-    if (!txn_->fatal()) txn_->Abort().IgnoreError();
-    txn_.reset();
+    const bool retriable = before_commit && txn_->last_error_retriable();
+    const bool aborted = !txn_->fatal() && txn_->Abort().ok();
+    if (retriable && hooks_.retriable_errors_fence) {
+      txn_.reset();
+      return absl::AbortedError(
+          absl::StrCat(error.message(), " (fenced, as the hook has it)"));
+    }
+    retry_round_ = retriable && aborted;
+    if (!retry_round_) txn_.reset();
     return error;
   }
 
@@ -555,6 +642,12 @@ class OutboxRelayImpl final : public OutboxRelay {
   // transaction.
   std::unique_ptr<TransactionalProducer> txn_;
   bool restarted_ = false;  // a transactional producer was created before
+  // The current round's transaction failed with a retriable error and was
+  // aborted: RetriedRound runs it again.
+  bool retry_round_ = false;
+  // The current round ended at a commit before the entries it read ended
+  // (EndAtACommit): a Drain goes on.
+  bool round_cut_ = false;
   uint64_t published_up_to_ = 0;
   // Within a Drain: the next round's entries, read while the last round's
   // transaction committed (none after a failed round).
@@ -588,7 +681,8 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
   std::vector<std::pair<std::string, std::string>> config = {
       {"enable.idempotence", "true"},
       {"acks", "all"},
-      {"partitioner", "murmur2_random"}};
+      {"partitioner", "murmur2_random"},
+      {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   config.insert(config.end(), options.kafka_config.begin(),
                 options.kafka_config.end());
   std::unique_ptr<Producer> producer;

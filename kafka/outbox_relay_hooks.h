@@ -38,6 +38,18 @@ struct OutboxRelayHooks {
   // round publishes them and acknowledges the failed round's entries
   // unpublished.
   bool keep_read_ahead_of_failed_commit = false;
+  // With transactional_id, broken: a retriable or abortable transactional
+  // error (REBALANCE_IN_PROGRESS from the group coordinator) counts as
+  // fenced: the round fails with kAborted and the producer is created
+  // again, rather than the round being aborted and run again.
+  bool retriable_errors_fence = false;
+  // With transactional_id, set by a Consumer in changelog mode: whether an
+  // entry is the last of an engine commit (its changelog mark). A round then
+  // ends only after such an entry, or where the outbox ends (a commit
+  // always ends there), reading past max_batch if it must, so a transaction
+  // never carries part of a commit: a commit's outputs, dedupe records,
+  // state and mark reach read_committed readers together or not at all.
+  std::function<bool(const OutboxEntry&)> round_ends_after;
   // With transactional_id, set by a Consumer (transactional_output): the
   // offsets and group metadata each round's transaction commits, so the
   // brokers refuse the transaction of a member no longer in the group

@@ -10,8 +10,12 @@
 
 namespace idem::kafka {
 
-absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
-    const std::string& brokers, const ConfigList& config) {
+namespace {
+
+// A handle with the reader's settings, `isolation` its isolation.level.
+absl::StatusOr<HandlePtr> NewReaderHandle(const std::string& brokers,
+                                          const ConfigList& config,
+                                          const std::string& isolation) {
   ConfPtr conf(rd_kafka_conf_new());
   // librdkafka's assign needs a group.id, but the group is never joined:
   // partitions are assigned by hand and nothing is committed. A read ends
@@ -34,15 +38,64 @@ absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
       // read ends at the last stable offset, where librdkafka reports the
       // partition's end (a zombie member's fenced changelog records are
       // never restored).
-      {"isolation.level", "read_committed"}};
+      {"isolation.level", isolation},
+      {"reconnect.backoff.max.ms", kReconnectBackoffMaxMs}};
   settings.insert(settings.end(), config.begin(), config.end());
   if (absl::Status s = SetConfig(conf.get(), settings); !s.ok()) return s;
   absl::StatusOr<HandlePtr> handle =
       NewHandle(RD_KAFKA_CONSUMER, std::move(conf));
   if (!handle.ok()) return handle.status();
   rd_kafka_poll_set_consumer(handle->get());
-  return std::unique_ptr<PartitionReader>(
-      new PartitionReader(std::move(*handle)));
+  return handle;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
+    const std::string& brokers, const ConfigList& config,
+    PartitionReaderHooks hooks) {
+  absl::StatusOr<HandlePtr> handle =
+      NewReaderHandle(brokers, config, "read_committed");
+  if (!handle.ok()) return handle.status();
+  // Only asked for the end of the log (its high watermark), never read.
+  absl::StatusOr<HandlePtr> log_end =
+      NewReaderHandle(brokers, config, "read_uncommitted");
+  if (!log_end.ok()) return log_end.status();
+  return std::unique_ptr<PartitionReader>(new PartitionReader(
+      *std::move(handle), *std::move(log_end), std::move(hooks)));
+}
+
+absl::StatusOr<int64_t> PartitionReader::DecidedEnd(const std::string& topic,
+                                                    int32_t partition,
+                                                    absl::Duration timeout) {
+  int64_t low = 0, end = 0;
+  if (absl::Status s =
+          FromKafkaError(rd_kafka_query_watermark_offsets(
+                             log_end_.get(), topic.c_str(), partition, &low,
+                             &end, ToKafkaMillis(timeout)),
+                         absl::StrCat("the end of ", topic, "/", partition));
+      !s.ok()) {
+    return s;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    absl::StatusOr<Watermarks> committed =
+        GetWatermarks(topic, partition, timeout);
+    if (!committed.ok()) return committed.status();
+    int64_t stable = committed->high;
+    if (hooks_.stable_offset) stable = hooks_.stable_offset(stable, end);
+    if (hooks_.stable_offset_is_the_end) return stable;
+    if (stable >= end) return end;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "reading ", topic, "/", partition, ": its last stable offset stayed ",
+          "at ", stable, ", below the end of the log at ", end, ", for ",
+          absl::FormatDuration(timeout),
+          ": a transaction there is still open (the brokers abort it after "
+          "its producer's transaction.timeout.ms)"));
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
 }
 
 absl::StatusOr<int32_t> PartitionReader::PartitionCount(
@@ -96,6 +149,10 @@ absl::StatusOr<ReadProgress> PartitionReader::ReadSome(
     absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
   absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
   if (!marks.ok()) return marks.status();
+  // Read up to the end of the log once every transaction there is decided.
+  absl::StatusOr<int64_t> end = DecidedEnd(topic, partition, timeout);
+  if (!end.ok()) return end.status();
+  marks->high = *end;
   if (whole && marks->low > from) {
     return absl::DataLossError(absl::StrCat(
         topic, "/", partition,

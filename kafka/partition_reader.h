@@ -3,7 +3,12 @@
 // consumer group: what a changelog restore needs (docs/scale-out.md). It
 // reads with isolation.level=read_committed (records of aborted and open
 // transactions are left out) and keeps a record's null value (a tombstone)
-// apart from an empty one.
+// apart from an empty one. The end of a read is the end of the log (its
+// high watermark as a read_uncommitted reader sees it), not the last stable
+// offset: records of a transaction still open there are not yet decided,
+// so a read first waits until the last stable offset passes the end
+// (every transaction open then was committed or aborted), and then reads
+// what committed.
 //
 // Not thread-safe: one call at a time.
 
@@ -11,6 +16,7 @@
 #define IDEM_KAFKA_PARTITION_READER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,13 +55,26 @@ struct ReadProgress {
   bool at_end = false;  // every record before `high` was read
 };
 
+// Stand-ins for tests: librdkafka's mock cluster keeps no last stable
+// offset (it equals the high watermark), and a broken variant.
+struct PartitionReaderHooks {
+  // If set, what the brokers answer for the last stable offset, given the
+  // real one and the end of the log, e.g. an offset before the end while an
+  // emulated transaction is open.
+  std::function<int64_t(int64_t stable, int64_t end)> stable_offset;
+  // Broken: a read ends at the last stable offset, as if nothing came after
+  // it, rather than waiting for it to pass the end of the log.
+  bool stable_offset_is_the_end = false;
+};
+
 class PartitionReader {
  public:
   // `config` is applied after the reader's own settings (e.g. security
   // properties). kInvalidArgument for a bad property, kUnavailable if
   // librdkafka cannot be set up.
   static absl::StatusOr<std::unique_ptr<PartitionReader>> Create(
-      const std::string& brokers, const ConfigList& config);
+      const std::string& brokers, const ConfigList& config,
+      PartitionReaderHooks hooks = {});
 
   // The number of partitions of `topic`; kNotFound if it does not exist.
   absl::StatusOr<int32_t> PartitionCount(const std::string& topic,
@@ -66,10 +85,14 @@ class PartitionReader {
                                            absl::Duration timeout);
 
   // Visits every record of (topic, partition) from `from` (or the first
-  // retained one, if later) up to, not including, the high watermark read
-  // when the call starts, in offset order. Stops at and returns the first
-  // non-OK status of `visit`. kDeadlineExceeded if no record arrives for
-  // `timeout` while records are still due; Kafka errors as FromKafkaError.
+  // retained one, if later) up to, not including, the end of the log when
+  // the call starts, in offset order, once the last stable offset passed
+  // that end (see the file comment). Stops at and returns the first non-OK
+  // status of `visit`. kDeadlineExceeded if no record arrives for `timeout`
+  // while records are still due, or if the last stable offset stays below
+  // the end for `timeout` (a transaction there is still open; its
+  // producer's transaction.timeout.ms bounds that); Kafka errors as
+  // FromKafkaError.
   // `*end`, if given, is set to that high watermark: on success, the offset
   // after the last one read (or skipped, as a transaction's marker is).
   absl::Status Read(const std::string& topic, int32_t partition, int64_t from,
@@ -96,7 +119,16 @@ class PartitionReader {
       absl::FunctionRef<absl::Status(const LogRecord&)> visit);
 
  private:
-  explicit PartitionReader(HandlePtr handle) : handle_(std::move(handle)) {}
+  PartitionReader(HandlePtr handle, HandlePtr log_end,
+                  PartitionReaderHooks hooks)
+      : handle_(std::move(handle)),
+        log_end_(std::move(log_end)),
+        hooks_(std::move(hooks)) {}
+
+  // The end of the log (the read_uncommitted high watermark), once the last
+  // stable offset reached it, waiting at most `timeout` for that.
+  absl::StatusOr<int64_t> DecidedEnd(const std::string& topic,
+                                     int32_t partition, absl::Duration timeout);
 
   // Read and ReadAllFrom: ReadSome without a limit; `*end`, the high
   // watermark.
@@ -105,7 +137,9 @@ class PartitionReader {
       absl::Duration timeout,
       absl::FunctionRef<absl::Status(const LogRecord&)> visit, int64_t* end);
 
-  HandlePtr handle_;
+  HandlePtr handle_;   // read_committed: reads, and the last stable offset
+  HandlePtr log_end_;  // read_uncommitted: the end of the log
+  const PartitionReaderHooks hooks_;
 };
 
 }  // namespace idem::kafka

@@ -21,6 +21,13 @@
 
 namespace idem::kafka {
 
+// librdkafka's reconnect.backoff.max.ms for the adapter's handles (the
+// consumer, the relay's producers, partition readers), unless kafka_config
+// sets it: librdkafka's default, 10 s, spaces a handle's attempts to reach
+// a broker that was down up to 10 s apart, and so delays its return by as
+// much; 1 s keeps that within a second for a few attempts a second.
+inline constexpr char kReconnectBackoffMaxMs[] = "1000";
+
 struct ConfDeleter {
   void operator()(rd_kafka_conf_t* conf) const { rd_kafka_conf_destroy(conf); }
 };

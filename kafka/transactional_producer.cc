@@ -12,14 +12,16 @@ absl::StatusOr<std::unique_ptr<TransactionalProducer>>
 TransactionalProducer::Create(const std::string& brokers,
                               const ConfigList& config,
                               const std::string& transactional_id,
-                              Logger* logger, absl::Duration timeout) {
+                              Logger* logger,
+                              absl::Duration transaction_timeout,
+                              absl::Duration timeout) {
   ConfPtr conf(rd_kafka_conf_new());
-  ConfigList all = {{"bootstrap.servers", brokers},
-                    {"transactional.id", transactional_id},
-                    {"delivery.timeout.ms", "30000"},
-                    {"linger.ms", "0"}};
-  all.insert(all.end(), config.begin(), config.end());
-  if (absl::Status s = SetConfig(conf.get(), all); !s.ok()) return s;
+  if (absl::Status s = SetConfig(
+          conf.get(),
+          Properties(brokers, config, transactional_id, transaction_timeout));
+      !s.ok()) {
+    return s;
+  }
   EnableDeliveryReports(conf.get());
   if (logger != nullptr) SetLogger(conf.get(), logger);
   absl::StatusOr<HandlePtr> rk = NewHandle(RD_KAFKA_PRODUCER, std::move(conf));
@@ -34,6 +36,22 @@ TransactionalProducer::Create(const std::string& brokers,
     return s;
   }
   return producer;
+}
+
+ConfigList TransactionalProducer::Properties(
+    const std::string& brokers, const ConfigList& config,
+    const std::string& transactional_id, absl::Duration transaction_timeout) {
+  // A delivery must not outlast the transaction it belongs to (librdkafka
+  // refuses a larger delivery.timeout.ms).
+  const std::string timeout_ms =
+      absl::StrCat(absl::ToInt64Milliseconds(transaction_timeout));
+  ConfigList all = {{"bootstrap.servers", brokers},
+                    {"transactional.id", transactional_id},
+                    {"transaction.timeout.ms", timeout_ms},
+                    {"delivery.timeout.ms", timeout_ms},
+                    {"linger.ms", "0"}};
+  all.insert(all.end(), config.begin(), config.end());
+  return all;
 }
 
 absl::Status TransactionalProducer::Begin() {
@@ -65,8 +83,11 @@ absl::Status TransactionalProducer::Abort() {
 
 absl::Status TransactionalProducer::Check(rd_kafka_error_t* error,
                                           std::string_view context) {
+  last_error_retriable_ = false;
   if (error == nullptr) return absl::OkStatus();
   const bool fatal = rd_kafka_error_is_fatal(error);
+  const bool retriable = rd_kafka_error_is_retriable(error) ||
+                         rd_kafka_error_txn_requires_abort(error);
   const std::string message =
       absl::StrCat(AbslView(context), ": ", rd_kafka_error_string(error));
   const rd_kafka_resp_err_t code = rd_kafka_error_code(error);
@@ -83,8 +104,10 @@ absl::Status TransactionalProducer::Check(rd_kafka_error_t* error,
     case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION:
     case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
     case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID:
-    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
       // The group no longer counts the member whose offsets these are.
+      // (REBALANCE_IN_PROGRESS is not one of these: the member may still
+      // hold its partitions in the next generation, and the round is
+      // retried.)
       return absl::AbortedError(
           absl::StrCat(message,
                        " (fenced: the consumer group moved on without this "
@@ -92,6 +115,7 @@ absl::Status TransactionalProducer::Check(rd_kafka_error_t* error,
     default:
       break;
   }
+  last_error_retriable_ = retriable;
   if (timed_out) return absl::DeadlineExceededError(message);
   return absl::UnavailableError(message);
 }

@@ -47,13 +47,22 @@ class TransactionalProducer {
  public:
   // Creates the producer and registers its transactional.id with the
   // brokers (init_transactions), which fences every older instance of it
-  // and aborts what one left open. kInvalidArgument for a bad property,
-  // kUnavailable or kDeadlineExceeded if the brokers did not answer within
-  // `timeout`.
+  // and aborts what one left open. Its transactions time out on the
+  // brokers after `transaction_timeout` (transaction.timeout.ms; deliveries
+  // too). kInvalidArgument for a bad property, kUnavailable or
+  // kDeadlineExceeded if the brokers did not answer within `timeout`.
   static absl::StatusOr<std::unique_ptr<TransactionalProducer>> Create(
       const std::string& brokers, const ConfigList& config,
       const std::string& transactional_id, Logger* logger,
-      absl::Duration timeout);
+      absl::Duration transaction_timeout, absl::Duration timeout);
+
+  // The librdkafka properties Create sets: `config` after the producer's
+  // own (bootstrap.servers, transactional.id, transaction.timeout.ms,
+  // delivery.timeout.ms, linger.ms).
+  static ConfigList Properties(const std::string& brokers,
+                               const ConfigList& config,
+                               const std::string& transactional_id,
+                               absl::Duration transaction_timeout);
 
   absl::Status Begin();
   // As ProduceAndWait (kafka/delivery.h), inside the transaction.
@@ -68,20 +77,29 @@ class TransactionalProducer {
   // transactional.id fenced this one, or the brokers refused it for good):
   // this producer can do nothing more and must be created again.
   bool fatal() const { return fatal_; }
+  // Whether the last error left the transaction to be aborted and the
+  // work retried with this producer: librdkafka called it retriable or
+  // abortable (e.g. REBALANCE_IN_PROGRESS, a coordinator that moved), and
+  // it was neither fatal nor a refusal of the group's offsets.
+  bool last_error_retriable() const { return last_error_retriable_; }
 
  private:
   TransactionalProducer(HandlePtr rk, absl::Duration timeout)
       : rk_(std::move(rk)), timeout_(timeout) {}
 
   // OK for null; otherwise the error as a status, noting a fatal one:
-  // kAborted when fatal or when the group refused its offsets (a stale
-  // generation or member), kDeadlineExceeded for a timeout, kUnavailable
-  // for the rest (retriable, or the transaction must be aborted).
+  // kAborted when fatal (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) or when
+  // the group refused its offsets (a stale generation or member: the group
+  // moved on without this member), kDeadlineExceeded for a timeout,
+  // kUnavailable for the rest (retriable, or the transaction must be
+  // aborted; REBALANCE_IN_PROGRESS is one: the member may still be in the
+  // group).
   absl::Status Check(rd_kafka_error_t* error, std::string_view context);
 
   HandlePtr rk_;
   const absl::Duration timeout_;
   bool fatal_ = false;
+  bool last_error_retriable_ = false;
 };
 
 }  // namespace idem::kafka

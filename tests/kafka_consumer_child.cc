@@ -8,7 +8,12 @@
 // not read its progress, ConsumerHooks::relay_ignores_progress); with
 // --changelog=<changelog>, in changelog mode (a partition-scoped store,
 // test::ApplyInPartition; --unfenced runs the broken member without the
-// changelog's fence, ConsumerHooks::changelog_unfenced).
+// changelog's fence and keeps the outbox it starts with,
+// ConsumerHooks::changelog_unfenced and keep_outbox_on_start; --emit=<topic>
+// also forwards each record to <topic>, test::ApplyInPartitionAndForward;
+// --split_commits runs the broken member whose relay rounds split commits
+// and which keeps the outbox it starts with, ConsumerHooks::
+// rounds_split_commits and keep_outbox_on_start).
 // With --die_at=<step>[:<n>] it SIGKILLs itself the n-th time it reaches
 // that step (test::KillPoint): a step of a restore (ConsumerHooks::
 // restore_step; for "chunk" the restore applies every 5 records, so that it
@@ -29,6 +34,7 @@
 // Usage: kafka_consumer_child <brokers> <topic> <group> <store>
 //            [<downstream> | --changelog=<changelog>] [--die_at=<step>[:<n>]]
 //            [--transactional [--ignore_progress]] [--unfenced]
+//            [--emit=<topic>] [--split_commits]
 //            [--workers=<n>] [--ordering=key] [--store_record_offsets]
 //            [--die_after=<n>]
 //            [--stall_at=<prefix> [--skip_membership_check]]
@@ -60,6 +66,8 @@ struct ChildFlags {
   bool transactional = false;
   bool ignore_progress = false;
   bool unfenced = false;
+  std::string emit_to;  // changelog mode: forward each record there
+  bool split_commits = false;
   std::string stall_at;
   bool skip_membership_check = false;
   idem::test::KillPoint kill_point;
@@ -84,6 +92,10 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
       flags.ignore_progress = true;
     } else if (arg == "--unfenced") {
       flags.unfenced = true;
+    } else if (arg.starts_with("--emit=")) {
+      flags.emit_to = arg.substr(7);
+    } else if (arg == "--split_commits") {
+      flags.split_commits = true;
     } else if (arg.starts_with("--stall_at=")) {
       flags.stall_at = arg.substr(11);
     } else if (arg.starts_with("--die_after=")) {
@@ -108,9 +120,10 @@ bool TakeFlags(int& argc, char** argv, ChildFlags& flags) {
 
 // The zombie of --stall_at: consumes until the batch with its first record
 // whose ID starts with `prefix` has ended, stalling at that record until
-// <store>.wake exists. Its exit code.
+// <store>.wake exists; with `emit_to`, forwarding each record there. Its
+// exit code.
 int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
-              const std::string& prefix) {
+              const std::string& prefix, const std::string& emit_to) {
   bool stalled = false;
   auto stalling = [&](const idem::kafka::Record& record, idem::Txn& txn) {
     if (!stalled && record.id.starts_with(prefix)) {
@@ -119,6 +132,9 @@ int RunZombie(idem::kafka::Consumer& consumer, const std::string& store,
       idem::test::WaitUntil(
           [&] { return std::filesystem::exists(store + ".wake"); },
           absl::Seconds(75));
+    }
+    if (!emit_to.empty()) {
+      return idem::test::ApplyInPartitionAndForward(record, txn, emit_to);
     }
     return idem::test::ApplyInPartition(record, txn);
   };
@@ -162,8 +178,13 @@ int main(int argc, char** argv) {
   if (flags.kill_point.step() == "chunk") hooks.restore_chunk_records = 5;
   hooks.store_record_offsets = flags.store_record_offsets;
   hooks.relay_ignores_progress = flags.ignore_progress;
+  // Plain mode with --transactional: every run of a test's member uses one
+  // store (ConsumerHooks::plain_transactional_output).
+  hooks.plain_transactional_output = changelog.empty();
   hooks.changelog_skip_membership_check = flags.skip_membership_check;
   hooks.changelog_unfenced = flags.unfenced;
+  hooks.rounds_split_commits = flags.split_commits;
+  hooks.keep_outbox_on_start = flags.split_commits || flags.unfenced;
   auto engine = idem::Engine::Open(argv[4], engine_options);
   if (!engine.ok()) {
     std::fprintf(stderr, "%s\n", engine.status().ToString().c_str());
@@ -184,6 +205,8 @@ int main(int argc, char** argv) {
   if (!flags.stall_at.empty()) {
     options.max_batch = 6;
     options.kafka_config.emplace_back("max.poll.interval.ms", "4000");
+    // Below max.poll.interval.ms, as Consumer::Create requires.
+    options.transaction_timeout = absl::Seconds(2);
   }
   auto consumer =
       idem::kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
@@ -192,7 +215,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (!flags.stall_at.empty()) {
-    return RunZombie(**consumer, argv[4], flags.stall_at);
+    return RunZombie(**consumer, argv[4], flags.stall_at, flags.emit_to);
   }
   const int workers = flags.workers;
   std::atomic<int> handler_calls{0};
@@ -204,6 +227,9 @@ int main(int argc, char** argv) {
     // With workers, records wait 1 to 4 ms, so that they finish (and
     // commit) out of offset order.
     absl::SleepFor(absl::Milliseconds(workers > 1 ? 1 + record.offset % 4 : 2));
+    if (!changelog.empty() && !flags.emit_to.empty()) {
+      return idem::test::ApplyInPartitionAndForward(record, txn, flags.emit_to);
+    }
     if (!changelog.empty()) {
       return idem::test::ApplyInPartition(record, txn);
     }

@@ -1,7 +1,11 @@
 // A consuming member with transactional output (ConsumerOptions::
 // transactional_output), as a process of its own
 // (tests/kafka_consumer_child.cc, whose handler applies each record and
-// emits it downstream), SIGKILLed 21 times at random rounds of its relay:
+// emits it downstream), SIGKILLed 21 times at random rounds of its relay,
+// in plain mode (which Consumer::Create refuses with transactional output,
+// as a partition that moves to another store is processed there again;
+// every member here runs on one store, where plain mode is exact, and
+// ConsumerHooks::plain_transactional_output lets it):
 // inside a transaction (its outputs, progress record and offsets produced,
 // the commit not sent), between the commit and the engine's
 // acknowledgement, and after the acknowledgement. Each cycle produces more
@@ -176,6 +180,7 @@ class KafkaTransactionalMemberKillTest : public ::testing::Test {
     options.transactional_output = true;
     ConsumerHooks hooks;
     hooks.relay_ignores_progress = ignore_progress;
+    hooks.plain_transactional_output = true;  // one store throughout
     auto member = kafka::CreateConsumerWithHooks(engine->get(), options, hooks);
     EXPECT_TRUE(member.ok()) << member.status();
     if (!member.ok()) return {"no member"};

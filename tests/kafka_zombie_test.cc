@@ -67,7 +67,13 @@ struct ZombieRun {
   // Whether the changelog's marks go back somewhere: A's stale batch was
   // published after B's commits.
   bool zombie_published = false;
+  // With transactional output: the outputs a read_committed reader of the
+  // downstream topic saw not exactly once ("<id>: <count>"), and a line if
+  // there were not one per input message.
+  std::vector<std::string> outputs_not_once;
 };
+
+constexpr char kZombieDownstream[] = "ledger-entries";
 
 class KafkaZombieTest : public test::ChangelogTestBase {
  protected:
@@ -187,14 +193,29 @@ class KafkaZombieTest : public test::ChangelogTestBase {
   // processed and published everything; then A finishes its batch and
   // exits, saying whether it learned it is out of the group. B is then
   // SIGKILLed, and C restores in this process.
+  // `transactional`: A and B run with transactional output and forward each
+  // record downstream (--transactional --emit), and the run counts the
+  // outputs a read_committed reader sees.
   ZombieRun RunZombieProcesses(bool a_skips_membership_check,
-                               const ConsumerHooks& c_hooks) {
+                               const ConsumerHooks& c_hooks,
+                               bool transactional = false) {
     ZombieRun run;
+    std::vector<std::string> output_flags;
+    if (transactional) {
+      EXPECT_TRUE(
+          bed_.cluster->CreateTopic(ConsumerOptions().relay_progress_topic, 1)
+              .ok());
+      EXPECT_TRUE(
+          bed_.cluster->CreateTopic(kZombieDownstream, kPartitions).ok());
+      output_flags = {"--transactional",
+                      absl::StrCat("--emit=", kZombieDownstream)};
+    }
     Stream all = MakeStream("first", 30);
     Produce(all);
     const std::string a = dir_.Sub("a");
     const std::string b = dir_.Sub("b");
     std::vector<std::string> a_flags = {"--stall_at=second-"};
+    a_flags.insert(a_flags.end(), output_flags.begin(), output_flags.end());
     if (a_skips_membership_check) a_flags.push_back("--skip_membership_check");
     pid_t a_pid = 0;
     SpawnChild(a, a_flags, &a_pid);
@@ -209,7 +230,7 @@ class KafkaZombieTest : public test::ChangelogTestBase {
                         absl::Seconds(20)));
     Phase("A stalled; B takes over");
     pid_t b_pid = 0;
-    SpawnChild(b, {}, &b_pid);
+    SpawnChild(b, output_flags, &b_pid);
     EXPECT_TRUE(test::WaitUntil(
         [&] { return HandledInStore(b) >= Handled(all) && OutboxEmpty(b); },
         absl::Seconds(60)));
@@ -229,6 +250,15 @@ class KafkaZombieTest : public test::ChangelogTestBase {
     run.zombie_published = !MarksGoingBack().empty();
     std::unique_ptr<Engine> c = OpenStore("c");
     if (c != nullptr) RestoreInC(*c, all, c_hooks, run);
+    if (transactional) {
+      std::map<std::string, int> counts = test::MessageIdCounts(
+          bed_.cluster->bootstrap_servers(), kZombieDownstream);
+      run.outputs_not_once = test::NotOnce(counts);
+      if (counts.size() != all.ids.size()) {
+        run.outputs_not_once.push_back(absl::StrCat(
+            counts.size(), " outputs for ", all.ids.size(), " inputs"));
+      }
+    }
     return run;
   }
 
@@ -294,6 +324,31 @@ TEST_F(KafkaZombieTest,
   EXPECT_THAT(run.c_errors, IsEmpty());
   EXPECT_GE(run.a_membership_lost, 1);
   EXPECT_FALSE(run.zombie_published);
+}
+
+// The same with transactional output, A and B forwarding each record
+// downstream: A's stale batch's outputs are never published, and a plain
+// read_committed reader counts every output once. (librdkafka's mock
+// cluster checks no group generation, so A's membership check, not the
+// brokers' refusal of its transaction, keeps them out here; against brokers
+// both do.)
+TEST_F(KafkaZombieTest,
+       TransactionalZombieProcessPublishesNoneOfItsStaleOutputs) {
+  ZombieRun run = RunZombieProcesses(/*a_skips_membership_check=*/false, {},
+                                     /*transactional=*/true);
+  EXPECT_THAT(run.b_errors, IsEmpty());
+  EXPECT_THAT(run.c_errors, IsEmpty());
+  EXPECT_GE(run.a_membership_lost, 1);
+  EXPECT_THAT(run.outputs_not_once, IsEmpty());
+}
+
+// Its broken twin publishes the stale batch (no membership check, and no
+// generation check on the mock): the reader counts outputs twice.
+TEST_F(KafkaZombieTest,
+       BrokenVariantTransactionalZombieProcessPublishingIsCaught) {
+  ZombieRun run = RunZombieProcesses(/*a_skips_membership_check=*/true, {},
+                                     /*transactional=*/true);
+  EXPECT_THAT(run.outputs_not_once, Not(IsEmpty()));
 }
 
 // The broken variant with neither fence, with A and B as processes: C's

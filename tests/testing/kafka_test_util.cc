@@ -119,6 +119,13 @@ absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,
   return absl::OkStatus();
 }
 
+absl::Status ApplyInPartitionAndForward(const kafka::Record& record, Txn& txn,
+                                        const std::string& downstream) {
+  if (absl::Status s = ApplyInPartition(record, txn); !s.ok()) return s;
+  txn.Emit(downstream, record.key, record.value);
+  return absl::OkStatus();
+}
+
 std::string FirstEmitId(std::string_view id) { return HexOfIdHash(id) + "-0"; }
 
 std::map<std::string, int> AppliedCounts(Engine& engine) {

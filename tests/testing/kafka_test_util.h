@@ -71,6 +71,10 @@ absl::Status ApplyAndForward(const kafka::Record& record, Txn& txn,
 // The message ID the outbox gives the first emit of the message `id`.
 std::string FirstEmitId(std::string_view id);
 
+// As ApplyAndForward with ApplyInPartition (changelog mode).
+absl::Status ApplyInPartitionAndForward(const kafka::Record& record, Txn& txn,
+                                        const std::string& downstream);
+
 // State "applied/<id>" of every ID in `engine` (IDs never applied absent).
 std::map<std::string, int> AppliedCounts(Engine& engine);
 

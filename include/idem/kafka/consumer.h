@@ -109,7 +109,7 @@ class Consumer {
   // or the store; kDeadlineExceeded; kResourceExhausted: a full disk;
   // kUnknown: a failed sync) is counted (ConsumerStats::run_retries) and
   // retried after a pause of 100 ms, doubled after each further failure up
-  // to 10 s, and reset by a success; any other error, or one that made the
+  // to 1 s, and reset by a success; any other error, or one that made the
   // consumer unusable, is returned. Does not close the consumer.
   virtual absl::Status Run(Handler handler) = 0;
 

@@ -236,13 +236,41 @@ struct ConsumerOptions {
   // (outputs with the changelog entries of the same commits;
   // ConsumerStats::outbox_dropped) and checks its partitions against the
   // changelog again, so whoever owns them processes those records again and
-  // publishes their outputs once. Needs
-  // relay_outbox. Default: false (at-least-once output with stable
-  // message IDs).
+  // publishes their outputs once. Needs relay_outbox and changelog_topic
+  // (kInvalidArgument otherwise): without a changelog a member's store
+  // keeps commits that the group may give to another member's store (a
+  // member stalled past max.poll.interval.ms, a partition that moves away
+  // and back), which processes those records again, and nothing could undo
+  // the first store's outputs. Default: false (at-least-once output with
+  // stable message IDs).
   bool transactional_output = false;
   // With transactional_output: the relay's OutboxRelayOptions::
   // progress_topic, which must exist. Default: "idem.relay.progress".
   std::string relay_progress_topic = "idem.relay.progress";
+  // With transactional_output: librdkafka's transaction.timeout.ms for the
+  // relay's producer (OutboxRelayOptions::transaction_timeout): the brokers
+  // abort a transaction left open this long, e.g. by a member killed inside
+  // one, so read_committed readers of its partitions (and the member's
+  // successor) wait at most this long for its outcome. As in Kafka Streams
+  // (10 s under exactly-once), it stays below the group's
+  // max.poll.interval.ms (librdkafka's default 300 s, or kafka_config's),
+  // so a member's transaction is settled before the group gives its
+  // partitions away for a stall. Must be in [1 s, max.poll.interval.ms)
+  // (kInvalidArgument); kafka_config and relay_kafka_config must not set
+  // transaction.timeout.ms. Default: 10 s.
+  absl::Duration transaction_timeout = absl::Seconds(10);
+  // With transactional_output: how often a relay round (one Kafka
+  // transaction) closes, as Kafka Streams' commit.interval.ms (100 ms under
+  // exactly-once). After a batch the consumer publishes its outbox only
+  // once this long has passed since its last round began, or once
+  // max_batch records were handled since then (the size bound), whichever
+  // comes first; an orderly revocation and Close publish at once. Longer
+  // spreads a transaction's fixed round trips over more records (more
+  // throughput); shorter makes outputs visible to read_committed readers
+  // sooner (they wait up to about this long plus poll_timeout). Must be
+  // > 0 and at most transaction_timeout (kInvalidArgument). Default:
+  // 100 ms.
+  absl::Duration transaction_interval = absl::Milliseconds(100);
 
   // ---- State that follows its partitions (docs/scale-out.md) ----
 

@@ -97,18 +97,37 @@ struct OutboxRelayOptions {
   // Exactly-once output: the transactional.id of the relay's producer.
   // Must be stable across restarts of this relay and unique to it (two
   // relays with one ID fence each other). Set, every round is a Kafka
-  // transaction: the entries, then a progress record (progress_topic), then
-  // the commit, and only then AckOutbox. A crash before the commit leaves
-  // nothing a read_committed reader sees (the brokers abort it when the
-  // next instance starts); a crash after it leaves the progress record,
-  // which the next instance reads at Create and acknowledges the entries it
-  // covers without publishing them (RelayReport::already_published). A
-  // round that fails aborts its transaction and returns the error (kAborted
-  // when the producer was fenced by a newer instance); the next round
-  // creates the producer again and reads the progress again, so a commit
-  // whose outcome was unknown is never published twice. Empty: the
-  // at-least-once relay. Default: empty.
+  // transaction: a Consumer's group offsets, the entries, then a progress
+  // record (progress_topic), then the commit, and only then AckOutbox. A crash
+  // before the commit leaves nothing a read_committed reader sees (the brokers
+  // abort it when the next instance starts); a crash after it leaves the
+  // progress record, which the next instance reads at Create and acknowledges
+  // the entries it covers without publishing them
+  // (RelayReport::already_published). A round that fails aborts its transaction
+  // and returns the error (kAborted when the producer was fenced by a newer
+  // instance, or a consumer group refused the round's offsets); the next round
+  // creates the producer again and reads the progress again, so a commit whose
+  // outcome was unknown is never published twice. A round whose transaction
+  // failed before its commit with an error the brokers call retriable or
+  // abortable (REBALANCE_IN_PROGRESS, a coordinator moving, a request timing
+  // out) is aborted and run again at once with the same producer, up to
+  // kRoundRetries times (RelayStats::retried_rounds), before its error is
+  // returned as kUnavailable. Empty: the at-least-once relay. Default:
+  // empty.
   std::string transactional_id;
+  static constexpr int kRoundRetries = 3;
+  // With transactional_id: librdkafka's transaction.timeout.ms, how long
+  // the brokers keep a transaction of this producer open before they abort
+  // it themselves. That bounds how long a relay killed inside a
+  // transaction holds back read_committed readers of its partitions (the
+  // last stable offset stays before its records until the abort), and how
+  // long a round may take. Kafka Streams sets 10 s under exactly-once;
+  // librdkafka's own default is 60 s. Deliveries time out with it too
+  // (delivery.timeout.ms). Must be in [1 s, 24 h] (kInvalidArgument); the
+  // brokers refuse more than their transaction.max.timeout.ms (15 min by
+  // default) at Create. kafka_config must not set transaction.timeout.ms.
+  // Default: 10 s.
+  absl::Duration transaction_timeout = absl::Seconds(10);
   // With transactional_id: the topic where the relay records its progress
   // (partition 0, key transactional_id; see kafka/relay_progress.h). It must
   // exist before Create (kNotFound otherwise) and should be compacted
@@ -150,6 +169,10 @@ struct RelayStats {
   // With transactional_id: transactions committed, and those aborted.
   int64_t transactions = 0;
   int64_t aborted_transactions = 0;
+  // With transactional_id: rounds aborted for a retriable error and run
+  // again at once (OutboxRelayOptions::kRoundRetries); each also counts in
+  // aborted_transactions.
+  int64_t retried_rounds = 0;
   int64_t errors = 0;
   std::string last_error;
 };
