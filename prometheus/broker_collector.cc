@@ -93,9 +93,9 @@ class BrokerCollectorImpl final : public PrometheusBrokerCollector {
         metrics::With(labels, "broker", std::string(broker));
     absl::MutexLock lock(&mu_);
     for (size_t i = 0; i < std::size(kCounters); ++i) {
-      auto family = RegisterFamily(prometheus::BuildCounter(),
-                                   kCounters[i].name, kCounters[i].help,
-                                   registry);
+      auto family =
+          RegisterFamily(prometheus::BuildCounter(), kCounters[i].name,
+                         kCounters[i].help, registry);
       if (!family.ok()) return family.status();
       auto added = AddSeries(**family, own);
       if (!added.ok()) return added.status();

@@ -3,8 +3,6 @@
 // collector, series that go with their collector, and a real DeliveryLoop
 // whose refused outbox entry shows as an outbox dead letter.
 
-#include "idem/prometheus/broker_collector.h"
-
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/brokers/delivery_loop.h"
+#include "idem/prometheus/broker_collector.h"
 #include "prometheus/registry.h"
 #include "tests/testing/engine_test_util.h"
 #include "tests/testing/fake_broker.h"
@@ -129,8 +128,8 @@ TEST(PrometheusBrokerCollectorTest, CollectorsOfOneRegistryNeedTheirOwnLabels) {
   ASSERT_TRUE(redis.ok()) << redis.status();
   auto nats = PrometheusBrokerCollector::Create(registry, "nats");
   ASSERT_TRUE(nats.ok()) << nats.status();
-  auto second = PrometheusBrokerCollector::Create(registry, "redis",
-                                                  {{"instance", "2"}});
+  auto second =
+      PrometheusBrokerCollector::Create(registry, "redis", {{"instance", "2"}});
   ASSERT_TRUE(second.ok()) << second.status();
   LoopStats stats;
   stats.received = 3;
@@ -138,20 +137,20 @@ TEST(PrometheusBrokerCollectorTest, CollectorsOfOneRegistryNeedTheirOwnLabels) {
   EXPECT_EQ(CounterValue(registry, "idem_broker_deliveries_total",
                          {{"broker", "redis"}, {"instance", "2"}}),
             0);
-  EXPECT_EQ(
-      CounterValue(registry, "idem_broker_deliveries_total", {{"broker", "nats"}}),
-      0);
+  EXPECT_EQ(CounterValue(registry, "idem_broker_deliveries_total",
+                         {{"broker", "nats"}}),
+            0);
 
   auto same = PrometheusBrokerCollector::Create(registry, "nats");
   EXPECT_EQ(same.status().code(), absl::StatusCode::kAlreadyExists)
       << same.status();
   // The refused collector took nothing of the first nats one's away.
-  EXPECT_TRUE(
-      HasSeries(registry, "idem_broker_deliveries_total", {{"broker", "nats"}}));
+  EXPECT_TRUE(HasSeries(registry, "idem_broker_deliveries_total",
+                        {{"broker", "nats"}}));
   // Destroying one removes its series only.
   nats->reset();
-  EXPECT_FALSE(
-      HasSeries(registry, "idem_broker_deliveries_total", {{"broker", "nats"}}));
+  EXPECT_FALSE(HasSeries(registry, "idem_broker_deliveries_total",
+                         {{"broker", "nats"}}));
   second->reset();
   EXPECT_EQ(CounterValue(registry, "idem_broker_deliveries_total",
                          {{"broker", "redis"}}),

@@ -48,8 +48,8 @@ class FakeBroker : public brokers::Broker {
     in_flight_.clear();
   }
 
-  absl::StatusOr<std::vector<brokers::Delivery>> Receive(int max,
-                                                absl::Duration) override {
+  absl::StatusOr<std::vector<brokers::Delivery>> Receive(
+      int max, absl::Duration) override {
     if (!receive_error.ok()) return receive_error;
     std::vector<brokers::Delivery> out;
     while (!queue_.empty() && static_cast<int>(out.size()) < max) {

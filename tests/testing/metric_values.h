@@ -41,12 +41,13 @@ inline const prometheus::ClientMetric* Series(
 }
 
 inline bool HasSeries(prometheus::Registry& registry, const std::string& name,
-               const std::map<std::string, std::string>& labels) {
+                      const std::map<std::string, std::string>& labels) {
   return Series(registry.Collect(), name, labels) != nullptr;
 }
 
-inline double CounterValue(prometheus::Registry& registry, const std::string& name,
-                    const std::map<std::string, std::string>& labels = {}) {
+inline double CounterValue(
+    prometheus::Registry& registry, const std::string& name,
+    const std::map<std::string, std::string>& labels = {}) {
   const std::vector<prometheus::MetricFamily> families = registry.Collect();
   const prometheus::ClientMetric* m = Series(families, name, labels);
   return m == nullptr ? -1 : m->counter.value;
