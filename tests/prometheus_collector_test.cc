@@ -17,52 +17,18 @@
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "tests/testing/engine_test_util.h"
+#include "tests/testing/metric_values.h"
 #include "util/temp_dir.h"
 
 namespace idem {
 namespace {
 
 using test::AddOne;
+using test::CounterValue;
+using test::Find;
+using test::HasSeries;
+using test::Series;
 using ::testing::IsEmpty;
-
-// One family of `registry` by name, or null.
-const prometheus::MetricFamily* Find(
-    const std::vector<prometheus::MetricFamily>& families,
-    const std::string& name) {
-  for (const prometheus::MetricFamily& f : families) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-// The series of `name` whose labels include `labels`, or null.
-const prometheus::ClientMetric* Series(
-    const std::vector<prometheus::MetricFamily>& families,
-    const std::string& name, const std::map<std::string, std::string>& labels) {
-  const prometheus::MetricFamily* family = Find(families, name);
-  if (family == nullptr) return nullptr;
-  for (const prometheus::ClientMetric& m : family->metric) {
-    size_t matched = 0;
-    for (const prometheus::ClientMetric::Label& l : m.label) {
-      auto it = labels.find(l.name);
-      if (it != labels.end() && it->second == l.value) ++matched;
-    }
-    if (matched == labels.size()) return &m;
-  }
-  return nullptr;
-}
-
-bool HasSeries(prometheus::Registry& registry, const std::string& name,
-               const std::map<std::string, std::string>& labels) {
-  return Series(registry.Collect(), name, labels) != nullptr;
-}
-
-double CounterValue(prometheus::Registry& registry, const std::string& name,
-                    const std::map<std::string, std::string>& labels = {}) {
-  const std::vector<prometheus::MetricFamily> families = registry.Collect();
-  const prometheus::ClientMetric* m = Series(families, name, labels);
-  return m == nullptr ? -1 : m->counter.value;
-}
 
 class PrometheusCollectorTest : public ::testing::Test {
  protected:

@@ -3,7 +3,6 @@
 
 #include "idem/brokers/delivery_loop.h"
 
-#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,115 +13,16 @@
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "tests/testing/engine_test_util.h"
+#include "tests/testing/fake_broker.h"
 
 namespace idem::brokers {
 namespace {
 
+using test::FakeBroker;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
-
-// A broker in memory: Receive hands out the queue's head; an unacked
-// delivery is lost until Redeliver (a broker's ack timeout) or Nack puts it
-// back.
-class FakeBroker : public Broker {
- public:
-  void Add(std::string id, std::string payload,
-           std::vector<std::pair<std::string, std::string>> headers = {}) {
-    Delivery d;
-    d.id = std::move(id);
-    d.payload = std::move(payload);
-    d.headers = std::move(headers);
-    d.source = "in";
-    d.offset = next_offset_++;
-    d.receipt = absl::StrCat(d.offset);
-    queue_.push_back(std::move(d));
-  }
-  // Puts every unacknowledged delivery back at the head of the queue.
-  void Redeliver() {
-    for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
-      queue_.push_front(it->second);
-    }
-    in_flight_.clear();
-  }
-
-  absl::StatusOr<std::vector<Delivery>> Receive(int max,
-                                                absl::Duration) override {
-    if (!receive_error.ok()) return receive_error;
-    std::vector<Delivery> out;
-    while (!queue_.empty() && static_cast<int>(out.size()) < max) {
-      in_flight_[queue_.front().receipt] = queue_.front();
-      out.push_back(std::move(queue_.front()));
-      queue_.pop_front();
-    }
-    return out;
-  }
-  absl::Status Ack(absl::Span<const Delivery> deliveries) override {
-    if (!ack_error.ok()) return ack_error;
-    for (const Delivery& d : deliveries) {
-      if (on_ack) on_ack(d);
-      acked.push_back(d.receipt);
-      in_flight_.erase(d.receipt);
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Nack(absl::Span<const Delivery> deliveries) override {
-    for (const Delivery& d : deliveries) nacked.push_back(d.receipt);
-    Redeliver();
-    return absl::OkStatus();
-  }
-  absl::Status Publish(const OutboxEntry& entry) override {
-    if (publish_budget == 0) return absl::UnavailableError("publish refused");
-    if (publish_budget > 0) --publish_budget;
-    if (auto it = refuse.find(entry.destination); it != refuse.end()) {
-      return it->second;
-    }
-    size_t bytes = entry.value.size();
-    for (const auto& [name, value] : entry.headers) {
-      bytes += name.size() + value.size();
-    }
-    if (max_message_bytes > 0 && bytes > max_message_bytes) {
-      return absl::OutOfRangeError("message too large");
-    }
-    published.push_back(entry);
-    return absl::OkStatus();
-  }
-  // No spaces in a destination.
-  absl::Status CheckDestination(std::string_view destination) const override {
-    if (destination.find(' ') == std::string_view::npos) {
-      return absl::OkStatus();
-    }
-    return absl::InvalidArgumentError("fake broker: no spaces in a name");
-  }
-
-  // The entries published to `destination`.
-  std::vector<OutboxEntry> PublishedTo(const std::string& destination) const {
-    std::vector<OutboxEntry> out;
-    for (const OutboxEntry& e : published) {
-      if (e.destination == destination) out.push_back(e);
-    }
-    return out;
-  }
-
-  absl::Status receive_error;
-  absl::Status ack_error;
-  int publish_budget = -1;  // -1: unlimited
-  // Publish refuses these destinations with the status.
-  std::map<std::string, absl::Status> refuse;
-  // Publish refuses a value and headers over this many bytes (kOutOfRange);
-  // 0: any size.
-  size_t max_message_bytes = 0;
-  std::function<void(const Delivery&)> on_ack;
-  std::vector<std::string> acked;
-  std::vector<std::string> nacked;
-  std::vector<OutboxEntry> published;
-
- private:
-  std::deque<Delivery> queue_;
-  std::map<std::string, Delivery> in_flight_;
-  int64_t next_offset_ = 0;
-};
 
 // Adds the payload (a decimal number) to state key "sum".
 absl::Status AddToSum(const Delivery& delivery, Txn& txn) {

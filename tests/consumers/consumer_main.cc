@@ -5,7 +5,8 @@
 // second is a duplicate), prints idem's version and, with
 // IDEM_CONSUMER_KAFKA, starts and stops librdkafka's mock cluster through
 // idem::kafka, with IDEM_CONSUMER_PROMETHEUS counts the message in a
-// prometheus::Registry through idem::prometheus, and with
+// prometheus::Registry through idem::prometheus, and a delivery loop's
+// outbox dead letter through idem::brokers_prometheus, and with
 // IDEM_CONSUMER_REDIS, _NATS or _RABBITMQ asks that adapter's Consumer to
 // connect to a loopback port where nothing listens, which must fail with
 // kUnavailable. Exits 0 on success; removes its directory.
@@ -32,6 +33,8 @@
 #include "idem/rabbitmq/consumer.h"
 #endif
 #ifdef IDEM_CONSUMER_PROMETHEUS
+#include "idem/brokers/delivery_loop.h"
+#include "idem/prometheus/broker_collector.h"
 #include "idem/prometheus/collector.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
@@ -59,6 +62,22 @@ int ExpectUnreachable(const char* adapter, const absl::StatusOr<T>& created) {
   std::cout << "consumer: " << adapter << " found nothing listening\n";
   return 0;
 }
+
+#ifdef IDEM_CONSUMER_PROMETHEUS
+// 0 if `registry`'s text exposition has the line `line` (then prints
+// `what`); else prints the exposition and returns 1.
+int ExpectMetric(prometheus::Registry& registry, const std::string& line,
+                 const char* what) {
+  const std::string text =
+      prometheus::TextSerializer().Serialize(registry.Collect());
+  if (text.find(line + "\n") == std::string::npos) {
+    std::cerr << "consumer: no '" << line << "' in the metrics:\n" << text;
+    return 1;
+  }
+  std::cout << "consumer: " << what << "\n";
+  return 0;
+}
+#endif
 
 int RunBrokers([[maybe_unused]] idem::Engine* engine) {
   int failed = 0;
@@ -120,14 +139,23 @@ int Run(const std::string& dir) {
   prometheus::Registry registry;
   auto collector = idem::PrometheusCollector::Create(engine->get(), registry);
   if (!collector.ok()) return Fail("PrometheusCollector", collector.status());
-  const std::string text =
-      prometheus::TextSerializer().Serialize(registry.Collect());
-  if (text.find("idem_messages_total{outcome=\"processed\"} 1") ==
-      std::string::npos) {
-    std::cerr << "consumer: unexpected metrics:\n" << text;
+  if (ExpectMetric(registry, "idem_messages_total{outcome=\"processed\"} 1",
+                   "idem::prometheus counted the message") != 0) {
     return 1;
   }
-  std::cout << "consumer: idem::prometheus counted the message\n";
+  auto loop_collector =
+      idem::PrometheusBrokerCollector::Create(registry, "redis");
+  if (!loop_collector.ok()) {
+    return Fail("PrometheusBrokerCollector", loop_collector.status());
+  }
+  idem::brokers::LoopStats loop_stats;
+  loop_stats.outbox_dead_lettered = 1;
+  (*loop_collector)->Update(loop_stats);
+  if (ExpectMetric(registry,
+                   "idem_broker_outbox_dead_lettered_total{broker=\"redis\"} 1",
+                   "idem::brokers_prometheus counted the dead letter") != 0) {
+    return 1;
+  }
 #endif
   std::cout << "consumer: idem " << IDEM_VERSION
             << ": processed, then duplicate\n";
