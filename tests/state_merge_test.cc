@@ -330,7 +330,10 @@ TEST_F(StateMergeTest, PartitionExportCarriesFoldedValuesAndRangeDeletions) {
 }
 
 TEST_F(StateMergeTest, DeleteRangeWithABadRangeFailsTheMessage) {
-  for (auto [begin, end] : {std::pair{"b", "a"}, std::pair{"a", ""}}) {
+  for (const auto& range : {std::pair{"b", "a"}, std::pair{"a", ""}}) {
+    // Named copies: clang 14 cannot capture structured bindings.
+    const char* const begin = range.first;
+    const char* const end = range.second;
     absl::Status returned;
     Result r = Run([&](Txn& txn) {
       txn.Put("x", "1");
