@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/idemctl_request.h"
 #include "engine/absl_view.h"
-#include "engine/merged_scan.h"
+#include "engine/record.h"
 #include "idem/engine.h"
 #include "util/json_writer.h"
 
@@ -43,7 +43,7 @@ int RunScan(Engine& engine, const Request& r, std::ostream& out,
   std::vector<std::pair<std::string, std::string>> entries;
   // A view of the committed state: a consumer may hold the store meanwhile.
   const absl::Status s = engine.ScanState(
-      prefix, PrefixEnd(prefix),
+      prefix, KeyRangeEnd(prefix),
       [&](std::string_view key, std::string_view value) {
         entries.emplace_back(key, value);
         return true;

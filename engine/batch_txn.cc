@@ -93,8 +93,8 @@ absl::Status BatchTxn::DeleteRange(std::string_view begin,
   absl::Status s = ValidateScanRange(begin, end);
   if (s.ok() && end.empty()) {
     s = absl::InvalidArgumentError(
-        "DeleteRange: end must not be empty (PrefixEnd of a prefix bounds "
-        "all its keys)");
+        "DeleteRange: end must not be empty (the keys under a prefix end at "
+        "the prefix with its last byte incremented)");
   }
   if (!s.ok()) {
     if (emit_error_.ok()) emit_error_ = s;

@@ -24,15 +24,6 @@ absl::Status ValidateScanRange(std::string_view begin, std::string_view end) {
   return absl::OkStatus();
 }
 
-std::string PrefixEnd(std::string_view prefix) {
-  std::string end(prefix);
-  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) {
-    end.pop_back();
-  }
-  if (!end.empty()) end.back() = static_cast<char>(end.back() + 1);
-  return end;
-}
-
 namespace {
 
 // One layer's points in the range, walked in scan order.

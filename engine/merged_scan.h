@@ -41,10 +41,6 @@ absl::StatusOr<ScanExtent> MergedScan(
     std::string_view begin, std::string_view end, const ScanOptions& options,
     ScanVisitor visit);
 
-// The smallest key above every key that starts with `prefix`; empty (no
-// upper bound) if there is none (`prefix` empty or all 0xff bytes).
-std::string PrefixEnd(std::string_view prefix);
-
 }  // namespace idem
 
 #endif  // IDEM_ENGINE_MERGED_SCAN_H_

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/merged_scan.h"
+#include "engine/record.h"
 
 namespace idem {
 
@@ -69,7 +70,7 @@ void PartitionTxn::Delete(std::string_view key) {
 }
 
 std::string PartitionTxn::ScopedEnd(std::string_view end) const {
-  return end.empty() ? PrefixEnd(prefix_) : Scoped(end);
+  return end.empty() ? KeyRangeEnd(prefix_) : Scoped(end);
 }
 
 absl::Status PartitionTxn::Scan(std::string_view begin, std::string_view end,

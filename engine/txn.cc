@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/merged_scan.h"
+#include "engine/record.h"
 
 namespace idem {
 
@@ -17,7 +18,7 @@ absl::Status Txn::Scan(std::string_view, std::string_view, ScanVisitor,
 
 absl::Status Txn::ScanPrefix(std::string_view prefix, ScanVisitor visit,
                              const ScanOptions& options) {
-  return Scan(prefix, PrefixEnd(prefix), visit, options);
+  return Scan(prefix, KeyRangeEnd(prefix), visit, options);
 }
 
 absl::Status Txn::Merge(std::string_view key, MergeOp op,
