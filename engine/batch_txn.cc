@@ -106,17 +106,6 @@ absl::Status BatchTxn::DeleteRange(std::string_view begin,
 
 void BatchTxn::SetResult(std::string_view result) { result_ = result; }
 
-void BatchTxn::Emit(std::string_view destination, std::string_view key,
-                    std::string_view value) {
-  EmitWithHeaders(destination, key, value, {});
-}
-
-void BatchTxn::EmitWithHeaders(std::string_view destination,
-                               std::string_view key, std::string_view value,
-                               absl::Span<const Header> headers) {
-  EmitWithOptions(destination, key, value, EmitOptions{.headers = headers});
-}
-
 void BatchTxn::EmitWithOptions(std::string_view destination,
                                std::string_view key, std::string_view value,
                                const EmitOptions& options) {

@@ -67,11 +67,6 @@ class BatchTxn : public Txn {
   absl::Status DeleteRange(std::string_view begin,
                            std::string_view end) override;
   void SetResult(std::string_view result) override;
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) override;
-  void EmitWithHeaders(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       absl::Span<const Header> headers) override;
   void EmitWithOptions(std::string_view destination, std::string_view key,
                        std::string_view value,
                        const EmitOptions& options) override;

@@ -558,7 +558,6 @@ absl::Status ChangelogKeeper::ProduceOutsideCommit(ChangelogTxn& changelog) {
     void Put(std::string_view, std::string_view) override {}
     void Delete(std::string_view) override {}
     void SetResult(std::string_view) override {}
-    void Emit(std::string_view, std::string_view, std::string_view) override {}
     void EmitWithOptions(std::string_view destination, std::string_view key,
                          std::string_view value,
                          const EmitOptions& options) override {

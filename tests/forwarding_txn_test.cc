@@ -35,11 +35,6 @@ class LoggingTxn final : public Txn {
   void SetResult(std::string_view result) override {
     log.push_back(absl::StrCat("result ", std::string(result)));
   }
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) override {
-    log.push_back(absl::StrCat("emit ", std::string(destination), " ",
-                               std::string(key), " ", std::string(value)));
-  }
   void EmitWithOptions(std::string_view destination, std::string_view key,
                        std::string_view value,
                        const EmitOptions& options) override {

@@ -76,7 +76,9 @@ class StateScanTest : public ::testing::Test {
                                options);
                          });
     EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok()) EXPECT_EQ(r->outcome, Outcome::kProcessed) << r->error;
+    if (r.ok()) {
+      EXPECT_EQ(r->outcome, Outcome::kProcessed) << r->error;
+    }
     return seen;
   }
 

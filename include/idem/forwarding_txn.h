@@ -1,8 +1,8 @@
 // idem::ForwardingTxn passes every call to another Txn: the base of a Txn
 // decorator, as rocksdb::FileSystemWrapper is of a file system, so that a
 // decorator overrides only what it changes. Every emit reaches
-// EmitWithOptions (Emit and EmitWithHeaders call it with their arguments),
-// so a decorator that changes emits overrides that one alone.
+// EmitWithOptions (Txn's Emit and EmitWithHeaders call it), so a decorator
+// that changes emits overrides that one alone.
 //
 // The target is borrowed and must outlive the ForwardingTxn. Valid during
 // one handler call, as the Txn it forwards to; not thread-safe.
@@ -50,17 +50,6 @@ class ForwardingTxn : public Txn {
   }
   void SetResult(std::string_view result) override {
     target_.SetResult(result);
-  }
-  void Emit(std::string_view destination, std::string_view key,
-            std::string_view value) final {
-    EmitWithOptions(destination, key, value, EmitOptions());
-  }
-  void EmitWithHeaders(std::string_view destination, std::string_view key,
-                       std::string_view value,
-                       absl::Span<const Header> headers) final {
-    EmitOptions options;
-    options.headers = headers;
-    EmitWithOptions(destination, key, value, options);
   }
   void EmitWithOptions(std::string_view destination, std::string_view key,
                        std::string_view value,

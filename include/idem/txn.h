@@ -115,51 +115,52 @@ class Txn {
     return absl::InfiniteFuture();
   }
 
-  // Buffers an outgoing message, committed in the same write as this
-  // message's dedupe record, state writes and offset, into the store's
-  // outbox (idem/outbox.h; a relay reads it with Engine::ReadOutbox). Nothing
-  // is emitted for a failed handler or a duplicate. `destination` must be 1
-  // to kMaxSourceBytes bytes without a NUL byte, and `key`, `value` and
-  // headers together under 4 GiB; otherwise the message fails with
-  // kInvalidArgument (kFailed) and nothing of it commits.
-  virtual void Emit(std::string_view destination, std::string_view key,
-                    std::string_view value) = 0;
-
   // One header of an emitted message: (name, value), arbitrary bytes.
   using Header = std::pair<std::string_view, std::string_view>;
 
-  // As Emit, with headers stored with the entry (OutboxEntry::headers) for
-  // the relay to publish. The engine's and PartitionTxn's Txns implement it;
-  // the default, for Txn implementations outside idem, emits without them.
-  virtual void EmitWithHeaders(std::string_view destination,
-                               std::string_view key, std::string_view value,
-                               absl::Span<const Header> headers) {
-    (void)headers;
-    Emit(destination, key, value);
-  }
-
-  // Where and how EmitWithOptions publishes a message.
+  // Where and how a message is published.
   struct EmitOptions {
     // The partition of `destination` to publish to (>= 0), or -1 to let the
-    // relay's partitioner choose one by key, as Emit does.
+    // relay's partitioner choose one by key.
     int32_t partition = -1;
     // Publish a null value, a Kafka tombstone (log compaction then removes
     // `key`), instead of an empty one. `value` must be empty.
     bool tombstone = false;
-    // As EmitWithHeaders.
+    // Headers stored with the entry (OutboxEntry::headers) for the relay to
+    // publish.
     absl::Span<const Header> headers;
   };
 
-  // As EmitWithHeaders, with a destination partition and tombstones
-  // (OutboxEntry::partition, OutboxEntry::tombstone). A partition < -1, or a
-  // tombstone with a non-empty value, fails the message with
-  // kInvalidArgument. The engine's and PartitionTxn's Txns implement it; the
-  // default, for Txn implementations outside idem, emits with the headers
-  // only.
+  // Buffers an outgoing message, committed in the same write as this
+  // message's dedupe record, state writes and offset, into the store's
+  // outbox (idem/outbox.h; a relay reads it with Engine::ReadOutbox), with
+  // its destination partition, tombstone flag and headers
+  // (OutboxEntry::partition, OutboxEntry::tombstone, OutboxEntry::headers).
+  // Nothing is emitted for a failed handler or a duplicate. `destination`
+  // must be 1 to kMaxSourceBytes bytes without a NUL byte, and `key`,
+  // `value` and headers together under 4 GiB; a partition < -1, or a
+  // tombstone with a non-empty value, is refused too. Otherwise the message
+  // fails with kInvalidArgument (kFailed) and nothing of it commits.
+  //
+  // The one emit a Txn implements: Emit and EmitWithHeaders call it.
   virtual void EmitWithOptions(std::string_view destination,
                                std::string_view key, std::string_view value,
-                               const EmitOptions& options) {
-    EmitWithHeaders(destination, key, value, options.headers);
+                               const EmitOptions& options) = 0;
+
+  // EmitWithOptions with the default options: no headers, the partitioner
+  // chooses the partition.
+  void Emit(std::string_view destination, std::string_view key,
+            std::string_view value) {
+    EmitWithOptions(destination, key, value, EmitOptions());
+  }
+
+  // EmitWithOptions with headers only.
+  void EmitWithHeaders(std::string_view destination, std::string_view key,
+                       std::string_view value,
+                       absl::Span<const Header> headers) {
+    EmitOptions options;
+    options.headers = headers;
+    EmitWithOptions(destination, key, value, options);
   }
 };
 
