@@ -6,6 +6,10 @@
 // throws fails the message and commits nothing; PartitionTxn scans stay
 // inside their partition and show relative keys.
 
+#include <sys/mman.h>
+
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -244,6 +248,35 @@ TEST_F(StateScanTest, RangeWithEndBelowBeginIsInvalidArgument) {
                       [](std::string_view, std::string_view) { return true; })
           .code(),
       absl::StatusCode::kInvalidArgument);
+}
+
+// A bound one byte over 4 GiB, the largest a state key may be: the view
+// points into a reserved mapping that is never touched (MAP_NORESERVE), so
+// the test costs address space, not memory; the range is refused by its
+// size before any byte of it is read.
+TEST_F(StateScanTest, BoundOverFourGibIsInvalidArgument) {
+  const size_t size = size_t{std::numeric_limits<uint32_t>::max()} + 1;
+  void* mapped = mmap(nullptr, size, PROT_READ,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapped == MAP_FAILED)
+    GTEST_SKIP() << "cannot reserve 4 GiB of address space";
+  const std::string_view huge(static_cast<const char*>(mapped), size);
+  auto visit = [](std::string_view, std::string_view) { return true; };
+  absl::Status as_begin;
+  absl::Status as_end;
+  absl::StatusOr<Result> r =
+      engine_->Process(Message{.id = "huge"}, [&](const Message&, Txn& txn) {
+        as_begin = txn.Scan(huge, "", visit);
+        as_end = txn.Scan("", huge, visit);
+        return absl::OkStatus();
+      });
+  const absl::Status committed = engine_->ScanState(huge, "", visit);
+  munmap(mapped, size);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(as_begin.code(), absl::StatusCode::kInvalidArgument) << as_begin;
+  EXPECT_THAT(std::string(as_begin.message()), ::testing::HasSubstr("4 GiB"));
+  EXPECT_EQ(as_end.code(), absl::StatusCode::kInvalidArgument) << as_end;
+  EXPECT_EQ(committed.code(), absl::StatusCode::kInvalidArgument) << committed;
 }
 
 TEST_F(StateScanTest, VisitorThatThrowsFailsTheMessageAndCommitsNothing) {

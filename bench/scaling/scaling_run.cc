@@ -42,8 +42,8 @@ class BatchBuilder {
   absl::Span<const Message> Next() {
     for (size_t i = 0; i < messages_.size(); ++i, ++seq_) {
       ids_[i] = absl::StrCat("t", thread_, "-", seq_);
-      payloads_[i] = absl::StrCat("t", thread_, "/k",
-                                  seq_ % args_.keys_per_thread, "|");
+      payloads_[i] =
+          absl::StrCat("t", thread_, "/k", seq_ % args_.keys_per_thread, "|");
       if (payloads_[i].size() < static_cast<size_t>(args_.payload_bytes)) {
         payloads_[i].resize(args_.payload_bytes, 'p');
       }
@@ -83,8 +83,8 @@ void RunThread(Engine& engine, const ScalingArgs& args, const CpuWork& work,
     }
     for (const Result& r : *results) {
       if (r.outcome != Outcome::kProcessed) {
-        tally.error = absl::InternalError(
-            absl::StrCat("a new message was not processed: ", r.error.ToString()));
+        tally.error = absl::InternalError(absl::StrCat(
+            "a new message was not processed: ", r.error.ToString()));
         return;
       }
     }
@@ -94,8 +94,8 @@ void RunThread(Engine& engine, const ScalingArgs& args, const CpuWork& work,
 
 // `threads` threads for the duration on a fresh store.
 absl::StatusOr<SideFigures> RunSide(const ScalingArgs& args,
-                                    const CpuWork& work, int work_us,
-                                    int batch, int threads) {
+                                    const CpuWork& work, int work_us, int batch,
+                                    int threads) {
   absl::StatusOr<util::TempDir> dir =
       util::TempDir::Create("idem_scaling_", args.dir);
   if (!dir.ok()) return dir.status();
@@ -163,8 +163,7 @@ absl::StatusOr<ScalingRow> RunRow(const ScalingArgs& args, const CpuWork& work,
                     "W=%dus batch=%d threads=%d round %d/%d: %.0f vs %.0f "
                     "msg/s, %.2fx",
                     work_us, batch, threads, round + 1, args.rounds,
-                    one->messages_per_s, n->messages_per_s,
-                    row.ratios.back())
+                    one->messages_per_s, n->messages_per_s, row.ratios.back())
              << std::endl;
   }
   row.median_ratio = Median(row.ratios);
@@ -252,15 +251,15 @@ void PrintScalingReport(const ScalingReport& report, bool json,
   if (json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const ScalingRow& row : report.rows) {
-      nlohmann::json r = {{"work_us", row.work_us},
-                          {"batch", row.batch},
-                          {"threads", row.threads},
-                          {"ratios", row.ratios},
-                          {"median_ratio", row.median_ratio},
-                          {"median_one_thread_msgs_per_s",
-                           row.median_one_thread},
-                          {"median_n_threads_msgs_per_s", row.median_n_threads},
-                          {"max_reruns_per_1000", row.max_reruns_per_1000}};
+      nlohmann::json r = {
+          {"work_us", row.work_us},
+          {"batch", row.batch},
+          {"threads", row.threads},
+          {"ratios", row.ratios},
+          {"median_ratio", row.median_ratio},
+          {"median_one_thread_msgs_per_s", row.median_one_thread},
+          {"median_n_threads_msgs_per_s", row.median_n_threads},
+          {"max_reruns_per_1000", row.max_reruns_per_1000}};
       auto optional = [](const std::optional<double>& v) {
         return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
       };
@@ -276,8 +275,8 @@ void PrintScalingReport(const ScalingReport& report, bool json,
         << "\n";
     return;
   }
-  out << absl::StrFormat("cores: %u; hash rounds per µs: %.2f\n",
-                         report.cores, report.hash_rounds_per_us);
+  out << absl::StrFormat("cores: %u; hash rounds per µs: %.2f\n", report.cores,
+                         report.hash_rounds_per_us);
   out << "W µs | batch | threads | 1 thread msg/s | N threads msg/s | "
          "median ratio | rounds | reruns/1000 | serial | S(16) | S(32)\n";
   for (const ScalingRow& row : report.rows) {
@@ -293,9 +292,8 @@ void PrintScalingReport(const ScalingReport& report, bool json,
         "%d | %d | %d | %.0f | %.0f | %.2fx | %s | %.2f | %s | %s | %s\n",
         row.work_us, row.batch, row.threads, row.median_one_thread,
         row.median_n_threads, row.median_ratio, absl::StrJoin(ratios, " "),
-        row.max_reruns_per_1000,
-        cell(row.serial_fraction, 3, ""), cell(row.projected_16, 1, "x"),
-        cell(row.projected_32, 1, "x"));
+        row.max_reruns_per_1000, cell(row.serial_fraction, 3, ""),
+        cell(row.projected_16, 1, "x"), cell(row.projected_32, 1, "x"));
   }
 }
 
