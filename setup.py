@@ -1,7 +1,8 @@
 """Builds the Python package idem's extension (idem._idem) with the
 project's CMake, for `pip install --no-build-isolation .` (pyproject.toml).
 
-By default it configures build-pip/ with only the core, the C API and the
+By default it configures build-pip/ with only the core, the C API, the
+Kafka library when librdkafka is found (idem.kafka.NativeConsumer) and the
 extension (-DIDEM_BUILD_PYTHON=ON, no tests, tools or benchmarks) for the
 interpreter running pip, builds the extension there and installs it. With
 IDEM_BUILD_DIR set to a build directory already configured with

@@ -4,9 +4,12 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <utility>
+
+#include "c/c_internal.h"
 
 namespace idem::python {
 namespace {
@@ -22,12 +25,6 @@ struct Classes {
 Classes classes;
 
 std::atomic<bool> release_gil{true};
-
-// Raises `exc` (an exception instance) as the current Python error.
-[[noreturn]] void RaiseObject(py::handle exc) {
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-  throw py::error_already_set();
-}
 
 py::object ErrorFor(idem_code code, const char* message) {
   return classes.error_for(static_cast<int>(code), py::str(message));
@@ -68,6 +65,11 @@ int64_t TtlMillis(py::handle ttl) {
 }
 
 }  // namespace
+
+void RaiseObject(py::handle exc) {
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
 
 void Raise(idem_code code) { RaiseObject(ErrorFor(code, idem_last_error())); }
 
@@ -163,14 +165,15 @@ std::string Describe(py::handle exc) {
 }
 
 // Maps the exception a handler raised to the handler's return value.
-int Classify(CallContext& ctx, size_t i, idem_txn* txn, py::object exc) {
+int Classify(idem_txn* txn, py::object exc, py::object& raised,
+             py::object& interrupt) {
   if (!PyObject_IsInstance(exc.ptr(), PyExc_Exception)) {
-    ctx.interrupt = exc;
     idem_txn_set_error(txn, IDEM_CANCELLED,
                        ("interrupted: " + Describe(exc)).c_str());
+    interrupt = std::move(exc);
     return 1;
   }
-  if (i < ctx.results->errors.size()) ctx.results->errors[i] = exc;
+  raised = exc;
   if (PyObject_IsInstance(exc.ptr(), classes.permanent_error.ptr())) {
     const int code = exc.attr("code").cast<int>();
     idem_txn_set_error(txn, static_cast<idem_code>(code),
@@ -197,14 +200,13 @@ int RunHandler(CallContext& ctx, const idem_message* m, idem_txn* txn) {
                        "handler of the call");
     return 1;
   }
-  try {
-    py::object txn_object = py::cast(Txn{txn});
-    ctx.handler(txn_object, (*ctx.objects)[i]);
-    if (i < ctx.results->errors.size()) ctx.results->errors[i] = py::none();
-    return IDEM_HANDLER_COMMIT;
-  } catch (py::error_already_set& e) {
-    return Classify(ctx, i, txn, py::reinterpret_borrow<py::object>(e.value()));
+  py::object raised;
+  const int rc =
+      CallHandler(ctx.handler, (*ctx.objects)[i], txn, raised, ctx.interrupt);
+  if (i < ctx.results->errors.size() && !ctx.interrupt) {
+    ctx.results->errors[i] = raised ? raised : py::none();
   }
+  return rc;
 }
 
 // The C handler: takes the GIL back (when the call released it) and never
@@ -249,6 +251,18 @@ std::vector<py::object> MessageObjects(const py::list& items) {
 }
 
 }  // namespace
+
+int CallHandler(py::handle handler, py::handle message, idem_txn* txn,
+                py::object& raised, py::object& interrupt) {
+  try {
+    py::object txn_object = py::cast(Txn{txn});
+    handler(txn_object, message);
+    return IDEM_HANDLER_COMMIT;
+  } catch (py::error_already_set& e) {
+    return Classify(txn, py::reinterpret_borrow<py::object>(e.value()), raised,
+                    interrupt);
+  }
+}
 
 // ---- Engine ----
 
@@ -304,7 +318,21 @@ Engine::~Engine() {
   idem_engine_free(engine_);
 }
 
+void Engine::RemoveDependent(EngineDependent* d) {
+  dependents_.erase(std::remove(dependents_.begin(), dependents_.end(), d),
+                    dependents_.end());
+}
+
 void Engine::Close() {
+  if (idem::c_api::InHandlerOf(engine_)) {
+    Check(idem_engine_close(engine_));  // refused, naming why
+  }
+  while (!dependents_.empty()) {
+    // Each dependent removes itself when it closes.
+    EngineDependent* d = dependents_.back();
+    d->CloseForEngine();
+    RemoveDependent(d);
+  }
   idem_code c;
   {
     py::gil_scoped_release release;

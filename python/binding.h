@@ -44,6 +44,28 @@ std::string_view BytesOf(py::handle obj, const char* what, bool allow_str);
 int CollectScanPair(void* user, const char* key, size_t key_size,
                     const char* value, size_t value_size);
 
+// Calls handler(Txn{txn}, message) (the GIL held) and returns what a C
+// handler returns: IDEM_HANDLER_COMMIT if it returned; for an exception,
+// IDEM_HANDLER_PERMANENT (idem.PermanentError) or 1, with the error set on
+// `txn` (an idem.Error's code, else IDEM_INTERNAL). The exception goes to
+// `raised` (an Exception) or to `interrupt` (a BaseException that is not
+// one, e.g. KeyboardInterrupt: IDEM_CANCELLED); each is left alone
+// otherwise.
+int CallHandler(py::handle handler, py::handle message, idem_txn* txn,
+                py::object& raised, py::object& interrupt);
+
+// Raises `exc` (an exception instance) as the current Python error.
+[[noreturn]] void RaiseObject(py::handle exc);
+
+// What an engine handle's close must first close: an object that borrows
+// the engine (idem.kafka.NativeConsumer).
+class EngineDependent {
+ public:
+  virtual ~EngineDependent() = default;
+  // Closes the dependent, the GIL held; may raise.
+  virtual void CloseForEngine() = 0;
+};
+
 // A message: owns its idem_message.
 class Message {
  public:
@@ -116,9 +138,19 @@ class Engine {
   void AckOutbox(uint64_t position);
   uint64_t last_sequence() const { return last_sequence_.load(); }
 
+  // The C API handle, for bindings that borrow the engine; it stays valid
+  // while this object lives.
+  idem_engine* handle() const { return engine_; }
+  // Registers `d` (until RemoveDependent) to be closed by Close before the
+  // engine is. Both with the GIL held.
+  void AddDependent(EngineDependent* d) { dependents_.push_back(d); }
+  void RemoveDependent(EngineDependent* d);
+
  private:
   idem_engine* engine_ = nullptr;
   bool closed_ = false;
+  // Guarded by the GIL.
+  std::vector<EngineDependent*> dependents_;
   // The highest commit sequence any call on this engine returned.
   std::atomic<uint64_t> last_sequence_{0};
 };

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "python/binding.h"
+#ifdef IDEM_PYTHON_KAFKA
+#include "python/kafka_consumer.h"
+#endif
 
 namespace idem::python {
 namespace {
@@ -334,6 +337,9 @@ PYBIND11_MODULE(_idem, m) {
   ip::BindTxn(m);
   ip::BindResult(m);
   ip::BindEngine(m);
+#ifdef IDEM_PYTHON_KAFKA
+  ip::BindKafka(m);
+#endif
   m.attr("C_API_VERSION") = idem_c_api_version();
   m.attr("VERSION") = idem_version();
   m.def("_set_release_gil_for_testing", &ip::SetReleaseGilForTesting,
