@@ -268,6 +268,8 @@ int CallHandler(py::handle handler, py::handle message, idem_txn* txn,
 
 void SetReleaseGilForTesting(bool release) { release_gil = release; }
 
+bool ReleaseGil() { return release_gil.load(); }
+
 Engine::Engine(const std::string& path, const py::dict& options) {
   idem_options* o = idem_options_new();
   if (o == nullptr) throw std::bad_alloc();

@@ -164,9 +164,10 @@ py::object ResultError(const Result& r);
 py::object ResultValue(const Result& r);
 py::object FirstProcessedAt(const Result& r);
 
-// Tests only: whether process calls release the GIL (true), so that a test
-// can show what holding it would break.
+// Tests only: whether process calls and NativeConsumer.poll_batch release
+// the GIL (true), so that a test can show what holding it would break.
 void SetReleaseGilForTesting(bool release);
+bool ReleaseGil();
 
 }  // namespace idem::python
 

@@ -290,7 +290,8 @@ py::dict NativeConsumer::PollBatch(py::object handler) {
   call.handler = std::move(handler);
   absl::StatusOr<kafka::BatchReport> report;
   {
-    py::gil_scoped_release release;
+    std::optional<py::gil_scoped_release> release;
+    if (ReleaseGil()) release.emplace();
     report = c->PollBatch([&](const kafka::Record& r, idem::Txn& t) {
       return Handle(call, r, t);
     });

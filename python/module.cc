@@ -343,6 +343,7 @@ PYBIND11_MODULE(_idem, m) {
   m.attr("C_API_VERSION") = idem_c_api_version();
   m.attr("VERSION") = idem_version();
   m.def("_set_release_gil_for_testing", &ip::SetReleaseGilForTesting,
-        "Tests only: False makes process calls keep the GIL while the "
-        "engine runs (a broken build, for the GIL test's twin).");
+        "Tests only: False makes process calls and "
+        "NativeConsumer.poll_batch keep the GIL while the engine or the "
+        "consumer runs (a broken build, for the GIL tests' twins).");
 }

@@ -76,8 +76,12 @@ def run(store: str, messages: int) -> list[str]:
     return problems
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str], run=run, name: str = "kafka_consumer",
+         doc: str = __doc__,
+         success: str = "every payment applied exactly once") -> int:
+    """The command line of this example and of kafka_native_consumer.py:
+    runs `run` on a temporary store and prints its problems."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=2000)
     args = parser.parse_args(argv)
     if args.messages < 2:
@@ -85,9 +89,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         problems = run(f"{tmp}/store", args.messages)
     for p in problems:
-        print(f"kafka_consumer: {p}", file=sys.stderr)
-    print("kafka_consumer: every payment applied exactly once"
-          if not problems else "kafka_consumer: CHECK FAILED")
+        print(f"{name}: {p}", file=sys.stderr)
+    print(f"{name}: {success}" if not problems else f"{name}: CHECK FAILED")
     return 0 if not problems else 1
 
 

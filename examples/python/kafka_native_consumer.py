@@ -18,10 +18,8 @@ confirmations topic holds one confirmation per unique payment.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
-import tempfile
 import time
 
 import confluent_kafka
@@ -110,19 +108,9 @@ def run(store: str, messages: int) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=2000)
-    args = parser.parse_args(argv)
-    if args.messages < 2:
-        parser.error("--messages must be >= 2")
-    with tempfile.TemporaryDirectory() as tmp:
-        problems = run(f"{tmp}/store", args.messages)
-    for p in problems:
-        print(f"kafka_native_consumer: {p}", file=sys.stderr)
-    print("kafka_native_consumer: every payment applied and confirmed "
-          "exactly once" if not problems else
-          "kafka_native_consumer: CHECK FAILED")
-    return 0 if not problems else 1
+    return kafka_consumer.main(
+        argv, run, "kafka_native_consumer", __doc__,
+        "every payment applied and confirmed exactly once")
 
 
 if __name__ == "__main__":

@@ -271,6 +271,9 @@ class NativeConsumer:
             raise idem.Unimplemented(
                 "idem was built without librdkafka: NativeConsumer is "
                 "missing (use idem.kafka.Consumer)")
+        if not isinstance(engine, idem.Engine):
+            raise TypeError(f"engine must be an idem.Engine, not "
+                            f"{type(engine).__name__}")
         self._engine = engine
         self._consumer = _idem._KafkaConsumer(engine._engine, options)
 

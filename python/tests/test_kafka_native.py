@@ -5,7 +5,9 @@ relay, retries and dead letters, interrupts, threads, bad keyword arguments
 and use after close."""
 
 import gc
+import os
 import pathlib
+import signal
 import sys
 import threading
 import time
@@ -228,6 +230,12 @@ def test_use_after_close_raises_failed_precondition(cluster, engine):
             call()
     c.stop()  # does nothing
     c.close()  # again: does nothing
+    engine.close()
+    with pytest.raises(idem.FailedPrecondition, match="engine is closed"):
+        open_consumer(engine, cluster, "closed")
+    with pytest.raises(TypeError, match="idem.Engine"):
+        idem.kafka.NativeConsumer(engine._engine, brokers=cluster[1],
+                                  group_id="g", topics=["t"])
 
 
 def test_the_consumer_keeps_its_engine_and_the_engine_closes_it(
@@ -259,3 +267,67 @@ def test_closing_from_inside_a_handler_is_refused(cluster, engine):
         poll_until(c, handler, 1)
         assert not c.closed and not engine.closed
     assert len(errors) == 2 and all("inside" in e for e in errors)
+
+
+def count_while_polling(consumer):
+    """How often another Python thread ran during one poll_batch that
+    waits its poll_timeout for records that do not come."""
+    counter = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+            time.sleep(0.001)
+
+    spinner = threading.Thread(target=spin)
+    spinner.start()
+    time.sleep(0.05)
+    before = counter[0]
+    consumer.poll_batch(counting)
+    during = counter[0] - before
+    stop.set()
+    spinner.join()
+    return during
+
+
+@pytest.mark.parametrize("release", [True, False],
+                         ids=["released", "held_broken_twin"])
+def test_poll_batch_releases_the_gil_while_it_waits(cluster, engine,
+                                                    release):
+    publish(cluster, "gil", [(b"g", b"")])
+    with open_consumer(engine, cluster, "gil", poll_timeout=1.0) as c:
+        poll_until(c, counting, 1)
+        idem._idem._set_release_gil_for_testing(release)
+        try:
+            during = count_while_polling(c)
+        finally:
+            idem._idem._set_release_gil_for_testing(True)
+    # Released, the other thread ran about every millisecond of the wait
+    # (at least a tenth of them on a loaded machine); held, it barely
+    # could (Python's switch interval lets it in a few times around the
+    # call, not during it).
+    if release:
+        assert during > 100
+    else:
+        assert during < 20
+
+
+def test_run_ends_on_a_signal_handler_calling_stop_and_on_ctrl_c(
+        cluster, engine):
+    publish(cluster, "sig", [(b"s", b"")])
+    with open_consumer(engine, cluster, "sig") as c:
+        poll_until(c, counting, 1)
+        previous = signal.signal(signal.SIGUSR1, lambda *_: c.stop())
+        try:
+            threading.Timer(0.5, os.kill,
+                            (os.getpid(), signal.SIGUSR1)).start()
+            started = time.monotonic()
+            c.run(counting)  # nothing arrives: only the signal ends it
+            assert time.monotonic() - started < 10
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
+    with open_consumer(engine, cluster, "sig") as c:
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            c.run(counting)
