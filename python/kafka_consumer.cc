@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "c/c_internal.h"
 #include "idem/kafka/consumer.h"
+#include "idem/partition_state.h"
 #include "python/binding.h"
 
 namespace idem::python {
@@ -207,6 +208,8 @@ class NativeConsumer : public EngineDependent {
   py::object engine_object_;
   Engine* engine_;
   std::unique_ptr<c_api::ActiveCall> engine_use_;
+  // Handlers get a PartitionTxn of their record's partition.
+  bool partition_state_ = false;
 
   absl::Mutex mu_;
   std::unique_ptr<kafka::Consumer> consumer_ ABSL_GUARDED_BY(mu_);
@@ -217,7 +220,16 @@ NativeConsumer::NativeConsumer(py::object engine, const py::dict& kwargs)
     : engine_object_(std::move(engine)),
       engine_(&engine_object_.cast<Engine&>()) {
   kafka::ConsumerOptions options;
-  ParseConsumerOptions(kwargs, options);
+  py::dict rest(kwargs);
+  py::object partition_state = rest.attr("pop")("partition_state", py::none());
+  ParseConsumerOptions(rest, options);
+  if (partition_state.is_none()) {
+    partition_state_ = !options.changelog_topic.empty();
+  } else if (PyBool_Check(partition_state.ptr())) {
+    partition_state_ = partition_state.ptr() == Py_True;
+  } else {
+    throw py::type_error("partition_state must be bool or None");
+  }
   engine_use_ = std::make_unique<c_api::ActiveCall>(engine_->handle());
   Check(engine_use_->Acquire("NativeConsumer"));
   absl::StatusOr<std::unique_ptr<kafka::Consumer>> created;
@@ -278,6 +290,11 @@ absl::Status NativeConsumer::Handle(ConsumerCall& call,
   absl::Cleanup restore = [outer] { handler_of = outer; };
   static const idem_message kUnused;  // the record is the handler's message
   RecordCall h{&call, &record};
+  if (partition_state_) {
+    PartitionTxn scoped(txn, record.topic, record.partition);
+    return c_api::RunCHandler(engine_->handle(), &RecordTrampoline, &h,
+                              &kUnused, scoped);
+  }
   return c_api::RunCHandler(engine_->handle(), &RecordTrampoline, &h, &kUnused,
                             txn);
 }
@@ -426,6 +443,17 @@ id: the dedupe ID (bytes): the id_header header's value, or
                ", partition=" + std::to_string(r.partition) +
                ", offset=" + std::to_string(r.offset) + ")";
       });
+  m.def(
+      "partition_state_key",
+      [](const std::string& source, int32_t partition, py::handle key) {
+        const std::string_view k = BytesOf(key, "key", true);
+        return py::bytes(PartitionStatePrefix(source, partition) +
+                         std::string(k));
+      },
+      py::arg("source"), py::arg("partition"), py::arg("key"),
+      "The state key under which a handler's write of `key` through the "
+      "partition's view (NativeConsumer's partition_state) is stored, for "
+      "Engine.get_state.");
   py::class_<NativeConsumer>(m, "_KafkaConsumer",
                              "idem::kafka::Consumer; see "
                              "idem.kafka.NativeConsumer.")

@@ -132,6 +132,12 @@ class KafkaRecord:
     timestamp_ms: int
 
 
+def partition_state_key(source: str, partition: int, key: _Key) -> bytes:
+    """The state key of a handler's write of key through its partition's
+    view (only when the extension was built with librdkafka)."""
+    ...
+
+
 class _KafkaConsumer:
     """idem::kafka::Consumer; see idem.kafka.NativeConsumer (only when the
     extension was built with librdkafka)."""

@@ -31,7 +31,6 @@ duplicates.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from typing import Any, Callable
 
 import idem
@@ -167,7 +166,8 @@ class Consumer:
         self.close()
 
 
-_Seconds = float | datetime.timedelta
+if hasattr(_idem, "partition_state_key"):
+    partition_state_key = _idem.partition_state_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +235,12 @@ class NativeConsumer:
     outbox_max_attempts, max_outbox_pending, transactional_output,
     relay_progress_topic, transaction_timeout, transaction_interval,
     changelog_topic, restore_step_records, standby_partitions,
-    standby_interval, check_group_offsets, commit_to_kafka.
+    standby_interval, check_group_offsets, commit_to_kafka; and
+    partition_state (default: whether changelog_topic is set): handlers
+    get their record's partition's view of the state
+    (``idem::PartitionTxn``), which the changelog needs; read its keys
+    with ``engine.get_state(idem.kafka.partition_state_key(topic,
+    partition, key))``.
     An unknown name or a value of the wrong type raises TypeError; a value
     out of range (max_batch=0, a property the consumer owns, ...)
     idem.InvalidArgument naming it; librdkafka failing to start

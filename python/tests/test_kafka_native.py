@@ -331,3 +331,27 @@ def test_run_ends_on_a_signal_handler_calling_stop_and_on_ctrl_c(
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         with pytest.raises(KeyboardInterrupt):
             c.run(counting)
+
+
+def test_the_changelog_moves_a_partitions_state_to_another_store(
+        cluster, tmp_path):
+    publish(cluster, "cl", [(f"c{i}".encode(), b"") for i in range(30)])
+
+    def handler(txn, record):
+        n = idem.read_int64(txn.get(b"n")) or 0
+        txn.put(b"n", idem.int64_operand(n + 1))
+
+    key = idem.kafka.partition_state_key("cl", 0, b"n")
+    with idem.Engine.open(tmp_path / "a", dedupe_scope="partition") as a:
+        with open_consumer(a, cluster, "cl", changelog_topic="cl.state") as c:
+            poll_until(c, handler, 30)
+        assert idem.read_int64(a.get_state(key)) == 30
+    # Another member's store: restored from the changelog, it sees c0
+    # again as a duplicate and applies only the new record.
+    publish(cluster, "cl", [(b"c0", b""), (b"new", b"")])
+    with idem.Engine.open(tmp_path / "b", dedupe_scope="partition") as b:
+        with open_consumer(b, cluster, "cl", changelog_topic="cl.state") as c:
+            reports = poll_until(c, handler, 2)
+            assert c.stats().restores >= 1
+        assert idem.read_int64(b.get_state(key)) == 31
+    assert (total(reports, "processed"), total(reports, "duplicates")) == (1, 1)
