@@ -90,10 +90,12 @@ def test_every_record_is_processed_once_across_a_close_and_reopen(
 def test_a_duplicate_record_is_applied_once(cluster, engine):
     publish(cluster, "dup", [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")])
     seen = {}  # by offset: a handler may run more than once (a rerun)
+    kept = []
 
     def handler(txn, record):
         seen[record.offset] = (record.id, record.payload, record.source,
                                record.partition, record.headers)
+        kept.append((txn, record))
         counting(txn, record)
 
     with open_consumer(engine, cluster, "dup") as c:
@@ -102,6 +104,12 @@ def test_a_duplicate_record_is_applied_once(cluster, engine):
     assert count(engine, b"a") == 1
     assert seen == {0: (b"a", b"1", "dup", 0, [("message-id", b"a")]),
                     1: (b"b", b"2", "dup", 0, [("message-id", b"b")])}
+    # A txn kept after its handler returned refuses every call; the record
+    # owns its bytes.
+    txn, record = kept[0]
+    with pytest.raises(idem.FailedPrecondition):
+        txn.put(b"late", b"x")
+    assert record.payload == b"1" and engine.get_state(b"late") is None
 
 
 def test_outputs_emitted_by_handlers_reach_the_output_topic(cluster, engine):
@@ -355,3 +363,14 @@ def test_the_changelog_moves_a_partitions_state_to_another_store(
             assert c.stats().restores >= 1
         assert idem.read_int64(b.get_state(key)) == 31
     assert (total(reports, "processed"), total(reports, "duplicates")) == (1, 1)
+
+
+def test_closing_the_engine_from_another_thread_stops_a_run(cluster, engine):
+    publish(cluster, "closerun", [(b"c", b"")])
+    c = open_consumer(engine, cluster, "closerun")
+    poll_until(c, counting, 1)
+    closer = threading.Timer(0.5, engine.close)
+    closer.start()
+    c.run(counting)  # returns once the engine's close has stopped it
+    closer.join()
+    assert c.closed and engine.closed
