@@ -55,7 +55,8 @@ absl::StatusOr<bool> CheckShardLayout(rocksdb::Env* env,
   const int found = stored->has_value() ? **stored : (unsharded_store ? 1 : 0);
   if (found != 0 && found != options.shards) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "the store at ", path, " has ", found, found == 1 ? " shard" : " shards",
+        "the store at ", path, " has ", found,
+        found == 1 ? " shard" : " shards",
         "; opened with shards = ", options.shards,
         ": a store keeps the shard count it was created with (idem neither "
         "splits nor joins shards)"));
@@ -74,10 +75,10 @@ absl::StatusOr<bool> CheckShardLayout(rocksdb::Env* env,
     return false;
   }
   if (options.read_only || !options.create_if_missing) {
-    return absl::NotFoundError(absl::StrCat(
-        "no sharded store at ", path,
-        options.read_only ? " (read_only opens never create one)"
-                          : " (create_if_missing is false)"));
+    return absl::NotFoundError(
+        absl::StrCat("no sharded store at ", path,
+                     options.read_only ? " (read_only opens never create one)"
+                                       : " (create_if_missing is false)"));
   }
   rocksdb::Status s = env->CreateDirIfMissing(path);
   if (!s.ok()) return FromRocksStatus(s, "creating " + path);
@@ -88,8 +89,9 @@ absl::Status WriteShardCount(rocksdb::Env* env, const std::string& path,
                              int shards) {
   const std::string file = Join(path, kShardsFileName);
   const std::string temp = file + ".tmp";
-  rocksdb::Status s = rocksdb::WriteStringToFile(
-      env, absl::StrCat(kShardsPrefix, shards, "\n"), temp, /*should_sync=*/true);
+  rocksdb::Status s =
+      rocksdb::WriteStringToFile(env, absl::StrCat(kShardsPrefix, shards, "\n"),
+                                 temp, /*should_sync=*/true);
   if (s.ok()) s = env->RenameFile(temp, file);
   if (!s.ok()) return FromRocksStatus(s, "writing " + file);
   return SyncDirectory(env, path);

@@ -73,8 +73,8 @@ Engine* ShardedEngine::shard(int index) {
 }
 
 int ShardedEngine::Route(int32_t partition) const {
-  return static_cast<int>(
-      (static_cast<int64_t>(partition) + routing_salt_) % shard_count());
+  return static_cast<int>((static_cast<int64_t>(partition) + routing_salt_) %
+                          shard_count());
 }
 
 Result ShardedEngine::MarkShard(Result result, int shard) {
@@ -179,8 +179,7 @@ absl::Status ShardedEngine::WaitDurable(uint64_t sequence) {
   const uint64_t index = sequence >> kShardShift;
   if (index >= shards_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "sequence ", sequence, " names shard ", index, " of ",
-        shards_.size()));
+        "sequence ", sequence, " names shard ", index, " of ", shards_.size()));
   }
   if (absl::Status s = shards_[index]->WaitDurable(sequence & kShardLocalMask);
       !s.ok()) {

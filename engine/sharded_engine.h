@@ -76,8 +76,8 @@ class ShardedEngine final : public Engine {
   absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxAfter(
       uint64_t position, size_t max_entries) override;
   absl::Status AckOutbox(uint64_t position) override;
-  absl::StatusOr<PartitionSnapshot> ExportPartition(
-      std::string_view source, int32_t partition) override;
+  absl::StatusOr<PartitionSnapshot> ExportPartition(std::string_view source,
+                                                    int32_t partition) override;
   absl::Status ImportPartition(const PartitionSnapshot& snapshot) override;
   absl::Status ImportPartition(const PartitionSnapshot& snapshot,
                                const ImportOptions& options) override;
@@ -87,9 +87,7 @@ class ShardedEngine final : public Engine {
   absl::Status Dump(
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;
 
-  int shard_count() const override {
-    return static_cast<int>(shards_.size());
-  }
+  int shard_count() const override { return static_cast<int>(shards_.size()); }
   Engine* shard(int index) override;
 
  private:

@@ -5,18 +5,31 @@
 namespace idem {
 
 void AddStats(const Stats& shard, Stats& total) {
-  for (uint64_t Stats::*counter :
-       {&Stats::processed, &Stats::duplicates, &Stats::failed,
-        &Stats::conflicts, &Stats::handler_reruns, &Stats::late_duplicates,
-        &Stats::outbox_pending, &Stats::outbox_emitted,
-        &Stats::outbox_acknowledged, &Stats::expired_dropped,
-        &Stats::user_bytes, &Stats::wal_bytes, &Stats::flush_bytes,
-        &Stats::compaction_bytes, &Stats::live_sst_bytes,
-        &Stats::estimated_live_records, &Stats::expiry_buckets,
-        &Stats::expiry_buckets_dropped, &Stats::expiry_bucket_records_dropped,
-        &Stats::memtable_bytes, &Stats::block_cache_bytes,
-        &Stats::table_reader_bytes, &Stats::bloom_filter_useful,
-        &Stats::bloom_filter_positive, &Stats::data_blocks_read}) {
+  for (uint64_t Stats::*counter : {&Stats::processed,
+                                   &Stats::duplicates,
+                                   &Stats::failed,
+                                   &Stats::conflicts,
+                                   &Stats::handler_reruns,
+                                   &Stats::late_duplicates,
+                                   &Stats::outbox_pending,
+                                   &Stats::outbox_emitted,
+                                   &Stats::outbox_acknowledged,
+                                   &Stats::expired_dropped,
+                                   &Stats::user_bytes,
+                                   &Stats::wal_bytes,
+                                   &Stats::flush_bytes,
+                                   &Stats::compaction_bytes,
+                                   &Stats::live_sst_bytes,
+                                   &Stats::estimated_live_records,
+                                   &Stats::expiry_buckets,
+                                   &Stats::expiry_buckets_dropped,
+                                   &Stats::expiry_bucket_records_dropped,
+                                   &Stats::memtable_bytes,
+                                   &Stats::block_cache_bytes,
+                                   &Stats::table_reader_bytes,
+                                   &Stats::bloom_filter_useful,
+                                   &Stats::bloom_filter_positive,
+                                   &Stats::data_blocks_read}) {
     total.*counter += shard.*counter;
   }
   for (absl::Duration Stats::*age :

@@ -43,8 +43,11 @@ absl::Status PutLast(const Message& message, Txn& txn) {
 // outlive it.
 Message OnPartition(std::string_view id, int32_t partition, int64_t offset,
                     std::string_view payload) {
-  return Message{.id = id, .payload = payload, .source = "orders",
-                 .partition = partition, .offset = offset};
+  return Message{.id = id,
+                 .payload = payload,
+                 .source = "orders",
+                 .partition = partition,
+                 .offset = offset};
 }
 
 class ShardedEngineTest : public ::testing::Test {
@@ -110,9 +113,9 @@ TEST_F(ShardedEngineTest, RedeliveryAfterReopenIsADuplicate) {
     std::unique_ptr<Engine> engine = OpenShards(3);
     ASSERT_NE(engine, nullptr);
     for (int32_t p = 0; p < 6; ++p) {
-      ASSERT_TRUE(engine->Process(OnPartition(absl::StrCat("m", p), p, 1, "x"),
-                                  PutLast)
-                      .ok());
+      ASSERT_TRUE(
+          engine->Process(OnPartition(absl::StrCat("m", p), p, 1, "x"), PutLast)
+              .ok());
     }
   }
   std::unique_ptr<Engine> engine = OpenShards(3);
@@ -131,8 +134,7 @@ TEST_F(ShardedEngineTest, BrokenRoutingAppliesRedeliveriesTwice) {
   {
     std::unique_ptr<Engine> engine = OpenShards(3);
     ASSERT_NE(engine, nullptr);
-    ASSERT_TRUE(
-        engine->Process(OnPartition("m", 1, 1, "x"), PutLast).ok());
+    ASSERT_TRUE(engine->Process(OnPartition("m", 1, 1, "x"), PutLast).ok());
   }
   std::unique_ptr<Engine> engine =
       OpenShards(3, EngineHooks{.wrong_shard = true});
@@ -236,8 +238,7 @@ TEST_F(ShardedEngineTest, MissingShardFailsTheOpenNamingIt) {
 TEST_F(ShardedEngineTest, CheckpointOpensAsTheSameShards) {
   std::unique_ptr<Engine> engine = OpenShards(2);
   ASSERT_NE(engine, nullptr);
-  ASSERT_TRUE(
-      engine->Process(OnPartition("m", 1, 5, "kept"), PutLast).ok());
+  ASSERT_TRUE(engine->Process(OnPartition("m", 1, 5, "kept"), PutLast).ok());
   const std::string copy = dir_.Sub("copy");
   ASSERT_TRUE(engine->Checkpoint(copy).ok());
   absl::StatusOr<std::unique_ptr<Engine>> reopened =
