@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "brokers/run_until_stopped.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/engine.h"
@@ -77,6 +78,12 @@ absl::StatusOr<std::unique_ptr<Interface>> CreateLoopConsumer(
     Engine* engine, const Options& options, const LoopHooks& hooks,
     Validate validate) {
   if (engine == nullptr) return absl::InvalidArgumentError("engine is null");
+  if (engine->shard_count() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the engine has ", engine->shard_count(),
+        " shards (Options::shards); a broker consumer relays one outbox, "
+        "so it takes an engine with one shard"));
+  }
   if (absl::Status s = validate(options); !s.ok()) return s;
   if (absl::Status s = DeliveryLoop::Validate(options.delivery); !s.ok()) {
     return s;

@@ -60,6 +60,11 @@ struct EngineHooks {
   // Options::detect_conflicts has no effect: a conflicting redelivery is a
   // duplicate (breaks conflict detection).
   bool ignore_conflicts = false;
+  // A sharded engine (Options::shards > 1) routes partitions by a salt
+  // drawn at each open, so a restart sends a partition to another shard,
+  // away from its dedupe records and offsets (breaks one effect per
+  // message across restarts; the crash harness's --self_test=wrong_shard).
+  bool wrong_shard = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

@@ -15,6 +15,8 @@
 #include "engine/info_log.h"
 #include "engine/merged_scan.h"
 #include "engine/outbox_store.h"
+#include "engine/shard_layout.h"
+#include "engine/sharded_engine.h"
 #include "engine/status_util.h"
 #include "engine/store_directory.h"
 #include "engine/user_code.h"
@@ -705,9 +707,27 @@ absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutboxFrom(
   return entries;
 }
 
+absl::Status EngineImpl::WaitLatestDurable() {
+  if (absl::Status s = PrepareOutsideCommit("WaitDurable"); !s.ok()) return s;
+  ReadLock lock(this);
+  absl::StatusOr<Store*> store = CurrentStore();
+  if (!store.ok()) return store.status();
+  return MakeDurable(**store, (*store)->db->GetLatestSequenceNumber());
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> OpenEngineWithHooks(
     const std::string& path, const Options& options, const EngineHooks& hooks) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  if (options.shards > 1) return OpenShardedEngine(path, options, hooks);
+  {
+    // An ordinary open of a sharded store is refused before RocksDB looks.
+    rocksdb::Env* env =
+        options.env != nullptr ? options.env : rocksdb::Env::Default();
+    if (absl::StatusOr<bool> fresh = CheckShardLayout(env, path, options);
+        !fresh.ok()) {
+      return fresh.status();
+    }
+  }
   auto time = std::make_shared<EngineClock>(
       options.clock != nullptr ? options.clock : SystemClock(),
       /*monotonic=*/!hooks.engine_time_follows_clock);

@@ -68,6 +68,7 @@ class EngineImpl : public Engine {
                                  Handler handler) override;
   absl::StatusOr<std::vector<Result>> ProcessBatch(
       absl::Span<const Message> messages, Handler handler) override;
+  using Engine::GetState;
   absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) override;
   absl::Status ScanState(std::string_view begin, std::string_view end,
@@ -82,6 +83,9 @@ class EngineImpl : public Engine {
   absl::StatusOr<std::optional<int64_t>> CommittedOffset(
       std::string_view source, int32_t partition) override;
   absl::Status WaitDurable(uint64_t sequence) override;
+  // WaitDurable of the latest commit: a sharded engine's WaitDurable
+  // (engine/sharded_engine.h) covers the other shards with it.
+  absl::Status WaitLatestDurable();
   absl::StatusOr<std::vector<OutboxEntry>> ReadOutbox(
       size_t max_entries) override;
   absl::StatusOr<std::vector<OutboxEntry>> ReadOutboxAfter(

@@ -62,13 +62,6 @@ bool IsWalName(std::string_view name) {
   return true;
 }
 
-absl::Status SyncDirectory(rocksdb::Env* env, const std::string& dir) {
-  std::unique_ptr<rocksdb::Directory> handle;
-  rocksdb::Status s = env->NewDirectory(dir, &handle);
-  if (s.ok()) s = handle->Fsync();
-  return FromRocksStatus(s, "syncing the directory " + dir);
-}
-
 // Removes the files in `dir`, then `dir`.
 absl::Status RemoveFlatDirectory(rocksdb::Env* env, const std::string& dir) {
   absl::StatusOr<std::vector<std::string>> names = ListNames(env, dir);
@@ -110,6 +103,13 @@ absl::Status MoveStagedStore(rocksdb::Env* env, const std::string& dir) {
 }
 
 }  // namespace
+
+absl::Status SyncDirectory(rocksdb::Env* env, const std::string& dir) {
+  std::unique_ptr<rocksdb::Directory> handle;
+  rocksdb::Status s = env->NewDirectory(dir, &handle);
+  if (s.ok()) s = handle->Fsync();
+  return FromRocksStatus(s, "syncing the directory " + dir);
+}
 
 absl::StatusOr<DirectoryState> InspectStoreDirectory(rocksdb::Env* env,
                                                      const std::string& dir,

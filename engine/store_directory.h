@@ -49,6 +49,9 @@ struct DirectoryState {
   bool has_staging = false;
 };
 
+// Syncs `dir`'s entries (names created, renamed or removed in it).
+absl::Status SyncDirectory(rocksdb::Env* env, const std::string& dir);
+
 // Looks at `dir` without changing anything. kDataLoss for a store missing
 // its CURRENT file (an OPTIONS or MANIFEST file names idem's format marker)
 // or whose CURRENT names a missing MANIFEST; kFailedPrecondition, naming

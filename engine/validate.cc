@@ -23,6 +23,16 @@ absl::Status ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(
         "dedupe_scope is not a DedupeScope value");
   }
+  if (options.shards < 1 || options.shards > kMaxShards) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards must be in [1, ", kMaxShards, "], got ", options.shards));
+  }
+  if (options.shards > 1 && options.dedupe_scope != DedupeScope::kPartition) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards = ", options.shards,
+        " needs dedupe_scope = kPartition: each message ID is deduplicated "
+        "within its partition's shard, so a store-wide scope cannot hold"));
+  }
   if (options.bloom_bits_per_key < 0 || options.bloom_bits_per_key > 64) {
     return absl::InvalidArgumentError(
         absl::StrCat("bloom_bits_per_key must be in [0, 64], got ",

@@ -21,6 +21,7 @@ inline constexpr size_t kMaxWriteBufferBytes = size_t{4} << 30;   // 4 GiB
 inline constexpr size_t kMaxBlockCacheBytes = size_t{1} << 40;    // 1 TiB
 inline constexpr int kMinBackgroundJobs = 1;
 inline constexpr int kMaxBackgroundJobs = 256;
+inline constexpr int kMaxShards = 256;
 
 absl::Status ValidateOptions(const Options& options);
 absl::Status ValidateId(std::string_view id);

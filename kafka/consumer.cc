@@ -489,6 +489,12 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
+  if (engine->shard_count() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Consumer::Create: the engine has ", engine->shard_count(),
+        " shards (Options::shards); the Kafka consumer does not map "
+        "partitions to shards yet, so it takes an engine with one shard"));
+  }
   if (absl::Status s =
           ValidateConsumerOptions(options, hooks.plain_transactional_output);
       !s.ok()) {

@@ -674,6 +674,12 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("OutboxRelay::Create: engine is null");
   }
+  if (engine->shard_count() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OutboxRelay::Create: the engine has ", engine->shard_count(),
+        " shards, each with its own outbox: relay each through "
+        "engine->shard(i)"));
+  }
   if (absl::Status s = ValidateRelayOptions(options); !s.ok()) return s;
   // Keyed entries without a partition land where Java's producer puts
   // them (murmur2 of the key), so outputs co-partition with topics that

@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
   app->add_option("--batch", args.batches,
                   "Messages per ProcessBatch call, comma-separated.")
       ->delimiter(',');
+  app->add_option("--one_shard", args.one_shard,
+                  "Run rows whose N threads share one shard (true/false).");
+  app->add_option("--shard_per_thread", args.shard_per_thread,
+                  "Run rows with a shard per thread, Options::shards = N "
+                  "(true/false).");
   app->add_option("--rounds", args.rounds, "Paired rounds per row (>= 1).");
   idem::cli::AddDurationFlag(*app, "duration", &args.duration,
                              "How long each side of a pair runs, e.g. 2s.");

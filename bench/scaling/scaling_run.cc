@@ -47,7 +47,10 @@ class BatchBuilder {
       if (payloads_[i].size() < static_cast<size_t>(args_.payload_bytes)) {
         payloads_[i].resize(args_.payload_bytes, 'p');
       }
-      messages_[i] = Message{.id = ids_[i], .payload = payloads_[i]};
+      messages_[i] = Message{.id = ids_[i],
+                             .payload = payloads_[i],
+                             .source = "scaling",
+                             .partition = thread_};
     }
     return messages_;
   }
@@ -95,12 +98,14 @@ void RunThread(Engine& engine, const ScalingArgs& args, const CpuWork& work,
 // `threads` threads for the duration on a fresh store.
 absl::StatusOr<SideFigures> RunSide(const ScalingArgs& args,
                                     const CpuWork& work, int work_us, int batch,
-                                    int threads) {
+                                    int threads, int shards) {
   absl::StatusOr<util::TempDir> dir =
       util::TempDir::Create("idem_scaling_", args.dir);
   if (!dir.ok()) return dir.status();
   Options options;
   options.durability = Durability::kBuffered;
+  options.shards = shards;
+  if (shards > 1) options.dedupe_scope = DedupeScope::kPartition;
   absl::StatusOr<std::unique_ptr<Engine>> engine =
       Engine::Open(dir->Sub("store"), options);
   if (!engine.ok()) return engine.status();
@@ -144,15 +149,17 @@ double Median(std::vector<double> values) {
 // A configuration's paired rounds.
 absl::StatusOr<ScalingRow> RunRow(const ScalingArgs& args, const CpuWork& work,
                                   unsigned cores, int work_us, int batch,
-                                  int threads, std::ostream& progress) {
-  ScalingRow row{.work_us = work_us, .batch = batch, .threads = threads};
+                                  int threads, int shards,
+                                  std::ostream& progress) {
+  ScalingRow row{
+      .work_us = work_us, .batch = batch, .threads = threads, .shards = shards};
   std::vector<double> ones;
   std::vector<double> ns;
   for (int round = 0; round < args.rounds; ++round) {
-    absl::StatusOr<SideFigures> one = RunSide(args, work, work_us, batch, 1);
+    absl::StatusOr<SideFigures> one = RunSide(args, work, work_us, batch, 1, 1);
     if (!one.ok()) return one.status();
     absl::StatusOr<SideFigures> n =
-        RunSide(args, work, work_us, batch, threads);
+        RunSide(args, work, work_us, batch, threads, shards);
     if (!n.ok()) return n.status();
     ones.push_back(one->messages_per_s);
     ns.push_back(n->messages_per_s);
@@ -160,9 +167,9 @@ absl::StatusOr<ScalingRow> RunRow(const ScalingArgs& args, const CpuWork& work,
     row.max_reruns_per_1000 = std::max(
         {row.max_reruns_per_1000, one->reruns_per_1000, n->reruns_per_1000});
     progress << absl::StrFormat(
-                    "W=%dus batch=%d threads=%d round %d/%d: %.0f vs %.0f "
-                    "msg/s, %.2fx",
-                    work_us, batch, threads, round + 1, args.rounds,
+                    "W=%dus batch=%d threads=%d shards=%d round %d/%d: %.0f "
+                    "vs %.0f msg/s, %.2fx",
+                    work_us, batch, threads, shards, round + 1, args.rounds,
                     one->messages_per_s, n->messages_per_s, row.ratios.back())
              << std::endl;
   }
@@ -211,6 +218,17 @@ absl::Status ValidateScalingArgs(const ScalingArgs& args) {
     return absl::InvalidArgumentError(
         "--batch: give 1 or more values in [1, 100000]");
   }
+  if (!args.one_shard && !args.shard_per_thread) {
+    return absl::InvalidArgumentError(
+        "--one_shard=false and --shard_per_thread=false leave no row to run");
+  }
+  if (args.shard_per_thread &&
+      std::any_of(args.threads.begin(), args.threads.end(),
+                  [](int t) { return t > 256; })) {
+    return absl::InvalidArgumentError(
+        "--threads above 256 cannot have a shard each (Options::shards <= "
+        "256)");
+  }
   if (args.rounds < 1) {
     return absl::InvalidArgumentError("--rounds must be at least 1");
   }
@@ -236,10 +254,16 @@ absl::StatusOr<ScalingReport> RunScaling(const ScalingArgs& args,
   for (int work_us : args.work_us) {
     for (int batch : args.batches) {
       for (int threads : args.threads) {
-        absl::StatusOr<ScalingRow> row = RunRow(
-            args, *work, report.cores, work_us, batch, threads, progress);
-        if (!row.ok()) return row.status();
-        report.rows.push_back(*std::move(row));
+        std::vector<int> shard_counts;
+        if (args.one_shard) shard_counts.push_back(1);
+        if (args.shard_per_thread) shard_counts.push_back(threads);
+        for (int shards : shard_counts) {
+          absl::StatusOr<ScalingRow> row =
+              RunRow(args, *work, report.cores, work_us, batch, threads, shards,
+                     progress);
+          if (!row.ok()) return row.status();
+          report.rows.push_back(*std::move(row));
+        }
       }
     }
   }
@@ -255,6 +279,7 @@ void PrintScalingReport(const ScalingReport& report, bool json,
           {"work_us", row.work_us},
           {"batch", row.batch},
           {"threads", row.threads},
+          {"shards", row.shards},
           {"ratios", row.ratios},
           {"median_ratio", row.median_ratio},
           {"median_one_thread_msgs_per_s", row.median_one_thread},
@@ -277,7 +302,7 @@ void PrintScalingReport(const ScalingReport& report, bool json,
   }
   out << absl::StrFormat("cores: %u; hash rounds per µs: %.2f\n", report.cores,
                          report.hash_rounds_per_us);
-  out << "W µs | batch | threads | 1 thread msg/s | N threads msg/s | "
+  out << "W µs | batch | threads | shards | 1 thread msg/s | N threads msg/s | "
          "median ratio | rounds | reruns/1000 | serial | S(16) | S(32)\n";
   for (const ScalingRow& row : report.rows) {
     std::vector<std::string> ratios;
@@ -289,8 +314,8 @@ void PrintScalingReport(const ScalingReport& report, bool json,
                : std::string("-");
     };
     out << absl::StrFormat(
-        "%d | %d | %d | %.0f | %.0f | %.2fx | %s | %.2f | %s | %s | %s\n",
-        row.work_us, row.batch, row.threads, row.median_one_thread,
+        "%d | %d | %d | %d | %.0f | %.0f | %.2fx | %s | %.2f | %s | %s | %s\n",
+        row.work_us, row.batch, row.threads, row.shards, row.median_one_thread,
         row.median_n_threads, row.median_ratio, absl::StrJoin(ratios, " "),
         row.max_reruns_per_1000, cell(row.serial_fraction, 3, ""),
         cell(row.projected_16, 1, "x"), cell(row.projected_32, 1, "x"));

@@ -1,15 +1,20 @@
 // How idem's throughput grows with threads for CPU-bound handlers: the logic
 // of idem-scaling-bench (bench/scaling/scaling_main.cc parses its flags).
 //
-// Each row is one (work W µs, batch size, N threads) configuration, measured
-// in paired rounds: one thread for `duration`, then N threads for
-// `duration`, back to back, each on a fresh store under kBuffered. The
+// Each row is one (work W µs, batch size, N threads, shards) configuration,
+// measured in paired rounds: one thread on an ordinary store (shards 1) for
+// `duration`, then N threads on a store of the row's shards (1, or N: one
+// per thread) for `duration`, back to back, each on a fresh store under
+// kBuffered. The
 // row's speedup is the median over rounds of rate(N) / rate(1); pairing
 // keeps a slow moment of the machine from landing on one side only.
 //
-// Every thread calls Engine::ProcessBatch with new messages whose handler
-// reads one state key of the thread's own (so no two threads conflict),
-// hashes the payload for W µs of CPU time (CpuWork) and writes the hash back.
+// Every thread calls Engine::ProcessBatch with new messages of its own
+// partition (thread t: partition t, so with one shard per thread each
+// thread commits in its own shard) whose handler reads one state key of the
+// thread's own (so no two threads conflict), hashes the payload for W µs of
+// CPU time (CpuWork) and writes the hash back. Sharded stores are
+// partition-scoped (Options::shards needs DedupeScope::kPartition).
 //
 // From a row's speedup S on N threads the run derives the serial fraction
 // by Karp and Flatt's metric, e = (1/S - 1/N) / (1 - 1/N), the s in
@@ -37,6 +42,9 @@ struct ScalingArgs {
   std::vector<int> work_us = {0, 5, 20, 100};
   std::vector<int> threads = {2, 4, 8};  // each measured against 1 thread
   std::vector<int> batches = {1, 500};
+  // Rows with one shard; and rows with one shard per thread.
+  bool one_shard = true;
+  bool shard_per_thread = true;
   int rounds = 5;
   absl::Duration duration = absl::Seconds(1);  // per side of a pair
   int keys_per_thread = 1000;
@@ -56,6 +64,7 @@ struct ScalingRow {
   int work_us = 0;
   int batch = 0;
   int threads = 0;
+  int shards = 1;              // of the N-thread side; the 1-thread side has 1
   std::vector<double> ratios;  // rate(N) / rate(1), one per round
   double median_ratio = 0;
   double median_one_thread = 0;  // messages/s

@@ -13,13 +13,19 @@
 #     graph use).
 # Samples of a waiter spinning for its group (CommitQueue::SpinBriefly) are
 # counted apart: they wait for the serial part, they are not part of it.
+# With a shard per thread (fourth argument "sharded", Options::shards =
+# threads) each shard's write path, ordered section and version index serve
+# one thread: only what every shard shares (the spinlocks) counts as serial.
 # With s that share, Amdahl's law gives the speedup on n cores:
 #   S(n) = 1 / (s + (1 - s) / n)
 # which the script prints for 2, 16 and 32.
 #
 # Usage: bench/scaling/serial_share.sh [--json] [work_us] [batch] [threads]
-#   bench/scaling/serial_share.sh            # W = 20 µs, batch 500, 1 thread
-#   bench/scaling/serial_share.sh 20 500 2   # both sides of a 2-thread pair
+#          [sharded]
+#   bench/scaling/serial_share.sh                    # W = 20 µs, batch 500,
+#                                                    # 1 thread
+#   bench/scaling/serial_share.sh 20 500 2           # both sides of a pair
+#   bench/scaling/serial_share.sh 20 500 2 sharded   # a shard per thread
 # Needs perf (linux-perf, installed if missing); the binary is
 # ${SCALING_BENCH:-build/bench/idem-scaling-bench}. Set KEEP=dir to keep the
 # profile. Exit code 0, 1 if no sample fell inside ProcessBatch, 2 for bad
@@ -28,12 +34,20 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 json=false
 case "${1:-}" in
-  -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   --json) json=true; shift ;;
 esac
 work_us=${1:-20}
 batch=${2:-500}
 threads=${3:-1}
+sharded=${4:-}
+if [[ -n $sharded && $sharded != sharded ]]; then
+  echo "serial_share.sh: the fourth argument is 'sharded' or nothing," \
+    "got '$sharded' (see --help)" >&2
+  exit 2
+fi
+rows="--one_shard=true --shard_per_thread=false"
+[[ -z $sharded ]] || rows="--one_shard=false --shard_per_thread=true"
 for n in "$work_us" "$batch" "$threads"; do
   if ! [[ $n =~ ^[0-9]+$ ]] || [ "$batch" -lt 1 ] || [ "$threads" -lt 1 ]; then
     echo "serial_share.sh: work_us, batch and threads must be whole numbers" \
@@ -57,16 +71,20 @@ row_threads=$threads
 [ "$threads" -gt 1 ] || row_threads=2
 perf record -q -F 999 --call-graph=dwarf,16384 -o "$out/perf.data" \
   "$bin" --work_us="$work_us" --batch="$batch" --threads="$row_threads" \
-  --rounds=1 --duration=4s --dir="$out" >"$out/table.txt" 2>"$out/perf.txt"
+  --rounds=1 --duration=4s $rows --dir="$out" >"$out/table.txt" \
+  2>"$out/perf.txt"
 perf script -F comm,tid,ip,sym -i "$out/perf.data" 2>/dev/null \
   >"$out/stacks.txt"
 
 # One sample per blank-line-separated stack; its first line names the
 # thread ("<comm> <tid>"), the others are frames.
 awk -v json="$json" -v work="$work_us" -v batch="$batch" \
-    -v threads="$threads" '
+    -v threads="$threads" -v sharded="$sharded" '
   function flush() {
-    if (call && (threads > 1 || tid == first)) {
+    # One thread: only the 1-thread side; sharded: only the N-thread side
+    # (the 1-thread side runs on one shard); otherwise both.
+    mine = threads == 1 ? tid == first : (sharded == "" || tid != first)
+    if (call && mine) {
       ++calls
       if (spin) ++spins
       else if (serial) ++serials
@@ -82,9 +100,10 @@ awk -v json="$json" -v work="$work_us" -v batch="$batch" \
     if (first < 0 || tid + 0 < first + 0) first = tid
   }
   /CommitQueue::SpinBriefly/ { spin = 1 }
-  /rocksdb::DBImpl::WriteImpl|EngineImpl::QueueCommit|MergeBatches|StateVersions::|SpinLock/ {
-    serial = 1
+  /rocksdb::DBImpl::WriteImpl|EngineImpl::QueueCommit|MergeBatches|StateVersions::/ {
+    if (sharded == "") serial = 1
   }
+  /SpinLock/ { serial = 1 }
   END {
     flush()
     if (calls == 0) {
@@ -97,14 +116,16 @@ awk -v json="$json" -v work="$work_us" -v batch="$batch" \
     n32 = 1 / (s + (1 - s) / 32)
     if (json == "true") {
       printf "{\"work_us\": %d, \"batch\": %d, \"threads\": %d, " \
+             "\"sharded\": %s, " \
              "\"samples_in_call\": %d, \"serial_fraction\": %.4f, " \
              "\"spin_wait_share\": %.4f, \"amdahl_2\": %.2f, " \
              "\"amdahl_16\": %.2f, \"amdahl_32\": %.2f}\n", work, batch,
-             threads, calls, s, spins / calls, n2, n16, n32
+             threads, sharded == "" ? "false" : "true", calls, s,
+             spins / calls, n2, n16, n32
       exit 0
     }
-    printf "idem kBuffered, W = %d us, batch %d, %d thread(s)\n", work, batch,
-           threads
+    printf "idem kBuffered, W = %d us, batch %d, %d thread(s)%s\n", work,
+           batch, threads, sharded == "" ? "" : ", a shard each"
     printf "samples inside Engine::ProcessBatch: %d\n", calls
     printf "serial (one thread at a time): %.1f%%; spinning for a group: %.1f%%\n",
            100 * s, 100 * spins / calls

@@ -158,6 +158,31 @@ class Engine {
   virtual absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) = 0;
 
+  // The committed value of state key `key` in the shard of (source,
+  // partition) (ShardOf): what a handler of a message of that partition
+  // reads. For an unsharded engine, GetState(key). Errors as GetState(key).
+  absl::StatusOr<std::optional<std::string>> GetState(std::string_view source,
+                                                      int32_t partition,
+                                                      std::string_view key);
+
+  // ---- Shards (Options::shards) ----
+
+  // How many shards the store has: Options::shards, 1 for an ordinary store.
+  virtual int shard_count() const { return 1; }
+
+  // The shard whose write path commits messages of `partition` (and every
+  // source's partition of that number): partition modulo shard_count(); 0
+  // for a negative partition.
+  int ShardOf(int32_t partition) const {
+    return partition < 0 ? 0 : partition % shard_count();
+  }
+
+  // Shard `index` as an engine of its own: its state, offsets, outbox (a
+  // sharded engine relays each shard's outbox through its shard), stats and
+  // maintenance. Owned by this engine; nullptr for an index outside
+  // [0, shard_count()). An ordinary engine's shard(0) is itself.
+  virtual Engine* shard(int index) { return index == 0 ? this : nullptr; }
+
   // Visits the committed state keys in [begin, end) (`end` empty: no upper
   // bound) with their values, in byte order (reverse order with
   // options.reverse), until `visit` returns false or options.limit keys

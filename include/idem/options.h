@@ -73,6 +73,20 @@ struct Options {
   // 1 and 2 refuse to open. Default: kStore.
   DedupeScope dedupe_scope = DedupeScope::kStore;
 
+  // How many independent write paths the store has: 1 to 256. With more
+  // than one, `path` holds that many stores (shards), each with its own
+  // RocksDB database, write-ahead log, group commit, offsets and outbox,
+  // and every message commits in the shard of its partition
+  // (Engine::ShardOf: partition modulo shards, so partition p of every
+  // source shares a shard, as Kafka Streams co-partitions tasks). State is
+  // then partition-local: a handler reads and writes its own shard only,
+  // so inputs must be keyed by the state they touch. Needs
+  // DedupeScope::kPartition (an ID is deduplicated within its partition's
+  // shard). A property of the store, fixed when it is created: opening it
+  // with another count fails with kFailedPrecondition naming both.
+  // docs/design.md, "Shards". Default: 1 (one store, global state).
+  int shards = 1;
+
   // Time source for expiry decisions. Borrowed. A clock that returns a
   // non-finite time or throws fails the calls that read it; one set back
   // does not move the engine's time back (see idem/clock.h).
