@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "brokers/reserved_headers.h"
 
 namespace idem::nats {
 namespace {
@@ -366,6 +367,7 @@ absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {
     s = natsMsgHeader_Set(msg, "Idem-Key", entry.key.c_str());
   }
   for (const auto& [name, value] : entry.headers) {
+    if (brokers::IsReservedHeader(name, {"Nats-Msg-Id", "Idem-Key"})) continue;
     if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), value.c_str());
   }
   jsErrCode js_error = static_cast<jsErrCode>(0);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "brokers/reserved_headers.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -147,7 +148,12 @@ absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
   if (absl::Status s = publish_.DeclareQueue(entry.destination); !s.ok()) {
     return s;
   }
-  std::vector<std::pair<std::string, std::string>> headers = entry.headers;
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& header : entry.headers) {
+    if (!brokers::IsReservedHeader(header.first, {"idem-key"})) {
+      headers.push_back(header);
+    }
+  }
   if (!entry.key.empty()) headers.emplace_back("idem-key", entry.key);
   std::vector<amqp_table_entry_t> table(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {

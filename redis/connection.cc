@@ -28,14 +28,15 @@ absl::StatusCode ErrorReplyCode(std::string_view text) {
     return text.substr(0, prefix.size()) == prefix;
   };
   if (starts("LOADING") || starts("BUSY ") || starts("TRYAGAIN") ||
-      starts("MASTERDOWN") || starts("CLUSTERDOWN") || starts("OOM")) {
+      starts("MASTERDOWN") || starts("CLUSTERDOWN")) {
     return absl::StatusCode::kUnavailable;
   }
+  // The server is over its maxmemory: writes wait until it has room.
+  if (starts("OOM")) return absl::StatusCode::kResourceExhausted;
   if (starts("NOAUTH") || starts("WRONGPASS")) {
     return absl::StatusCode::kUnauthenticated;
   }
   if (starts("NOPERM")) return absl::StatusCode::kPermissionDenied;
-  if (starts("NOGROUP")) return absl::StatusCode::kNotFound;
   return absl::StatusCode::kFailedPrecondition;
 }
 

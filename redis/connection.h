@@ -41,11 +41,12 @@ class Connection {
   // `extra_wait` (a blocking command's own wait). kUnavailable for a lost or
   // refused connection (dropped; the next call reconnects) and for the
   // server's errors that pass (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
-  // CLUSTERDOWN, OOM); kUnauthenticated for NOAUTH and WRONGPASS,
-  // kPermissionDenied for NOPERM, kNotFound for NOGROUP; kOutOfRange for an
-  // argument over the server's proto-max-bulk-len (checked before sending,
-  // as the server would close the connection); kFailedPrecondition naming
-  // the command for any other error reply (e.g. WRONGTYPE).
+  // CLUSTERDOWN); kResourceExhausted for OOM (a write over the server's
+  // maxmemory); kUnauthenticated for NOAUTH and WRONGPASS,
+  // kPermissionDenied for NOPERM; kOutOfRange for an argument over the
+  // server's proto-max-bulk-len (checked before sending, as the server
+  // would close the connection); kFailedPrecondition naming the command for
+  // any other error reply (e.g. WRONGTYPE, NOGROUP: the group was removed).
   absl::StatusOr<Reply> Command(
       const std::vector<std::string>& argv,
       absl::Duration extra_wait = absl::ZeroDuration());

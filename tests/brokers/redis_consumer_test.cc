@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "examples/ledger.h"
@@ -548,6 +549,174 @@ TEST_F(RedisConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_EQ(stats2.processed, 200);
   EXPECT_EQ(stats2.duplicates, 200);
   test::ExpectBalances(*downstream, expected, true);
+}
+
+// Each error reply has the code that tells what to do: a server over its
+// maxmemory is kResourceExhausted (a write may pass later), a key of
+// another type and a removed group kFailedPrecondition (nothing passes
+// until someone fixes them), each naming the server's reason.
+TEST_F(RedisConsumerTest, ErrorRepliesHaveTheCodesOfTheirCause) {
+  const std::string stream = prefix_ + "payments";
+  Connection other("127.0.0.1", server_->port(), absl::Seconds(5));
+  RedisCommand(*connection_, {"SET", prefix_ + "string", "x"});
+  absl::Status wrong_type =
+      other.Command({"XADD", prefix_ + "string", "*", "f", "v"}).status();
+  EXPECT_EQ(wrong_type.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong_type.message(), testing::HasSubstr("WRONGTYPE"));
+
+  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "1"});
+  absl::Status oom = other.Command({"XADD", stream, "*", "f", "v"}).status();
+  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted) << oom;
+  EXPECT_THAT(oom.message(), testing::HasSubstr("OOM"));
+
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  RedisCommand(*connection_, {"XGROUP", "DESTROY", stream, "g"});
+  absl::StatusOr<brokers::BatchReport> report =
+      (*consumer)->PollBatch(ApplyLedger);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition)
+      << report.status();
+  EXPECT_THAT(report.status().message(), testing::HasSubstr("NOGROUP"));
+  EXPECT_EQ((*consumer)->Run(ApplyLedger).code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "Run must not retry what cannot pass";
+}
+
+// While the server is over its maxmemory, the relay stops at the first
+// output with kResourceExhausted and keeps it (an OOM is no refusal for
+// good: no dead letter); the entries are acknowledged all the same. Once
+// the server has room, the next poll publishes every output once.
+TEST_F(RedisConsumerTest, OutputsWaitInTheOutboxWhileTheServerIsOutOfMemory) {
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  Produce(*connection_, stream, Ledger(29, 20, 5), 5, 0);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  auto forward = [&](const Delivery& d, Txn& txn) {
+    return test::ApplyAndForward(out, d, txn);
+  };
+  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "1"});
+  absl::StatusOr<brokers::BatchReport> full = (*consumer)->PollBatch(forward);
+  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "0"});
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->processed, 20);
+  EXPECT_EQ(full->outbox_error.code(), absl::StatusCode::kResourceExhausted)
+      << full->outbox_error;
+  EXPECT_EQ(PendingAndLag(*connection_, stream, "g"),
+            (std::pair<int64_t, int64_t>(0, 0)));
+  EXPECT_EQ(engine->ReadOutbox(100)->size(), 20u);
+  Drain(**consumer, stream, forward);
+  ASSERT_TRUE((*consumer)->PollBatch(forward).ok());
+  EXPECT_THAT(*engine->ReadOutbox(10), testing::IsEmpty());
+  EXPECT_EQ(Entries(*connection_, out).size(), 20u);
+  EXPECT_EQ((*consumer)->stats().outbox_dead_lettered, 0);
+}
+
+// With output_max_len, the relay's XADD trims each output stream to about
+// that many entries (MAXLEN ~: whole nodes of stream-node-max-entries go),
+// but never the dead letter stream. The twin without output_max_len shows
+// the output stream holding every entry.
+class RedisTrimTest : public RedisConsumerTest,
+                      public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RedisTrimTest, OutputStreamsAreTrimmedButNotTheDeadLetterStream) {
+  const bool trim = GetParam();
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  constexpr int kMessages = 400;
+  constexpr int64_t kMaxLen = 50;
+  Produce(*connection_, stream, Ledger(31, kMessages, 10), 10, 0);
+  Reply node =
+      RedisCommand(*connection_, {"CONFIG", "GET", "stream-node-max-entries"});
+  ASSERT_TRUE(node != nullptr && node->elements == 2);
+  int64_t node_entries = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(std::string(ReplyString(node->element[1])),
+                               &node_entries));
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions(stream, "c");
+  if (trim) options.output_max_len = kMaxLen;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  int index = 0;
+  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+    if (index++ % 2 == 0) return absl::InvalidArgumentError("poison");
+    return test::ApplyAndForward(out, d, txn);
+  });
+  const ConsumerStats stats = (*consumer)->stats();
+  ASSERT_EQ(stats.dead_lettered, kMessages / 2);
+  ASSERT_EQ(stats.outbox_published, kMessages);
+  const int64_t outputs =
+      static_cast<int64_t>(Entries(*connection_, out).size());
+  if (trim) {
+    EXPECT_GE(outputs, kMaxLen);
+    EXPECT_LE(outputs, kMaxLen + node_entries);
+  } else {
+    EXPECT_EQ(outputs, kMessages / 2);
+  }
+  EXPECT_EQ(Entries(*connection_, prefix_ + "dead").size(),
+            static_cast<size_t>(kMessages / 2));
+}
+
+INSTANTIATE_TEST_SUITE_P(TrimmedAndNot, RedisTrimTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "MaxLen" : "Unbounded";
+                         });
+
+// The relay writes the message ID, the payload and the key to fields of
+// their own: an output's headers named like them (a handler's, or those a
+// dead letter copies from an entry that itself came from a relay) are left
+// out, so no header overrides the ID a downstream consumer dedupes by.
+TEST_F(RedisConsumerTest, HeadersNamedLikeTheRelaysFieldsAreLeftOut) {
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  RedisCommand(*connection_, {"XADD", stream, "*", "message-id", "m1",
+                              "payload", "p", "key", "from-upstream"});
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+    EXPECT_EQ(d.Header("key"), "from-upstream");
+    const Txn::Header headers[] = {{"message-id", "forged"},
+                                   {"payload", "forged"},
+                                   {"key", "forged"},
+                                   {"trace", "t1"}};
+    txn.EmitWithHeaders(out, "k", "v", headers);
+    return absl::InvalidArgumentError("poison");  // and a dead letter
+  });
+  ASSERT_EQ((*consumer)->stats().outbox_published, 1);  // the dead letter
+  const auto dead = Entries(*connection_, prefix_ + "dead");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("key"), "m1");
+  EXPECT_EQ(dead[0].at("payload"), "p");
+
+  // The handler's emit, on a delivery that succeeds.
+  RedisCommand(*connection_,
+               {"XADD", stream, "*", "message-id", "m2", "payload", "p"});
+  Drain(**consumer, stream, [&](const Delivery&, Txn& txn) {
+    const Txn::Header headers[] = {{"message-id", "forged"},
+                                   {"payload", "forged"},
+                                   {"key", "forged"},
+                                   {"trace", "t1"}};
+    txn.EmitWithHeaders(out, "k", "v", headers);
+    return absl::OkStatus();
+  });
+  Reply range = RedisCommand(*connection_, {"XRANGE", out, "-", "+"});
+  ASSERT_TRUE(range != nullptr && range->elements == 1);
+  std::vector<std::string> names;
+  std::map<std::string, std::string> fields;
+  const redisReply* entry_fields = range->element[0]->element[1];
+  for (size_t f = 0; f + 1 < entry_fields->elements; f += 2) {
+    names.emplace_back(ReplyString(entry_fields->element[f]));
+    fields[names.back()] = ReplyString(entry_fields->element[f + 1]);
+  }
+  EXPECT_THAT(names,
+              testing::ElementsAre("message-id", "payload", "key", "trace"));
+  EXPECT_NE(fields["message-id"], "forged");
+  EXPECT_EQ(fields["payload"], "v");
+  EXPECT_EQ(fields["key"], "k");
 }
 
 }  // namespace
