@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "brokers/reserved_headers.h"
 
 namespace idem::nats {
@@ -85,6 +86,33 @@ int64_t PendingBatches(const ConsumerOptions& options) {
   return options.prefetch ? 2 : 1;
 }
 
+// The durable consumer's MaxDeliver for `options`: -1 is no limit.
+int64_t ExpectedMaxDeliver(const ConsumerOptions& options) {
+  return options.max_deliver > 0 ? options.max_deliver : -1;
+}
+
+std::vector<int64_t> BackoffNanos(const ConsumerOptions& options) {
+  std::vector<int64_t> out;
+  for (absl::Duration d : options.backoff) {
+    out.push_back(absl::ToInt64Nanoseconds(d));
+  }
+  return out;
+}
+
+// The AckWait the server gives the durable consumer: with a backoff
+// schedule, its first delay (nats-server's rule), else ack_wait.
+int64_t ExpectedAckWait(const ConsumerOptions& options) {
+  return absl::ToInt64Nanoseconds(options.backoff.empty() ? options.ack_wait
+                                                          : options.backoff[0]);
+}
+
+// The shortest time the server waits for an ack before a redelivery.
+absl::Duration ShortestAckWait(const ConsumerOptions& options) {
+  absl::Duration shortest = options.ack_wait;
+  for (absl::Duration d : options.backoff) shortest = std::min(shortest, d);
+  return shortest;
+}
+
 }  // namespace
 
 absl::Status CheckSubject(std::string_view subject) {
@@ -135,6 +163,7 @@ JetStreamBroker::~JetStreamBroker() { Close(); }
 
 void JetStreamBroker::Close() {
   ReturnPrefetched();
+  StopInProgress();
   if (connection_ != nullptr) ConfirmReplies("closing").IgnoreError();
   if (subscription_ != nullptr) natsSubscription_Destroy(subscription_);
   subscription_ = nullptr;
@@ -159,7 +188,16 @@ absl::Status JetStreamBroker::Start(std::optional<uint64_t> start_sequence) {
                                   options_.durable.c_str(), nullptr,
                                   &sub_options, &js_error);
   if (s != NATS_OK) return NatsError(s, js_error, "binding the pull consumer");
+  if (options_.in_progress_acks) {
+    in_progress_ = std::make_unique<InProgress>(connection_,
+                                                ShortestAckWait(options_) / 2);
+  }
   return absl::OkStatus();
+}
+
+void JetStreamBroker::StopInProgress() {
+  if (in_progress_ != nullptr) in_progress_->Stop();
+  in_progress_.reset();
 }
 
 absl::Status JetStreamBroker::Connect() {
@@ -211,8 +249,12 @@ absl::Status JetStreamBroker::CreateConsumer(
   natsStatus s =
       js_GetConsumerInfo(&info, js_, options_.stream.c_str(),
                          options_.durable.c_str(), nullptr, &js_error);
+  if (s == NATS_OK) {
+    absl::Status bound = CheckExistingConsumer(*info->Config);
+    jsConsumerInfo_Destroy(info);
+    return bound;
+  }
   if (info != nullptr) jsConsumerInfo_Destroy(info);
-  if (s == NATS_OK) return absl::OkStatus();
   if (js_error != JSConsumerNotFoundErr) {
     return NatsError(s, js_error, "looking up the durable consumer");
   }
@@ -227,6 +269,10 @@ absl::Status JetStreamBroker::CreateConsumer(
       std::max<int64_t>(kServerMaxAckPending,
                         PendingBatches(options_) * options_.delivery.max_batch);
   config.FilterSubject = options_.subject.c_str();
+  config.MaxDeliver = ExpectedMaxDeliver(options_);
+  std::vector<int64_t> backoff = BackoffNanos(options_);
+  config.BackOff = backoff.empty() ? nullptr : backoff.data();
+  config.BackOffLen = static_cast<int>(backoff.size());
   if (start_sequence.has_value()) {
     config.DeliverPolicy = js_DeliverByStartSequence;
     config.OptStartSeq = *start_sequence;
@@ -238,19 +284,77 @@ absl::Status JetStreamBroker::CreateConsumer(
   if (info != nullptr) jsConsumerInfo_Destroy(info);
   if (s != NATS_OK)
     return NatsError(s, js_error, "creating the durable consumer");
+  max_deliver_ = config.MaxDeliver;
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::CheckExistingConsumer(
+    const jsConsumerConfig& config) {
+  std::vector<std::string> differences;
+  auto differs = [&](std::string_view what, const auto& server,
+                     const auto& wanted) {
+    differences.push_back(
+        absl::StrCat(absl::string_view(what.data(), what.size()), " ", server,
+                     " (the options ask for ", wanted, ")"));
+  };
+  const std::string filter =
+      config.FilterSubject != nullptr ? config.FilterSubject : "";
+  if (filter != options_.subject) {
+    differs("FilterSubject", absl::StrCat("\"", filter, "\""),
+            absl::StrCat("\"", options_.subject, "\""));
+  }
+  if (config.AckPolicy != js_AckExplicit) {
+    differs("AckPolicy", static_cast<int>(config.AckPolicy), "explicit");
+  }
+  const int64_t ack_wait = ExpectedAckWait(options_);
+  if (config.AckWait != ack_wait) {
+    differs("AckWait", absl::FormatDuration(absl::Nanoseconds(config.AckWait)),
+            absl::FormatDuration(absl::Nanoseconds(ack_wait)));
+  }
+  const int64_t max_deliver = config.MaxDeliver > 0 ? config.MaxDeliver : -1;
+  if (max_deliver != ExpectedMaxDeliver(options_)) {
+    differs("MaxDeliver", max_deliver, ExpectedMaxDeliver(options_));
+  }
+  const std::vector<int64_t> backoff(config.BackOff,
+                                     config.BackOff + config.BackOffLen);
+  if (backoff != BackoffNanos(options_)) {
+    differs("BackOff", absl::StrJoin(backoff, ","),
+            absl::StrJoin(BackoffNanos(options_), ","));
+  }
+  const int64_t needed = PendingBatches(options_) * options_.delivery.max_batch;
+  if (config.MaxAckPending > 0 && config.MaxAckPending < needed) {
+    differs("MaxAckPending", config.MaxAckPending,
+            absl::StrCat("at least ", needed));
+  }
+  if (!differences.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nats: durable consumer ", options_.durable, " on stream ",
+        options_.stream,
+        " exists with other settings: ", absl::StrJoin(differences, "; "),
+        ". It is bound as it is, never deleted and recreated (which would "
+        "skip its unacknowledged messages): edit it on the server or change "
+        "the options to match"));
+  }
+  max_deliver_ = config.MaxDeliver > 0 ? config.MaxDeliver : 0;
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
     int max, absl::Duration timeout) {
-  Fetched fetched = prefetch_.valid() ? prefetch_.get() : Fetch(max, timeout);
+  Fetched fetched;
+  if (prefetch_.valid()) {
+    fetched = prefetch_.get();
+    if (in_progress_ != nullptr) in_progress_->PromotePrefetched();
+  } else {
+    fetched = Fetch(max, timeout, InProgress::kCurrent);
+  }
   if (!fetched.status.ok()) return fetched.status;
   if (options_.prefetch) StartPrefetch(max, timeout);
   return std::move(fetched.deliveries);
 }
 
-JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
-                                                absl::Duration timeout) {
+JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
+                                                InProgress::Slot slot) {
   natsMsgList list = {nullptr, 0};
   jsErrCode js_error = static_cast<jsErrCode>(0);
   natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
@@ -260,6 +364,14 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
   for (int i = 0; i < list.Count; ++i)
     fetched.deliveries.push_back(MakeDelivery(list.Msgs[i]));
   natsMsgList_Destroy(&list);
+  if (in_progress_ != nullptr && !fetched.deliveries.empty()) {
+    std::vector<std::string> replies;
+    replies.reserve(fetched.deliveries.size());
+    for (const brokers::Delivery& d : fetched.deliveries) {
+      replies.push_back(d.receipt);
+    }
+    in_progress_->Hold(slot, std::move(replies));
+  }
   if (s != NATS_OK && !(s == NATS_TIMEOUT && js_error == 0)) {
     fetched.status = NatsError(s, js_error, "fetching");
   }
@@ -269,7 +381,7 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
 void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
   try {
     prefetch_ = std::async(std::launch::async, [this, max, timeout] {
-      return Fetch(max, timeout);
+      return Fetch(max, timeout, InProgress::kPrefetched);
     });
   } catch (const std::system_error&) {
     // No thread to be had: the next Receive fetches itself.
@@ -279,6 +391,7 @@ void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
 void JetStreamBroker::ReturnPrefetched() {
   if (!prefetch_.valid()) return;
   Fetched fetched = prefetch_.get();
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kPrefetched);
   if (!fetched.deliveries.empty() && !keep_prefetched_on_close_) {
     Nack(fetched.deliveries).IgnoreError();  // else redelivered after AckWait
   }
@@ -295,6 +408,11 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
     delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
     if (meta->NumDelivered > 1) ++redelivered_;
+    // The server delivers it no more: the loop dead-letters it unless it
+    // was processed.
+    delivery.final_delivery =
+        max_deliver_ > 0 &&
+        meta->NumDelivered >= static_cast<uint64_t>(max_deliver_);
     jsMsgMetaData_Destroy(meta);
   }
   const char** keys = nullptr;
@@ -345,12 +463,14 @@ absl::Status JetStreamBroker::ConfirmReplies(std::string_view what) {
 
 absl::Status JetStreamBroker::Ack(
     absl::Span<const brokers::Delivery> deliveries) {
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kCurrent);
   if (absl::Status s = ConfirmReplies("+ACK"); !s.ok()) return s;
   return Reply(deliveries, "+ACK");
 }
 
 absl::Status JetStreamBroker::Nack(
     absl::Span<const brokers::Delivery> deliveries) {
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kCurrent);
   if (absl::Status s = Reply(deliveries, "-NAK"); !s.ok()) return s;
   return ConfirmReplies("-NAK");
 }

@@ -135,4 +135,26 @@ absl::StatusOr<std::vector<NatsClient::Message>> NatsClient::Read(
   return out;
 }
 
+absl::Status NatsClient::FetchAndNak(const std::string& stream,
+                                     const std::string& subject,
+                                     const std::string& durable, int times) {
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = stream.c_str();
+  sub_options.Consumer = durable.c_str();
+  natsSubscription* sub = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(),
+                                  nullptr, &sub_options, &js_error);
+  for (int i = 0; s == NATS_OK && i < times; ++i) {
+    natsMsgList list = {nullptr, 0};
+    s = natsSubscription_Fetch(&list, sub, 1, 5000, &js_error);
+    if (s == NATS_OK && list.Count == 1) s = natsMsg_Nak(list.Msgs[0], nullptr);
+    natsMsgList_Destroy(&list);
+  }
+  if (sub != nullptr) natsSubscription_Destroy(sub);
+  if (s != NATS_OK) return Error(s, js_error, "fetching from " + durable);
+  return absl::OkStatus();
+}
+
 }  // namespace idem::servers

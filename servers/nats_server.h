@@ -50,6 +50,13 @@ class NatsClient {
   };
   absl::StatusOr<std::vector<Message>> Read(const std::string& stream,
                                             const std::string& subject);
+  // Binds durable consumer `durable` of `stream` (which must exist, with
+  // filter `subject`), then
+  // `times` times fetches one message and NAKs it, as a consumer that
+  // fails it would: each NAK counts as one of its deliveries.
+  absl::Status FetchAndNak(const std::string& stream,
+                           const std::string& subject,
+                           const std::string& durable, int times);
 
  private:
   NatsClient() = default;

@@ -40,6 +40,12 @@ class FakeBroker : public brokers::Broker {
     d.receipt = absl::StrCat(d.offset);
     queue_.push_back(std::move(d));
   }
+  // As Add, as the broker's final delivery of the message
+  // (Delivery::final_delivery).
+  void AddFinal(std::string id, std::string payload) {
+    Add(std::move(id), std::move(payload));
+    queue_.back().final_delivery = true;
+  }
   // Puts every unacknowledged delivery back at the head of the queue.
   void Redeliver() {
     for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {

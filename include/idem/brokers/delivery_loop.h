@@ -62,6 +62,13 @@ struct Delivery {
   // names the dead letter, so it should not change on redelivery where the
   // broker allows.
   std::string receipt;
+  // Set by an adapter when its broker will not deliver this message again
+  // (NATS: the delivery that reaches the durable consumer's MaxDeliver):
+  // unless the store has processed its ID already (then it is a duplicate
+  // as usual), it is dead-lettered at once with reason "max_deliveries",
+  // without running the handler, as a crash while handling it would lose
+  // it for good.
+  bool final_delivery = false;
 
   // The value of the last header named `name`, or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
