@@ -84,6 +84,7 @@ RabbitMqClient::RabbitMqClient(const std::string& host, int port)
     : connection_(options_) {
   options_.host = host;
   options_.port = port;
+  options_.declare_queues = true;  // the queues it publishes to
 }
 
 absl::Status RabbitMqClient::Publish(

@@ -88,11 +88,10 @@ TEST_F(NatsConsumerTest, LastDeliveryUnderMaxDeliverIsDeadLettered) {
   ASSERT_TRUE(
       client_->Publish(stream_ + ".in", "crashes", {{"message-id", "poison"}})
           .ok());
-  ASSERT_TRUE(
-      client_
-          ->FetchAndNak(stream_, stream_ + ".in", "d",
-                        static_cast<int>(options.max_deliver) - 1)
-          .ok());
+  ASSERT_TRUE(client_
+                  ->FetchAndNak(stream_, stream_ + ".in", "d",
+                                static_cast<int>(options.max_deliver) - 1)
+                  .ok());
   const ExpectedBalances expected = Produce(Ledger(5, 10, 3), 3, 0);
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
@@ -138,8 +137,7 @@ TEST_F(NatsConsumerTest, ExistingDurableIsBoundAsItIsAndAMismatchReported) {
   other.ack_wait = absl::Seconds(7);
   other.max_deliver = 4;
   absl::Status mismatch = Consumer::Create(engine.get(), other).status();
-  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition)
-      << mismatch;
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
   EXPECT_THAT(mismatch.message(), testing::HasSubstr("AckWait 1s"));
   EXPECT_THAT(mismatch.message(), testing::HasSubstr("ask for 7s")) << mismatch;
   EXPECT_THAT(mismatch.message(), testing::HasSubstr("MaxDeliver 10"));

@@ -79,6 +79,7 @@ class RabbitMqConsumerTest : public ::testing::Test {
     ConsumerOptions options;
     options.port = port_;
     options.queue = queue_;
+    options.declare_queues = true;
     options.prefetch = 100;
     options.delivery.max_batch = 50;
     options.delivery.receive_timeout = absl::Milliseconds(20);
