@@ -175,8 +175,9 @@ absl::Status AmqpConnection::Open() {
 }
 
 absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
-  const std::string what = absl::StrCat("logging in as ", options_.user,
-                                        " to vhost ", options_.vhost);
+  const std::string what =
+      absl::StrCat("logging in to ", options_.host, ":", options_.port, " as ",
+                   options_.user, " to vhost ", options_.vhost);
   if (reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION) {
     absl::Status status = CloseStatus(reply.reply, what);
     // The server refuses a wrong user or password with 403 "Login was

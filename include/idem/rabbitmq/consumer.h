@@ -95,9 +95,9 @@ struct ConsumerOptions {
     // default.
     std::string queue_type;
     // x-single-active-consumer: the server delivers to one consumer of the
-    // queue at a time and hands the queue to the next when it goes. The
-    // way to run competing instances with a store each (docs/brokers.md,
-    // "Competing consumers").
+    // queue at a time and hands the queue to the next when it goes: the
+    // way to run several instances on one queue (docs/brokers.md,
+    // "Competing consumers", for what a handover after a crash needs).
     bool single_active_consumer = false;
     // x-dead-letter-exchange and x-dead-letter-routing-key; empty: none.
     // (idem dead-letters through its own outbox, atomically with the
