@@ -30,7 +30,8 @@ absl::Status Malformed(std::string_view what) {
 
 StreamBroker::StreamBroker(const ConsumerOptions& options)
     : options_(options),
-      connection_(options.host, options.port, options.io_timeout) {}
+      connection_(options.host, options.port, options.io_timeout, options.user,
+                  options.password) {}
 
 absl::StatusOr<Reply> StreamBroker::Run(const std::vector<std::string>& argv,
                                         absl::Duration extra_wait) {

@@ -719,5 +719,28 @@ TEST_F(RedisConsumerTest, HeadersNamedLikeTheRelaysFieldsAreLeftOut) {
   EXPECT_EQ(fields["key"], "k");
 }
 
+// A server that wants a password: none, or a wrong one, is
+// kUnauthenticated at Create naming the server; the right one works.
+TEST_F(RedisConsumerTest,
+       WrongOrMissingPasswordIsUnauthenticatedNamingTheServer) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  const std::string stream = prefix_ + "payments";
+  RedisCommand(*connection_, {"CONFIG", "SET", "requirepass", "secret"});
+  ConsumerOptions options = BaseOptions(stream, "c");
+  const std::string server = absl::StrCat("127.0.0.1:", server_->port());
+  absl::Status none = Consumer::Create(engine.get(), options).status();
+  options.password = "wrong";
+  absl::Status wrong = Consumer::Create(engine.get(), options).status();
+  options.password = "secret";
+  auto right = Consumer::Create(engine.get(), options);
+  RedisCommand(*connection_, {"CONFIG", "SET", "requirepass", ""});
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated) << none;
+  EXPECT_THAT(none.message(), testing::HasSubstr(server));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
+  EXPECT_THAT(wrong.message(), testing::HasSubstr(server));
+  EXPECT_THAT(wrong.message(), testing::HasSubstr("WRONGPASS"));
+  EXPECT_TRUE(right.ok()) << right.status();
+}
+
 }  // namespace
 }  // namespace idem::redis

@@ -61,6 +61,12 @@ struct ConsumerOptions {
   // The server. Default: 127.0.0.1:6379.
   std::string host = "127.0.0.1";
   int port = 6379;
+  // Credentials: with a password, each connection starts with AUTH [user]
+  // password (an empty user: the default user). A password the server
+  // refuses, or none where it wants one: kUnauthenticated naming the
+  // server. Default: none.
+  std::string user;
+  std::string password;
   // The stream, the consumer group and this consumer's name in it.
   // Required. Keep the name stable across restarts of the same process, so
   // it takes its own pending entries back at once instead of after
