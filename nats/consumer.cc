@@ -21,6 +21,9 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return d > absl::ZeroDuration() && d != absl::InfiniteDuration();
   };
   if (options.url.empty()) return invalid("url is required");
+  if (!options.token.empty() && !options.user.empty()) {
+    return invalid("user and token are exclusive");
+  }
   if (options.stream.empty()) return invalid("stream is required");
   if (absl::Status s = CheckStreamName(options.stream); !s.ok()) {
     return invalid(absl::StrCat("stream ", s.message()));

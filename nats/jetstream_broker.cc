@@ -54,6 +54,10 @@ absl::StatusCode ClientCode(natsStatus s) {
       return absl::StatusCode::kInvalidArgument;
     case NATS_MAX_PAYLOAD:
       return absl::StatusCode::kOutOfRange;
+    case NATS_CONNECTION_AUTH_FAILED:
+      return absl::StatusCode::kUnauthenticated;
+    case NATS_NOT_PERMITTED:
+      return absl::StatusCode::kPermissionDenied;
     default:
       return absl::StatusCode::kUnavailable;
   }
@@ -84,6 +88,17 @@ absl::Status NatsError(natsStatus s, jsErrCode js_error,
 // the one being processed, and the one prefetched.
 int64_t PendingBatches(const ConsumerOptions& options) {
   return options.prefetch ? 2 : 1;
+}
+
+// `url` without the credentials it may hold ("nats://user:pass@host"), for
+// error messages.
+std::string WithoutUserInfo(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t at = url.rfind('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) {
+    return url;
+  }
+  return url.substr(0, scheme + 3) + url.substr(at + 1);
 }
 
 // The durable consumer's MaxDeliver for `options`: -1 is no limit.
@@ -204,6 +219,13 @@ absl::Status JetStreamBroker::Connect() {
   natsOptions* nats_options = nullptr;
   natsStatus s = natsOptions_Create(&nats_options);
   if (s == NATS_OK) s = natsOptions_SetURL(nats_options, options_.url.c_str());
+  if (s == NATS_OK && !options_.user.empty()) {
+    s = natsOptions_SetUserInfo(nats_options, options_.user.c_str(),
+                                options_.password.c_str());
+  }
+  if (s == NATS_OK && !options_.token.empty()) {
+    s = natsOptions_SetToken(nats_options, options_.token.c_str());
+  }
   if (s == NATS_OK) {
     s = natsOptions_SetTimeout(nats_options, Millis(options_.io_timeout));
   }
@@ -213,8 +235,9 @@ absl::Status JetStreamBroker::Connect() {
   if (s == NATS_OK) s = natsConnection_Connect(&connection_, nats_options);
   natsOptions_Destroy(nats_options);
   if (s != NATS_OK) {
-    return NatsError(s, static_cast<jsErrCode>(0),
-                     absl::StrCat("connecting to ", options_.url));
+    return NatsError(
+        s, static_cast<jsErrCode>(0),
+        absl::StrCat("connecting to ", WithoutUserInfo(options_.url)));
   }
   jsOptions js_options;
   jsOptions_Init(&js_options);

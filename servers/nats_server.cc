@@ -15,18 +15,29 @@ absl::Status Error(natsStatus s, jsErrCode js_error, const std::string& what) {
 
 }  // namespace
 
-std::string NatsUrl(int port) {
-  return absl::StrCat("nats://127.0.0.1:", port);
+std::string NatsUrl(int port, const std::string& user,
+                    const std::string& password) {
+  if (user.empty()) return absl::StrCat("nats://127.0.0.1:", port);
+  return absl::StrCat("nats://", user, ":", password, "@127.0.0.1:", port);
 }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer() {
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer(
+    const std::string& user, const std::string& password) {
   return ServerProcess::Start(
       "nats-server",
-      [](int port, const std::string& dir) -> std::vector<std::string> {
-        return {"nats-server",      "-js", "-a", "127.0.0.1", "-p",
-                absl::StrCat(port), "-sd", dir};
+      [user, password](int port,
+                       const std::string& dir) -> std::vector<std::string> {
+        std::vector<std::string> argv = {
+            "nats-server",      "-js", "-a", "127.0.0.1", "-p",
+            absl::StrCat(port), "-sd", dir};
+        if (!user.empty()) {
+          argv.insert(argv.end(), {"--user", user, "--pass", password});
+        }
+        return argv;
       },
-      [](int port) { return NatsClient::Connect(NatsUrl(port)).ok(); });
+      [user, password](int port) {
+        return NatsClient::Connect(NatsUrl(port, user, password)).ok();
+      });
 }
 
 absl::StatusOr<std::unique_ptr<NatsClient>> NatsClient::Connect(

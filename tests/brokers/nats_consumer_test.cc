@@ -81,6 +81,32 @@ TEST_F(NatsConsumerTest, UnreachableServerIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// A server that wants a user and password: none, or a wrong password, is
+// kUnauthenticated at Create naming the server (never the password); the
+// right ones work, as options or in the url.
+TEST_F(NatsConsumerTest, RefusedCredentialsAreUnauthenticatedNamingTheServer) {
+  absl::StatusOr<std::unique_ptr<servers::ServerProcess>> secured =
+      servers::StartNatsServer("idem", "secret");
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  const int port = (*secured)->port();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.url = servers::NatsUrl(port);
+  absl::Status none = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated) << none;
+  EXPECT_THAT(none.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.url = servers::NatsUrl(port, "idem", "wrong");
+  absl::Status wrong = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
+  EXPECT_THAT(wrong.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  EXPECT_THAT(wrong.message(), testing::Not(testing::HasSubstr("wrong")));
+  options.url = servers::NatsUrl(port);
+  options.user = "idem";
+  options.password = "secret";
+  auto right = Consumer::Create(engine.get(), options);
+  EXPECT_TRUE(right.ok()) << right.status();
+}
+
 // Consumer "a" processes part of the stream and dies before acknowledging;
 // after AckWait the server redelivers those messages to "b" on the same
 // durable, which finds them duplicates, as it does the producer's. The

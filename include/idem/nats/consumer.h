@@ -63,6 +63,12 @@ struct ConsumerOptions {
 
   // The server. Default: nats://127.0.0.1:4222.
   std::string url = "nats://127.0.0.1:4222";
+  // Credentials: a user and password, or a token (not both); the url's own
+  // ("nats://user:password@host:port") work too. Refused by the server:
+  // kUnauthenticated naming it. Default: none.
+  std::string user;
+  std::string password;
+  std::string token;
   // The stream and the subject (filter) the consumer reads. Required; the
   // stream's name without '.', '*', '>', '/', '\' or whitespace.
   std::string stream;
