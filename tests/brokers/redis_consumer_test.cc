@@ -742,5 +742,38 @@ TEST_F(RedisConsumerTest,
   EXPECT_TRUE(right.ok()) << right.status();
 }
 
+// Malformed message IDs from the wire: an empty one and one over
+// kMaxIdBytes are dead-lettered with reason "id" and a clear error (never
+// a crash); a binary one (NUL and high bytes) is an ID like any other: its
+// producer duplicate is dropped.
+TEST_F(RedisConsumerTest, MalformedMessageIdsAreDeadLetteredBinaryOnesKept) {
+  const std::string stream = prefix_ + "payments";
+  const std::string binary("id\0\xff\x01", 5);
+  const std::string oversize(kMaxIdBytes + 1, 'i');
+  for (const std::string& id : {std::string(), oversize, binary, binary}) {
+    RedisCommand(*connection_,
+                 {"XADD", stream, "*", "message-id", id, "payload", "p"});
+  }
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<std::string> handled;
+  Drain(**consumer, stream, [&](const Delivery& d, Txn&) {
+    handled.push_back(d.id);
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(handled, testing::ElementsAre(binary));
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.dead_lettered, 2);
+  EXPECT_EQ(stats.duplicates, 1);
+  const auto dead = Entries(*connection_, prefix_ + "dead");
+  ASSERT_EQ(dead.size(), 2u);
+  for (const auto& entry : dead) {
+    EXPECT_EQ(entry.at("idem.reason"), "id");
+    EXPECT_THAT(entry.at("idem.error"),
+                testing::HasSubstr("unusable message ID"));
+  }
+}
+
 }  // namespace
 }  // namespace idem::redis
