@@ -215,6 +215,19 @@ void JetStreamBroker::StopInProgress() {
   in_progress_.reset();
 }
 
+int64_t JetStreamBroker::Reconnects() const {
+  if (connection_ == nullptr) return 0;
+  natsStatistics* stats = nullptr;
+  if (natsStatistics_Create(&stats) != NATS_OK) return 0;
+  uint64_t reconnects = 0;
+  if (natsConnection_GetStats(connection_, stats) == NATS_OK) {
+    natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr,
+                             &reconnects);
+  }
+  natsStatistics_Destroy(stats);
+  return static_cast<int64_t>(reconnects);
+}
+
 absl::Status JetStreamBroker::Connect() {
   natsOptions* nats_options = nullptr;
   natsStatus s = natsOptions_Create(&nats_options);

@@ -83,6 +83,8 @@ class JetStreamBroker : public brokers::Broker {
   }
 
   int64_t redelivered() const { return redelivered_.load(); }
+  // nats.c's reconnects of the connection.
+  int64_t Reconnects() const override;
 
   // +WPI messages sent so far.
   int64_t in_progress_sent() const {

@@ -65,6 +65,10 @@ class QueueBroker : public brokers::Broker {
   int64_t redelivered() const { return redelivered_; }
   int64_t connects() const { return connects_; }
   int64_t cancelled() const { return cancelled_; }
+  // Consuming connections opened after the first.
+  int64_t Reconnects() const override {
+    return connects_ > 0 ? connects_ - 1 : 0;
+  }
 
   // Test-only (RabbitMqHooks): see AmqpConnection::set_ask_cancel_notify.
   void set_ask_cancel_notify(bool ask) { consume_.set_ask_cancel_notify(ask); }

@@ -52,6 +52,9 @@ class StreamBroker : public brokers::Broker {
   int64_t claimed() const { return claimed_; }
   int64_t reclaimed() const { return reclaimed_; }
   int64_t connects() const { return connection_.connects(); }
+  int64_t Reconnects() const override {
+    return connects() > 0 ? connects() - 1 : 0;
+  }
 
   // Test-only (RedisHooks).
   void set_let_sigpipe_through(bool let) {

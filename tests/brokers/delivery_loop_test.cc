@@ -233,6 +233,21 @@ TEST_F(DeliveryLoopTest, FinalDeliveryOfAnUnprocessedMessageIsDeadLettered) {
                   std::pair<std::string, std::string>("idem.source.id", "b")));
 }
 
+// Fetch latency counts the receives that brought deliveries only (an empty
+// one waits out receive_timeout); reconnects are the broker's.
+TEST_F(DeliveryLoopTest, FetchesCountReceivesThatBroughtDeliveries) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());  // nothing there
+  broker_.Add("a", "1");
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  broker_.reconnects = 3;
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  const LoopStats stats = loop.stats();
+  EXPECT_EQ(stats.fetches, 1);
+  EXPECT_LE(stats.fetch_time, stats.broker_time);
+  EXPECT_EQ(stats.reconnects, 3);
+}
+
 TEST_F(DeliveryLoopTest, WithoutDeadLetterDestinationGivingUpAbortsAndNacks) {
   LoopOptions options = FastOptions();
   options.dead_letter_destination.clear();

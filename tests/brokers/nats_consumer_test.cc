@@ -531,6 +531,7 @@ TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       },
       [&] { return Drained(stream_, "d"); });
   ASSERT_TRUE(run.ok()) << run;
+  EXPECT_GE((*consumer)->stats().reconnects, 1) << "nats.c's reconnect";
   test::ExpectBalances(*engine, expected, true);
 }
 

@@ -395,6 +395,7 @@ TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       [&] { return Processed(*engine) >= 1200 && Empty(queue_); });
   ASSERT_TRUE(run.ok()) << run;
   EXPECT_GE((*consumer)->stats().connects, 2);
+  EXPECT_GE((*consumer)->stats().reconnects, 1);
   test::ExpectBalances(*engine, expected, true);
 }
 

@@ -492,6 +492,8 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   ASSERT_TRUE(run.ok()) << run;
   const ConsumerStats stats = (*consumer)->stats();
   EXPECT_GE(stats.connects, 2);
+  EXPECT_GE(stats.reconnects, 1);
+  EXPECT_GT(stats.fetches, 0);
   EXPECT_GE(stats.broker_errors, 1) << "the restart went unnoticed";
   test::ExpectBalances(*engine, expected, true);
 }

@@ -103,6 +103,8 @@ class FakeBroker : public brokers::Broker {
     return absl::InvalidArgumentError("fake broker: no spaces in a name");
   }
 
+  int64_t Reconnects() const override { return reconnects; }
+
   // The entries published to `destination`.
   std::vector<OutboxEntry> PublishedTo(const std::string& destination) const {
     std::vector<OutboxEntry> out;
@@ -115,6 +117,7 @@ class FakeBroker : public brokers::Broker {
   absl::Status receive_error;
   absl::Status ack_error;
   int publish_budget = -1;  // -1: unlimited
+  int64_t reconnects = 0;   // what Reconnects reports
   // Publish refuses these destinations with the status.
   std::map<std::string, absl::Status> refuse;
   // Publish refuses a value and headers over this many bytes (kOutOfRange);
