@@ -1,7 +1,8 @@
 // idem::nats::Consumer's redelivery settings against a real nats-server
 // with JetStream (the fixture: tests/brokers/nats_suite.h): in-progress acks
 // for a batch that outlasts the ack wait, MaxDeliver's last delivery
-// dead-lettered, and an existing durable consumer bound as it is.
+// dead-lettered, an existing durable consumer bound as it is, and a server
+// paused longer than the ack wait.
 
 #include <memory>
 #include <string>
@@ -154,6 +155,31 @@ TEST_F(NatsConsumerTest, ExistingDurableIsBoundAsItIsAndAMismatchReported) {
   ASSERT_TRUE(matching.ok()) << matching.status();
   test::Drain(**matching, ApplyLedger, [&] { return Drained(stream_, "d"); });
   EXPECT_EQ((*matching)->stats().duplicates, 20);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// The server is paused (SIGSTOP) mid-stream for three ack waits while a
+// consumer runs and the producer's duplicates are in the stream: fetches
+// and acks time out meanwhile, the server redelivers what it had not seen
+// acknowledged once it runs again, and the totals are exact (nothing lost,
+// nothing applied twice).
+TEST_F(NatsConsumerTest,
+       ServerPausedLongerThanTheAckWaitLosesAndDoublesNothing) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.io_timeout = absl::Milliseconds(500);
+  options.reconnect_backoff = absl::Milliseconds(50);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  constexpr int kMessages = 600;
+  const ExpectedBalances expected = Produce(Ledger(53, kMessages, 10), 10, 10);
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, kMessages, absl::Microseconds(500),
+      [&] { test::PauseProcess(server_->pid(), 3 * options.ack_wait); },
+      [&] { return Drained(stream_, "d"); });
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_GE((*consumer)->stats().broker_errors, 1)
+      << "the pause went unnoticed";
   test::ExpectBalances(*engine, expected, true);
 }
 
