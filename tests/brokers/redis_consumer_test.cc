@@ -21,127 +21,15 @@
 #include "idem/redis/consumer.h"
 #include "redis/consumer_hooks.h"
 #include "servers/redis_server.h"
+#include "tests/brokers/redis_suite.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
 
 namespace idem::redis {
 namespace {
 
-using examples::ExpectedBalances;
-using examples::LedgerMessage;
 using test::ApplyLedger;
 using test::Ledger;
-
-// Runs `argv` on `connection`, failing the test on error; returns the reply.
-Reply RedisCommand(Connection& connection,
-                   const std::vector<std::string>& argv) {
-  absl::StatusOr<Reply> reply = connection.Command(argv);
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply.ok() ? *std::move(reply) : nullptr;
-}
-
-// XADDs `messages` to `stream`, each with its message-id; every
-// `duplicate_every`-th one (0: none) a second time, as a producer retry.
-// Returns what applying each message once leaves.
-ExpectedBalances Produce(Connection& connection, const std::string& stream,
-                         const std::vector<LedgerMessage>& messages,
-                         int accounts, int duplicate_every) {
-  ExpectedBalances expected(accounts);
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const LedgerMessage& m = messages[i];
-    expected.Add(m.payment);
-    RedisCommand(connection, {"XADD", stream, "*", "message-id", m.id,
-                              "payload", m.payload});
-    if (duplicate_every > 0 && i % duplicate_every == 0) {
-      RedisCommand(connection, {"XADD", stream, "*", "message-id", m.id,
-                                "payload", m.payload});
-    }
-  }
-  return expected;
-}
-
-// The group's pending count and lag (XINFO GROUPS); -1 when unknown.
-std::pair<int64_t, int64_t> PendingAndLag(Connection& connection,
-                                          const std::string& stream,
-                                          const std::string& group) {
-  Reply reply = RedisCommand(connection, {"XINFO", "GROUPS", stream});
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return {-1, -1};
-  for (size_t g = 0; g < reply->elements; ++g) {
-    const redisReply* fields = reply->element[g];
-    int64_t pending = -1, lag = -1;
-    bool match = false;
-    for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-      const std::string_view name = ReplyString(fields->element[f]);
-      const redisReply* value = fields->element[f + 1];
-      if (name == "name") match = ReplyString(value) == group;
-      if (name == "pending") pending = value->integer;
-      if (name == "lag" && value->type == REDIS_REPLY_INTEGER) {
-        lag = value->integer;
-      }
-    }
-    if (match) return {pending, lag};
-  }
-  return {-1, -1};
-}
-
-// The entries of `stream` as field maps (the last value of a repeated name).
-std::vector<std::map<std::string, std::string>> Entries(
-    Connection& connection, const std::string& stream) {
-  std::vector<std::map<std::string, std::string>> out;
-  Reply reply = RedisCommand(connection, {"XRANGE", stream, "-", "+"});
-  if (reply == nullptr) return out;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    const redisReply* fields = reply->element[i]->element[1];
-    std::map<std::string, std::string>& entry = out.emplace_back();
-    for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-      entry[std::string(ReplyString(fields->element[f]))] =
-          std::string(ReplyString(fields->element[f + 1]));
-    }
-  }
-  return out;
-}
-
-class RedisConsumerTest : public test::ServerSuite<RedisConsumerTest> {
- public:
-  static absl::StatusOr<std::unique_ptr<servers::ServerProcess>> StartServer() {
-    return servers::StartRedisServer();
-  }
-
- protected:
-  void SetUp() override {
-    ServerSuite::SetUp();
-    if (IsSkipped() || HasFailure()) return;
-    connection_ = servers::ConnectRedis(server_->port());
-    prefix_ = TestName() + "/";  // each test has its own streams
-  }
-
-  ConsumerOptions BaseOptions(const std::string& stream,
-                              const std::string& consumer) const {
-    ConsumerOptions options;
-    options.port = server_->port();
-    options.stream = stream;
-    options.group = "g";
-    options.consumer_name = consumer;
-    options.claim_idle = absl::Milliseconds(200);
-    options.claim_interval = absl::Milliseconds(50);
-    options.delivery.max_batch = 50;
-    options.delivery.receive_timeout = absl::Milliseconds(20);
-    options.delivery.retry_backoff = absl::Milliseconds(1);
-    options.delivery.dead_letter_destination = prefix_ + "dead";
-    return options;
-  }
-
-  // Polls until the group has nothing pending and nothing unread.
-  void Drain(Consumer& consumer, const std::string& stream, Handler handler) {
-    test::Drain(consumer, handler, [&] {
-      return PendingAndLag(*connection_, stream, "g") ==
-             std::pair<int64_t, int64_t>(0, 0);
-    });
-  }
-
-  std::unique_ptr<Connection> connection_;
-  std::string prefix_;
-};
 
 TEST_F(RedisConsumerTest, RejectsBadOptionsNamingTheField) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
@@ -553,70 +441,6 @@ TEST_F(RedisConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   test::ExpectBalances(*downstream, expected, true);
 }
 
-// Each error reply has the code that tells what to do: a server over its
-// maxmemory is kResourceExhausted (a write may pass later), a key of
-// another type and a removed group kFailedPrecondition (nothing passes
-// until someone fixes them), each naming the server's reason.
-TEST_F(RedisConsumerTest, ErrorRepliesHaveTheCodesOfTheirCause) {
-  const std::string stream = prefix_ + "payments";
-  Connection other("127.0.0.1", server_->port(), absl::Seconds(5));
-  RedisCommand(*connection_, {"SET", prefix_ + "string", "x"});
-  absl::Status wrong_type =
-      other.Command({"XADD", prefix_ + "string", "*", "f", "v"}).status();
-  EXPECT_EQ(wrong_type.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(wrong_type.message(), testing::HasSubstr("WRONGTYPE"));
-
-  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "1"});
-  absl::Status oom = other.Command({"XADD", stream, "*", "f", "v"}).status();
-  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "0"});
-  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted) << oom;
-  EXPECT_THAT(oom.message(), testing::HasSubstr("OOM"));
-
-  std::unique_ptr<Engine> engine = OpenEngine("db");
-  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
-  ASSERT_TRUE(consumer.ok()) << consumer.status();
-  RedisCommand(*connection_, {"XGROUP", "DESTROY", stream, "g"});
-  absl::StatusOr<brokers::BatchReport> report =
-      (*consumer)->PollBatch(ApplyLedger);
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition)
-      << report.status();
-  EXPECT_THAT(report.status().message(), testing::HasSubstr("NOGROUP"));
-  EXPECT_EQ((*consumer)->Run(ApplyLedger).code(),
-            absl::StatusCode::kFailedPrecondition)
-      << "Run must not retry what cannot pass";
-}
-
-// While the server is over its maxmemory, the relay stops at the first
-// output with kResourceExhausted and keeps it (an OOM is no refusal for
-// good: no dead letter); the entries are acknowledged all the same. Once
-// the server has room, the next poll publishes every output once.
-TEST_F(RedisConsumerTest, OutputsWaitInTheOutboxWhileTheServerIsOutOfMemory) {
-  const std::string stream = prefix_ + "payments";
-  const std::string out = prefix_ + "out";
-  Produce(*connection_, stream, Ledger(29, 20, 5), 5, 0);
-  std::unique_ptr<Engine> engine = OpenEngine("db");
-  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
-  ASSERT_TRUE(consumer.ok()) << consumer.status();
-  auto forward = [&](const Delivery& d, Txn& txn) {
-    return test::ApplyAndForward(out, d, txn);
-  };
-  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "1"});
-  absl::StatusOr<brokers::BatchReport> full = (*consumer)->PollBatch(forward);
-  RedisCommand(*connection_, {"CONFIG", "SET", "maxmemory", "0"});
-  ASSERT_TRUE(full.ok()) << full.status();
-  EXPECT_EQ(full->processed, 20);
-  EXPECT_EQ(full->outbox_error.code(), absl::StatusCode::kResourceExhausted)
-      << full->outbox_error;
-  EXPECT_EQ(PendingAndLag(*connection_, stream, "g"),
-            (std::pair<int64_t, int64_t>(0, 0)));
-  EXPECT_EQ(engine->ReadOutbox(100)->size(), 20u);
-  Drain(**consumer, stream, forward);
-  ASSERT_TRUE((*consumer)->PollBatch(forward).ok());
-  EXPECT_THAT(*engine->ReadOutbox(10), testing::IsEmpty());
-  EXPECT_EQ(Entries(*connection_, out).size(), 20u);
-  EXPECT_EQ((*consumer)->stats().outbox_dead_lettered, 0);
-}
-
 // With output_max_len, the relay's XADD trims each output stream to about
 // that many entries (MAXLEN ~: whole nodes of stream-node-max-entries go),
 // but never the dead letter stream. The twin without output_max_len shows
@@ -719,62 +543,6 @@ TEST_F(RedisConsumerTest, HeadersNamedLikeTheRelaysFieldsAreLeftOut) {
   EXPECT_NE(fields["message-id"], "forged");
   EXPECT_EQ(fields["payload"], "v");
   EXPECT_EQ(fields["key"], "k");
-}
-
-// A server that wants a password: none, or a wrong one, is
-// kUnauthenticated at Create naming the server; the right one works.
-TEST_F(RedisConsumerTest,
-       WrongOrMissingPasswordIsUnauthenticatedNamingTheServer) {
-  std::unique_ptr<Engine> engine = OpenEngine("db");
-  const std::string stream = prefix_ + "payments";
-  RedisCommand(*connection_, {"CONFIG", "SET", "requirepass", "secret"});
-  ConsumerOptions options = BaseOptions(stream, "c");
-  const std::string server = absl::StrCat("127.0.0.1:", server_->port());
-  absl::Status none = Consumer::Create(engine.get(), options).status();
-  options.password = "wrong";
-  absl::Status wrong = Consumer::Create(engine.get(), options).status();
-  options.password = "secret";
-  auto right = Consumer::Create(engine.get(), options);
-  RedisCommand(*connection_, {"CONFIG", "SET", "requirepass", ""});
-  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated) << none;
-  EXPECT_THAT(none.message(), testing::HasSubstr(server));
-  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
-  EXPECT_THAT(wrong.message(), testing::HasSubstr(server));
-  EXPECT_THAT(wrong.message(), testing::HasSubstr("WRONGPASS"));
-  EXPECT_TRUE(right.ok()) << right.status();
-}
-
-// Malformed message IDs from the wire: an empty one and one over
-// kMaxIdBytes are dead-lettered with reason "id" and a clear error (never
-// a crash); a binary one (NUL and high bytes) is an ID like any other: its
-// producer duplicate is dropped.
-TEST_F(RedisConsumerTest, MalformedMessageIdsAreDeadLetteredBinaryOnesKept) {
-  const std::string stream = prefix_ + "payments";
-  const std::string binary("id\0\xff\x01", 5);
-  const std::string oversize(kMaxIdBytes + 1, 'i');
-  for (const std::string& id : {std::string(), oversize, binary, binary}) {
-    RedisCommand(*connection_,
-                 {"XADD", stream, "*", "message-id", id, "payload", "p"});
-  }
-  std::unique_ptr<Engine> engine = OpenEngine("db");
-  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
-  ASSERT_TRUE(consumer.ok()) << consumer.status();
-  std::vector<std::string> handled;
-  Drain(**consumer, stream, [&](const Delivery& d, Txn&) {
-    handled.push_back(d.id);
-    return absl::OkStatus();
-  });
-  EXPECT_THAT(handled, testing::ElementsAre(binary));
-  const ConsumerStats stats = (*consumer)->stats();
-  EXPECT_EQ(stats.dead_lettered, 2);
-  EXPECT_EQ(stats.duplicates, 1);
-  const auto dead = Entries(*connection_, prefix_ + "dead");
-  ASSERT_EQ(dead.size(), 2u);
-  for (const auto& entry : dead) {
-    EXPECT_EQ(entry.at("idem.reason"), "id");
-    EXPECT_THAT(entry.at("idem.error"),
-                testing::HasSubstr("unusable message ID"));
-  }
 }
 
 }  // namespace
