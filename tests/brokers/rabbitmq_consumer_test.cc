@@ -619,5 +619,48 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqHeartbeatTest,
                            return info.param ? "Heartbeats" : "None";
                          });
 
+// Two instances, each with a store of its own, on one queue declared with
+// x-single-active-consumer: only the first one subscribed gets messages;
+// once it is gone, the other takes the queue over. The twin on a plain
+// queue shows the server sharing the messages out between both.
+class RabbitMqSingleActiveTest : public RabbitMqConsumerTest,
+                                 public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
+  const bool single_active = GetParam();
+  ConsumerOptions::QueueArguments arguments;
+  arguments.single_active_consumer = single_active;
+  AdminQueue(queue_, /*declare=*/true, arguments);
+  std::unique_ptr<Engine> engine_a = OpenEngine("a");
+  std::unique_ptr<Engine> engine_b = OpenEngine("b");
+  ConsumerOptions options = BaseOptions();
+  options.declare_queues = false;
+  options.prefetch = options.delivery.max_batch;
+  auto a = Consumer::Create(engine_a.get(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = Consumer::Create(engine_b.get(), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Produce(Ledger(61, 80, 4), 4, 0);
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_TRUE((*b)->PollBatch(ApplyLedger).ok());
+    ASSERT_TRUE((*a)->PollBatch(ApplyLedger).ok());
+  }
+  if (single_active) {
+    EXPECT_EQ((*b)->stats().received, 0);
+    EXPECT_EQ((*a)->stats().processed, 80);
+  } else {
+    EXPECT_GT((*b)->stats().received, 0);
+  }
+  ASSERT_TRUE((*a)->Close().ok());
+  Produce(Ledger(67, 10, 4), 4, 0);
+  test::Drain(**b, ApplyLedger, [&] { return Empty(queue_); });
+  EXPECT_GE((*b)->stats().processed, 10) << "b did not take the queue over";
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqSingleActiveTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "SingleActive" : "Plain";
+                         });
+
 }  // namespace
 }  // namespace idem::rabbitmq

@@ -149,8 +149,9 @@ TEST_F(RedisConsumerTest, MalformedMessageIdsAreDeadLetteredBinaryOnesKept) {
 TEST_F(RedisConsumerTest, ServerPausedMidStreamLosesAndDoublesNothing) {
   const std::string stream = prefix_ + "payments";
   constexpr int kMessages = 600;
-  const ExpectedBalances expected = Produce(
-      *connection_, stream, Ledger(59, kMessages, 10), 10, /*duplicate_every=*/10);
+  const ExpectedBalances expected =
+      Produce(*connection_, stream, Ledger(59, kMessages, 10), 10,
+              /*duplicate_every=*/10);
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions(stream, "c");
   options.io_timeout = absl::Milliseconds(300);

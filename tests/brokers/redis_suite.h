@@ -30,7 +30,7 @@ using examples::LedgerMessage;
 
 // Runs `argv` on `connection`, failing the test on error; returns the reply.
 inline Reply RedisCommand(Connection& connection,
-                   const std::vector<std::string>& argv) {
+                          const std::vector<std::string>& argv) {
   absl::StatusOr<Reply> reply = connection.Command(argv);
   EXPECT_TRUE(reply.ok()) << reply.status();
   return reply.ok() ? *std::move(reply) : nullptr;
@@ -39,9 +39,10 @@ inline Reply RedisCommand(Connection& connection,
 // XADDs `messages` to `stream`, each with its message-id; every
 // `duplicate_every`-th one (0: none) a second time, as a producer retry.
 // Returns what applying each message once leaves.
-inline ExpectedBalances Produce(Connection& connection, const std::string& stream,
-                         const std::vector<LedgerMessage>& messages,
-                         int accounts, int duplicate_every) {
+inline ExpectedBalances Produce(Connection& connection,
+                                const std::string& stream,
+                                const std::vector<LedgerMessage>& messages,
+                                int accounts, int duplicate_every) {
   ExpectedBalances expected(accounts);
   for (size_t i = 0; i < messages.size(); ++i) {
     const LedgerMessage& m = messages[i];
@@ -58,8 +59,8 @@ inline ExpectedBalances Produce(Connection& connection, const std::string& strea
 
 // The group's pending count and lag (XINFO GROUPS); -1 when unknown.
 inline std::pair<int64_t, int64_t> PendingAndLag(Connection& connection,
-                                          const std::string& stream,
-                                          const std::string& group) {
+                                                 const std::string& stream,
+                                                 const std::string& group) {
   Reply reply = RedisCommand(connection, {"XINFO", "GROUPS", stream});
   if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return {-1, -1};
   for (size_t g = 0; g < reply->elements; ++g) {
