@@ -158,6 +158,39 @@ TEST_F(NatsConsumerTest, ExistingDurableIsBoundAsItIsAndAMismatchReported) {
   test::ExpectBalances(*engine, expected, true);
 }
 
+// A backoff schedule reaches the durable consumer idem creates (nats-server
+// then takes its first delay as the AckWait): binding it again with the
+// same options works, with another schedule is a reported mismatch. Bad
+// schedules and limits are refused before any request.
+TEST_F(NatsConsumerTest, BackoffScheduleIsSetOnTheDurableAndChecked) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.backoff = {absl::Milliseconds(500), absl::Seconds(2)};
+  options.max_deliver = 5;
+  ASSERT_TRUE(Consumer::Create(engine.get(), options).ok());
+  EXPECT_TRUE(Consumer::Create(engine.get(), options).ok());
+  ConsumerOptions other = options;
+  other.backoff = {absl::Milliseconds(500), absl::Seconds(3)};
+  absl::Status mismatch = Consumer::Create(engine.get(), other).status();
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("BackOff"));
+  EXPECT_THAT(mismatch.message(), testing::Not(testing::HasSubstr("AckWait")));
+
+  other = options;
+  other.max_deliver = 2;  // not more than the schedule's two entries
+  absl::Status invalid = Consumer::Create(engine.get(), other).status();
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << invalid;
+  EXPECT_THAT(invalid.message(), testing::HasSubstr("max_deliver"));
+  other = options;
+  other.max_deliver = 1;
+  EXPECT_EQ(Consumer::Create(engine.get(), other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  other = options;
+  other.backoff = {absl::ZeroDuration()};
+  EXPECT_THAT(Consumer::Create(engine.get(), other).status().message(),
+              testing::HasSubstr("backoff"));
+}
+
 // The server is paused (SIGSTOP) mid-stream for three ack waits while a
 // consumer runs and the producer's duplicates are in the stream: fetches
 // and acks time out meanwhile, the server redelivers what it had not seen
