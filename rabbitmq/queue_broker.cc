@@ -110,9 +110,12 @@ absl::Status QueueBroker::ConsumingEnded(const amqp_rpc_reply_t& reply) {
   std::string why = "the server closed the channel";
   if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
     why = amqp_error_string2(reply.library_error);
+    // The frame that came instead of a delivery, which rabbitmq-c put back.
     amqp_frame_t frame;
+    timeval now{0, 0};
     if (reply.library_error == AMQP_STATUS_UNEXPECTED_STATE &&
-        amqp_simple_wait_frame(consume_.state(), &frame) == AMQP_STATUS_OK &&
+        amqp_simple_wait_frame_noblock(consume_.state(), &frame, &now) ==
+            AMQP_STATUS_OK &&
         frame.frame_type == AMQP_FRAME_METHOD) {
       if (frame.payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
         ++cancelled_;
