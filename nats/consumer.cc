@@ -24,6 +24,9 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (!options.token.empty() && !options.user.empty()) {
     return invalid("user and token are exclusive");
   }
+  if (!options.tls_ca_file.empty() && !options.tls) {
+    return invalid("tls_ca_file needs tls");
+  }
   if (options.stream.empty()) return invalid("stream is required");
   if (absl::Status s = CheckStreamName(options.stream); !s.ok()) {
     return invalid(absl::StrCat("stream ", s.message()));

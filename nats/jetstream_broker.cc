@@ -239,6 +239,18 @@ absl::Status JetStreamBroker::Connect() {
   if (s == NATS_OK && !options_.token.empty()) {
     s = natsOptions_SetToken(nats_options, options_.token.c_str());
   }
+  if (s == NATS_OK && options_.tls)
+    s = natsOptions_SetSecure(nats_options, true);
+  if (s == NATS_OK && !options_.tls_ca_file.empty()) {
+    s = natsOptions_LoadCATrustedCertificates(nats_options,
+                                              options_.tls_ca_file.c_str());
+    if (s != NATS_OK) {
+      natsOptions_Destroy(nats_options);
+      return absl::InvalidArgumentError(
+          absl::StrCat("nats: cannot load the CA certificates in ",
+                       options_.tls_ca_file, ": ", natsStatus_GetText(s)));
+    }
+  }
   if (s == NATS_OK) {
     s = natsOptions_SetTimeout(nats_options, Millis(options_.io_timeout));
   }

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -105,6 +106,77 @@ TEST_F(NatsConsumerTest, RefusedCredentialsAreUnauthenticatedNamingTheServer) {
   options.password = "secret";
   auto right = Consumer::Create(engine.get(), options);
   EXPECT_TRUE(right.ok()) << right.status();
+}
+
+// A server that takes TLS only, with a certificate the test makes: a
+// consumer with TLS and the certificate as its CA connects; one without
+// TLS, or trusting another CA, is kUnavailable naming the server; a CA file
+// that is not there kInvalidArgument naming it.
+TEST_F(NatsConsumerTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
+  const std::string cert = dir_.Sub("cert.pem");
+  const std::string key = dir_.Sub("key.pem");
+  const std::string other = dir_.Sub("other.pem");
+  for (const std::string& pem : {cert, other}) {
+    const std::string make = absl::StrCat(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+        "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout ",
+        pem == cert ? key : dir_.Sub("other-key.pem"), " -out ", pem,
+        " >/dev/null 2>&1");
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  }
+  auto connects = [&](int port) {
+    natsOptions* options = nullptr;
+    natsConnection* connection = nullptr;
+    bool ok = natsOptions_Create(&options) == NATS_OK &&
+              natsOptions_SetURL(options, servers::NatsUrl(port).c_str()) ==
+                  NATS_OK &&
+              natsOptions_SetSecure(options, true) == NATS_OK &&
+              natsOptions_LoadCATrustedCertificates(options, cert.c_str()) ==
+                  NATS_OK &&
+              natsConnection_Connect(&connection, options) == NATS_OK;
+    if (connection != nullptr) natsConnection_Destroy(connection);
+    if (options != nullptr) natsOptions_Destroy(options);
+    return ok;
+  };
+  absl::StatusOr<std::unique_ptr<servers::ServerProcess>> secured =
+      servers::ServerProcess::Start(
+          "nats-server",
+          [&](int port, const std::string& dir) -> std::vector<std::string> {
+            return {"nats-server",
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    absl::StrCat(port),
+                    "-sd",
+                    dir,
+                    "--tls",
+                    "--tlscert",
+                    cert,
+                    "--tlskey",
+                    key};
+          },
+          connects);
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  const int port = (*secured)->port();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.url = servers::NatsUrl(port);
+  absl::Status plain = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(plain.code(), absl::StatusCode::kUnavailable) << plain;
+  EXPECT_THAT(plain.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.tls = true;
+  options.tls_ca_file = other;
+  absl::Status untrusted = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(untrusted.code(), absl::StatusCode::kUnavailable) << untrusted;
+  EXPECT_THAT(untrusted.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.tls_ca_file = dir_.Sub("missing.pem");
+  absl::Status missing = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_THAT(missing.message(), testing::HasSubstr("missing.pem"));
+  options.tls_ca_file = cert;
+  auto secure = Consumer::Create(engine.get(), options);
+  EXPECT_TRUE(secure.ok()) << secure.status();
 }
 
 // Consumer "a" processes part of the stream and dies before acknowledging;

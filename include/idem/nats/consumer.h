@@ -69,6 +69,13 @@ struct ConsumerOptions {
   std::string user;
   std::string password;
   std::string token;
+  // Connect with TLS, verifying the server's certificate against the CA
+  // certificates in tls_ca_file (PEM; empty: the system's). A handshake
+  // that fails (a server without TLS, a certificate not trusted):
+  // kUnavailable naming the server; a CA file that cannot be read:
+  // kInvalidArgument naming it. Default: false.
+  bool tls = false;
+  std::string tls_ca_file;
   // The stream and the subject (filter) the consumer reads. Required; the
   // stream's name without '.', '*', '>', '/', '\' or whitespace.
   std::string stream;
