@@ -220,6 +220,9 @@ void IdemLoopWith(benchmark::State& state, Durability durability,
     options.subject = stream + ".in";
     options.durable = "d";
     options.create_stream = false;
+    // The settings of the durable FillStream made (no delivery limit), which
+    // the consumer binds as it is.
+    options.max_deliver = 0;
     options.id_header = "message-id";
     options.prefetch = prefetch;
     options.delivery.max_batch = BenchBatch(state);

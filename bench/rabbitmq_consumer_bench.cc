@@ -65,6 +65,7 @@ rabbitmq::ConsumerOptions Connection(const std::string& queue, int batch) {
   rabbitmq::ConsumerOptions options;
   options.port = Port();
   options.queue = queue;
+  options.declare_queues = true;  // the benchmark's own queues
   options.prefetch = Prefetch(batch);
   options.delivery.max_batch = batch;
   options.delivery.relay_outbox = false;

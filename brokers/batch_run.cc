@@ -93,17 +93,34 @@ class BatchRun {
   }
 
  private:
-  // Each delivery's ID; one without a usable ID is given up on at once.
+  // Each delivery's ID; one without a usable ID, or on its final delivery
+  // and not processed yet, is given up on at once.
   absl::Status DeriveIds() {
     for (size_t i = 0; i < deliveries_.size(); ++i) {
       entries_[i].id = deliveries_[i].id;
-      if (UsableId(deliveries_[i].id)) continue;
-      absl::Status error = absl::InvalidArgumentError(
-          absl::StrCat("unusable message ID (", deliveries_[i].id.size(),
-                       " bytes; 1 to ", kMaxIdBytes, " allowed)"));
-      if (absl::Status s = GiveUp(i, error, "id"); !s.ok()) return s;
+      if (!UsableId(deliveries_[i].id)) {
+        absl::Status error = absl::InvalidArgumentError(
+            absl::StrCat("unusable message ID (", deliveries_[i].id.size(),
+                         " bytes; 1 to ", kMaxIdBytes, " allowed)"));
+        if (absl::Status s = GiveUp(i, error, "id"); !s.ok()) return s;
+      } else if (deliveries_[i].final_delivery) {
+        if (absl::Status s = GiveUpFinalDelivery(i); !s.ok()) return s;
+      }
     }
     return absl::OkStatus();
+  }
+
+  // Delivery i is the broker's last: dead-lettered unless already seen.
+  absl::Status GiveUpFinalDelivery(size_t i) {
+    absl::StatusOr<bool> seen = engine_.Seen(deliveries_[i].id);
+    if (!seen.ok()) return seen.status();
+    if (*seen) return absl::OkStatus();  // a duplicate, acknowledged as one
+    return GiveUp(i,
+                  absl::FailedPreconditionError(
+                      "the broker's last delivery of a message not yet "
+                      "processed (its delivery limit): dead-lettered instead "
+                      "of handled, as a crash while handling it would lose it"),
+                  "max_deliveries");
   }
 
   // One ProcessBatch over `round`; returns the deliveries of the next round:

@@ -81,13 +81,15 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
   BatchReport report;
   absl::Duration engine_time;
   absl::Duration broker_time;
+  absl::Duration fetch_time;
   absl::Status status = [&]() -> absl::Status {
     // Step 1: receive.
     absl::StatusOr<std::vector<Delivery>> batch;
     {
-      Timed timed(&broker_time);
+      Timed timed(&fetch_time);
       batch = broker_->Receive(options_.max_batch, options_.receive_timeout);
     }
+    broker_time += fetch_time;
     if (!batch.ok()) return BrokerError(batch.status());
     report.received = static_cast<int64_t>(batch->size());
     if (hooks_.ack_on_receive && !batch->empty()) {
@@ -123,7 +125,7 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
     if (options_.relay_outbox) report.outbox_error = Relay(report);
     return absl::OkStatus();
   }();
-  Count(report, engine_time, broker_time);
+  Count(report, engine_time, broker_time, fetch_time);
   if (!status.ok()) return status;
   return report;
 }
@@ -215,7 +217,13 @@ absl::Status DeliveryLoop::BrokerError(absl::Status status) {
 }
 
 void DeliveryLoop::Count(const BatchReport& report, absl::Duration engine_time,
-                         absl::Duration broker_time) {
+                         absl::Duration broker_time,
+                         absl::Duration fetch_time) {
+  if (report.received > 0) {
+    ++stats_.fetches;
+    stats_.fetch_time += fetch_time;
+  }
+  stats_.reconnects = broker_->Reconnects();
   absl::MutexLock lock(&mu_);
   if (report.received > 0) ++stats_.batches;
   stats_.received += report.received;

@@ -1,7 +1,9 @@
 // RunUntilStopped is the Run of every broker adapter's Consumer: it calls
 // `poll` until `stop` is set; a kUnavailable error, of the poll or of its
 // relay (BatchReport::outbox_error: a lost connection, which the next poll
-// reconnects), is followed by `backoff` and polling goes on.
+// reconnects), or a kResourceExhausted of its relay (a broker out of
+// memory, which frees some as its consumers catch up; the entry stays in
+// the outbox), is followed by `backoff` and polling goes on.
 // Returns OK after stop, or the first other error. Thread-compatible;
 // `stop` may be set from any thread.
 
@@ -25,7 +27,8 @@ inline absl::Status RunUntilStopped(
     const absl::Status status =
         report.ok() ? report->outbox_error : report.status();
     if (status.ok()) continue;
-    if (!absl::IsUnavailable(status)) return status;
+    const bool relay_waits = report.ok() && absl::IsResourceExhausted(status);
+    if (!absl::IsUnavailable(status) && !relay_waits) return status;
     absl::SleepFor(backoff);
   }
   return absl::OkStatus();

@@ -206,6 +206,7 @@ class RabbitMqDemoBroker : public DemoBroker {
     options.host = endpoint_.host;
     options.port = endpoint_.port;
     options.queue = endpoint_.source;
+    options.declare_queues = true;  // the demo's own queues
     options.delivery = DemoDelivery(batch);
     return Adapt(
         rabbitmq::CreateConsumerWithHooks(engine, options, hooks),

@@ -21,6 +21,12 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return d > absl::ZeroDuration() && d != absl::InfiniteDuration();
   };
   if (options.url.empty()) return invalid("url is required");
+  if (!options.token.empty() && !options.user.empty()) {
+    return invalid("user and token are exclusive");
+  }
+  if (!options.tls_ca_file.empty() && !options.tls) {
+    return invalid("tls_ca_file needs tls");
+  }
   if (options.stream.empty()) return invalid("stream is required");
   if (absl::Status s = CheckStreamName(options.stream); !s.ok()) {
     return invalid(absl::StrCat("stream ", s.message()));
@@ -42,6 +48,16 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   }
   if (!positive(options.ack_wait)) {
     return invalid("ack_wait must be > 0 and finite");
+  }
+  if (options.max_deliver < 0 || options.max_deliver == 1) {
+    return invalid("max_deliver must be 0 (no limit) or at least 2");
+  }
+  if (options.max_deliver > 0 &&
+      options.max_deliver <= static_cast<int64_t>(options.backoff.size())) {
+    return invalid("max_deliver must be more than backoff.size()");
+  }
+  for (absl::Duration d : options.backoff) {
+    if (!positive(d)) return invalid("backoff entries must be > 0 and finite");
   }
   if (!positive(options.io_timeout)) {
     return invalid("io_timeout must be > 0 and finite");
@@ -71,11 +87,13 @@ class ConsumerImpl
 
   void set_hooks(const NatsHooks& hooks) {
     broker_.set_keep_prefetched_on_close(hooks.keep_prefetched_on_close);
+    if (hooks.no_in_progress_acks) broker_.StopInProgress();
   }
 
   ConsumerStats stats() const override {
     ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.redelivered = broker_.redelivered();
+    stats.in_progress_sent = broker_.in_progress_sent();
     return stats;
   }
 };

@@ -18,6 +18,9 @@ struct NatsHooks {
   // Close leaves the prefetched batch unacknowledged instead of NAKing it:
   // those messages then wait out AckWait before any process gets them.
   bool keep_prefetched_on_close = false;
+  // No "+WPI": a batch held longer than the ack wait is redelivered while
+  // it is processed.
+  bool no_in_progress_acks = false;
 };
 
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "brokers/reserved_headers.h"
 
 namespace idem::nats {
 namespace {
@@ -52,6 +54,10 @@ absl::StatusCode ClientCode(natsStatus s) {
       return absl::StatusCode::kInvalidArgument;
     case NATS_MAX_PAYLOAD:
       return absl::StatusCode::kOutOfRange;
+    case NATS_CONNECTION_AUTH_FAILED:
+      return absl::StatusCode::kUnauthenticated;
+    case NATS_NOT_PERMITTED:
+      return absl::StatusCode::kPermissionDenied;
     default:
       return absl::StatusCode::kUnavailable;
   }
@@ -82,6 +88,44 @@ absl::Status NatsError(natsStatus s, jsErrCode js_error,
 // the one being processed, and the one prefetched.
 int64_t PendingBatches(const ConsumerOptions& options) {
   return options.prefetch ? 2 : 1;
+}
+
+// `url` without the credentials it may hold ("nats://user:pass@host"), for
+// error messages.
+std::string WithoutUserInfo(const std::string& url) {
+  const size_t scheme = url.find("://");
+  const size_t at = url.rfind('@');
+  if (scheme == std::string::npos || at == std::string::npos || at < scheme) {
+    return url;
+  }
+  return url.substr(0, scheme + 3) + url.substr(at + 1);
+}
+
+// The durable consumer's MaxDeliver for `options`: -1 is no limit.
+int64_t ExpectedMaxDeliver(const ConsumerOptions& options) {
+  return options.max_deliver > 0 ? options.max_deliver : -1;
+}
+
+std::vector<int64_t> BackoffNanos(const ConsumerOptions& options) {
+  std::vector<int64_t> out;
+  for (absl::Duration d : options.backoff) {
+    out.push_back(absl::ToInt64Nanoseconds(d));
+  }
+  return out;
+}
+
+// The AckWait the server gives the durable consumer: with a backoff
+// schedule, its first delay (nats-server's rule), else ack_wait.
+int64_t ExpectedAckWait(const ConsumerOptions& options) {
+  return absl::ToInt64Nanoseconds(options.backoff.empty() ? options.ack_wait
+                                                          : options.backoff[0]);
+}
+
+// The shortest time the server waits for an ack before a redelivery.
+absl::Duration ShortestAckWait(const ConsumerOptions& options) {
+  absl::Duration shortest = options.ack_wait;
+  for (absl::Duration d : options.backoff) shortest = std::min(shortest, d);
+  return shortest;
 }
 
 }  // namespace
@@ -134,6 +178,7 @@ JetStreamBroker::~JetStreamBroker() { Close(); }
 
 void JetStreamBroker::Close() {
   ReturnPrefetched();
+  StopInProgress();
   if (connection_ != nullptr) ConfirmReplies("closing").IgnoreError();
   if (subscription_ != nullptr) natsSubscription_Destroy(subscription_);
   subscription_ = nullptr;
@@ -158,13 +203,54 @@ absl::Status JetStreamBroker::Start(std::optional<uint64_t> start_sequence) {
                                   options_.durable.c_str(), nullptr,
                                   &sub_options, &js_error);
   if (s != NATS_OK) return NatsError(s, js_error, "binding the pull consumer");
+  if (options_.in_progress_acks) {
+    in_progress_ = std::make_unique<InProgress>(connection_,
+                                                ShortestAckWait(options_) / 2);
+  }
   return absl::OkStatus();
+}
+
+void JetStreamBroker::StopInProgress() {
+  if (in_progress_ != nullptr) in_progress_->Stop();
+  in_progress_.reset();
+}
+
+int64_t JetStreamBroker::Reconnects() const {
+  if (connection_ == nullptr) return 0;
+  natsStatistics* stats = nullptr;
+  if (natsStatistics_Create(&stats) != NATS_OK) return 0;
+  uint64_t reconnects = 0;
+  if (natsConnection_GetStats(connection_, stats) == NATS_OK) {
+    natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr,
+                             &reconnects);
+  }
+  natsStatistics_Destroy(stats);
+  return static_cast<int64_t>(reconnects);
 }
 
 absl::Status JetStreamBroker::Connect() {
   natsOptions* nats_options = nullptr;
   natsStatus s = natsOptions_Create(&nats_options);
   if (s == NATS_OK) s = natsOptions_SetURL(nats_options, options_.url.c_str());
+  if (s == NATS_OK && !options_.user.empty()) {
+    s = natsOptions_SetUserInfo(nats_options, options_.user.c_str(),
+                                options_.password.c_str());
+  }
+  if (s == NATS_OK && !options_.token.empty()) {
+    s = natsOptions_SetToken(nats_options, options_.token.c_str());
+  }
+  if (s == NATS_OK && options_.tls)
+    s = natsOptions_SetSecure(nats_options, true);
+  if (s == NATS_OK && !options_.tls_ca_file.empty()) {
+    s = natsOptions_LoadCATrustedCertificates(nats_options,
+                                              options_.tls_ca_file.c_str());
+    if (s != NATS_OK) {
+      natsOptions_Destroy(nats_options);
+      return absl::InvalidArgumentError(
+          absl::StrCat("nats: cannot load the CA certificates in ",
+                       options_.tls_ca_file, ": ", natsStatus_GetText(s)));
+    }
+  }
   if (s == NATS_OK) {
     s = natsOptions_SetTimeout(nats_options, Millis(options_.io_timeout));
   }
@@ -174,8 +260,9 @@ absl::Status JetStreamBroker::Connect() {
   if (s == NATS_OK) s = natsConnection_Connect(&connection_, nats_options);
   natsOptions_Destroy(nats_options);
   if (s != NATS_OK) {
-    return NatsError(s, static_cast<jsErrCode>(0),
-                     absl::StrCat("connecting to ", options_.url));
+    return NatsError(
+        s, static_cast<jsErrCode>(0),
+        absl::StrCat("connecting to ", WithoutUserInfo(options_.url)));
   }
   jsOptions js_options;
   jsOptions_Init(&js_options);
@@ -210,8 +297,12 @@ absl::Status JetStreamBroker::CreateConsumer(
   natsStatus s =
       js_GetConsumerInfo(&info, js_, options_.stream.c_str(),
                          options_.durable.c_str(), nullptr, &js_error);
+  if (s == NATS_OK) {
+    absl::Status bound = CheckExistingConsumer(*info->Config);
+    jsConsumerInfo_Destroy(info);
+    return bound;
+  }
   if (info != nullptr) jsConsumerInfo_Destroy(info);
-  if (s == NATS_OK) return absl::OkStatus();
   if (js_error != JSConsumerNotFoundErr) {
     return NatsError(s, js_error, "looking up the durable consumer");
   }
@@ -226,6 +317,10 @@ absl::Status JetStreamBroker::CreateConsumer(
       std::max<int64_t>(kServerMaxAckPending,
                         PendingBatches(options_) * options_.delivery.max_batch);
   config.FilterSubject = options_.subject.c_str();
+  config.MaxDeliver = ExpectedMaxDeliver(options_);
+  std::vector<int64_t> backoff = BackoffNanos(options_);
+  config.BackOff = backoff.empty() ? nullptr : backoff.data();
+  config.BackOffLen = static_cast<int>(backoff.size());
   if (start_sequence.has_value()) {
     config.DeliverPolicy = js_DeliverByStartSequence;
     config.OptStartSeq = *start_sequence;
@@ -237,19 +332,77 @@ absl::Status JetStreamBroker::CreateConsumer(
   if (info != nullptr) jsConsumerInfo_Destroy(info);
   if (s != NATS_OK)
     return NatsError(s, js_error, "creating the durable consumer");
+  max_deliver_ = config.MaxDeliver;
+  return absl::OkStatus();
+}
+
+absl::Status JetStreamBroker::CheckExistingConsumer(
+    const jsConsumerConfig& config) {
+  std::vector<std::string> differences;
+  auto differs = [&](std::string_view what, const auto& server,
+                     const auto& wanted) {
+    differences.push_back(
+        absl::StrCat(absl::string_view(what.data(), what.size()), " ", server,
+                     " (the options ask for ", wanted, ")"));
+  };
+  const std::string filter =
+      config.FilterSubject != nullptr ? config.FilterSubject : "";
+  if (filter != options_.subject) {
+    differs("FilterSubject", absl::StrCat("\"", filter, "\""),
+            absl::StrCat("\"", options_.subject, "\""));
+  }
+  if (config.AckPolicy != js_AckExplicit) {
+    differs("AckPolicy", static_cast<int>(config.AckPolicy), "explicit");
+  }
+  const int64_t ack_wait = ExpectedAckWait(options_);
+  if (config.AckWait != ack_wait) {
+    differs("AckWait", absl::FormatDuration(absl::Nanoseconds(config.AckWait)),
+            absl::FormatDuration(absl::Nanoseconds(ack_wait)));
+  }
+  const int64_t max_deliver = config.MaxDeliver > 0 ? config.MaxDeliver : -1;
+  if (max_deliver != ExpectedMaxDeliver(options_)) {
+    differs("MaxDeliver", max_deliver, ExpectedMaxDeliver(options_));
+  }
+  const std::vector<int64_t> backoff(config.BackOff,
+                                     config.BackOff + config.BackOffLen);
+  if (backoff != BackoffNanos(options_)) {
+    differs("BackOff", absl::StrJoin(backoff, ","),
+            absl::StrJoin(BackoffNanos(options_), ","));
+  }
+  const int64_t needed = PendingBatches(options_) * options_.delivery.max_batch;
+  if (config.MaxAckPending > 0 && config.MaxAckPending < needed) {
+    differs("MaxAckPending", config.MaxAckPending,
+            absl::StrCat("at least ", needed));
+  }
+  if (!differences.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "nats: durable consumer ", options_.durable, " on stream ",
+        options_.stream,
+        " exists with other settings: ", absl::StrJoin(differences, "; "),
+        ". It is bound as it is, never deleted and recreated (which would "
+        "skip its unacknowledged messages): edit it on the server or change "
+        "the options to match"));
+  }
+  max_deliver_ = config.MaxDeliver > 0 ? config.MaxDeliver : 0;
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
     int max, absl::Duration timeout) {
-  Fetched fetched = prefetch_.valid() ? prefetch_.get() : Fetch(max, timeout);
+  Fetched fetched;
+  if (prefetch_.valid()) {
+    fetched = prefetch_.get();
+    if (in_progress_ != nullptr) in_progress_->PromotePrefetched();
+  } else {
+    fetched = Fetch(max, timeout, InProgress::kCurrent);
+  }
   if (!fetched.status.ok()) return fetched.status;
   if (options_.prefetch) StartPrefetch(max, timeout);
   return std::move(fetched.deliveries);
 }
 
-JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
-                                                absl::Duration timeout) {
+JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
+                                                InProgress::Slot slot) {
   natsMsgList list = {nullptr, 0};
   jsErrCode js_error = static_cast<jsErrCode>(0);
   natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
@@ -259,6 +412,14 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
   for (int i = 0; i < list.Count; ++i)
     fetched.deliveries.push_back(MakeDelivery(list.Msgs[i]));
   natsMsgList_Destroy(&list);
+  if (in_progress_ != nullptr && !fetched.deliveries.empty()) {
+    std::vector<std::string> replies;
+    replies.reserve(fetched.deliveries.size());
+    for (const brokers::Delivery& d : fetched.deliveries) {
+      replies.push_back(d.receipt);
+    }
+    in_progress_->Hold(slot, std::move(replies));
+  }
   if (s != NATS_OK && !(s == NATS_TIMEOUT && js_error == 0)) {
     fetched.status = NatsError(s, js_error, "fetching");
   }
@@ -268,7 +429,7 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max,
 void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
   try {
     prefetch_ = std::async(std::launch::async, [this, max, timeout] {
-      return Fetch(max, timeout);
+      return Fetch(max, timeout, InProgress::kPrefetched);
     });
   } catch (const std::system_error&) {
     // No thread to be had: the next Receive fetches itself.
@@ -278,6 +439,7 @@ void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
 void JetStreamBroker::ReturnPrefetched() {
   if (!prefetch_.valid()) return;
   Fetched fetched = prefetch_.get();
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kPrefetched);
   if (!fetched.deliveries.empty() && !keep_prefetched_on_close_) {
     Nack(fetched.deliveries).IgnoreError();  // else redelivered after AckWait
   }
@@ -294,6 +456,11 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
     delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
     if (meta->NumDelivered > 1) ++redelivered_;
+    // The server delivers it no more: the loop dead-letters it unless it
+    // was processed.
+    delivery.final_delivery =
+        max_deliver_ > 0 &&
+        meta->NumDelivered >= static_cast<uint64_t>(max_deliver_);
     jsMsgMetaData_Destroy(meta);
   }
   const char** keys = nullptr;
@@ -344,12 +511,14 @@ absl::Status JetStreamBroker::ConfirmReplies(std::string_view what) {
 
 absl::Status JetStreamBroker::Ack(
     absl::Span<const brokers::Delivery> deliveries) {
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kCurrent);
   if (absl::Status s = ConfirmReplies("+ACK"); !s.ok()) return s;
   return Reply(deliveries, "+ACK");
 }
 
 absl::Status JetStreamBroker::Nack(
     absl::Span<const brokers::Delivery> deliveries) {
+  if (in_progress_ != nullptr) in_progress_->Release(InProgress::kCurrent);
   if (absl::Status s = Reply(deliveries, "-NAK"); !s.ok()) return s;
   return ConfirmReplies("-NAK");
 }
@@ -366,6 +535,7 @@ absl::Status JetStreamBroker::Publish(const OutboxEntry& entry) {
     s = natsMsgHeader_Set(msg, "Idem-Key", entry.key.c_str());
   }
   for (const auto& [name, value] : entry.headers) {
+    if (brokers::IsReservedHeader(name, {"Nats-Msg-Id", "Idem-Key"})) continue;
     if (s == NATS_OK) s = natsMsgHeader_Add(msg, name.c_str(), value.c_str());
   }
   jsErrCode js_error = static_cast<jsErrCode>(0);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <future>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/nats/consumer.h"
+#include "nats/in_progress.h"
 
 namespace idem::nats {
 
@@ -43,7 +45,10 @@ class JetStreamBroker : public brokers::Broker {
 
   // Connects, creates the stream if asked, creates the durable consumer if
   // it does not exist (from `start_sequence` when set, else the stream's
-  // start) and binds a pull subscription to it.
+  // start), or checks the settings of the one that exists
+  // (kFailedPrecondition listing what differs), and binds a pull
+  // subscription to it. With options.in_progress_acks, starts sending +WPI
+  // for batches held longer than half the shortest ack wait.
   absl::Status Start(std::optional<uint64_t> start_sequence);
   // Destroys the subscription (the durable consumer stays) and the
   // connection. Idempotent.
@@ -78,7 +83,16 @@ class JetStreamBroker : public brokers::Broker {
   }
 
   int64_t redelivered() const { return redelivered_.load(); }
+  // nats.c's reconnects of the connection.
+  int64_t Reconnects() const override;
 
+  // +WPI messages sent so far.
+  int64_t in_progress_sent() const {
+    return in_progress_ != nullptr ? in_progress_->sent() : 0;
+  }
+
+  // Test-only (NatsHooks): no more +WPI.
+  void StopInProgress();
   // Test-only (NatsHooks): Close keeps the prefetched batch unacknowledged.
   void set_keep_prefetched_on_close(bool keep) {
     keep_prefetched_on_close_ = keep;
@@ -91,7 +105,8 @@ class JetStreamBroker : public brokers::Broker {
     std::vector<brokers::Delivery> deliveries;
   };
 
-  Fetched Fetch(int max, absl::Duration timeout);
+  // One fetch; with in-progress acks, its messages are held in `slot`.
+  Fetched Fetch(int max, absl::Duration timeout, InProgress::Slot slot);
   // Runs Fetch(max, timeout) on a thread of its own, into prefetch_.
   void StartPrefetch(int max, absl::Duration timeout);
   // Waits for the prefetch in flight, if any, and NAKs what it brought, so
@@ -100,6 +115,9 @@ class JetStreamBroker : public brokers::Broker {
   absl::Status Connect();
   absl::Status CreateStream();
   absl::Status CreateConsumer(std::optional<uint64_t> start_sequence);
+  // OK if the existing durable consumer's settings are those the options
+  // would create it with, else kFailedPrecondition naming each difference.
+  absl::Status CheckExistingConsumer(const jsConsumerConfig& config);
   // Publishes `verb` to each delivery's reply subject; leaves them
   // unconfirmed.
   absl::Status Reply(absl::Span<const brokers::Delivery> deliveries,
@@ -124,6 +142,10 @@ class JetStreamBroker : public brokers::Broker {
   bool unconfirmed_replies_ = false;
   bool keep_prefetched_on_close_ = false;
   std::atomic<int64_t> redelivered_{0};
+  // The bound durable consumer's MaxDeliver; 0: no limit.
+  int64_t max_deliver_ = 0;
+  // Sends +WPI for held batches (options_.in_progress_acks).
+  std::unique_ptr<InProgress> in_progress_;
 };
 
 }  // namespace idem::nats

@@ -74,6 +74,16 @@ constexpr CounterSpec kCounters[] = {
     {"idem_broker_calls_seconds_total",
      "Wall time the loop spent in broker calls",
      &Seconds<&LoopStats::broker_time>},
+    {"idem_broker_fetches_total",
+     "Broker receive calls that brought deliveries",
+     &Count<&LoopStats::fetches>},
+    {"idem_broker_fetch_seconds_total",
+     "Wall time of the receive calls that brought deliveries (divided by "
+     "idem_broker_fetches_total: the mean fetch latency)",
+     &Seconds<&LoopStats::fetch_time>},
+    {"idem_broker_reconnects_total",
+     "Connections to the broker made again after one was lost",
+     &Count<&LoopStats::reconnects>},
 };
 
 class BrokerCollectorImpl final : public PrometheusBrokerCollector {

@@ -3,6 +3,8 @@
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "idem/rabbitmq/consumer.h"
@@ -16,6 +18,50 @@ absl::string_view View(std::string_view s) {
 
 std::string Text(amqp_bytes_t bytes) {
   return std::string(static_cast<const char*>(bytes.bytes), bytes.len);
+}
+
+amqp_table_entry_t StringEntry(const char* key, const std::string& value) {
+  amqp_table_entry_t entry;
+  entry.key = amqp_cstring_bytes(key);
+  entry.value.kind = AMQP_FIELD_KIND_UTF8;
+  entry.value.value.bytes = amqp_cstring_bytes(value.c_str());
+  return entry;
+}
+
+amqp_table_entry_t BoolEntry(const char* key, bool value) {
+  amqp_table_entry_t entry;
+  entry.key = amqp_cstring_bytes(key);
+  entry.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+  entry.value.value.boolean = value ? 1 : 0;
+  return entry;
+}
+
+// The x-arguments of ConsumerOptions::queue_arguments; the entries point
+// into `arguments`.
+std::vector<amqp_table_entry_t> ArgumentEntries(
+    const ConsumerOptions::QueueArguments& arguments) {
+  std::vector<amqp_table_entry_t> entries;
+  if (!arguments.queue_type.empty()) {
+    entries.push_back(StringEntry("x-queue-type", arguments.queue_type));
+  }
+  if (arguments.single_active_consumer) {
+    entries.push_back(BoolEntry("x-single-active-consumer", true));
+  }
+  if (!arguments.dead_letter_exchange.empty()) {
+    entries.push_back(
+        StringEntry("x-dead-letter-exchange", arguments.dead_letter_exchange));
+  }
+  if (!arguments.dead_letter_routing_key.empty()) {
+    entries.push_back(StringEntry("x-dead-letter-routing-key",
+                                  arguments.dead_letter_routing_key));
+  }
+  if (arguments.message_ttl_ms > 0) {
+    amqp_table_entry_t& ttl = entries.emplace_back();
+    ttl.key = amqp_cstring_bytes("x-message-ttl");
+    ttl.value.kind = AMQP_FIELD_KIND_I64;
+    ttl.value.value.i64 = arguments.message_ttl_ms;
+  }
+  return entries;
 }
 
 }  // namespace
@@ -106,9 +152,19 @@ absl::Status AmqpConnection::Open() {
                      ": ", amqp_error_string2(rc)));
   }
   amqp_set_rpc_timeout(state_, &timeout);
-  amqp_rpc_reply_t reply = amqp_login(
-      state_, options_.vhost.c_str(), 0, 131072, 0, AMQP_SASL_METHOD_PLAIN,
-      options_.user.c_str(), options_.password.c_str());
+  // Asks for basic.cancel when the server cancels the consumer (a deleted
+  // queue, a failover); rabbitmq-c adds its own capabilities to these.
+  amqp_table_entry_t capability =
+      BoolEntry("consumer_cancel_notify", ask_cancel_notify_);
+  amqp_table_entry_t property;
+  property.key = amqp_cstring_bytes("capabilities");
+  property.value.kind = AMQP_FIELD_KIND_TABLE;
+  property.value.value.table = amqp_table_t{1, &capability};
+  const amqp_table_t properties{1, &property};
+  amqp_rpc_reply_t reply = amqp_login_with_properties(
+      state_, options_.vhost.c_str(), 0, 131072,
+      static_cast<int>(absl::ToInt64Seconds(options_.heartbeat)), &properties,
+      AMQP_SASL_METHOD_PLAIN, options_.user.c_str(), options_.password.c_str());
   if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
     absl::Status status = LoginStatus(reply);
     Close();
@@ -119,8 +175,9 @@ absl::Status AmqpConnection::Open() {
 }
 
 absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
-  const std::string what = absl::StrCat("logging in as ", options_.user,
-                                        " to vhost ", options_.vhost);
+  const std::string what =
+      absl::StrCat("logging in to ", options_.host, ":", options_.port, " as ",
+                   options_.user, " to vhost ", options_.vhost);
   if (reply.reply_type == AMQP_RESPONSE_SERVER_EXCEPTION) {
     absl::Status status = CloseStatus(reply.reply, what);
     // The server refuses a wrong user or password with 403 "Login was
@@ -138,13 +195,20 @@ absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
   return absl::UnavailableError(absl::StrCat("amqp: ", what, ": no reply"));
 }
 
-absl::Status AmqpConnection::DeclareQueue(const std::string& queue) {
+absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
+                                          bool with_arguments) {
   if (declared_.contains(queue)) return absl::OkStatus();
   if (absl::Status s = CheckQueueName(queue); !s.ok()) return s;
+  std::vector<amqp_table_entry_t> entries;
+  if (with_arguments) entries = ArgumentEntries(options_.queue_arguments);
+  const amqp_table_t arguments{static_cast<int>(entries.size()),
+                               entries.data()};
+  const bool passive = !options_.declare_queues;
   amqp_queue_declare(state_, kChannel, amqp_cstring_bytes(queue.c_str()),
-                     /*passive=*/0, /*durable=*/1, /*exclusive=*/0,
-                     /*auto_delete=*/0, amqp_empty_table);
-  if (absl::Status s = RpcStatus(absl::StrCat("declaring queue ", queue));
+                     passive, /*durable=*/1, /*exclusive=*/0,
+                     /*auto_delete=*/0, arguments);
+  if (absl::Status s = RpcStatus(absl::StrCat(
+          passive ? "declaring queue (passive) " : "declaring queue ", queue));
       !s.ok()) {
     return s;
   }

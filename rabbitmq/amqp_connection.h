@@ -1,6 +1,7 @@
 // AmqpConnection is one rabbitmq-c connection with one open channel
-// (channel 1): connect, log in, declare durable queues, and the errors of
-// all of it as absl::Status. A failed call leaves it closed; Open makes it
+// (channel 1): connect, log in (with ConsumerOptions::heartbeat and
+// consumer cancel notifications), declare queues, and the errors of all of
+// it as absl::Status. A failed call leaves it closed; Open makes it
 // again. Not thread-safe.
 
 #ifndef IDEM_RABBITMQ_AMQP_CONNECTION_H_
@@ -45,10 +46,18 @@ class AmqpConnection {
   bool open() const { return state_ != nullptr; }
   amqp_connection_state_t state() const { return state_; }
 
-  // Declares `queue` durable (once per connection). kInvalidArgument for a
-  // name CheckQueueName rejects; kFailedPrecondition if it exists with other
-  // arguments; kPermissionDenied if the user may not declare it.
-  absl::Status DeclareQueue(const std::string& queue);
+  // Declares `queue` (once per connection): passive unless
+  // options.declare_queues, else durable, with options.queue_arguments when
+  // `with_arguments`. kInvalidArgument for a name CheckQueueName rejects;
+  // kNotFound naming a queue that does not exist (passive);
+  // kFailedPrecondition if it exists with other arguments;
+  // kPermissionDenied if the user may not declare it.
+  absl::Status DeclareQueue(const std::string& queue,
+                            bool with_arguments = false);
+
+  // Test-only (RabbitMqHooks): log in without asking for consumer cancel
+  // notifications, so a cancelled consumer waits on, unaware.
+  void set_ask_cancel_notify(bool ask) { ask_cancel_notify_ = ask; }
 
   // The status of the last synchronous call (amqp_get_rpc_reply), closing
   // the connection unless it was OK.
@@ -71,6 +80,7 @@ class AmqpConnection {
   const ConsumerOptions& options_;
   amqp_connection_state_t state_ = nullptr;
   absl::flat_hash_set<std::string> declared_;
+  bool ask_cancel_notify_ = true;
 };
 
 }  // namespace idem::rabbitmq

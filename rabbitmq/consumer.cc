@@ -32,9 +32,16 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
           absl::StrCat("delivery.dead_letter_destination: ", s.message()));
     }
   }
-  if (options.prefetch < options.delivery.max_batch ||
-      options.prefetch > 65535) {
-    return invalid("prefetch must be in [delivery.max_batch, 65535]");
+  if (options.prefetch != 0 && (options.prefetch < options.delivery.max_batch ||
+                                options.prefetch > kMaxPrefetch)) {
+    return invalid("prefetch must be 0 or in [delivery.max_batch, 65535]");
+  }
+  if (options.heartbeat < absl::ZeroDuration() ||
+      options.heartbeat >= absl::Seconds(65536)) {
+    return invalid("heartbeat must be in [0, 65536 s)");
+  }
+  if (options.queue_arguments.message_ttl_ms < 0) {
+    return invalid("queue_arguments.message_ttl_ms must be >= 0");
   }
   if (options.io_timeout <= absl::ZeroDuration() ||
       options.io_timeout == absl::InfiniteDuration()) {
@@ -54,10 +61,19 @@ class ConsumerImpl
 
   absl::Status Start() { return broker_.Subscribe(); }
 
+  // Drops the consuming connection for the hooks to apply to the next
+  // one (nothing is held between batches).
+  void set_hooks(const RabbitMqHooks& hooks) {
+    if (!hooks.no_cancel_notify) return;
+    broker_.set_ask_cancel_notify(false);
+    broker_.CloseConsuming();
+  }
+
   ConsumerStats stats() const override {
     ConsumerStats stats = LoopStatsAs<ConsumerStats>();
     stats.redelivered = broker_.redelivered();
     stats.connects = broker_.connects();
+    stats.cancelled = broker_.cancelled();
     return stats;
   }
 };
@@ -66,9 +82,14 @@ class ConsumerImpl
 
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks) {
-  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-      engine, options, hooks, ValidateOptions);
+    const brokers::LoopHooks& hooks, const RabbitMqHooks& rabbitmq_hooks) {
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+          engine, options, hooks, ValidateOptions);
+  if (consumer.ok()) {
+    static_cast<ConsumerImpl&>(**consumer).set_hooks(rabbitmq_hooks);
+  }
+  return consumer;
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

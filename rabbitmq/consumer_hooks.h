@@ -13,9 +13,17 @@
 
 namespace idem::rabbitmq {
 
+// The adapter's own broken variants.
+struct RabbitMqHooks {
+  // From the next connection on, log in without asking for consumer cancel
+  // notifications: a consumer the server cancels (its queue deleted) waits
+  // on, receiving nothing, and never resubscribes.
+  bool no_cancel_notify = false;
+};
+
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
-    const brokers::LoopHooks& hooks);
+    const brokers::LoopHooks& hooks, const RabbitMqHooks& rabbitmq_hooks = {});
 
 }  // namespace idem::rabbitmq
 

@@ -2,11 +2,13 @@
 
 #include <sys/time.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "brokers/reserved_headers.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -24,6 +26,11 @@ amqp_bytes_t Bytes(const std::string& s) {
 
 }  // namespace
 
+int Prefetch(const ConsumerOptions& options) {
+  if (options.prefetch > 0) return options.prefetch;
+  return std::min(2 * options.delivery.max_batch, kMaxPrefetch);
+}
+
 QueueBroker::QueueBroker(const ConsumerOptions& options)
     : options_(options), consume_(options), publish_(options) {}
 
@@ -36,11 +43,13 @@ absl::Status QueueBroker::Subscribe() {
   if (consume_.open()) return absl::OkStatus();
   if (absl::Status s = consume_.Open(); !s.ok()) return s;
   ++connects_;
-  if (absl::Status s = consume_.DeclareQueue(options_.queue); !s.ok()) {
+  if (absl::Status s = consume_.DeclareQueue(options_.queue,
+                                             /*with_arguments=*/true);
+      !s.ok()) {
     return s;
   }
   amqp_basic_qos(consume_.state(), AmqpConnection::kChannel, 0,
-                 static_cast<uint16_t>(options_.prefetch), 0);
+                 static_cast<uint16_t>(Prefetch(options_)), 0);
   if (absl::Status s = consume_.RpcStatus("basic.qos"); !s.ok()) return s;
   amqp_basic_consume(consume_.state(), AmqpConnection::kChannel,
                      amqp_cstring_bytes(options_.queue.c_str()),
@@ -63,17 +72,7 @@ absl::StatusOr<std::vector<brokers::Delivery>> QueueBroker::Receive(
         reply.library_error == AMQP_STATUS_TIMEOUT) {
       break;
     }
-    if (reply.reply_type != AMQP_RESPONSE_NORMAL) {
-      // A lost connection, or a frame other than a delivery (the server
-      // closing the channel or cancelling the consumer): start over; the
-      // server requeues what this connection held.
-      consume_.Close();
-      return absl::UnavailableError(
-          reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION
-              ? absl::StrCat("amqp: consuming: ",
-                             amqp_error_string2(reply.library_error))
-              : std::string("amqp: consuming: the server closed the channel"));
-    }
+    if (reply.reply_type != AMQP_RESPONSE_NORMAL) return ConsumingEnded(reply);
     out.push_back(MakeDelivery(envelope));
     amqp_destroy_envelope(&envelope);
     wait = timeval{0, 0};  // the rest of the batch: what is already here
@@ -105,6 +104,36 @@ brokers::Delivery QueueBroker::MakeDelivery(const amqp_envelope_t& envelope) {
     delivery.id = std::string(*id);
   }
   return delivery;
+}
+
+absl::Status QueueBroker::ConsumingEnded(const amqp_rpc_reply_t& reply) {
+  std::string why = "the server closed the channel";
+  if (reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION) {
+    why = amqp_error_string2(reply.library_error);
+    // The frame that came instead of a delivery, which rabbitmq-c put back.
+    amqp_frame_t frame;
+    timeval now{0, 0};
+    if (reply.library_error == AMQP_STATUS_UNEXPECTED_STATE &&
+        amqp_simple_wait_frame_noblock(consume_.state(), &frame, &now) ==
+            AMQP_STATUS_OK &&
+        frame.frame_type == AMQP_FRAME_METHOD) {
+      if (frame.payload.method.id == AMQP_BASIC_CANCEL_METHOD) {
+        ++cancelled_;
+        why =
+            absl::StrCat("the server cancelled the consumer of queue ",
+                         options_.queue, " (the queue deleted, or a failover)");
+      } else if (frame.payload.method.id == AMQP_CHANNEL_CLOSE_METHOD ||
+                 frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        why = AmqpConnection::CloseStatus(frame.payload.method, "consuming")
+                  .ToString();
+      }
+    }
+  }
+  // Start over: the server requeues what this connection held, and the
+  // next poll reconnects (a heartbeat timeout, a lost connection) and
+  // subscribes again (a cancel: kNotFound if the queue is gone).
+  consume_.Close();
+  return absl::UnavailableError(absl::StrCat("amqp: consuming: ", why));
 }
 
 uint64_t QueueBroker::LastTag(absl::Span<const brokers::Delivery> deliveries) {
@@ -144,10 +173,17 @@ absl::Status QueueBroker::OpenPublisher() {
 absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
   if (absl::Status s = CheckQueueName(entry.destination); !s.ok()) return s;
   if (absl::Status s = OpenPublisher(); !s.ok()) return s;
-  if (absl::Status s = publish_.DeclareQueue(entry.destination); !s.ok()) {
-    return s;
+  if (options_.declare_queues) {
+    if (absl::Status s = publish_.DeclareQueue(entry.destination); !s.ok()) {
+      return s;
+    }
   }
-  std::vector<std::pair<std::string, std::string>> headers = entry.headers;
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (const auto& header : entry.headers) {
+    if (!brokers::IsReservedHeader(header.first, {"idem-key"})) {
+      headers.push_back(header);
+    }
+  }
   if (!entry.key.empty()) headers.emplace_back("idem-key", entry.key);
   std::vector<amqp_table_entry_t> table(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {
@@ -167,12 +203,12 @@ absl::Status QueueBroker::Publish(const OutboxEntry& entry) {
   }
   const int rc = amqp_basic_publish(publish_.state(), AmqpConnection::kChannel,
                                     amqp_empty_bytes, Bytes(entry.destination),
-                                    /*mandatory=*/0, /*immediate=*/0,
+                                    /*mandatory=*/1, /*immediate=*/0,
                                     &properties, Bytes(entry.value));
   if (absl::Status s = publish_.LibraryStatus(rc, "basic.publish"); !s.ok()) {
     return s;
   }
-  return WaitForConfirm();
+  return WaitForConfirm(entry.destination);
 }
 
 absl::Status QueueBroker::CheckFitsFrame(
@@ -207,8 +243,11 @@ absl::Status QueueBroker::CheckFitsFrame(
   return absl::OkStatus();
 }
 
-absl::Status QueueBroker::WaitForConfirm() {
+absl::Status QueueBroker::WaitForConfirm(const std::string& destination) {
   const timeval wait = absl::ToTimeval(options_.io_timeout);
+  // A basic.return (no queue took the message: mandatory) comes before the
+  // confirm, which then says only that the server is done with it.
+  std::string returned;
   while (true) {
     amqp_frame_t frame;
     const int rc =
@@ -219,8 +258,17 @@ absl::Status QueueBroker::WaitForConfirm() {
     }
     if (frame.frame_type != AMQP_FRAME_METHOD) continue;
     switch (frame.payload.method.id) {
+      case AMQP_BASIC_RETURN_METHOD: {
+        auto* r =
+            static_cast<amqp_basic_return_t*>(frame.payload.method.decoded);
+        returned = absl::StrCat(r->reply_code, " ", ToString(r->reply_text));
+        continue;
+      }
       case AMQP_BASIC_ACK_METHOD:
-        return absl::OkStatus();
+        if (returned.empty()) return absl::OkStatus();
+        return absl::NotFoundError(
+            absl::StrCat("amqp: no queue takes routing key ", destination,
+                         " (basic.return: ", returned, ")"));
       case AMQP_BASIC_NACK_METHOD:
         return absl::UnavailableError("amqp: the server nacked a publish");
       case AMQP_CHANNEL_CLOSE_METHOD:

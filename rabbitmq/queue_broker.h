@@ -20,6 +20,13 @@
 
 namespace idem::rabbitmq {
 
+// basic.qos's prefetch-count is a short (16 bits).
+constexpr int kMaxPrefetch = 65535;
+
+// The prefetch window asked for: options.prefetch, or when 0 twice
+// delivery.max_batch (at most kMaxPrefetch).
+int Prefetch(const ConsumerOptions& options);
+
 class QueueBroker : public brokers::Broker {
  public:
   explicit QueueBroker(const ConsumerOptions& options);
@@ -29,6 +36,8 @@ class QueueBroker : public brokers::Broker {
   absl::Status Subscribe();
   // Closes both connections. Idempotent.
   void Close();
+  // Closes the consuming connection; the next Receive subscribes again.
+  void CloseConsuming() { consume_.Close(); }
 
   absl::StatusOr<std::vector<brokers::Delivery>> Receive(
       int max, absl::Duration timeout) override;
@@ -38,13 +47,15 @@ class QueueBroker : public brokers::Broker {
   // basic.nack with requeue of the batch's highest tag, `multiple`. On a
   // closed connection the server has requeued them already: OK.
   absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
-  // A persistent message to the default exchange, routing key =
-  // entry.destination (declared durable), message_id = entry.message_id,
-  // the entry's headers and, when not empty, its key as header idem-key;
-  // returns once the server confirmed it. Refused for good:
-  // kInvalidArgument for a destination CheckQueueName rejects; kOutOfRange
-  // for properties (message ID and headers) that do not fit one frame
-  // (frame_max); the server's refusals as AmqpConnection::CloseStatus.
+  // A persistent, mandatory message to the default exchange, routing key =
+  // entry.destination (declared durable with options.declare_queues),
+  // message_id = entry.message_id, the entry's headers (but one named
+  // idem-key) and, when not empty, its key as header idem-key; returns once
+  // the server confirmed it. Refused for good: kInvalidArgument for a
+  // destination CheckQueueName rejects; kOutOfRange for properties (message
+  // ID and headers) that do not fit one frame (frame_max); kNotFound when
+  // no queue takes it (basic.return); the server's refusals as
+  // AmqpConnection::CloseStatus.
   absl::Status Publish(const OutboxEntry& entry) override;
   // CheckQueueName.
   absl::Status CheckDestination(std::string_view destination) const override {
@@ -53,11 +64,24 @@ class QueueBroker : public brokers::Broker {
 
   int64_t redelivered() const { return redelivered_; }
   int64_t connects() const { return connects_; }
+  int64_t cancelled() const { return cancelled_; }
+  // Consuming connections opened after the first.
+  int64_t Reconnects() const override {
+    return connects_ > 0 ? connects_ - 1 : 0;
+  }
+
+  // Test-only (RabbitMqHooks): see AmqpConnection::set_ask_cancel_notify.
+  void set_ask_cancel_notify(bool ask) { consume_.set_ask_cancel_notify(ask); }
 
  private:
   brokers::Delivery MakeDelivery(const amqp_envelope_t& envelope);
   absl::Status OpenPublisher();
-  absl::Status WaitForConfirm();
+  // Waits for the confirm of a publish to `destination`.
+  absl::Status WaitForConfirm(const std::string& destination);
+  // Why consuming stopped (`reply` not normal): a lost connection, a
+  // heartbeat timeout, a channel closed, a cancel notification
+  // (basic.cancel, counted); closes the connection, kUnavailable.
+  absl::Status ConsumingEnded(const amqp_rpc_reply_t& reply);
   // kOutOfRange if the properties would not fit one frame of the
   // publishing connection, or a short string would be over 255 bytes.
   absl::Status CheckFitsFrame(
@@ -71,6 +95,7 @@ class QueueBroker : public brokers::Broker {
   AmqpConnection publish_;
   int64_t redelivered_ = 0;
   int64_t connects_ = 0;
+  int64_t cancelled_ = 0;
 };
 
 }  // namespace idem::rabbitmq

@@ -28,14 +28,15 @@ absl::StatusCode ErrorReplyCode(std::string_view text) {
     return text.substr(0, prefix.size()) == prefix;
   };
   if (starts("LOADING") || starts("BUSY ") || starts("TRYAGAIN") ||
-      starts("MASTERDOWN") || starts("CLUSTERDOWN") || starts("OOM")) {
+      starts("MASTERDOWN") || starts("CLUSTERDOWN")) {
     return absl::StatusCode::kUnavailable;
   }
+  // The server is over its maxmemory: writes wait until it has room.
+  if (starts("OOM")) return absl::StatusCode::kResourceExhausted;
   if (starts("NOAUTH") || starts("WRONGPASS")) {
     return absl::StatusCode::kUnauthenticated;
   }
   if (starts("NOPERM")) return absl::StatusCode::kPermissionDenied;
-  if (starts("NOGROUP")) return absl::StatusCode::kNotFound;
   return absl::StatusCode::kFailedPrecondition;
 }
 
@@ -53,8 +54,13 @@ std::string_view ReplyString(const redisReply* reply) {
   return std::string_view(reply->str, reply->len);
 }
 
-Connection::Connection(std::string host, int port, absl::Duration timeout)
-    : host_(std::move(host)), port_(port), timeout_(timeout) {}
+Connection::Connection(std::string host, int port, absl::Duration timeout,
+                       std::string user, std::string password)
+    : host_(std::move(host)),
+      port_(port),
+      timeout_(timeout),
+      user_(std::move(user)),
+      password_(std::move(password)) {}
 
 Connection::~Connection() { Close(); }
 
@@ -73,7 +79,17 @@ absl::Status Connection::Connect() {
     return Drop(absl::StrCat("connecting to ", host_, ":", port_));
   }
   ++connects_;
-  return absl::OkStatus();
+  return Authenticate();
+}
+
+absl::Status Connection::Authenticate() {
+  if (password_.empty()) return absl::OkStatus();
+  std::vector<std::string> argv = {"AUTH"};
+  if (!user_.empty()) argv.push_back(user_);
+  argv.push_back(password_);
+  absl::StatusOr<Reply> reply = Send(argv, absl::ZeroDuration());
+  if (!reply.ok() && !absl::IsUnavailable(reply.status())) Close();
+  return reply.status();
 }
 
 absl::Status Connection::Drop(std::string_view what) {
@@ -142,8 +158,12 @@ absl::StatusOr<Reply> Connection::Send(const std::vector<std::string>& argv,
   if (reply == nullptr) return Drop(argv.empty() ? "" : argv[0]);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string text(reply->str, reply->len);
+    const absl::StatusCode code = ErrorReplyCode(text);
     std::string message = absl::StrCat("redis ", argv[0], ": ", text);
-    return absl::Status(ErrorReplyCode(text), message);
+    if (code == absl::StatusCode::kUnauthenticated) {
+      absl::StrAppend(&message, " (server ", host_, ":", port_, ")");
+    }
+    return absl::Status(code, message);
   }
   return reply;
 }

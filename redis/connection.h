@@ -31,8 +31,11 @@ using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 class Connection {
  public:
   // Does not connect yet; the first command does. `timeout`: for connecting
-  // and for each command's reply.
-  Connection(std::string host, int port, absl::Duration timeout);
+  // and for each command's reply. With a `password`, each connection is
+  // authenticated first (AUTH [user] password; an empty user: the default
+  // user).
+  Connection(std::string host, int port, absl::Duration timeout,
+             std::string user = "", std::string password = "");
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -41,11 +44,13 @@ class Connection {
   // `extra_wait` (a blocking command's own wait). kUnavailable for a lost or
   // refused connection (dropped; the next call reconnects) and for the
   // server's errors that pass (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
-  // CLUSTERDOWN, OOM); kUnauthenticated for NOAUTH and WRONGPASS,
-  // kPermissionDenied for NOPERM, kNotFound for NOGROUP; kOutOfRange for an
-  // argument over the server's proto-max-bulk-len (checked before sending,
-  // as the server would close the connection); kFailedPrecondition naming
-  // the command for any other error reply (e.g. WRONGTYPE).
+  // CLUSTERDOWN); kResourceExhausted for OOM (a write over the server's
+  // maxmemory); kUnauthenticated naming the server for NOAUTH and WRONGPASS
+  // (no password, or one the server refuses),
+  // kPermissionDenied for NOPERM; kOutOfRange for an argument over the
+  // server's proto-max-bulk-len (checked before sending, as the server
+  // would close the connection); kFailedPrecondition naming the command for
+  // any other error reply (e.g. WRONGTYPE, NOGROUP: the group was removed).
   absl::StatusOr<Reply> Command(
       const std::vector<std::string>& argv,
       absl::Duration extra_wait = absl::ZeroDuration());
@@ -72,9 +77,14 @@ class Connection {
                              absl::Duration extra_wait);
   absl::Status Drop(std::string_view what);
 
+  // AUTH on a new connection, when password_ is set.
+  absl::Status Authenticate();
+
   const std::string host_;
   const int port_;
   const absl::Duration timeout_;
+  const std::string user_;
+  const std::string password_;
   redisContext* context_ = nullptr;
   int64_t connects_ = 0;
   bool let_sigpipe_through_ = false;

@@ -28,6 +28,7 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (options.payload_field.empty()) {
     return invalid("payload_field must not be empty");
   }
+  if (options.output_max_len < 0) return invalid("output_max_len must be >= 0");
   if (options.claim_idle < absl::ZeroDuration() ||
       options.claim_idle == absl::InfiniteDuration()) {
     return invalid("claim_idle must be >= 0 and finite");

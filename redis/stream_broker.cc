@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "brokers/reserved_headers.h"
 
 namespace idem::redis {
 namespace {
@@ -29,7 +30,8 @@ absl::Status Malformed(std::string_view what) {
 
 StreamBroker::StreamBroker(const ConsumerOptions& options)
     : options_(options),
-      connection_(options.host, options.port, options.io_timeout) {}
+      connection_(options.host, options.port, options.io_timeout, options.user,
+                  options.password) {}
 
 absl::StatusOr<Reply> StreamBroker::Run(const std::vector<std::string>& argv,
                                         absl::Duration extra_wait) {
@@ -215,14 +217,23 @@ absl::Status StreamBroker::Nack(absl::Span<const brokers::Delivery>) {
 absl::Status StreamBroker::Publish(const OutboxEntry& entry) {
   const std::string& id_field =
       options_.id_field.empty() ? std::string("message-id") : options_.id_field;
-  std::vector<std::string> argv = {
-      "XADD",           entry.destination,      "*",        id_field,
-      entry.message_id, options_.payload_field, entry.value};
+  std::vector<std::string> argv = {"XADD", entry.destination};
+  if (options_.output_max_len > 0 &&
+      entry.destination != options_.delivery.dead_letter_destination) {
+    argv.insert(argv.end(),
+                {"MAXLEN", "~", absl::StrCat(options_.output_max_len)});
+  }
+  argv.insert(argv.end(), {"*", id_field, entry.message_id,
+                           options_.payload_field, entry.value});
   if (!entry.key.empty()) {
     argv.push_back("key");
     argv.push_back(entry.key);
   }
   for (const auto& [name, value] : entry.headers) {
+    if (brokers::IsReservedHeader(name,
+                                  {id_field, options_.payload_field, "key"})) {
+      continue;
+    }
     argv.push_back(name);
     argv.push_back(value);
   }

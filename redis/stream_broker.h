@@ -39,8 +39,11 @@ class StreamBroker : public brokers::Broker {
   // Redis has no nack: the entries stay pending on this consumer, and the
   // next Receive reads its pending entries again.
   absl::Status Nack(absl::Span<const brokers::Delivery> deliveries) override;
-  // XADD to entry.destination: id_field = the message ID, payload_field =
-  // the value, "key" = the key when not empty, then the entry's headers.
+  // XADD to entry.destination (with MAXLEN ~ output_max_len, but for the
+  // dead letter stream): id_field = the message ID, payload_field = the
+  // value, "key" = the key when not empty, then the entry's headers but
+  // those named like one of these three fields (brokers/reserved_headers.h).
+  // kResourceExhausted when the server is over its maxmemory (OOM).
   // Refused for good (Connection::Command): kFailedPrecondition for a
   // destination key of another type (WRONGTYPE), kOutOfRange for a value or
   // header over the server's proto-max-bulk-len.
@@ -49,6 +52,9 @@ class StreamBroker : public brokers::Broker {
   int64_t claimed() const { return claimed_; }
   int64_t reclaimed() const { return reclaimed_; }
   int64_t connects() const { return connection_.connects(); }
+  int64_t Reconnects() const override {
+    return connects() > 0 ? connects() - 1 : 0;
+  }
 
   // Test-only (RedisHooks).
   void set_let_sigpipe_through(bool let) {

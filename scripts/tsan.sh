@@ -31,7 +31,8 @@ esac
 # private nats-server (tests/brokers/nats_consumer_test.cc): its prefetch
 # thread shares a redelivery counter with the consumer's thread, which
 # StatsReadWhileTheNextBatchIsFetchedCountRedeliveries reads while a fetch
-# runs ahead. nats.c's own threads are created with pthread_create, which
+# runs ahead; and tests/brokers/nats_redelivery_test.cc, whose +WPI thread
+# (nats/in_progress.h) takes the batches the loop and the prefetch hold. nats.c's own threads are created with pthread_create, which
 # ThreadSanitizer intercepts. Not its kill tests: their stores reopen after
 # a SIGKILL, RocksDB's recovery hands work to its background threads at
 # once, and RocksDB's own locking is invisible here (called_from_lib in the
@@ -66,6 +67,8 @@ if cmake --build "$build_dir" --target help 2>/dev/null |
   tests+=(nats_consumer_test)
   test_path[nats_consumer_test]=brokers/nats_consumer_test
   test_args[nats_consumer_test]=--gtest_filter=-*Kill*
+  tests+=(nats_redelivery_test)
+  test_path[nats_redelivery_test]=brokers/nats_redelivery_test
 else
   echo "tsan: libnats not found: the NATS consumer's tests are not run"
 fi

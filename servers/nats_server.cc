@@ -15,18 +15,29 @@ absl::Status Error(natsStatus s, jsErrCode js_error, const std::string& what) {
 
 }  // namespace
 
-std::string NatsUrl(int port) {
-  return absl::StrCat("nats://127.0.0.1:", port);
+std::string NatsUrl(int port, const std::string& user,
+                    const std::string& password) {
+  if (user.empty()) return absl::StrCat("nats://127.0.0.1:", port);
+  return absl::StrCat("nats://", user, ":", password, "@127.0.0.1:", port);
 }
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer() {
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer(
+    const std::string& user, const std::string& password) {
   return ServerProcess::Start(
       "nats-server",
-      [](int port, const std::string& dir) -> std::vector<std::string> {
-        return {"nats-server",      "-js", "-a", "127.0.0.1", "-p",
-                absl::StrCat(port), "-sd", dir};
+      [user, password](int port,
+                       const std::string& dir) -> std::vector<std::string> {
+        std::vector<std::string> argv = {
+            "nats-server",      "-js", "-a", "127.0.0.1", "-p",
+            absl::StrCat(port), "-sd", dir};
+        if (!user.empty()) {
+          argv.insert(argv.end(), {"--user", user, "--pass", password});
+        }
+        return argv;
       },
-      [](int port) { return NatsClient::Connect(NatsUrl(port)).ok(); });
+      [user, password](int port) {
+        return NatsClient::Connect(NatsUrl(port, user, password)).ok();
+      });
 }
 
 absl::StatusOr<std::unique_ptr<NatsClient>> NatsClient::Connect(
@@ -133,6 +144,28 @@ absl::StatusOr<std::vector<NatsClient::Message>> NatsClient::Read(
     natsMsg_Destroy(msg);
   }
   return out;
+}
+
+absl::Status NatsClient::FetchAndNak(const std::string& stream,
+                                     const std::string& subject,
+                                     const std::string& durable, int times) {
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = stream.c_str();
+  sub_options.Consumer = durable.c_str();
+  natsSubscription* sub = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  natsStatus s = js_PullSubscribe(&sub, js_, subject.c_str(), durable.c_str(),
+                                  nullptr, &sub_options, &js_error);
+  for (int i = 0; s == NATS_OK && i < times; ++i) {
+    natsMsgList list = {nullptr, 0};
+    s = natsSubscription_Fetch(&list, sub, 1, 5000, &js_error);
+    if (s == NATS_OK && list.Count == 1) s = natsMsg_Nak(list.Msgs[0], nullptr);
+    natsMsgList_Destroy(&list);
+  }
+  if (sub != nullptr) natsSubscription_Destroy(sub);
+  if (s != NATS_OK) return Error(s, js_error, "fetching from " + durable);
+  return absl::OkStatus();
 }
 
 }  // namespace idem::servers

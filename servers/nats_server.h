@@ -18,11 +18,15 @@
 
 namespace idem::servers {
 
-// Starts nats-server -js; ready once JetStream answers.
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer();
+// Starts nats-server -js; ready once JetStream answers. With a `user`,
+// clients must log in with it and `password`.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartNatsServer(
+    const std::string& user = "", const std::string& password = "");
 
-// "nats://127.0.0.1:<port>".
-std::string NatsUrl(int port);
+// "nats://127.0.0.1:<port>", or with credentials
+// "nats://<user>:<password>@127.0.0.1:<port>".
+std::string NatsUrl(int port, const std::string& user = "",
+                    const std::string& password = "");
 
 class NatsClient {
  public:
@@ -50,6 +54,13 @@ class NatsClient {
   };
   absl::StatusOr<std::vector<Message>> Read(const std::string& stream,
                                             const std::string& subject);
+  // Binds durable consumer `durable` of `stream` (which must exist, with
+  // filter `subject`), then
+  // `times` times fetches one message and NAKs it, as a consumer that
+  // fails it would: each NAK counts as one of its deliveries.
+  absl::Status FetchAndNak(const std::string& stream,
+                           const std::string& subject,
+                           const std::string& durable, int times);
 
  private:
   NatsClient() = default;

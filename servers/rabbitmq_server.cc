@@ -27,15 +27,22 @@ void WriteFile(const std::string& path, const std::string& text) {
   chmod(path.c_str(), 0666);
 }
 
-// Stops the node (the beam process named by its pid file) and waits for it.
-void StopNode(const std::string& dir) {
+// The node's pid from its pid file in `dir`, or -1.
+pid_t NodePid(const std::string& dir) {
   std::ifstream in(dir + "/pid");
   std::string text;
   std::getline(in, text);
   int pid = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid) || pid <= 0) {
-    return;
+    return -1;
   }
+  return pid;
+}
+
+// Stops the node (the beam process named by its pid file) and waits for it.
+void StopNode(const std::string& dir) {
+  const pid_t pid = NodePid(dir);
+  if (pid <= 0) return;
   kill(pid, SIGTERM);
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (kill(pid, 0) == 0 && absl::Now() < deadline) {
@@ -80,16 +87,18 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer() {
       absl::Seconds(60), StopNode);
 }
 
+pid_t RabbitMqNodePid(const ServerProcess& server) {
+  return NodePid(server.dir());
+}
+
 RabbitMqClient::RabbitMqClient(const std::string& host, int port)
     : connection_(options_) {
   options_.host = host;
   options_.port = port;
+  options_.declare_queues = true;  // the queues it publishes to
 }
 
-absl::Status RabbitMqClient::Publish(
-    const std::string& queue, const std::string& body,
-    const std::string& message_id,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+absl::Status RabbitMqClient::OpenConfirming() {
   if (!connection_.open()) {
     confirming_ = false;
     if (absl::Status s = connection_.Open(); !s.ok()) return s;
@@ -102,7 +111,25 @@ absl::Status RabbitMqClient::Publish(
     }
     confirming_ = true;
   }
-  if (absl::Status s = connection_.DeclareQueue(queue); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+absl::Status RabbitMqClient::DeclareIfMissing(const std::string& queue) {
+  // Passive first, so a queue declared with arguments is left as it is.
+  options_.declare_queues = false;
+  absl::Status passive = connection_.DeclareQueue(queue);
+  options_.declare_queues = true;
+  if (!absl::IsNotFound(passive)) return passive;
+  if (absl::Status s = OpenConfirming(); !s.ok()) return s;  // was closed
+  return connection_.DeclareQueue(queue);
+}
+
+absl::Status RabbitMqClient::Publish(
+    const std::string& queue, const std::string& body,
+    const std::string& message_id,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  if (absl::Status s = OpenConfirming(); !s.ok()) return s;
+  if (absl::Status s = DeclareIfMissing(queue); !s.ok()) return s;
   std::vector<amqp_table_entry_t> table(headers.size());
   for (size_t i = 0; i < headers.size(); ++i) {
     table[i].key = Bytes(headers[i].first);

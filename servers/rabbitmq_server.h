@@ -7,6 +7,8 @@
 #ifndef IDEM_SERVERS_RABBITMQ_SERVER_H_
 #define IDEM_SERVERS_RABBITMQ_SERVER_H_
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,13 +24,17 @@ namespace idem::servers {
 // Starts rabbitmq-server; ready once it accepts an AMQP login.
 absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer();
 
+// The pid of the node `server` runs (from its pid file), or -1.
+pid_t RabbitMqNodePid(const ServerProcess& server);
+
 class RabbitMqClient {
  public:
   // A client of the server on host:port (guest/guest, vhost "/"); connects
   // on first use.
   RabbitMqClient(const std::string& host, int port);
 
-  // Publishes a persistent message to `queue` (declared durable), with
+  // Publishes a persistent message to `queue` (declared durable if
+  // missing), with
   // message_id `message_id` unless empty, and `headers`; returns once
   // confirmed.
   absl::Status Publish(
@@ -48,6 +54,11 @@ class RabbitMqClient {
   absl::StatusOr<std::vector<Message>> TakeAll(const std::string& queue);
 
  private:
+  // Opens the connection with publisher confirms, if not open.
+  absl::Status OpenConfirming();
+  // Declares `queue` durable unless it exists (with whatever arguments).
+  absl::Status DeclareIfMissing(const std::string& queue);
+
   rabbitmq::ConsumerOptions options_;
   rabbitmq::AmqpConnection connection_;
   bool confirming_ = false;

@@ -76,6 +76,9 @@ class ServerProcess {
 
   int port() const { return port_; }
   const std::string& dir() const { return dir_.path(); }
+  // The spawned process (for a server that is its own process, e.g.
+  // nats-server and redis-server, the server's pid), or -1.
+  pid_t pid() const { return process_.has_value() ? process_->pid() : -1; }
   // Stops the server (SIGTERM, so it syncs what it keeps) and starts it
   // again on the same port and directory.
   absl::Status Restart();

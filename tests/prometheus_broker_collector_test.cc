@@ -51,6 +51,8 @@ std::vector<Family> CountFamilies() {
       {"idem_broker_outbox_dead_lettered_total",
        field(&LoopStats::outbox_dead_lettered)},
       {"idem_broker_errors_total", field(&LoopStats::broker_errors)},
+      {"idem_broker_fetches_total", field(&LoopStats::fetches)},
+      {"idem_broker_reconnects_total", field(&LoopStats::reconnects)},
   };
 }
 
@@ -65,6 +67,7 @@ LoopStats DistinctStats(int64_t scale) {
   }
   stats.engine_time = absl::Milliseconds(scale);
   stats.broker_time = absl::Milliseconds(2 * scale);
+  stats.fetch_time = absl::Milliseconds(3 * scale);
   return stats;
 }
 
@@ -83,6 +86,9 @@ void ExpectDistinct(prometheus::Registry& registry, const std::string& broker,
   EXPECT_DOUBLE_EQ(CounterValue(registry, "idem_broker_calls_seconds_total",
                                 {{"broker", broker}}),
                    2 * scale / 1000.0);
+  EXPECT_DOUBLE_EQ(CounterValue(registry, "idem_broker_fetch_seconds_total",
+                                {{"broker", broker}}),
+                   3 * scale / 1000.0);
 }
 
 TEST(PrometheusBrokerCollectorTest, CountersFollowTheStatsAndNeverGoBack) {

@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     idem::rabbitmq::ConsumerOptions options;
     options.port = port;
     options.queue = argv[3];
+    options.declare_queues = true;
     options.delivery = Delivery();
     return RunConsumer(
         idem::rabbitmq::CreateConsumerWithHooks(engine->get(), options, hooks));

@@ -208,6 +208,46 @@ TEST_F(DeliveryLoopTest, UnusableIdIsDeadLetteredUnderItsReceipt) {
   EXPECT_EQ(Sum(engine()), "");
 }
 
+// The broker's final delivery of a message: dead-lettered with reason
+// max_deliveries without running the handler, unless its ID was processed
+// already (then it is the duplicate it always was).
+TEST_F(DeliveryLoopTest, FinalDeliveryOfAnUnprocessedMessageIsDeadLettered) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  broker_.Add("a", "1");
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  broker_.AddFinal("a", "1");
+  broker_.AddFinal("b", "2");
+  absl::StatusOr<BatchReport> report = loop.PollBatch(AddToSum);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->duplicates, 1);
+  EXPECT_EQ(report->dead_lettered, 1);
+  EXPECT_EQ(report->acked, 2);
+  EXPECT_EQ(Sum(engine()), "1");
+  const std::vector<OutboxEntry> dead = broker_.PublishedTo("dead");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_THAT(dead[0].headers,
+              testing::Contains(std::pair<std::string, std::string>(
+                  "idem.reason", "max_deliveries")));
+  EXPECT_THAT(dead[0].headers,
+              testing::Contains(
+                  std::pair<std::string, std::string>("idem.source.id", "b")));
+}
+
+// Fetch latency counts the receives that brought deliveries only (an empty
+// one waits out receive_timeout); reconnects are the broker's.
+TEST_F(DeliveryLoopTest, FetchesCountReceivesThatBroughtDeliveries) {
+  DeliveryLoop loop(&engine(), &broker_, FastOptions());
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());  // nothing there
+  broker_.Add("a", "1");
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  broker_.reconnects = 3;
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  const LoopStats stats = loop.stats();
+  EXPECT_EQ(stats.fetches, 1);
+  EXPECT_LE(stats.fetch_time, stats.broker_time);
+  EXPECT_EQ(stats.reconnects, 3);
+}
+
 TEST_F(DeliveryLoopTest, WithoutDeadLetterDestinationGivingUpAbortsAndNacks) {
   LoopOptions options = FastOptions();
   options.dead_letter_destination.clear();

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,88 +21,15 @@
 #include "idem/nats/consumer.h"
 #include "nats/consumer_hooks.h"
 #include "servers/nats_server.h"
+#include "tests/brokers/nats_suite.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
 
 namespace idem::nats {
 namespace {
 
-using examples::ExpectedBalances;
-using examples::LedgerMessage;
 using test::ApplyLedger;
 using test::Ledger;
-
-class NatsConsumerTest : public test::ServerSuite<NatsConsumerTest> {
- public:
-  static absl::StatusOr<std::unique_ptr<servers::ServerProcess>> StartServer() {
-    return servers::StartNatsServer();
-  }
-
- protected:
-  void SetUp() override {
-    ServerSuite::SetUp();
-    if (IsSkipped() || HasFailure()) return;
-    Reconnect();
-    // Each test has its own streams: names without '/' or '.'.
-    stream_ = TestName();
-    for (char& c : stream_) {
-      if (c == '/' || c == '.') c = '_';
-    }
-  }
-
-  void Reconnect() {
-    client_.reset();
-    absl::StatusOr<std::unique_ptr<servers::NatsClient>> client =
-        servers::NatsClient::Connect(servers::NatsUrl(server_->port()));
-    ASSERT_TRUE(client.ok()) << client.status();
-    client_ = *std::move(client);
-  }
-
-  // Reads `stream_` (subject `<stream_>.in`) as durable "d"; IDs from the
-  // header "message-id", which JetStream's own duplicate window ignores, so
-  // producer duplicates reach the consumer.
-  ConsumerOptions BaseOptions() const {
-    ConsumerOptions options;
-    options.url = servers::NatsUrl(server_->port());
-    options.stream = stream_;
-    options.subject = stream_ + ".in";
-    options.durable = "d";
-    options.id_header = "message-id";
-    options.ack_wait = absl::Seconds(1);
-    options.delivery.max_batch = 50;
-    options.delivery.receive_timeout = absl::Milliseconds(20);
-    options.delivery.retry_backoff = absl::Milliseconds(1);
-    options.delivery.dead_letter_destination = stream_ + ".dead";
-    return options;
-  }
-
-  // Publishes `messages` to `<stream_>.in` with header message-id; every
-  // `duplicate_every`-th (0: none) twice, as a producer retry.
-  ExpectedBalances Produce(const std::vector<LedgerMessage>& messages,
-                           int accounts, int duplicate_every) {
-    ExpectedBalances expected(accounts);
-    for (size_t i = 0; i < messages.size(); ++i) {
-      expected.Add(messages[i].payment);
-      const int copies =
-          duplicate_every > 0 && i % duplicate_every == 0 ? 2 : 1;
-      for (int c = 0; c < copies; ++c) {
-        absl::Status s = client_->Publish(stream_ + ".in", messages[i].payload,
-                                          {{"message-id", messages[i].id}});
-        EXPECT_TRUE(s.ok()) << s;
-      }
-    }
-    return expected;
-  }
-
-  bool Drained(const std::string& stream, const std::string& durable) {
-    absl::StatusOr<std::pair<int64_t, int64_t>> pending =
-        client_->PendingAndAckPending(stream, durable);
-    return pending.ok() && *pending == std::pair<int64_t, int64_t>(0, 0);
-  }
-
-  std::unique_ptr<servers::NatsClient> client_;
-  std::string stream_;
-};
 
 TEST_F(NatsConsumerTest, RejectsBadOptionsNamingTheField) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
@@ -152,6 +80,103 @@ TEST_F(NatsConsumerTest, UnreachableServerIsUnavailable) {
   options.url = servers::NatsUrl(*port);
   EXPECT_EQ(Consumer::Create(engine.get(), options).status().code(),
             absl::StatusCode::kUnavailable);
+}
+
+// A server that wants a user and password: none, or a wrong password, is
+// kUnauthenticated at Create naming the server (never the password); the
+// right ones work, as options or in the url.
+TEST_F(NatsConsumerTest, RefusedCredentialsAreUnauthenticatedNamingTheServer) {
+  absl::StatusOr<std::unique_ptr<servers::ServerProcess>> secured =
+      servers::StartNatsServer("idem", "secret");
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  const int port = (*secured)->port();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.url = servers::NatsUrl(port);
+  absl::Status none = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(none.code(), absl::StatusCode::kUnauthenticated) << none;
+  EXPECT_THAT(none.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.url = servers::NatsUrl(port, "idem", "wrong");
+  absl::Status wrong = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kUnauthenticated) << wrong;
+  EXPECT_THAT(wrong.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  EXPECT_THAT(wrong.message(), testing::Not(testing::HasSubstr("wrong")));
+  options.url = servers::NatsUrl(port);
+  options.user = "idem";
+  options.password = "secret";
+  auto right = Consumer::Create(engine.get(), options);
+  EXPECT_TRUE(right.ok()) << right.status();
+}
+
+// A server that takes TLS only, with a certificate the test makes: a
+// consumer with TLS and the certificate as its CA connects; one without
+// TLS, or trusting another CA, is kUnavailable naming the server; a CA file
+// that is not there kInvalidArgument naming it.
+TEST_F(NatsConsumerTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
+  const std::string cert = dir_.Sub("cert.pem");
+  const std::string key = dir_.Sub("key.pem");
+  const std::string other = dir_.Sub("other.pem");
+  for (const std::string& pem : {cert, other}) {
+    const std::string make = absl::StrCat(
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
+        "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout ",
+        pem == cert ? key : dir_.Sub("other-key.pem"), " -out ", pem,
+        " >/dev/null 2>&1");
+    ASSERT_EQ(std::system(make.c_str()), 0) << make;
+  }
+  auto connects = [&](int port) {
+    natsOptions* options = nullptr;
+    natsConnection* connection = nullptr;
+    bool ok = natsOptions_Create(&options) == NATS_OK &&
+              natsOptions_SetURL(options, servers::NatsUrl(port).c_str()) ==
+                  NATS_OK &&
+              natsOptions_SetSecure(options, true) == NATS_OK &&
+              natsOptions_LoadCATrustedCertificates(options, cert.c_str()) ==
+                  NATS_OK &&
+              natsConnection_Connect(&connection, options) == NATS_OK;
+    if (connection != nullptr) natsConnection_Destroy(connection);
+    if (options != nullptr) natsOptions_Destroy(options);
+    return ok;
+  };
+  absl::StatusOr<std::unique_ptr<servers::ServerProcess>> secured =
+      servers::ServerProcess::Start(
+          "nats-server",
+          [&](int port, const std::string& dir) -> std::vector<std::string> {
+            return {"nats-server",
+                    "-js",
+                    "-a",
+                    "127.0.0.1",
+                    "-p",
+                    absl::StrCat(port),
+                    "-sd",
+                    dir,
+                    "--tls",
+                    "--tlscert",
+                    cert,
+                    "--tlskey",
+                    key};
+          },
+          connects);
+  ASSERT_TRUE(secured.ok()) << secured.status();
+  const int port = (*secured)->port();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.url = servers::NatsUrl(port);
+  absl::Status plain = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(plain.code(), absl::StatusCode::kUnavailable) << plain;
+  EXPECT_THAT(plain.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.tls = true;
+  options.tls_ca_file = other;
+  absl::Status untrusted = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(untrusted.code(), absl::StatusCode::kUnavailable) << untrusted;
+  EXPECT_THAT(untrusted.message(), testing::HasSubstr(servers::NatsUrl(port)));
+  options.tls_ca_file = dir_.Sub("missing.pem");
+  absl::Status missing = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_THAT(missing.message(), testing::HasSubstr("missing.pem"));
+  options.tls_ca_file = cert;
+  auto secure = Consumer::Create(engine.get(), options);
+  EXPECT_TRUE(secure.ok()) << secure.status();
 }
 
 // Consumer "a" processes part of the stream and dies before acknowledging;
@@ -578,6 +603,7 @@ TEST_F(NatsConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       },
       [&] { return Drained(stream_, "d"); });
   ASSERT_TRUE(run.ok()) << run;
+  EXPECT_GE((*consumer)->stats().reconnects, 1) << "nats.c's reconnect";
   test::ExpectBalances(*engine, expected, true);
 }
 
@@ -597,13 +623,8 @@ TEST_F(NatsConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   down_options.id_header = "Nats-Msg-Id";
   auto stage2 = Consumer::Create(downstream.get(), down_options);
   ASSERT_TRUE(stage2.ok()) << stage2.status();  // creates the out stream
-  // The dead letters' stream.
-  ConsumerOptions dead_options = BaseOptions();
-  dead_options.stream = stream_ + "_dead";
-  dead_options.subject = stream_ + ".dead";
-  std::unique_ptr<Engine> unused = OpenEngine("unused");
-  auto dead_reader = Consumer::Create(unused.get(), dead_options);
-  ASSERT_TRUE(dead_reader.ok()) << dead_reader.status();
+  CreateDeadLetterStream();
+  if (HasFatalFailure()) return;
 
   std::unique_ptr<Engine> upstream = OpenEngine("up");
   auto stage1 = Consumer::Create(upstream.get(), BaseOptions());

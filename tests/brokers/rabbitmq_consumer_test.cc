@@ -6,6 +6,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,6 +80,7 @@ class RabbitMqConsumerTest : public ::testing::Test {
     ConsumerOptions options;
     options.port = port_;
     options.queue = queue_;
+    options.declare_queues = true;
     options.prefetch = 100;
     options.delivery.max_batch = 50;
     options.delivery.receive_timeout = absl::Milliseconds(20);
@@ -113,6 +115,26 @@ class RabbitMqConsumerTest : public ::testing::Test {
   bool Empty(const std::string& queue) {
     absl::StatusOr<int64_t> ready = client_->Ready(queue);
     return ready.ok() && *ready == 0;
+  }
+
+  // Declares (`declare`) or deletes `queue` on a connection of its own.
+  void AdminQueue(const std::string& queue, bool declare,
+                  const ConsumerOptions::QueueArguments& arguments = {}) {
+    ConsumerOptions options;
+    options.port = port_;
+    options.declare_queues = true;
+    options.queue_arguments = arguments;
+    AmqpConnection connection(options);
+    ASSERT_TRUE(connection.Open().ok());
+    if (declare) {
+      absl::Status s = connection.DeclareQueue(queue, /*with_arguments=*/true);
+      ASSERT_TRUE(s.ok()) << s;
+      return;
+    }
+    amqp_queue_delete(connection.state(), AmqpConnection::kChannel,
+                      amqp_cstring_bytes(queue.c_str()), 0, 0);
+    absl::Status s = connection.RpcStatus("queue.delete");
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   int port_ = 0;
@@ -170,6 +192,8 @@ TEST_F(RabbitMqConsumerTest, RefusalsAreTheirOwnCodesNamingTheCause) {
   status = Consumer::Create(engine.get(), options).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnauthenticated) << status;
   EXPECT_THAT(status.message(), testing::HasSubstr("Login was refused"));
+  EXPECT_THAT(status.message(),
+              testing::HasSubstr(absl::StrCat("127.0.0.1:", port_)));
   options = BaseOptions();
   options.vhost = "missing";
   status = Consumer::Create(engine.get(), options).status();
@@ -371,6 +395,7 @@ TEST_F(RabbitMqConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
       [&] { return Processed(*engine) >= 1200 && Empty(queue_); });
   ASSERT_TRUE(run.ok()) << run;
   EXPECT_GE((*consumer)->stats().connects, 2);
+  EXPECT_GE((*consumer)->stats().reconnects, 1);
   test::ExpectBalances(*engine, expected, true);
 }
 
@@ -432,6 +457,210 @@ TEST_F(RabbitMqConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_EQ((*stage2)->stats().duplicates, 200);
   test::ExpectBalances(*downstream, expected, true);
 }
+
+// Passive declaration (the default): a queue that does not exist is
+// kNotFound naming it; one an operator declared with arguments of their
+// own (quorum, single active consumer, TTL) is bound as it is. Declaring
+// (declare_queues) with other arguments is refused (kFailedPrecondition),
+// with the same arguments accepted.
+TEST_F(RabbitMqConsumerTest, QueuesAreDeclaredPassiveUnlessAskedToDeclare) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.declare_queues = false;
+  absl::Status missing = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound) << missing;
+  EXPECT_THAT(missing.message(), testing::HasSubstr(queue_));
+
+  ConsumerOptions::QueueArguments operators;
+  operators.queue_type = "quorum";
+  operators.single_active_consumer = true;
+  operators.message_ttl_ms = 3'600'000;
+  AdminQueue(queue_, /*declare=*/true, operators);
+  EXPECT_TRUE(Consumer::Create(engine.get(), options).ok());
+  options.declare_queues = true;
+  absl::Status clash = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(clash.code(), absl::StatusCode::kFailedPrecondition) << clash;
+  EXPECT_THAT(clash.message(), testing::HasSubstr("inequivalent arg"));
+  options.queue_arguments = operators;
+  auto matching = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(matching.ok()) << matching.status();
+  const ExpectedBalances expected = Produce(Ledger(41, 30, 3), 3, 0);
+  test::Drain(**matching, ApplyLedger, [&] { return Empty(queue_); });
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// Under passive declaration the relay declares no queue: an output that
+// no queue takes comes back (mandatory, basic.return) and is dead-lettered
+// with the server's reason, never dropped; outputs to queues that exist
+// are published.
+TEST_F(RabbitMqConsumerTest, UnroutableOutputIsDeadLetteredNotLost) {
+  const std::string out = queue_ + ".out";
+  const std::string nowhere = queue_ + ".nowhere";
+  for (const std::string& q : {queue_, out, queue_ + ".dead"}) {
+    AdminQueue(q, /*declare=*/true);
+  }
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.declare_queues = false;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  for (const char* id : {"a", "b"}) {
+    ASSERT_TRUE(client_->Publish(queue_, "1", id).ok());
+  }
+  test::Drain(
+      **consumer,
+      [&](const Delivery& d, Txn& txn) {
+        txn.Emit(d.id == "a" ? nowhere : out, d.id, d.payload);
+        return absl::OkStatus();
+      },
+      [&] { return Empty(queue_); });
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.outbox_published, 1);
+  EXPECT_EQ(stats.outbox_dead_lettered, 1);
+  EXPECT_THAT(*engine->ReadOutbox(10), testing::IsEmpty());
+  EXPECT_EQ(client_->TakeAll(out)->size(), 1u);
+  absl::StatusOr<std::vector<servers::RabbitMqClient::Message>> dead =
+      client_->TakeAll(queue_ + ".dead");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].Header("idem.reason"), "refused");
+  EXPECT_EQ((*dead)[0].Header("idem.destination"), nowhere);
+  EXPECT_THAT((*dead)[0].Header("idem.error"), testing::HasSubstr("NO_ROUTE"));
+}
+
+// The queue is deleted under a running consumer and declared again (a
+// failover moves a queue the same way): the server's cancel notification
+// ends the connection, the next poll subscribes again, and the messages
+// published to the new queue are processed. The twin that did not ask for
+// cancel notifications keeps waiting on its dead subscription.
+class RabbitMqCancelTest : public RabbitMqConsumerTest,
+                           public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RabbitMqCancelTest, CancelledConsumerSubscribesAgain) {
+  const bool notified = GetParam();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  RabbitMqHooks hooks;
+  hooks.no_cancel_notify = !notified;
+  auto consumer =
+      CreateConsumerWithHooks(engine.get(), BaseOptions(), {}, hooks);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const std::vector<LedgerMessage> messages = Ledger(43, 40, 4);
+  const std::vector<LedgerMessage> first(messages.begin(),
+                                         messages.begin() + 20);
+  const std::vector<LedgerMessage> second(messages.begin() + 20,
+                                          messages.end());
+  Produce(first, 4, 0);
+  test::Drain(**consumer, ApplyLedger, [&] { return Empty(queue_); });
+  ASSERT_EQ((*consumer)->stats().processed, 20);
+  AdminQueue(queue_, /*declare=*/false);
+  // A client that has not declared it yet declares the queue again.
+  client_ = std::make_unique<servers::RabbitMqClient>("127.0.0.1", port_);
+  Produce(second, 4, 0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < deadline && (*consumer)->stats().processed < 40) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch(ApplyLedger);
+    ASSERT_TRUE(report.ok() || absl::IsUnavailable(report.status()))
+        << report.status();
+  }
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.cancelled, notified ? 1 : 0);
+  EXPECT_EQ(stats.processed, notified ? 40 : 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqCancelTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "Notified" : "NotAsked";
+                         });
+
+// The node is paused (SIGSTOP) for three heartbeats: with heartbeats of
+// 1 s, the consumer takes its silent connection for dead within a few
+// seconds (kUnavailable) and, once the node runs again, reconnects and
+// processes what was published. The twin without heartbeats polls empty
+// batches through the whole pause, never noticing.
+class RabbitMqHeartbeatTest : public RabbitMqConsumerTest,
+                              public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RabbitMqHeartbeatTest, PausedNodeIsTakenForDeadAndRejoined) {
+  const bool heartbeats = GetParam();
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.heartbeat = heartbeats ? absl::Seconds(1) : absl::ZeroDuration();
+  options.reconnect_backoff = absl::Milliseconds(50);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected = Produce(Ledger(47, 30, 3), 3, 0);
+  const pid_t node = servers::RabbitMqNodePid(*RabbitMqEnvironment::server_);
+  ASSERT_GT(node, 0);
+  ASSERT_EQ(kill(node, SIGSTOP), 0);
+  const absl::Duration pause = 3 * absl::Seconds(1);
+  const absl::Time resume = absl::Now() + pause;
+  absl::Duration detected = absl::InfiniteDuration();
+  const absl::Time paused = absl::Now();
+  while (absl::Now() < resume) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch(ApplyLedger);
+    if (absl::IsUnavailable(report.status())) {
+      detected = std::min(detected, absl::Now() - paused);
+    }
+  }
+  ASSERT_EQ(kill(node, SIGCONT), 0);
+  if (heartbeats) {
+    EXPECT_LE(detected, pause) << "the paused node went unnoticed";
+  } else {
+    EXPECT_EQ(detected, absl::InfiniteDuration());
+  }
+  test::Drain(**consumer, ApplyLedger, [&] { return Empty(queue_); });
+  test::ExpectBalances(*engine, expected, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqHeartbeatTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "Heartbeats" : "None";
+                         });
+
+// Two instances, each with a store of its own, on one queue declared with
+// x-single-active-consumer: only the first one subscribed gets messages;
+// once it is gone, the other takes the queue over. The twin on a plain
+// queue shows the server sharing the messages out between both.
+class RabbitMqSingleActiveTest : public RabbitMqConsumerTest,
+                                 public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
+  const bool single_active = GetParam();
+  ConsumerOptions::QueueArguments arguments;
+  arguments.single_active_consumer = single_active;
+  AdminQueue(queue_, /*declare=*/true, arguments);
+  std::unique_ptr<Engine> engine_a = OpenEngine("a");
+  std::unique_ptr<Engine> engine_b = OpenEngine("b");
+  ConsumerOptions options = BaseOptions();
+  options.declare_queues = false;
+  options.prefetch = options.delivery.max_batch;
+  auto a = Consumer::Create(engine_a.get(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = Consumer::Create(engine_b.get(), options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  Produce(Ledger(61, 80, 4), 4, 0);
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_TRUE((*b)->PollBatch(ApplyLedger).ok());
+    ASSERT_TRUE((*a)->PollBatch(ApplyLedger).ok());
+  }
+  if (single_active) {
+    EXPECT_EQ((*b)->stats().received, 0);
+    EXPECT_EQ((*a)->stats().processed, 80);
+  } else {
+    EXPECT_GT((*b)->stats().received, 0);
+  }
+  ASSERT_TRUE((*a)->Close().ok());
+  Produce(Ledger(67, 10, 4), 4, 0);
+  test::Drain(**b, ApplyLedger, [&] { return Empty(queue_); });
+  EXPECT_GE((*b)->stats().processed, 10) << "b did not take the queue over";
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqSingleActiveTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "SingleActive" : "Plain";
+                         });
 
 }  // namespace
 }  // namespace idem::rabbitmq

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "examples/ledger.h"
@@ -20,127 +21,15 @@
 #include "idem/redis/consumer.h"
 #include "redis/consumer_hooks.h"
 #include "servers/redis_server.h"
+#include "tests/brokers/redis_suite.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
 
 namespace idem::redis {
 namespace {
 
-using examples::ExpectedBalances;
-using examples::LedgerMessage;
 using test::ApplyLedger;
 using test::Ledger;
-
-// Runs `argv` on `connection`, failing the test on error; returns the reply.
-Reply RedisCommand(Connection& connection,
-                   const std::vector<std::string>& argv) {
-  absl::StatusOr<Reply> reply = connection.Command(argv);
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply.ok() ? *std::move(reply) : nullptr;
-}
-
-// XADDs `messages` to `stream`, each with its message-id; every
-// `duplicate_every`-th one (0: none) a second time, as a producer retry.
-// Returns what applying each message once leaves.
-ExpectedBalances Produce(Connection& connection, const std::string& stream,
-                         const std::vector<LedgerMessage>& messages,
-                         int accounts, int duplicate_every) {
-  ExpectedBalances expected(accounts);
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const LedgerMessage& m = messages[i];
-    expected.Add(m.payment);
-    RedisCommand(connection, {"XADD", stream, "*", "message-id", m.id,
-                              "payload", m.payload});
-    if (duplicate_every > 0 && i % duplicate_every == 0) {
-      RedisCommand(connection, {"XADD", stream, "*", "message-id", m.id,
-                                "payload", m.payload});
-    }
-  }
-  return expected;
-}
-
-// The group's pending count and lag (XINFO GROUPS); -1 when unknown.
-std::pair<int64_t, int64_t> PendingAndLag(Connection& connection,
-                                          const std::string& stream,
-                                          const std::string& group) {
-  Reply reply = RedisCommand(connection, {"XINFO", "GROUPS", stream});
-  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return {-1, -1};
-  for (size_t g = 0; g < reply->elements; ++g) {
-    const redisReply* fields = reply->element[g];
-    int64_t pending = -1, lag = -1;
-    bool match = false;
-    for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-      const std::string_view name = ReplyString(fields->element[f]);
-      const redisReply* value = fields->element[f + 1];
-      if (name == "name") match = ReplyString(value) == group;
-      if (name == "pending") pending = value->integer;
-      if (name == "lag" && value->type == REDIS_REPLY_INTEGER) {
-        lag = value->integer;
-      }
-    }
-    if (match) return {pending, lag};
-  }
-  return {-1, -1};
-}
-
-// The entries of `stream` as field maps (the last value of a repeated name).
-std::vector<std::map<std::string, std::string>> Entries(
-    Connection& connection, const std::string& stream) {
-  std::vector<std::map<std::string, std::string>> out;
-  Reply reply = RedisCommand(connection, {"XRANGE", stream, "-", "+"});
-  if (reply == nullptr) return out;
-  for (size_t i = 0; i < reply->elements; ++i) {
-    const redisReply* fields = reply->element[i]->element[1];
-    std::map<std::string, std::string>& entry = out.emplace_back();
-    for (size_t f = 0; f + 1 < fields->elements; f += 2) {
-      entry[std::string(ReplyString(fields->element[f]))] =
-          std::string(ReplyString(fields->element[f + 1]));
-    }
-  }
-  return out;
-}
-
-class RedisConsumerTest : public test::ServerSuite<RedisConsumerTest> {
- public:
-  static absl::StatusOr<std::unique_ptr<servers::ServerProcess>> StartServer() {
-    return servers::StartRedisServer();
-  }
-
- protected:
-  void SetUp() override {
-    ServerSuite::SetUp();
-    if (IsSkipped() || HasFailure()) return;
-    connection_ = servers::ConnectRedis(server_->port());
-    prefix_ = TestName() + "/";  // each test has its own streams
-  }
-
-  ConsumerOptions BaseOptions(const std::string& stream,
-                              const std::string& consumer) const {
-    ConsumerOptions options;
-    options.port = server_->port();
-    options.stream = stream;
-    options.group = "g";
-    options.consumer_name = consumer;
-    options.claim_idle = absl::Milliseconds(200);
-    options.claim_interval = absl::Milliseconds(50);
-    options.delivery.max_batch = 50;
-    options.delivery.receive_timeout = absl::Milliseconds(20);
-    options.delivery.retry_backoff = absl::Milliseconds(1);
-    options.delivery.dead_letter_destination = prefix_ + "dead";
-    return options;
-  }
-
-  // Polls until the group has nothing pending and nothing unread.
-  void Drain(Consumer& consumer, const std::string& stream, Handler handler) {
-    test::Drain(consumer, handler, [&] {
-      return PendingAndLag(*connection_, stream, "g") ==
-             std::pair<int64_t, int64_t>(0, 0);
-    });
-  }
-
-  std::unique_ptr<Connection> connection_;
-  std::string prefix_;
-};
 
 TEST_F(RedisConsumerTest, RejectsBadOptionsNamingTheField) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
@@ -491,6 +380,8 @@ TEST_F(RedisConsumerTest, ServerRestartMidStreamLosesAndDoublesNothing) {
   ASSERT_TRUE(run.ok()) << run;
   const ConsumerStats stats = (*consumer)->stats();
   EXPECT_GE(stats.connects, 2);
+  EXPECT_GE(stats.reconnects, 1);
+  EXPECT_GT(stats.fetches, 0);
   EXPECT_GE(stats.broker_errors, 1) << "the restart went unnoticed";
   test::ExpectBalances(*engine, expected, true);
 }
@@ -548,6 +439,110 @@ TEST_F(RedisConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   EXPECT_EQ(stats2.processed, 200);
   EXPECT_EQ(stats2.duplicates, 200);
   test::ExpectBalances(*downstream, expected, true);
+}
+
+// With output_max_len, the relay's XADD trims each output stream to about
+// that many entries (MAXLEN ~: whole nodes of stream-node-max-entries go),
+// but never the dead letter stream. The twin without output_max_len shows
+// the output stream holding every entry.
+class RedisTrimTest : public RedisConsumerTest,
+                      public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RedisTrimTest, OutputStreamsAreTrimmedButNotTheDeadLetterStream) {
+  const bool trim = GetParam();
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  constexpr int kMessages = 400;
+  constexpr int64_t kMaxLen = 50;
+  Produce(*connection_, stream, Ledger(31, kMessages, 10), 10, 0);
+  Reply node =
+      RedisCommand(*connection_, {"CONFIG", "GET", "stream-node-max-entries"});
+  ASSERT_TRUE(node != nullptr && node->elements == 2);
+  int64_t node_entries = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(std::string(ReplyString(node->element[1])),
+                               &node_entries));
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions(stream, "c");
+  if (trim) options.output_max_len = kMaxLen;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  int index = 0;
+  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+    if (index++ % 2 == 0) return absl::InvalidArgumentError("poison");
+    return test::ApplyAndForward(out, d, txn);
+  });
+  const ConsumerStats stats = (*consumer)->stats();
+  ASSERT_EQ(stats.dead_lettered, kMessages / 2);
+  ASSERT_EQ(stats.outbox_published, kMessages);
+  const int64_t outputs =
+      static_cast<int64_t>(Entries(*connection_, out).size());
+  if (trim) {
+    EXPECT_GE(outputs, kMaxLen);
+    EXPECT_LE(outputs, kMaxLen + node_entries);
+  } else {
+    EXPECT_EQ(outputs, kMessages / 2);
+  }
+  EXPECT_EQ(Entries(*connection_, prefix_ + "dead").size(),
+            static_cast<size_t>(kMessages / 2));
+}
+
+INSTANTIATE_TEST_SUITE_P(TrimmedAndNot, RedisTrimTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "MaxLen" : "Unbounded";
+                         });
+
+// The relay writes the message ID, the payload and the key to fields of
+// their own: an output's headers named like them (a handler's, or those a
+// dead letter copies from an entry that itself came from a relay) are left
+// out, so no header overrides the ID a downstream consumer dedupes by.
+TEST_F(RedisConsumerTest, HeadersNamedLikeTheRelaysFieldsAreLeftOut) {
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  RedisCommand(*connection_, {"XADD", stream, "*", "message-id", "m1",
+                              "payload", "p", "key", "from-upstream"});
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+    EXPECT_EQ(d.Header("key"), "from-upstream");
+    const Txn::Header headers[] = {{"message-id", "forged"},
+                                   {"payload", "forged"},
+                                   {"key", "forged"},
+                                   {"trace", "t1"}};
+    txn.EmitWithHeaders(out, "k", "v", headers);
+    return absl::InvalidArgumentError("poison");  // and a dead letter
+  });
+  ASSERT_EQ((*consumer)->stats().outbox_published, 1);  // the dead letter
+  const auto dead = Entries(*connection_, prefix_ + "dead");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].at("key"), "m1");
+  EXPECT_EQ(dead[0].at("payload"), "p");
+
+  // The handler's emit, on a delivery that succeeds.
+  RedisCommand(*connection_,
+               {"XADD", stream, "*", "message-id", "m2", "payload", "p"});
+  Drain(**consumer, stream, [&](const Delivery&, Txn& txn) {
+    const Txn::Header headers[] = {{"message-id", "forged"},
+                                   {"payload", "forged"},
+                                   {"key", "forged"},
+                                   {"trace", "t1"}};
+    txn.EmitWithHeaders(out, "k", "v", headers);
+    return absl::OkStatus();
+  });
+  Reply range = RedisCommand(*connection_, {"XRANGE", out, "-", "+"});
+  ASSERT_TRUE(range != nullptr && range->elements == 1);
+  std::vector<std::string> names;
+  std::map<std::string, std::string> fields;
+  const redisReply* entry_fields = range->element[0]->element[1];
+  for (size_t f = 0; f + 1 < entry_fields->elements; f += 2) {
+    names.emplace_back(ReplyString(entry_fields->element[f]));
+    fields[names.back()] = ReplyString(entry_fields->element[f + 1]);
+  }
+  EXPECT_THAT(names,
+              testing::ElementsAre("message-id", "payload", "key", "trace"));
+  EXPECT_NE(fields["message-id"], "forged");
+  EXPECT_EQ(fields["payload"], "v");
+  EXPECT_EQ(fields["key"], "k");
 }
 
 }  // namespace

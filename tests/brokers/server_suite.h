@@ -168,6 +168,15 @@ absl::Status RunThroughRestart(Consumer& consumer, Engine& engine,
   return waited.ok() ? run : waited;
 }
 
+// Pauses process `pid` (SIGSTOP: it keeps its sockets, and answers
+// nothing) for `pause`, then lets it go on (SIGCONT).
+inline void PauseProcess(pid_t pid, absl::Duration pause) {
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  absl::SleepFor(pause);
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+}
+
 // Calls consumer.PollBatch(handler) until a poll receives nothing and
 // `drained()` holds (kUnavailable polls are retried); fails the test after
 // 60 s or on another error.

@@ -40,6 +40,12 @@ class FakeBroker : public brokers::Broker {
     d.receipt = absl::StrCat(d.offset);
     queue_.push_back(std::move(d));
   }
+  // As Add, as the broker's final delivery of the message
+  // (Delivery::final_delivery).
+  void AddFinal(std::string id, std::string payload) {
+    Add(std::move(id), std::move(payload));
+    queue_.back().final_delivery = true;
+  }
   // Puts every unacknowledged delivery back at the head of the queue.
   void Redeliver() {
     for (auto it = in_flight_.rbegin(); it != in_flight_.rend(); ++it) {
@@ -97,6 +103,8 @@ class FakeBroker : public brokers::Broker {
     return absl::InvalidArgumentError("fake broker: no spaces in a name");
   }
 
+  int64_t Reconnects() const override { return reconnects; }
+
   // The entries published to `destination`.
   std::vector<OutboxEntry> PublishedTo(const std::string& destination) const {
     std::vector<OutboxEntry> out;
@@ -109,6 +117,7 @@ class FakeBroker : public brokers::Broker {
   absl::Status receive_error;
   absl::Status ack_error;
   int publish_budget = -1;  // -1: unlimited
+  int64_t reconnects = 0;   // what Reconnects reports
   // Publish refuses these destinations with the status.
   std::map<std::string, absl::Status> refuse;
   // Publish refuses a value and headers over this many bytes (kOutOfRange);

@@ -62,6 +62,13 @@ struct Delivery {
   // names the dead letter, so it should not change on redelivery where the
   // broker allows.
   std::string receipt;
+  // Set by an adapter when its broker will not deliver this message again
+  // (NATS: the delivery that reaches the durable consumer's MaxDeliver):
+  // unless the store has processed its ID already (then it is a duplicate
+  // as usual), it is dead-lettered at once with reason "max_deliveries",
+  // without running the handler, as a crash while handling it would lose
+  // it for good.
+  bool final_delivery = false;
 
   // The value of the last header named `name`, or nullopt.
   std::optional<std::string_view> Header(std::string_view name) const;
@@ -116,6 +123,10 @@ class Broker {
     (void)destination;
     return absl::OkStatus();
   }
+
+  // Connections to the broker made again after one was lost, since the
+  // broker was made (LoopStats::reconnects). Default: 0.
+  virtual int64_t Reconnects() const { return 0; }
 };
 
 // Whether a Broker::Publish error means the broker refused the entry for
@@ -239,6 +250,13 @@ struct LoopStats {
   // Wall time in engine calls (and retry backoff) versus broker calls.
   absl::Duration engine_time;
   absl::Duration broker_time;
+  // Receive calls that brought deliveries, and their wall time (of
+  // broker_time): the fetch latency. Calls that brought none are left out,
+  // as they wait out receive_timeout on an idle broker.
+  int64_t fetches = 0;
+  absl::Duration fetch_time;
+  // The broker's Reconnects() after the last PollBatch.
+  int64_t reconnects = 0;
 };
 
 // Test-only hooks (deliberately broken variants), off by default.
@@ -302,8 +320,10 @@ class DeliveryLoop {
   absl::Status PublishOrDeadLetter(const OutboxEntry& entry,
                                    BatchReport& report);
   absl::Status BrokerError(absl::Status status);
+  // `fetch_time`: Receive's part of `broker_time`.
   void Count(const BatchReport& report, absl::Duration engine_time,
-             absl::Duration broker_time);
+             absl::Duration broker_time,
+             absl::Duration fetch_time = absl::ZeroDuration());
 
   // Constant after construction.
   Engine* const engine_;

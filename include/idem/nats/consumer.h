@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -62,6 +63,19 @@ struct ConsumerOptions {
 
   // The server. Default: nats://127.0.0.1:4222.
   std::string url = "nats://127.0.0.1:4222";
+  // Credentials: a user and password, or a token (not both); the url's own
+  // ("nats://user:password@host:port") work too. Refused by the server:
+  // kUnauthenticated naming it. Default: none.
+  std::string user;
+  std::string password;
+  std::string token;
+  // Connect with TLS, verifying the server's certificate against the CA
+  // certificates in tls_ca_file (PEM; empty: the system's). A handshake
+  // that fails (a server without TLS, a certificate not trusted):
+  // kUnavailable naming the server; a CA file that cannot be read:
+  // kInvalidArgument naming it. Default: false.
+  bool tls = false;
+  std::string tls_ca_file;
   // The stream and the subject (filter) the consumer reads. Required; the
   // stream's name without '.', '*', '>', '/', '\' or whitespace.
   std::string stream;
@@ -72,8 +86,12 @@ struct ConsumerOptions {
   // Created if the server does not have it: explicit acks, `ack_wait`, and
   // MaxAckPending at least delivery.max_batch, twice that with `prefetch`
   // (the server's default, 1,000, would cap larger batches and make each
-  // fetch wait out its timeout). An existing one keeps its own settings.
-  // Required.
+  // fetch wait out its timeout), `max_deliver` and `backoff`. An existing
+  // one is bound as it is, never deleted and recreated (that would skip its
+  // unacknowledged messages); if its settings differ from these (filter
+  // subject, explicit acks, AckWait, MaxDeliver, BackOff, a MaxAckPending
+  // below the batches'), Create fails with kFailedPrecondition naming each
+  // difference. Required.
   std::string durable;
   // Create the stream (file storage, capturing `subject`) if it does not
   // exist. Default: true.
@@ -102,6 +120,26 @@ struct ConsumerOptions {
   // the server waits for an ack before redelivering. Must be > 0.
   // Default: 30 s.
   absl::Duration ack_wait = absl::Seconds(30);
+  // The durable consumer's MaxDeliver when this consumer creates it: the
+  // server delivers a message at most this many times. The delivery that
+  // reaches it is dead-lettered (reason max_deliveries) without running the
+  // handler, unless the store processed the message already: the server
+  // would never deliver it again, so a crash while handling it (a message
+  // that crashes the process) would lose it. 0: no limit. Must be 0 or at
+  // least 2, and more than backoff.size(). Default: 10.
+  int64_t max_deliver = 10;
+  // The durable consumer's BackOff when this consumer creates it: the wait
+  // before the first, second, ... redelivery of an unacknowledged message
+  // (the last one repeats). nats-server then takes its first entry as the
+  // AckWait, and ack_wait is not used. Each must be > 0. Default: empty
+  // (every redelivery after ack_wait).
+  std::vector<absl::Duration> backoff;
+  // Send "+WPI" (in progress: the server restarts the ack timer) for every
+  // message of a batch held longer than half the shortest ack wait
+  // (ack_wait or a backoff entry), from a thread of the consumer's own, so
+  // a batch whose handler outlasts the ack wait is not redelivered while
+  // it runs (to this or another process). Default: true.
+  bool in_progress_acks = true;
 
   // ---- Connection ----
 
@@ -123,6 +161,8 @@ struct ConsumerOptions {
 struct ConsumerStats : brokers::LoopStats {
   // Messages the server delivered more than once (its delivery count).
   int64_t redelivered = 0;
+  // "+WPI" (in progress) messages sent.
+  int64_t in_progress_sent = 0;
 };
 
 class Consumer {

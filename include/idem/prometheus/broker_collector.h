@@ -33,10 +33,16 @@
 //                                           calls and retry backoff
 //   idem_broker_calls_seconds_total         counter: wall time in broker
 //                                           calls
+//   idem_broker_fetches_total               counter: receive calls that
+//                                           brought deliveries
+//   idem_broker_fetch_seconds_total         counter: their wall time (over
+//                                           fetches: the mean fetch
+//                                           latency)
+//   idem_broker_reconnects_total            counter: connections made
+//                                           again after one was lost
 //
-// Not here, as LoopStats does not count them (yet): reconnects and the
-// latency of each fetch. An adapter's own figures beyond LoopStats (e.g.
-// redis::ConsumerStats::connects) are not exported either.
+// An adapter's own figures beyond LoopStats (e.g.
+// nats::ConsumerStats::in_progress_sent) are not exported.
 //
 // A loop is used from one thread, so the collector does not poll it: the
 // application passes loop.stats() (or consumer->stats()) to Update, after

@@ -5,7 +5,15 @@
 // batch is acknowledged (basic.ack with multiple) only once that write is
 // durable.
 //
-// - Up to `prefetch` unacknowledged messages are in flight (basic.qos).
+// - Up to `prefetch` unacknowledged messages are in flight (basic.qos),
+//   by default two batches.
+// - The queue is declared passive unless declare_queues (then with
+//   queue_arguments: quorum type, single active consumer, dead letter
+//   exchange, TTL).
+// - Heartbeats (`heartbeat`) detect a dead or paused peer; the server's
+//   consumer cancel notification (a queue deleted, a node failover) ends
+//   the connection like a loss: the next poll reconnects and resumes (or
+//   reports the queue missing, kNotFound).
 // - ID: the message_id property, else the id_header header. A message with
 //   neither has no ID that survives redelivery (a delivery tag is per
 //   channel and changes on redelivery), so it is dead-lettered at once with
@@ -24,9 +32,10 @@
 //   "amq."; the message_id property at most 255 bytes (longer IDs travel in
 //   id_header).
 // - The outbox (Txn::Emit, dead letters) is relayed on a second connection
-//   with publisher confirms: a persistent message to the default exchange,
-//   routing key = the destination queue (declared durable), message_id =
-//   the entry's message ID.
+//   with publisher confirms and `mandatory`: a persistent message to the
+//   default exchange, routing key = the destination queue, message_id =
+//   the entry's message ID. An output no queue takes comes back
+//   (basic.return) and is dead-lettered, never lost.
 //
 // Requires the optional idem::rabbitmq library (built when librabbitmq is
 // found). A Consumer is not thread-safe: call it from one thread at a time;
@@ -64,9 +73,41 @@ struct ConsumerOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
-  // The queue, declared durable if missing. Required: 1 to 255 bytes (an
-  // AMQP short string), not starting with "amq." (the server's).
+  // The queue. Required: 1 to 255 bytes (an AMQP short string), not
+  // starting with "amq." (the server's).
   std::string queue;
+
+  // ---- Declaring ----
+
+  // false: the queue is declared passive (it must exist, as an operator
+  // declared it, with whatever arguments and policies: quorum type, dead
+  // letter exchange, TTL): Create fails with kNotFound naming a missing
+  // one. The relay declares no destination queue either: an output no
+  // queue takes comes back (mandatory) and is dead-lettered.
+  // true: the queue is declared durable with `queue_arguments` (a queue
+  // that exists with other arguments: kFailedPrecondition), and each
+  // destination queue durable without arguments. Default: false.
+  bool declare_queues = false;
+  // The arguments the queue is declared with (declare_queues), to match an
+  // operator's policy.
+  struct QueueArguments {
+    // x-queue-type: "classic", "quorum" or "stream"; empty: the server's
+    // default.
+    std::string queue_type;
+    // x-single-active-consumer: the server delivers to one consumer of the
+    // queue at a time and hands the queue to the next when it goes: the
+    // way to run several instances on one queue (docs/brokers.md,
+    // "Competing consumers", for what a handover after a crash needs).
+    bool single_active_consumer = false;
+    // x-dead-letter-exchange and x-dead-letter-routing-key; empty: none.
+    // (idem dead-letters through its own outbox, atomically with the
+    // record; the queue's own dead-lettering catches what expires.)
+    std::string dead_letter_exchange;
+    std::string dead_letter_routing_key;
+    // x-message-ttl in milliseconds; 0: none.
+    int64_t message_ttl_ms = 0;
+  };
+  QueueArguments queue_arguments;
 
   // ---- Messages ----
 
@@ -74,14 +115,25 @@ struct ConsumerOptions {
   // property is an AMQP short string (at most 255 bytes): longer IDs can
   // only travel in this header. Default: "message-id".
   std::string id_header = "message-id";
-  // Unacknowledged messages the server sends ahead (basic.qos). Must be
-  // >= delivery.max_batch and <= 65535. Default: 500.
-  int prefetch = 500;
+  // Unacknowledged messages the server sends ahead (basic.qos); 0: twice
+  // delivery.max_batch (the batch processed and the next one), at most
+  // 65535. Otherwise must be >= delivery.max_batch and <= 65535.
+  // Default: 0.
+  int prefetch = 0;
 
   // ---- Connection ----
 
   // Connect and reply timeout. Must be > 0. Default: 5 s.
   absl::Duration io_timeout = absl::Seconds(5);
+  // The AMQP heartbeat asked of the server (whole seconds; the server may
+  // lower it): a connection that brings no frame for two of them is taken
+  // for dead (a peer paused, a network gone silent) and the next poll
+  // reconnects. A handler that keeps the consumer from the library for
+  // more than two (no heartbeat is sent meanwhile) loses its connection
+  // too: its batch is requeued and comes back as duplicates. Zero: no
+  // heartbeats (a dead peer is never noticed). Must be >= 0 and < 65536 s.
+  // Default: 30 s.
+  absl::Duration heartbeat = absl::Seconds(30);
   // Run's pause after a lost connection before polling (and reconnecting)
   // again. Must be >= 0. Default: 200 ms.
   absl::Duration reconnect_backoff = absl::Milliseconds(200);
@@ -98,6 +150,8 @@ struct ConsumerOptions {
 struct ConsumerStats : brokers::LoopStats {
   int64_t redelivered = 0;  // messages with the redelivered flag
   int64_t connects = 0;     // consuming connections opened
+  // Consumer cancel notifications (basic.cancel) received.
+  int64_t cancelled = 0;
 };
 
 class Consumer {
@@ -107,8 +161,9 @@ class Consumer {
   // queue and starts consuming. kUnavailable if the server cannot be
   // reached; kUnauthenticated for a user or password it refuses;
   // kPermissionDenied for a user without access to the vhost or queue;
-  // kNotFound for a missing vhost; kFailedPrecondition if the queue exists
-  // with other arguments. Each names the server's reason. `engine` is
+  // kNotFound for a missing vhost or (passive declaration) queue;
+  // kFailedPrecondition if the queue exists with other arguments than
+  // declare_queues asks for. Each names the server's reason. `engine` is
   // borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);

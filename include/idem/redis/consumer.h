@@ -61,6 +61,12 @@ struct ConsumerOptions {
   // The server. Default: 127.0.0.1:6379.
   std::string host = "127.0.0.1";
   int port = 6379;
+  // Credentials: with a password, each connection starts with AUTH [user]
+  // password (an empty user: the default user). A password the server
+  // refuses, or none where it wants one: kUnauthenticated naming the
+  // server. Default: none.
+  std::string user;
+  std::string password;
   // The stream, the consumer group and this consumer's name in it.
   // Required. Keep the name stable across restarts of the same process, so
   // it takes its own pending entries back at once instead of after
@@ -84,6 +90,17 @@ struct ConsumerOptions {
   // The field holding the payload (also for the relay). An entry without it
   // has an empty payload. Must not be empty. Default: "payload".
   std::string payload_field = "payload";
+
+  // ---- Outputs ----
+
+  // The relay's XADD trims each stream it writes to about this many entries
+  // (MAXLEN ~: whole macro nodes go, so a stream keeps at least this many
+  // and at most about one node, stream-node-max-entries, more). The dead
+  // letter stream (delivery.dead_letter_destination) is never trimmed.
+  // Trimming drops the oldest entries whether or not a group has read
+  // them: keep it above what downstream consumers may lag behind. Zero:
+  // never trim. Must be >= 0. Default: 0.
+  int64_t output_max_len = 0;
 
   // ---- Redeliveries ----
 
@@ -139,11 +156,15 @@ class Consumer {
   // processes them with `handler`, XACKs them once durable and relays the
   // outbox. Errors: see DeliveryLoop::PollBatch; kUnavailable when the
   // connection is lost (the next call reconnects; unacknowledged entries
-  // come back as this consumer's pending entries).
+  // come back as this consumer's pending entries); kFailedPrecondition
+  // naming the group when it was removed (NOGROUP). A relay that stops at
+  // a server over its maxmemory reports kResourceExhausted in
+  // BatchReport::outbox_error; the entry stays in the outbox.
   virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
 
-  // Calls PollBatch until Stop; a kUnavailable error is counted, followed
-  // by reconnect_backoff, and polling goes on. Returns OK after Stop, or
+  // Calls PollBatch until Stop; a kUnavailable error, or a relay's
+  // kResourceExhausted, is counted, followed by reconnect_backoff, and
+  // polling goes on. Returns OK after Stop, or
   // PollBatch's first other error. Does not close the consumer.
   virtual absl::Status Run(Handler handler) = 0;
 

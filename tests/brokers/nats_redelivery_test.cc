@@ -1,0 +1,220 @@
+// idem::nats::Consumer's redelivery settings against a real nats-server
+// with JetStream (the fixture: tests/brokers/nats_suite.h): in-progress acks
+// for a batch that outlasts the ack wait, MaxDeliver's last delivery
+// dead-lettered, an existing durable consumer bound as it is, and a server
+// paused longer than the ack wait.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "idem/engine.h"
+#include "idem/nats/consumer.h"
+#include "nats/consumer_hooks.h"
+#include "tests/brokers/nats_suite.h"
+
+namespace idem::nats {
+namespace {
+
+using test::ApplyLedger;
+using test::Ledger;
+
+// A batch whose handler runs 2.5 times the ack wait (1 s), with the next
+// fetch waiting meanwhile (prefetch, a long receive timeout): the consumer
+// sends +WPI every half ack wait, so the server redelivers nothing while
+// the batch runs. The twin without +WPI sees the whole batch redelivered
+// to its own pending fetch.
+class NatsInProgressTest : public NatsConsumerTest,
+                           public ::testing::WithParamInterface<bool> {};
+
+TEST_P(NatsInProgressTest, SlowBatchIsNotRedeliveredWhileItRuns) {
+  const bool in_progress = GetParam();
+  constexpr int kMessages = 5;
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.delivery.max_batch = kMessages;
+  options.delivery.receive_timeout = absl::Seconds(3);
+  NatsHooks hooks;
+  hooks.no_in_progress_acks = !in_progress;
+  auto consumer = CreateConsumerWithHooks(engine.get(), options, {}, hooks);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const ExpectedBalances expected = Produce(Ledger(3, kMessages, 3), 3, 0);
+  const absl::Duration per_message = options.ack_wait * 2.5 / kMessages;
+  absl::StatusOr<brokers::BatchReport> slow =
+      (*consumer)->PollBatch([&](const Delivery& d, Txn& txn) {
+        absl::SleepFor(per_message);
+        return ApplyLedger(d, txn);
+      });
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  ASSERT_EQ(slow->processed, kMessages);
+  // Takes what the prefetch got while the slow batch ran.
+  ASSERT_TRUE((*consumer)->PollBatch(ApplyLedger).ok());
+  const ConsumerStats stats = (*consumer)->stats();
+  if (in_progress) {
+    EXPECT_EQ(stats.redelivered, 0);
+    EXPECT_EQ(stats.duplicates, 0);
+    EXPECT_GE(stats.in_progress_sent, kMessages);
+  } else {
+    EXPECT_EQ(stats.redelivered, kMessages);
+    EXPECT_EQ(stats.in_progress_sent, 0);
+  }
+  test::ExpectBalances(*engine, expected, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsInProgressTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "InProgressAcks" : "Without";
+                         });
+
+// A message another process failed (NAKed) max_deliver - 1 times reaches
+// idem on its last delivery: it is dead-lettered (reason max_deliveries)
+// without running the handler, as the server would never deliver it
+// again; the message behind it is processed as usual, and nothing stays
+// pending.
+TEST_F(NatsConsumerTest, LastDeliveryUnderMaxDeliverIsDeadLettered) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.max_deliver = 3;
+  {
+    auto creator = Consumer::Create(engine.get(), options);  // the durable
+    ASSERT_TRUE(creator.ok()) << creator.status();
+  }
+  CreateDeadLetterStream();
+  if (HasFatalFailure()) return;
+
+  ASSERT_TRUE(
+      client_->Publish(stream_ + ".in", "crashes", {{"message-id", "poison"}})
+          .ok());
+  ASSERT_TRUE(client_
+                  ->FetchAndNak(stream_, stream_ + ".in", "d",
+                                static_cast<int>(options.max_deliver) - 1)
+                  .ok());
+  const ExpectedBalances expected = Produce(Ledger(5, 10, 3), 3, 0);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  int handled_poison = 0;
+  test::Drain(
+      **consumer,
+      [&](const Delivery& d, Txn& txn) {
+        if (d.id == "poison") ++handled_poison;
+        return ApplyLedger(d, txn);
+      },
+      [&] { return Drained(stream_, "d"); });
+  EXPECT_EQ(handled_poison, 0);
+  const ConsumerStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.dead_lettered, 1);
+  EXPECT_EQ(stats.processed, 10);
+  absl::StatusOr<std::vector<servers::NatsClient::Message>> dead =
+      client_->Read(stream_ + "_dead", stream_ + ".dead");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_EQ(dead->size(), 1u);
+  EXPECT_EQ((*dead)[0].payload, "crashes");
+  EXPECT_EQ((*dead)[0].Header("idem.reason"), "max_deliveries");
+  EXPECT_EQ((*dead)[0].Header("idem.source.id"), "poison");
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// An existing durable consumer is bound as it is: one whose settings
+// differ from the options is reported (kFailedPrecondition naming each
+// difference) and left untouched, its unacknowledged messages still
+// pending; a consumer whose options match binds it and gets them.
+TEST_F(NatsConsumerTest, ExistingDurableIsBoundAsItIsAndAMismatchReported) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ExpectedBalances expected(4);
+  brokers::LoopHooks dies_before_acks;
+  dies_before_acks.skip_acks = true;
+  {
+    auto first =
+        CreateConsumerWithHooks(engine.get(), BaseOptions(), dies_before_acks);
+    ASSERT_TRUE(first.ok()) << first.status();
+    expected = Produce(Ledger(9, 20, 4), 4, 0);
+    ASSERT_TRUE((*first)->PollBatch(ApplyLedger).ok());
+  }
+  ConsumerOptions other = BaseOptions();
+  other.ack_wait = absl::Seconds(7);
+  other.max_deliver = 4;
+  absl::Status mismatch = Consumer::Create(engine.get(), other).status();
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("AckWait 1s"));
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("ask for 7s")) << mismatch;
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("MaxDeliver 10"));
+  other = BaseOptions();
+  other.subject = stream_ + ".other";
+  mismatch = Consumer::Create(engine.get(), other).status();
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("FilterSubject"));
+  absl::StatusOr<std::pair<int64_t, int64_t>> pending =
+      client_->PendingAndAckPending(stream_, "d");
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  EXPECT_EQ(pending->second, 20) << "the durable must be left as it was";
+
+  auto matching = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(matching.ok()) << matching.status();
+  test::Drain(**matching, ApplyLedger, [&] { return Drained(stream_, "d"); });
+  EXPECT_EQ((*matching)->stats().duplicates, 20);
+  test::ExpectBalances(*engine, expected, true);
+}
+
+// A backoff schedule reaches the durable consumer idem creates (nats-server
+// then takes its first delay as the AckWait): binding it again with the
+// same options works, with another schedule is a reported mismatch. Bad
+// schedules and limits are refused before any request.
+TEST_F(NatsConsumerTest, BackoffScheduleIsSetOnTheDurableAndChecked) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.backoff = {absl::Milliseconds(500), absl::Seconds(2)};
+  options.max_deliver = 5;
+  ASSERT_TRUE(Consumer::Create(engine.get(), options).ok());
+  EXPECT_TRUE(Consumer::Create(engine.get(), options).ok());
+  ConsumerOptions other = options;
+  other.backoff = {absl::Milliseconds(500), absl::Seconds(3)};
+  absl::Status mismatch = Consumer::Create(engine.get(), other).status();
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kFailedPrecondition) << mismatch;
+  EXPECT_THAT(mismatch.message(), testing::HasSubstr("BackOff"));
+  EXPECT_THAT(mismatch.message(), testing::Not(testing::HasSubstr("AckWait")));
+
+  other = options;
+  other.max_deliver = 2;  // not more than the schedule's two entries
+  absl::Status invalid = Consumer::Create(engine.get(), other).status();
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument) << invalid;
+  EXPECT_THAT(invalid.message(), testing::HasSubstr("max_deliver"));
+  other = options;
+  other.max_deliver = 1;
+  EXPECT_EQ(Consumer::Create(engine.get(), other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  other = options;
+  other.backoff = {absl::ZeroDuration()};
+  EXPECT_THAT(Consumer::Create(engine.get(), other).status().message(),
+              testing::HasSubstr("backoff"));
+}
+
+// The server is paused (SIGSTOP) mid-stream for three ack waits while a
+// consumer runs and the producer's duplicates are in the stream: fetches
+// and acks time out meanwhile, the server redelivers what it had not seen
+// acknowledged once it runs again, and the totals are exact (nothing lost,
+// nothing applied twice).
+TEST_F(NatsConsumerTest,
+       ServerPausedLongerThanTheAckWaitLosesAndDoublesNothing) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.io_timeout = absl::Milliseconds(500);
+  options.reconnect_backoff = absl::Milliseconds(50);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  constexpr int kMessages = 600;
+  const ExpectedBalances expected = Produce(Ledger(53, kMessages, 10), 10, 10);
+  absl::Status run = test::RunThroughRestart(
+      **consumer, *engine, kMessages, absl::Microseconds(500),
+      [&] { test::PauseProcess(server_->pid(), 3 * options.ack_wait); },
+      [&] { return Drained(stream_, "d"); });
+  ASSERT_TRUE(run.ok()) << run;
+  EXPECT_GE((*consumer)->stats().broker_errors, 1)
+      << "the pause went unnoticed";
+  test::ExpectBalances(*engine, expected, true);
+}
+
+}  // namespace
+}  // namespace idem::nats
