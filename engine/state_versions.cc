@@ -93,6 +93,7 @@ StateVersions::Read StateVersions::ReadKey(std::string_view key,
   LayeredRead in_flight = ResolveLocked(key, read.version);
   if (in_flight.decided()) {
     read.in_flight = in_flight.value();
+    reads.read_in_flight_ = true;
   } else if (in_flight.has_merges()) {
     // Only merges in flight: once they landed, the store has the value
     // (commits queued since are later than the read, so its validation
@@ -128,6 +129,7 @@ StateVersions::RangeRead StateVersions::ReadRange(std::string_view begin,
       read.in_flight.Delete(it->first);
     }
   }
+  if (!read.in_flight.empty()) reads.read_in_flight_ = true;
   return read;
 }
 
@@ -247,6 +249,14 @@ void StateVersions::PublishAll() {
   absl::MutexLock lock(&mu_);
   floor_ = ++counter_;
   --all_pending_;
+}
+
+void StateVersions::AwaitAllPublished() {
+  absl::MutexLock lock(&mu_);
+  auto none_pending = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return all_pending_ == 0;
+  };
+  mu_.Await(absl::Condition(&none_pending));
 }
 
 size_t StateVersions::remembered() const {

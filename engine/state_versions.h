@@ -81,6 +81,9 @@ class StateReads {
     ranges_.push_back(Range{std::string(begin), std::string(end), version});
   }
   bool empty() const { return reads_.empty() && ranges_.empty(); }
+  // Whether a read found a value of a commit in flight (one not landed
+  // when it was read): the pass's outcome rests on that write landing.
+  bool read_in_flight() const { return read_in_flight_; }
   const std::vector<std::pair<std::string, uint64_t>>& reads() const {
     return reads_;
   }
@@ -91,6 +94,7 @@ class StateReads {
 
   std::vector<std::pair<std::string, uint64_t>> reads_;
   std::vector<Range> ranges_;
+  bool read_in_flight_ = false;
   // Set by the first read: the table keeps versions above `start_`.
   StateVersions* versions_ = nullptr;
   uint64_t start_ = 0;
@@ -154,6 +158,8 @@ class StateVersions {
   // is stale, and so is every read validated in between.
   void PendAll() ABSL_LOCKS_EXCLUDED(mu_);
   void PublishAll() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until every PendAll has been published.
+  void AwaitAllPublished() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The number of versions remembered (for tests).
   size_t remembered() const ABSL_LOCKS_EXCLUDED(mu_);
