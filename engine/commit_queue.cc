@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "engine/coding.h"
 #include "engine/tsan_scope.h"
 
@@ -52,21 +53,18 @@ void CommitQueue::SpinBriefly(const Writer* writer) const {
 
 rocksdb::Status CommitQueue::WriteGroup(rocksdb::DB* db,
                                         const std::vector<Writer*>& group) {
-  // Barriers (empty batches) write nothing: a group of only barriers lands
-  // at once, in its turn.
-  std::vector<rocksdb::WriteBatch*> batches;
   rocksdb::WriteOptions options;
   options.sync = sync_;
   try {
-    batches.reserve(group.size());
+    // Barriers (empty batches) write nothing: a group of only barriers
+    // lands at once, in its turn.
+    absl::InlinedVector<rocksdb::WriteBatch*, 8> batches;
     for (Writer* w : group) {
       if (w->batch_->Count() > 0) batches.push_back(w->batch_);
     }
     if (batches.empty()) return rocksdb::Status::OK();
     RocksWriteScope rocks_write;
-    if (batches.size() == 1) {
-      return db->Write(options, batches[0]);
-    }
+    if (batches.size() == 1) return db->Write(options, batches[0]);
     rocksdb::WriteBatch merged = MergeBatches(batches.data(), batches.size());
     return db->Write(options, &merged);
   } catch (const std::exception& e) {

@@ -21,9 +21,10 @@ EngineImpl::InFlightCommit::~InFlightCommit() {
   Publish();
 }
 
-void EngineImpl::InFlightCommit::Pend(const StateLayer& writes) {
+void EngineImpl::InFlightCommit::Pend(const StateLayer& writes,
+                                      StateReads& reads) {
   writes_ = &writes;
-  version_ = versions_->Pend(writes);
+  version_ = versions_->Pend(writes, &reads);
 }
 
 void EngineImpl::InFlightCommit::Queue() {
@@ -64,7 +65,7 @@ void EngineImpl::RerunTurn::Release() {
 }
 
 absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
-    CommitBuilder& commit, const StateReads& reads, const StoredOffsets& stored,
+    CommitBuilder& commit, StateReads& reads, const StoredOffsets& stored,
     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
     InFlightCommit& in_flight, bool priority) {
   PlainMutexLock order(&order_mu_);
@@ -114,7 +115,7 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   if (commit.emitted() > 0) {
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
-  in_flight.Pend(commit.state());
+  in_flight.Pend(commit.state(), reads);
   if (!hooks_.unordered_writes) in_flight.Queue();
   return Queued::kQueued;
 }

@@ -181,8 +181,9 @@ class EngineImpl : public Engine {
     ~InFlightCommit();
 
     // In the ordered critical section: registers `writes` (which must
-    // outlive this) as in flight, then queues the writer.
-    void Pend(const StateLayer& writes);
+    // outlive this) as in flight and closes the validated pass `reads`,
+    // then queues the writer.
+    void Pend(const StateLayer& writes, StateReads& reads);
     void Queue();
     // Waits for the queued writer's write (once): its status.
     rocksdb::Status Wait();
@@ -219,8 +220,7 @@ class EngineImpl : public Engine {
   // flight and queues its writer (both through `in_flight`). A commit
   // without `priority` that writes state yields while another has it.
   // Fails only as CommitBuilder::Build.
-  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit,
-                                     const StateReads& reads,
+  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit, StateReads& reads,
                                      const StoredOffsets& stored,
                                      rocksdb::WriteBatch& batch,
                                      rocksdb::WriteBatch& records,

@@ -23,6 +23,14 @@ void StateVersions::ClosePass(uint64_t start) {
   PruneLocked();
 }
 
+void StateVersions::ClosePassLocked(StateReads& reads) {
+  if (reads.versions_ == nullptr) return;
+  if (auto it = open_passes_.find(reads.start_); it != open_passes_.end()) {
+    open_passes_.erase(it);
+  }
+  reads.versions_ = nullptr;
+}
+
 LayeredRead StateVersions::ResolveLocked(std::string_view key,
                                          uint64_t version) const {
   // What the commits in flight at or below `version` say of the key,
@@ -179,19 +187,32 @@ bool StateVersions::Changed(const StateReads& reads, bool ranges) const {
   return false;
 }
 
-uint64_t StateVersions::Pend(const StateLayer& writes) {
-  if (writes.empty()) return 0;
+uint64_t StateVersions::Pend(const StateLayer& writes, StateReads* reads) {
+  if (writes.empty() && (reads == nullptr || reads->versions_ == nullptr)) {
+    return 0;
+  }
   absl::MutexLock lock(&mu_);
+  // Validated: nothing later can make its reads stale.
+  if (reads != nullptr) ClosePassLocked(*reads);
+  if (writes.empty()) {
+    PruneLocked();
+    return 0;
+  }
   const uint64_t version = ++counter_;
+  // Only a pass open now can hold a read noted below `version`.
+  const bool remember = !open_passes_.empty();
   for (const KeyRange& range : writes.ranges()) {
-    deleted_ranges_.emplace_back(version, range);
+    if (remember) deleted_ranges_.emplace_back(version, range);
     in_flight_ranges_.emplace_back(version, range);
   }
   for (const auto& [key, write] : writes.points()) {
-    versions_.insert_or_assign(key, version);
-    key_order_.emplace_back(version, key);
+    if (remember) {
+      versions_.insert_or_assign(key, version);
+      key_order_.emplace_back(version, key);
+    }
     in_flight_[key].push_back(InFlightWrite{version, write});
   }
+  PruneLocked();
   return version;
 }
 

@@ -23,7 +23,9 @@
 // later version. A spurious "changed" only costs a rerun. The versions
 // are kept while a pass that could be stale against them is open: those
 // at or below the version the oldest open pass started at are forgotten
-// (a pass starts at its first read), so the table holds what was written
+// (a pass starts at its first read, and ends when its commit, validated,
+// registers its writes, or is dropped), and a commit registered while no
+// pass is open is not remembered at all, so the table holds what was written
 // during the longest pass in flight, whatever the size of the keyspace.
 // Past kMaxKeys keys even so, it forgets all of them and treats every
 // older read as changed. Writers outside the handler path (imports,
@@ -147,8 +149,12 @@ class StateVersions {
 
   // Registers the writes of a commit about to be queued at a new version,
   // which it returns (0 for no writes); later reads see them until
-  // Publish(writes, version).
-  uint64_t Pend(const StateLayer& writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Publish(writes, version). With `reads` (the commit's pass, validated
+  // just before: Changed), closes that pass too. A version is remembered
+  // for validation only while some pass is open: a pass opened later notes
+  // a version at least as high.
+  uint64_t Pend(const StateLayer& writes, StateReads* reads = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The write of the commit registered by Pend(writes) at `version` has
   // landed or failed, and so has every commit queued before it.
   void Publish(const StateLayer& writes, uint64_t version)
@@ -178,6 +184,8 @@ class StateVersions {
   void OpenPass(StateReads& reads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The end of the pass opened at `start`.
   void ClosePass(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of `reads`'s pass, if open.
+  void ClosePassLocked(StateReads& reads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Reads `key` through the commits in flight at or below `version`:
   // decided, or undecided with merges (wait), or undecided (read the
