@@ -83,7 +83,9 @@ class CommitQueue {
   static constexpr std::chrono::microseconds kSpin{50};
 
   // Clears the failure that fails every write (after the store was
-  // reopened). REQUIRES: no writer is queued.
+  // reopened). REQUIRES: no writer is queued, and none that decided on a
+  // value of a failed write is still to be added (the engine holds its
+  // store lock exclusively: no commit in flight).
   void Reset() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Groups written, and writers in them, since construction.

@@ -140,6 +140,12 @@ absl::Status EngineImpl::RecoverIfNeeded() {
     store_ = std::move(*reopened);
     if (s.ok()) {
       syncer_.MarkDurable(recovered);
+      // The invariant that makes a dirty read impossible: the queue's
+      // failure is cleared only with the store lock held exclusively, so no
+      // commit is in flight. Every commit that read a value of a failed one
+      // (in flight, StateVersions) was queued behind it and has failed too;
+      // none can land on the reopened store.
+      store_mu_.AssertHeld();
       queue_.Reset();
       store_error_ = absl::OkStatus();
       needs_reopen_.store(false);
