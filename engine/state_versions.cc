@@ -45,7 +45,7 @@ LayeredRead StateVersions::ResolveLocked(std::string_view key,
   if (auto it = in_flight_.find(key); it != in_flight_.end()) {
     for (const InFlightWrite& write : it->second) {
       if (write.version <= version) {
-        said.push_back(Said{write.version, true, {&write.write, false}});
+        said.push_back(Said{write.version, true, {write.write, false}});
       }
     }
   }
@@ -210,7 +210,7 @@ uint64_t StateVersions::Pend(const StateLayer& writes, StateReads* reads) {
       versions_.insert_or_assign(key, version);
       key_order_.emplace_back(version, key);
     }
-    in_flight_[key].push_back(InFlightWrite{version, write});
+    in_flight_[key].push_back(InFlightWrite{version, &write});
   }
   PruneLocked();
   return version;

@@ -149,10 +149,11 @@ class StateVersions {
 
   // Registers the writes of a commit about to be queued at a new version,
   // which it returns (0 for no writes); later reads see them until
-  // Publish(writes, version). With `reads` (the commit's pass, validated
-  // just before: Changed), closes that pass too. A version is remembered
-  // for validation only while some pass is open: a pass opened later notes
-  // a version at least as high.
+  // Publish(writes, version). REQUIRES: `writes` is neither changed nor
+  // destroyed before Publish(writes, version) returns. With `reads` (the
+  // commit's pass, validated just before: Changed), closes that pass too. A
+  // version is remembered for validation only while some pass is open: a pass
+  // opened later notes a version at least as high.
   uint64_t Pend(const StateLayer& writes, StateReads* reads = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The write of the commit registered by Pend(writes) at `version` has
@@ -173,10 +174,11 @@ class StateVersions {
  private:
   friend class StateReads;
 
-  // A write of a commit in flight, and that commit's version.
+  // A write of a commit in flight, and that commit's version. The write
+  // is the commit's own, which lives until the commit is published.
   struct InFlightWrite {
     uint64_t version = 0;
-    StateWrite write;
+    const StateWrite* write = nullptr;
   };
   using Chain = absl::InlinedVector<InFlightWrite, 1>;  // oldest first
 
