@@ -1,10 +1,12 @@
 #include "engine/commit_queue.h"
 
 #include <chrono>
+#include <exception>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "engine/coding.h"
 #include "engine/tsan_scope.h"
 
@@ -49,6 +51,31 @@ void CommitQueue::SpinBriefly(const Writer* writer) const {
   }
 }
 
+rocksdb::Status CommitQueue::WriteGroup(rocksdb::DB* db,
+                                        const std::vector<Writer*>& group) {
+  rocksdb::WriteOptions options;
+  options.sync = sync_;
+  try {
+    // Barriers (empty batches) write nothing: a group of only barriers
+    // lands at once, in its turn.
+    absl::InlinedVector<rocksdb::WriteBatch*, 8> batches;
+    for (Writer* w : group) {
+      if (w->batch_->Count() > 0) batches.push_back(w->batch_);
+    }
+    if (batches.empty()) return rocksdb::Status::OK();
+    RocksWriteScope rocks_write;
+    if (batches.size() == 1) return db->Write(options, batches[0]);
+    rocksdb::WriteBatch merged = MergeBatches(batches.data(), batches.size());
+    return db->Write(options, &merged);
+  } catch (const std::exception& e) {
+    // An allocation failed (or the database threw): the group fails as a
+    // failed write does, so no writer is left waiting.
+    return rocksdb::Status::Aborted("the group write threw", e.what());
+  } catch (...) {
+    return rocksdb::Status::Aborted("the group write threw");
+  }
+}
+
 rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   // A group write takes microseconds: looking again for a while costs less
   // than going to sleep and being woken, which Await below does.
@@ -76,20 +103,7 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   // The queue is open meanwhile: commits decided now queue behind the group
   // and form the next one.
   rocksdb::Status s = failed;
-  if (s.ok()) {
-    rocksdb::WriteOptions options;
-    options.sync = sync_;
-    RocksWriteScope rocks_write;
-    if (group.size() == 1) {
-      s = db->Write(options, group[0]->batch_);
-    } else {
-      std::vector<const rocksdb::WriteBatch*> batches;
-      batches.reserve(group.size());
-      for (Writer* w : group) batches.push_back(w->batch_);
-      rocksdb::WriteBatch merged = MergeBatches(batches.data(), batches.size());
-      s = db->Write(options, &merged);
-    }
-  }
+  if (s.ok()) s = WriteGroup(db, group);
   absl::MutexLock lock(&mu_);
   if (!s.ok() && failed_.ok()) failed_ = s;
   if (failed.ok()) {

@@ -11,6 +11,10 @@
 // lands whole or not at all), and concurrent kSync commits share syncs
 // without any engine lock held through the sync.
 //
+// A writer whose batch is empty is a barrier: it writes nothing, and its
+// Wait returns once every write added before it has landed (or failed: then
+// it fails too).
+//
 // After a failed write every later writer fails with the same status,
 // without writing, until Reset: the engine then reopens the store, and
 // nothing decided on top of the failed commits (outbox positions, offsets)
@@ -28,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -78,7 +83,9 @@ class CommitQueue {
   static constexpr std::chrono::microseconds kSpin{50};
 
   // Clears the failure that fails every write (after the store was
-  // reopened). REQUIRES: no writer is queued.
+  // reopened). REQUIRES: no writer is queued, and none that decided on a
+  // value of a failed write is still to be added (the engine holds its
+  // store lock exclusively: no commit in flight).
   void Reset() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Groups written, and writers in them, since construction.
@@ -87,6 +94,10 @@ class CommitQueue {
 
  private:
   void SpinBriefly(const Writer* writer) const;
+  // Writes the batches of `group` as one write (none if every batch is
+  // empty). Never throws: an exception becomes a failed status.
+  rocksdb::Status WriteGroup(rocksdb::DB* db, const std::vector<Writer*>& group)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const bool sync_;
   mutable absl::Mutex mu_;

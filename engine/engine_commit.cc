@@ -16,11 +16,62 @@
 
 namespace idem {
 
+EngineImpl::InFlightCommit::~InFlightCommit() {
+  if (queued_ && !waited_) Wait().PermitUncheckedError();
+  Publish();
+}
+
+void EngineImpl::InFlightCommit::Pend(const StateLayer& writes,
+                                      StateReads& reads) {
+  writes_ = &writes;
+  version_ = versions_->Pend(writes, &reads);
+}
+
+void EngineImpl::InFlightCommit::Queue() {
+  queue_->Add(writer_);
+  queued_ = true;
+}
+
+rocksdb::Status EngineImpl::InFlightCommit::Wait() {
+  waited_ = true;
+  return queue_->Wait(db_, writer_);
+}
+
+void EngineImpl::InFlightCommit::Publish() {
+  if (writes_ == nullptr) return;
+  versions_->Publish(*writes_, version_);
+  writes_ = nullptr;
+}
+
+void EngineImpl::RerunTurn::TakePriority() {
+  {
+    PlainMutexLock order(&engine_->order_mu_);
+    engine_->priority_ = true;
+  }
+  priority_ = true;
+  // From here no write outside the handler path queues; those queued
+  // before land first, so that nothing invalidates the pass.
+  engine_->versions_.AwaitAllPublished();
+}
+
+void EngineImpl::RerunTurn::Release() {
+  if (priority_) {
+    PlainMutexLock order(&engine_->order_mu_);
+    engine_->priority_ = false;
+    priority_ = false;
+  }
+  if (held_) engine_->rerun_mu_.Unlock();
+  held_ = false;
+}
+
 absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
-    CommitBuilder& commit, const StateReads& reads, const StoredOffsets& stored,
+    CommitBuilder& commit, StateReads& reads, const StoredOffsets& stored,
     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
-    CommitQueue::Writer& writer, uint64_t& version) {
+    InFlightCommit& in_flight, bool priority) {
   PlainMutexLock order(&order_mu_);
+  // A commit whose handlers run with priority must not lose its reads to
+  // this one's writes.
+  if (priority_ && !priority && !commit.state().empty()) return Queued::kYield;
   // Every commit queued before this point precedes this one in the log, so
   // a handler read is current if no such commit changed its key since.
   if (!hooks_.skip_read_validation &&
@@ -44,7 +95,16 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   if (absl::Status s = commit.Build(latest, outbox, batch, records); !s.ok()) {
     return s;
   }
-  if (batch.Count() == 0) return Queued::kNothing;
+  if (batch.Count() == 0) {
+    // The handlers' outcomes may rest on values of commits in flight: wait
+    // for those to land, as a commit that writes does.
+    if (!reads.read_in_flight() || hooks_.skip_nothing_wait ||
+        hooks_.unordered_writes) {
+      return Queued::kNothing;
+    }
+    in_flight.Queue();
+    return Queued::kBarrier;
+  }
   commit.offsets().ForEach(
       [&](const std::string& key,
           int64_t offset) ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_) {
@@ -55,28 +115,30 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   if (commit.emitted() > 0) {
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
-  version = versions_.Pend(commit.state());
-  if (!hooks_.unordered_writes) queue_.Add(&writer);
+  in_flight.Pend(commit.state(), reads);
+  if (!hooks_.unordered_writes) in_flight.Queue();
   return Queued::kQueued;
 }
 
-absl::Status EngineImpl::AwaitWrite(Store& store, CommitQueue::Writer& writer,
+absl::Status EngineImpl::AwaitWrite(Store& store, InFlightCommit& in_flight,
                                     rocksdb::WriteBatch& batch,
                                     uint64_t failed_syncs) {
+  rocksdb::Status s;
   if (hooks_.unordered_writes) {
     // Every other commit pauses first, so later ones overtake it.
     static std::atomic<uint64_t> commits{0};
     if (commits.fetch_add(1) % 2 == 0) absl::SleepFor(absl::Microseconds(300));
     rocksdb::WriteOptions options;
     options.sync = options_.durability == Durability::kSync;
-    rocksdb::Status s;
-    {
-      RocksWriteScope rocks_write;
-      s = store.db->Write(options, &batch);
-    }
-    return Landed(store, s, batch, failed_syncs);
+    RocksWriteScope rocks_write;
+    s = store.db->Write(options, &batch);
+  } else {
+    s = in_flight.Wait();
   }
-  return Landed(store, queue_.Wait(store.db, &writer), batch, failed_syncs);
+  in_flight.Publish();
+  // A barrier's wait: nothing of its own landed.
+  if (batch.Count() == 0 && s.ok()) return absl::OkStatus();
+  return Landed(store, s, batch, failed_syncs);
 }
 
 namespace {

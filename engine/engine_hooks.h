@@ -5,6 +5,7 @@
 #ifndef IDEM_ENGINE_ENGINE_HOOKS_H_
 #define IDEM_ENGINE_ENGINE_HOOKS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -41,6 +42,26 @@ struct EngineHooks {
   // a relay can see a later outbox position before an earlier one and skip
   // it (breaks "positions increase in commit order").
   bool unordered_writes = false;
+  // A commit that writes nothing returns without waiting for the commits in
+  // flight whose values its handlers read: the outcome it returns (a
+  // transient failure, say, decided on a balance read) can rest on a write
+  // that has not landed, and may never land (breaks "a handler's reads are
+  // of committed state" for the commits that write nothing).
+  bool skip_nothing_wait = false;
+  // A commit whose handlers keep losing conflicts never runs them with
+  // priority: a handler slower than the writers of its key runs again for
+  // as long as they keep writing (breaks the bound on reruns,
+  // EngineImpl::kMaxReruns).
+  bool no_rerun_priority = false;
+  // CompactExpired takes the store lock exclusively even when no expiry
+  // bucket has ended: it waits for a slow handler's commit, which holds the
+  // lock shared, and every commit after it waits behind it (breaks "a slow
+  // handler blocks no one", idem/txn.h).
+  bool compact_always_locks_store = false;
+  // Not a broken variant: called after a commit is queued, before it waits
+  // for its write. A test makes it throw, as an allocation failing there
+  // would, to show nothing is left in flight.
+  std::function<void()> after_queue;
   // Commits the state writes and offsets, then the dedupe records, in two
   // separate writes (breaks atomicity, guarantee 2).
   bool split_commit = false;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
@@ -141,6 +142,12 @@ absl::Status EngineImpl::RecoverIfNeeded() {
     store_ = std::move(*reopened);
     if (s.ok()) {
       syncer_.MarkDurable(recovered);
+      // The invariant that makes a dirty read impossible: the queue's
+      // failure is cleared only with the store lock held exclusively, so no
+      // commit is in flight. Every commit that read a value of a failed one
+      // (in flight, StateVersions) was queued behind it and has failed too;
+      // none can land on the reopened store.
+      store_mu_.AssertHeld();
       queue_.Reset();
       store_error_ = absl::OkStatus();
       needs_reopen_.store(false);
@@ -401,9 +408,12 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   }
 
   // Handlers run again while a read went stale, taking turns with other
-  // handlers that run again.
-  RerunTurn rerun_turn(&rerun_mu_);
-  for (;;) {
+  // handlers that run again, with priority after kRerunsBeforePriority.
+  RerunTurn rerun_turn(this);
+  for (int reruns = 0;; ++reruns) {
+    if (reruns == kRerunsBeforePriority && !hooks_.no_rerun_priority) {
+      rerun_turn.TakePriority();
+    }
     CommitBuilder commit(store.state, store.offsets, store.outbox);
     commit.Reserve(messages.size());
     DuplicateAges ages;
@@ -437,13 +447,20 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     std::optional<rocksdb::WriteBatch> split_records;
     if (hooks_.split_commit) split_records.emplace();
     CommitQueue::Writer writer(&batch);
+    InFlightCommit in_flight(&queue_, &versions_, store.db, &writer);
     // Before the commit can join a group write: a sync failing after this
     // may be this commit's.
     const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-    uint64_t version = 0;
-    absl::StatusOr<Queued> queued = QueueCommit(
-        commit, reads, *stored_offsets, batch,
-        split_records.has_value() ? *split_records : batch, writer, version);
+    auto queue = [&] {
+      return QueueCommit(commit, reads, *stored_offsets, batch,
+                         split_records.has_value() ? *split_records : batch,
+                         in_flight, rerun_turn.priority());
+    };
+    absl::StatusOr<Queued> queued = queue();
+    while (queued.ok() && *queued == Queued::kYield) {
+      rerun_turn.AwaitPriority();
+      queued = queue();
+    }
     if (!queued.ok()) return queued.status();
     if (*queued == Queued::kStale) {
       handler_reruns_.fetch_add(ages.handlers, std::memory_order_relaxed);
@@ -451,12 +468,17 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       continue;
     }
     rerun_turn.Release();
-    if (*queued == Queued::kQueued) {
+    if (hooks_.after_queue) hooks_.after_queue();
+    if (*queued == Queued::kBarrier) {
+      if (absl::Status s = AwaitWrite(store, in_flight, batch, failed_syncs);
+          !s.ok()) {
+        return s;
+      }
+    } else if (*queued == Queued::kQueued) {
       // A duration, not an expiry decision: the steady clock, not
       // Options::clock.
       const auto write_start = std::chrono::steady_clock::now();
-      absl::Status written = AwaitWrite(store, writer, batch, failed_syncs);
-      versions_.Publish(commit.state(), version);
+      absl::Status written = AwaitWrite(store, in_flight, batch, failed_syncs);
       if (!written.ok()) return written;
       absl::MutexLock lock(&durations_mu_);
       commit_micros_.Add(std::chrono::duration<double, std::micro>(
@@ -492,15 +514,25 @@ absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
   CommitQueue::Writer writer(batch);
   const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
   bool writes_state = false;
-  {
-    PlainMutexLock order(&order_mu_);
-    writes_state = NoteQueuedWrites(store, *batch);
-    if (writes_state) versions_.PendAll();
-    queue_.Add(&writer);
+  for (;;) {
+    {
+      PlainMutexLock order(&order_mu_);
+      // Its keys unknown, it waits while a commit's handlers run with
+      // priority.
+      if (!priority_) {
+        writes_state = NoteQueuedWrites(store, *batch);
+        if (writes_state) versions_.PendAll();
+        queue_.Add(&writer);
+        break;
+      }
+    }
+    RerunTurn(this).AwaitPriority();
   }
-  rocksdb::Status s = queue_.Wait(store.db, &writer);
-  if (writes_state) versions_.PublishAll();
-  return Landed(store, s, *batch, failed_syncs);
+  // Published whatever ends the wait.
+  absl::Cleanup publish = [&] {
+    if (writes_state) versions_.PublishAll();
+  };
+  return Landed(store, queue_.Wait(store.db, &writer), *batch, failed_syncs);
 }
 
 absl::Status EngineImpl::Landed(Store& store, const rocksdb::Status& s,

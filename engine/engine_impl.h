@@ -64,6 +64,17 @@ class EngineImpl : public Engine {
              std::unique_ptr<Store> store, const OutboxCursor& outbox);
   ~EngineImpl() override;
 
+  // A commit whose handlers lose a conflict this many times runs them again
+  // with priority: until it queues, commits that write state wait before
+  // they queue (their handlers have run already), and so do writes outside
+  // the handler path.
+  static constexpr int kRerunsBeforePriority = 3;
+  // The bound on a commit's reruns (docs/design.md, "Concurrency"): its
+  // pass with priority starts once the writes outside the handler path
+  // queued before it have landed, and nothing can invalidate it (unless
+  // StateVersions forgets at kMaxKeys versions).
+  static constexpr int kMaxReruns = kRerunsBeforePriority;
+
   absl::StatusOr<Result> Process(const Message& message,
                                  Handler handler) override;
   absl::StatusOr<std::vector<Result>> ProcessBatch(
@@ -156,10 +167,53 @@ class EngineImpl : public Engine {
   absl::Status MarkMergeFormat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
 
+  // A commit from its queueing to its landing. Whatever ends the commit
+  // path, a return or an exception (an allocation failing), its destructor
+  // waits for the queued writer (the queue points to it, and the writers
+  // behind it wait for it) and then publishes the pended state writes (a
+  // read of a key they merge into waits for that), so nothing is left in
+  // flight. A commit ended by an exception may have landed: its caller
+  // learns no outcome, as with kUnknown, and a redelivery is a duplicate.
+  // Not thread-safe: one commit's.
+  class InFlightCommit {
+   public:
+    InFlightCommit(CommitQueue* queue, StateVersions* versions, rocksdb::DB* db,
+                   CommitQueue::Writer* writer)
+        : queue_(queue), versions_(versions), db_(db), writer_(writer) {}
+    InFlightCommit(const InFlightCommit&) = delete;
+    InFlightCommit& operator=(const InFlightCommit&) = delete;
+    ~InFlightCommit();
+
+    // In the ordered critical section: registers `writes` (which must
+    // outlive this) as in flight and closes the validated pass `reads`,
+    // then queues the writer.
+    void Pend(const StateLayer& writes, StateReads& reads);
+    void Queue();
+    // Waits for the queued writer's write (once): its status.
+    rocksdb::Status Wait();
+    // Publishes the pended writes (once).
+    void Publish();
+
+   private:
+    CommitQueue* const queue_;
+    StateVersions* const versions_;
+    rocksdb::DB* const db_;
+    CommitQueue::Writer* const writer_;
+    const StateLayer* writes_ = nullptr;
+    uint64_t version_ = 0;
+    bool queued_ = false;
+    bool waited_ = false;
+  };
+
   // What QueueCommit did.
   enum class Queued {
     kStale,    // a read of `reads` may be stale: run the handlers again
+    kYield,    // another commit's handlers run with priority: wait for its
+               // turn to end (RerunTurn::AwaitPriority), then queue again
     kNothing,  // the commit writes nothing: nothing queued
+    kBarrier,  // it writes nothing, but its handlers read values of
+               // commits in flight: its empty writer is queued behind
+               // them, wait for it
     kQueued,   // `writer` is queued: wait for it
   };
   // The ordered critical section of a commit: validates `reads`, then builds
@@ -167,40 +221,52 @@ class EngineImpl : public Engine {
   // except for the split_commit hook) at the next outbox positions and with
   // each partition's offset only if above the latest one queued or stored
   // (`stored`: read before the handlers), registers its state writes as in
-  // flight (at `version`, for StateVersions::Publish) and queues `writer`
-  // (which holds `batch`). Fails only as CommitBuilder::Build.
-  absl::StatusOr<Queued> QueueCommit(
-      CommitBuilder& commit, const StateReads& reads,
-      const StoredOffsets& stored, rocksdb::WriteBatch& batch,
-      rocksdb::WriteBatch& records, CommitQueue::Writer& writer,
-      uint64_t& version) ABSL_LOCKS_EXCLUDED(order_mu_);
+  // flight and queues its writer (both through `in_flight`). A commit
+  // without `priority` that writes state yields while another has it.
+  // Fails only as CommitBuilder::Build.
+  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit, StateReads& reads,
+                                     const StoredOffsets& stored,
+                                     rocksdb::WriteBatch& batch,
+                                     rocksdb::WriteBatch& records,
+                                     InFlightCommit& in_flight, bool priority)
+      ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // Holds rerun_mu_ from Take until Release or its end: the turn of a
-  // commit whose handlers run again.
+  // commit whose handlers run again; with TakePriority, the turn holds
+  // priority too (priority_ under order_mu_), which Release gives up.
   class RerunTurn {
    public:
-    explicit RerunTurn(absl::Mutex* mu) : mu_(mu) {}
+    explicit RerunTurn(EngineImpl* engine) : engine_(engine) {}
     RerunTurn(const RerunTurn&) = delete;
     RerunTurn& operator=(const RerunTurn&) = delete;
     ~RerunTurn() { Release(); }
     void Take() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (!held_) mu_->Lock();
+      if (!held_) engine_->rerun_mu_.Lock();
       held_ = true;
     }
-    void Release() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      if (held_) mu_->Unlock();
-      held_ = false;
+    // REQUIRES: taken.
+    void TakePriority();
+    bool priority() const { return priority_; }
+    void Release() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+    // Waits until the commit with priority has queued (QueueCommit said
+    // kYield). REQUIRES: not taken (the commit with priority holds
+    // rerun_mu_).
+    void AwaitPriority() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      engine_->rerun_mu_.Lock();
+      engine_->rerun_mu_.Unlock();
     }
 
    private:
-    absl::Mutex* const mu_;
+    EngineImpl* const engine_;
     bool held_ = false;
+    bool priority_ = false;
   };
 
-  // Waits for the queued `writer` (holding `batch`) to land: OK, or the
-  // write's error as Landed gives it (`failed_syncs`: the WAL's failed
-  // syncs counted before the commit was queued).
-  absl::Status AwaitWrite(Store& store, CommitQueue::Writer& writer,
+  // Waits for the write of `in_flight` (holding `batch`) to land, then
+  // publishes its state writes: OK, or the write's error as Landed gives it
+  // (`failed_syncs`: the WAL's failed syncs counted before the commit was
+  // queued). An empty `batch` (a barrier) only waits.
+  absl::Status AwaitWrite(Store& store, InFlightCommit& in_flight,
                           rocksdb::WriteBatch& batch, uint64_t failed_syncs)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
@@ -461,6 +527,8 @@ class EngineImpl : public Engine {
   // Cleared when the store is reopened.
   absl::flat_hash_map<std::string, int64_t> queued_offsets_
       ABSL_GUARDED_BY(order_mu_);
+  // Whether a commit's handlers run with priority (RerunTurn::TakePriority).
+  bool priority_ ABSL_GUARDED_BY(order_mu_) = false;
   // IDs in flight, the versions of state keys, and the group commit.
   InflightIds inflight_;
   StateVersions versions_;

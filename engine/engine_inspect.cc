@@ -269,14 +269,28 @@ absl::Status EngineImpl::CompactExpired() {
     // Before the store lock, as on the commit path.
     absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
     if (!now_micros.ok()) return now_micros.status();
-    absl::MutexLock store_lock(&store_mu_);
-    absl::StatusOr<Store*> store = CurrentStore();
-    if (!store.ok()) return store.status();
-    if (absl::Status s = (*store)->read_only
-                             ? absl::OkStatus()
-                             : DropEndedBuckets(**store, *now_micros);
-        !s.ok()) {
-      return s;
+    // Taking the store lock exclusively waits for every commit in flight,
+    // a slow handler's included, and holds back every commit behind it
+    // meanwhile: only when a bucket has ended.
+    bool drop = false;
+    {
+      absl::ReaderMutexLock store_lock(&store_mu_);
+      absl::StatusOr<Store*> store = CurrentStore();
+      if (!store.ok()) return store.status();
+      drop = !(*store)->read_only &&
+             (hooks_.compact_always_locks_store ||
+              HasExpiredBuckets(**store, BucketDropHorizon(*now_micros)));
+    }
+    if (drop) {
+      absl::MutexLock store_lock(&store_mu_);
+      absl::StatusOr<Store*> store = CurrentStore();
+      if (!store.ok()) return store.status();
+      if (absl::Status s = (*store)->read_only
+                               ? absl::OkStatus()
+                               : DropEndedBuckets(**store, *now_micros);
+          !s.ok()) {
+        return s;
+      }
     }
   }
   ReadLock lock(this);

@@ -18,6 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "engine/record.h"
@@ -42,7 +43,7 @@ class InflightIds {
    private:
     friend class InflightIds;
     InflightIds* table_ = nullptr;
-    std::vector<RecordKey> keys_;
+    absl::InlinedVector<RecordKey, 1> keys_;
   };
 
   InflightIds() = default;

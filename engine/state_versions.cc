@@ -23,6 +23,14 @@ void StateVersions::ClosePass(uint64_t start) {
   PruneLocked();
 }
 
+void StateVersions::ClosePassLocked(StateReads& reads) {
+  if (reads.versions_ == nullptr) return;
+  if (auto it = open_passes_.find(reads.start_); it != open_passes_.end()) {
+    open_passes_.erase(it);
+  }
+  reads.versions_ = nullptr;
+}
+
 LayeredRead StateVersions::ResolveLocked(std::string_view key,
                                          uint64_t version) const {
   // What the commits in flight at or below `version` say of the key,
@@ -37,7 +45,7 @@ LayeredRead StateVersions::ResolveLocked(std::string_view key,
   if (auto it = in_flight_.find(key); it != in_flight_.end()) {
     for (const InFlightWrite& write : it->second) {
       if (write.version <= version) {
-        said.push_back(Said{write.version, true, {&write.write, false}});
+        said.push_back(Said{write.version, true, {write.write, false}});
       }
     }
   }
@@ -93,6 +101,7 @@ StateVersions::Read StateVersions::ReadKey(std::string_view key,
   LayeredRead in_flight = ResolveLocked(key, read.version);
   if (in_flight.decided()) {
     read.in_flight = in_flight.value();
+    reads.read_in_flight_ = true;
   } else if (in_flight.has_merges()) {
     // Only merges in flight: once they landed, the store has the value
     // (commits queued since are later than the read, so its validation
@@ -128,6 +137,7 @@ StateVersions::RangeRead StateVersions::ReadRange(std::string_view begin,
       read.in_flight.Delete(it->first);
     }
   }
+  if (!read.in_flight.empty()) reads.read_in_flight_ = true;
   return read;
 }
 
@@ -177,19 +187,32 @@ bool StateVersions::Changed(const StateReads& reads, bool ranges) const {
   return false;
 }
 
-uint64_t StateVersions::Pend(const StateLayer& writes) {
-  if (writes.empty()) return 0;
+uint64_t StateVersions::Pend(const StateLayer& writes, StateReads* reads) {
+  if (writes.empty() && (reads == nullptr || reads->versions_ == nullptr)) {
+    return 0;
+  }
   absl::MutexLock lock(&mu_);
+  // Validated: nothing later can make its reads stale.
+  if (reads != nullptr) ClosePassLocked(*reads);
+  if (writes.empty()) {
+    PruneLocked();
+    return 0;
+  }
   const uint64_t version = ++counter_;
+  // Only a pass open now can hold a read noted below `version`.
+  const bool remember = !open_passes_.empty();
   for (const KeyRange& range : writes.ranges()) {
-    deleted_ranges_.emplace_back(version, range);
+    if (remember) deleted_ranges_.emplace_back(version, range);
     in_flight_ranges_.emplace_back(version, range);
   }
   for (const auto& [key, write] : writes.points()) {
-    versions_.insert_or_assign(key, version);
-    key_order_.emplace_back(version, key);
-    in_flight_[key].push_back(InFlightWrite{version, write});
+    if (remember) {
+      versions_.insert_or_assign(key, version);
+      key_order_.emplace_back(version, key);
+    }
+    in_flight_[key].push_back(InFlightWrite{version, &write});
   }
+  PruneLocked();
   return version;
 }
 
@@ -247,6 +270,14 @@ void StateVersions::PublishAll() {
   absl::MutexLock lock(&mu_);
   floor_ = ++counter_;
   --all_pending_;
+}
+
+void StateVersions::AwaitAllPublished() {
+  absl::MutexLock lock(&mu_);
+  auto none_pending = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return all_pending_ == 0;
+  };
+  mu_.Await(absl::Condition(&none_pending));
 }
 
 size_t StateVersions::remembered() const {

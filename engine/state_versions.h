@@ -23,7 +23,9 @@
 // later version. A spurious "changed" only costs a rerun. The versions
 // are kept while a pass that could be stale against them is open: those
 // at or below the version the oldest open pass started at are forgotten
-// (a pass starts at its first read), so the table holds what was written
+// (a pass starts at its first read, and ends when its commit, validated,
+// registers its writes, or is dropped), and a commit registered while no
+// pass is open is not remembered at all, so the table holds what was written
 // during the longest pass in flight, whatever the size of the keyspace.
 // Past kMaxKeys keys even so, it forgets all of them and treats every
 // older read as changed. Writers outside the handler path (imports,
@@ -81,6 +83,9 @@ class StateReads {
     ranges_.push_back(Range{std::string(begin), std::string(end), version});
   }
   bool empty() const { return reads_.empty() && ranges_.empty(); }
+  // Whether a read found a value of a commit in flight (one not landed
+  // when it was read): the pass's outcome rests on that write landing.
+  bool read_in_flight() const { return read_in_flight_; }
   const std::vector<std::pair<std::string, uint64_t>>& reads() const {
     return reads_;
   }
@@ -91,6 +96,7 @@ class StateReads {
 
   std::vector<std::pair<std::string, uint64_t>> reads_;
   std::vector<Range> ranges_;
+  bool read_in_flight_ = false;
   // Set by the first read: the table keeps versions above `start_`.
   StateVersions* versions_ = nullptr;
   uint64_t start_ = 0;
@@ -143,8 +149,13 @@ class StateVersions {
 
   // Registers the writes of a commit about to be queued at a new version,
   // which it returns (0 for no writes); later reads see them until
-  // Publish(writes, version).
-  uint64_t Pend(const StateLayer& writes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Publish(writes, version). REQUIRES: `writes` is neither changed nor
+  // destroyed before Publish(writes, version) returns. With `reads` (the
+  // commit's pass, validated just before: Changed), closes that pass too. A
+  // version is remembered for validation only while some pass is open: a pass
+  // opened later notes a version at least as high.
+  uint64_t Pend(const StateLayer& writes, StateReads* reads = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The write of the commit registered by Pend(writes) at `version` has
   // landed or failed, and so has every commit queued before it.
   void Publish(const StateLayer& writes, uint64_t version)
@@ -154,6 +165,8 @@ class StateVersions {
   // is stale, and so is every read validated in between.
   void PendAll() ABSL_LOCKS_EXCLUDED(mu_);
   void PublishAll() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until every PendAll has been published.
+  void AwaitAllPublished() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The number of versions remembered (for tests).
   size_t remembered() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -161,10 +174,11 @@ class StateVersions {
  private:
   friend class StateReads;
 
-  // A write of a commit in flight, and that commit's version.
+  // A write of a commit in flight, and that commit's version. The write
+  // is the commit's own, which lives until the commit is published.
   struct InFlightWrite {
     uint64_t version = 0;
-    StateWrite write;
+    const StateWrite* write = nullptr;
   };
   using Chain = absl::InlinedVector<InFlightWrite, 1>;  // oldest first
 
@@ -172,6 +186,8 @@ class StateVersions {
   void OpenPass(StateReads& reads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The end of the pass opened at `start`.
   void ClosePass(uint64_t start) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of `reads`'s pass, if open.
+  void ClosePassLocked(StateReads& reads) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Reads `key` through the commits in flight at or below `version`:
   // decided, or undecided with merges (wait), or undecided (read the

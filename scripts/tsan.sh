@@ -21,9 +21,15 @@ case "${1:-}" in
   *) echo "usage: scripts/tsan.sh [--build-only]" >&2; exit 2 ;;
 esac
 # First two binaries: the engine's concurrency_test, parallel_commit_test,
-# inflight_ids_test, commit_queue_test, state_versions_test and
-# state_serializable_test (scans validated as ranges, range deletions), and
-# the
+# inflight_ids_test, commit_queue_test, state_versions_test,
+# state_serializable_test (scans validated as ranges, range deletions) and
+# engine_commit_test (the path of a commit that writes nothing, a throw
+# between queueing and landing, bounded reruns, CompactExpired during a slow
+# handler; its broken twins are left out here to bound the run, and so are
+# its commits racing the expiry sweep and a reopen: the flushes and log
+# purges they start run on RocksDB's background threads, ordered by its
+# uninstrumented locks, and TSan reports their use of idem's file wrappers
+# and info log as races, as it does for the kill tests below), and the
 # Kafka consumer's workers (kafka_parallel_runner_test: lanes, and groups
 # through a real engine; the consumer itself cannot run under TSan with
 # Debian's librdkafka, see tests/CMakeLists.txt).
@@ -41,6 +47,7 @@ esac
 # factory's clock in engine/ttl_filter.cc) as races.
 tests=(idem_concurrency_tests idem_kafka_concurrency_tests)
 declare -A test_path=() test_args=()
+test_args[idem_concurrency_tests]=--gtest_filter=-EngineCommitBrokenVariantTest.*:*CommitsRacing*
 start=$(date +%s)
 echo "tsan: configuring and building in $build_dir/ (log: $build_dir/build.log)"
 mkdir -p "$build_dir"

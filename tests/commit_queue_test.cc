@@ -1,11 +1,14 @@
 // engine/commit_queue.h: merged batches keep every record in order; writes
 // land in the order they were added, whichever thread leads; a failed write
-// fails every later one until Reset.
+// fails every later one until Reset; an empty batch is a barrier that
+// writes nothing; a group write that throws fails its group instead of
+// leaving its writers asleep.
 
 #include "engine/commit_queue.h"
 
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
+#include "rocksdb/utilities/stackable_db.h"
 #include "util/temp_dir.h"
 
 namespace idem {
@@ -113,6 +117,50 @@ TEST(CommitQueueTest, AFailedWriteFailsEveryLaterOneUntilReset) {
   CommitQueue::Writer third(&batch);
   queue.Add(&third);
   EXPECT_TRUE(queue.Wait(db.get(), &third).ok());
+}
+
+TEST(CommitQueueTest, AnEmptyBatchWritesNothingAndLandsInItsTurn) {
+  util::TempDir dir;
+  std::unique_ptr<rocksdb::DB> db = OpenDb(dir.Sub("db"));
+  ASSERT_NE(db, nullptr);
+  CommitQueue queue(/*sync=*/false);
+  const rocksdb::SequenceNumber before = db->GetLatestSequenceNumber();
+  rocksdb::WriteBatch empty;
+  CommitQueue::Writer barrier(&empty);
+  queue.Add(&barrier);
+  EXPECT_TRUE(queue.Wait(db.get(), &barrier).ok());
+  EXPECT_EQ(db->GetLatestSequenceNumber(), before);
+  EXPECT_EQ(queue.writes(), 1u);
+}
+
+// A database whose writes throw, as an allocation failing inside one would.
+class ThrowingDb : public rocksdb::StackableDB {
+ public:
+  explicit ThrowingDb(rocksdb::DB* db) : rocksdb::StackableDB(db) {}
+  using rocksdb::StackableDB::Write;
+  rocksdb::Status Write(const rocksdb::WriteOptions&,
+                        rocksdb::WriteBatch*) override {
+    throw std::bad_alloc();
+  }
+};
+
+TEST(CommitQueueTest, AGroupWriteThatThrowsFailsItsGroupAndLaterWrites) {
+  util::TempDir dir;
+  std::unique_ptr<rocksdb::DB> db = OpenDb(dir.Sub("db"));
+  ASSERT_NE(db, nullptr);
+  ThrowingDb throwing(db.release());
+  CommitQueue queue(/*sync=*/false);
+  rocksdb::WriteBatch batch;
+  ASSERT_TRUE(batch.Put("k", "v").ok());
+  CommitQueue::Writer first(&batch);
+  CommitQueue::Writer second(&batch);
+  queue.Add(&first);
+  queue.Add(&second);
+  rocksdb::Status first_status;
+  EXPECT_NO_THROW(first_status = queue.Wait(&throwing, &first));
+  EXPECT_TRUE(first_status.IsAborted()) << first_status.ToString();
+  // Not left asleep: its group failed with the first, or it fails after.
+  EXPECT_EQ(queue.Wait(&throwing, &second).ToString(), first_status.ToString());
 }
 
 }  // namespace
