@@ -111,6 +111,10 @@ struct ConsumerHooks {
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.
   bool restore_in_callback = false;
+  // Broken: a rewind or restore's seek waits for librdkafka's replies (10 s
+  // asked, 10 ms waited by librdkafka 2.0.2, see ConsumerImpl::SeekTo) and
+  // stops the consumer for good when they come later.
+  bool seek_waits_for_replies = false;
 
   // Not a broken variant: lets transactional_output go without
   // changelog_topic (which Consumer::Create refuses), for tests whose every
