@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
+#include "kafka/partition_reader.h"
 
 namespace idem::kafka {
 
@@ -131,6 +132,11 @@ struct ConsumerHooks {
   // partitions (if > 0), as when they were made before it grew (the mock
   // cannot add partitions to a topic).
   int32_t changelog_topics_input_partitions = 0;
+  // Changelog mode: the hooks of the reader of the changelog and dedupe
+  // topics (checks, restores, standby copies): the mock keeps no last
+  // stable offset, so a test emulates an open transaction through them
+  // (and the broken variant that takes the last stable offset for the end).
+  PartitionReaderHooks changelog_reader;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.
