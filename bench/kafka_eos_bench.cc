@@ -31,7 +31,8 @@
 // this pace (about 200 outbox entries per 100 ms, below max_batch) that
 // round carries the record's output, so the figure is the record's.
 //
-//   build/bench/idem_kafka_bench --benchmark_filter='ConsumerTransactional|CommitToVisible'
+//   build/bench/idem_kafka_bench
+//       --benchmark_filter='ConsumerTransactional|CommitToVisible'
 //       --benchmark_counters_tabular=true   (one command line)
 
 #include <librdkafka/rdkafka.h>
@@ -150,7 +151,8 @@ struct Emitting {
     // Changelog mode: a partition's state goes under its prefix.
     PartitionTxn partition(txn, record.topic, record.partition);
     partition.Put(absl::StrCat("order/", std::string(record.id)), record.value);
-    txn.Emit(out_topic, record.id, absl::StrCat(absl::ToUnixNanos(absl::Now())));
+    txn.Emit(out_topic, record.id,
+             absl::StrCat(absl::ToUnixNanos(absl::Now())));
     return absl::OkStatus();
   }
 };
@@ -252,7 +254,8 @@ class VisibilityReader {
         return absl::InvalidArgumentError(error);
       }
     }
-    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, error, sizeof(error));
+    rd_kafka_t* rk =
+        rd_kafka_new(RD_KAFKA_CONSUMER, conf, error, sizeof(error));
     if (rk == nullptr) return absl::UnavailableError(error);
     rd_kafka_poll_set_consumer(rk);
     rd_kafka_topic_partition_list_t* list =
@@ -344,8 +347,7 @@ absl::StatusOr<std::vector<double>> VisibilityMillis(bool transactional) {
   if (!consumer.ok()) return consumer.status();
   auto producer = Producer::Create(EosCluster()->bootstrap_servers());
   if (!producer.ok()) return producer.status();
-  auto reader =
-      VisibilityReader::Start(EosCluster()->bootstrap_servers(), out);
+  auto reader = VisibilityReader::Start(EosCluster()->bootstrap_servers(), out);
   if (!reader.ok()) return reader.status();
   const Emitting handler{out};
   absl::Status ran;
@@ -358,8 +360,8 @@ absl::StatusOr<std::vector<double>> VisibilityMillis(bool transactional) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   const absl::Time paced_start = absl::Now();
-  const int total = static_cast<int>(
-      kPacedPerSecond * absl::ToDoubleSeconds(kPacedFor));
+  const int total =
+      static_cast<int>(kPacedPerSecond * absl::ToDoubleSeconds(kPacedFor));
   constexpr int kPerTick = 5;
   for (int i = 0; produced.ok() && i < total; i += kPerTick) {
     produced = (*producer)->Produce(InputRecords(input, "p", i, kPerTick));
@@ -405,7 +407,8 @@ void BM_CommitToVisible(benchmark::State& state) {
     absl::StatusOr<std::vector<double>> p = VisibilityMillis(false);
     absl::StatusOr<std::vector<double>> t = VisibilityMillis(true);
     if (!p.ok() || !t.ok()) {
-      state.SkipWithError((!p.ok() ? p.status() : t.status()).ToString().c_str());
+      state.SkipWithError(
+          (!p.ok() ? p.status() : t.status()).ToString().c_str());
       return;
     }
     plain.insert(plain.end(), p->begin(), p->end());
