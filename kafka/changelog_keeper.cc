@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<ChangelogKeeper>> ChangelogKeeper::Create(
   }
   ConfigList config = options.kafka_config;
   absl::StatusOr<std::unique_ptr<PartitionReader>> reader =
-      PartitionReader::Create(options.brokers, config);
+      PartitionReader::Create(options.brokers, config, hooks.changelog_reader);
   if (!reader.ok()) return reader.status();
   std::unique_ptr<Producer> direct;
   if (hooks.changelog_outside_commit) {

@@ -468,8 +468,18 @@ void ConsumerImpl::SeekTo(
     rd_kafka_topic_partition_list_add(seek.get(), tp.first.c_str(), tp.second)
         ->offset = offset;
   }
+  // The seeks are not waited for. librdkafka takes each seek's version
+  // barrier in this call, so from its return the consumer drops whatever
+  // was fetched before it, and the fetcher starts again at the offset once
+  // its broker thread serves the seek. And librdkafka 2.0.2 waits for the
+  // replies timeout_ms microseconds, not milliseconds
+  // (confluentinc/librdkafka#4230, fixed in 2.1.0): a wait of 10 s lasted
+  // 10 ms, so a broker thread busy for longer (a loaded machine, a
+  // reconnect after an outage) made a seek that takes effect anyway look
+  // failed, and the consumer stop for good.
+  const int wait_ms = hooks_.seek_waits_for_replies ? 10000 : 0;
   if (absl::Status s = FromKafkaErrorObject(
-          rd_kafka_seek_partitions(rk_.get(), seek.get(), 10000),
+          rd_kafka_seek_partitions(rk_.get(), seek.get(), wait_ms),
           "rewinding after a failed batch");
       !s.ok()) {
     // Without the rewind the records could be skipped: stop for good.

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
+#include "kafka/partition_reader.h"
 
 namespace idem::kafka {
 
@@ -111,6 +112,10 @@ struct ConsumerHooks {
   // rebalance callback (ignoring ConsumerOptions::restore_step_records), so
   // no partition is processed while another is restored.
   bool restore_in_callback = false;
+  // Broken: a rewind or restore's seek waits for librdkafka's replies (10 s
+  // asked, 10 ms waited by librdkafka 2.0.2, see ConsumerImpl::SeekTo) and
+  // stops the consumer for good when they come later.
+  bool seek_waits_for_replies = false;
 
   // Not a broken variant: lets transactional_output go without
   // changelog_topic (which Consumer::Create refuses), for tests whose every
@@ -127,6 +132,11 @@ struct ConsumerHooks {
   // partitions (if > 0), as when they were made before it grew (the mock
   // cannot add partitions to a topic).
   int32_t changelog_topics_input_partitions = 0;
+  // Changelog mode: the hooks of the reader of the changelog and dedupe
+  // topics (checks, restores, standby copies): the mock keeps no last
+  // stable offset, so a test emulates an open transaction through them
+  // (and the broken variant that takes the last stable offset for the end).
+  PartitionReaderHooks changelog_reader;
 };
 
 // Consumer::Create with hooks; Consumer::Create is this with {}.

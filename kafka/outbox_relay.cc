@@ -462,8 +462,9 @@ class OutboxRelayImpl final : public OutboxRelay {
     if (absl::Status s = SendTransactionOffsets(); !s.ok()) return s;
     // The progress record goes last in the second produce call (no round
     // trip of its own).
-    plan.records[1].push_back(RelayProgressRecord(
-        options_.progress_topic, options_.transactional_id, last));
+    plan.records[1].push_back(
+        RelayProgressRecord(options_.progress_topic, progress_partition_,
+                            options_.transactional_id, last));
     size_t delivered[2] = {0, 0};
     absl::Status published = txn_->Produce(plan.records[0], &delivered[0]);
     if (published.ok()) {
@@ -531,14 +532,15 @@ class OutboxRelayImpl final : public OutboxRelay {
             options_.brokers, config_, options_.transactional_id,
             options_.logger, options_.transaction_timeout, kTransactionTimeout);
     if (!txn.ok()) return txn.status();
-    absl::StatusOr<uint64_t> progress = ReadRelayProgress(
+    absl::StatusOr<RelayProgress> progress = ReadRelayProgress(
         options_.brokers, options_.kafka_config, options_.progress_topic,
         options_.transactional_id, kTransactionTimeout);
     if (!progress.ok()) return progress.status();
     if (restarted_) ++stats_.producer_restarts;
     restarted_ = true;
     txn_ = *std::move(txn);
-    published_up_to_ = hooks_.ignore_progress ? 0 : *progress;
+    published_up_to_ = hooks_.ignore_progress ? 0 : progress->position;
+    progress_partition_ = progress->partition;
     return absl::OkStatus();
   }
 
@@ -649,6 +651,8 @@ class OutboxRelayImpl final : public OutboxRelay {
   // (EndAtACommit): a Drain goes on.
   bool round_cut_ = false;
   uint64_t published_up_to_ = 0;
+  // The progress topic's partition of this relay's transactional.id.
+  int32_t progress_partition_ = 0;
   // Within a Drain: the next round's entries, read while the last round's
   // transaction committed (none after a failed round).
   std::optional<std::vector<OutboxEntry>> read_ahead_;

@@ -83,7 +83,9 @@ absl::StatusOr<int64_t> PartitionReader::DecidedEnd(const std::string& topic,
         GetWatermarks(topic, partition, timeout);
     if (!committed.ok()) return committed.status();
     int64_t stable = committed->high;
-    if (hooks_.stable_offset) stable = hooks_.stable_offset(stable, end);
+    if (hooks_.stable_offset) {
+      stable = hooks_.stable_offset(partition, stable, end);
+    }
     if (hooks_.stable_offset_is_the_end) return stable;
     if (stable >= end) return end;
     if (absl::Now() >= deadline) {

@@ -58,10 +58,11 @@ struct ReadProgress {
 // Stand-ins for tests: librdkafka's mock cluster keeps no last stable
 // offset (it equals the high watermark), and a broken variant.
 struct PartitionReaderHooks {
-  // If set, what the brokers answer for the last stable offset, given the
-  // real one and the end of the log, e.g. an offset before the end while an
-  // emulated transaction is open.
-  std::function<int64_t(int64_t stable, int64_t end)> stable_offset;
+  // If set, what the brokers answer for the last stable offset of
+  // `partition`, given the real one and the end of the log, e.g. an offset
+  // before the end while an emulated transaction is open.
+  std::function<int64_t(int32_t partition, int64_t stable, int64_t end)>
+      stable_offset;
   // Broken: a read ends at the last stable offset, as if nothing came after
   // it, rather than waiting for it to pass the end of the log.
   bool stable_offset_is_the_end = false;

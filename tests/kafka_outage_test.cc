@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -112,6 +113,18 @@ void Outage(MockCluster& cluster, OutageGate& gate) {
   ASSERT_TRUE(cluster.SetBrokerDown(-1, false).ok());
 }
 
+// What a consumer did, for a failure's message: where a stuck run stopped.
+std::string Progress(const ConsumerStats& stats) {
+  return absl::StrCat(
+      "records ", stats.records, ", batches ", stats.batches, ", assignments ",
+      stats.assignments, ", revocations ", stats.revocations,
+      ", restore checks ", stats.restore_checks, ", restores ", stats.restores,
+      ", restore steps ", stats.restore_steps, ", partitions restoring ",
+      stats.partitions_restoring, ", run retries ", stats.run_retries,
+      ", membership lost ", stats.membership_lost, ", Kafka errors ",
+      stats.kafka_errors, ", last: ", stats.last_kafka_error);
+}
+
 constexpr int kOutagePartitions = 3;
 constexpr char kOutageDownstream[] = "orders.out";
 
@@ -188,16 +201,25 @@ TEST_F(KafkaOutageChangelogTest, BrokerDownChangelogConsumerRidesItOut) {
     test::Stream second = test::MakeStream("second", 60);
     Produce(second);
     Append(all, second);
-    EXPECT_TRUE(WaitFor([&] { return Handled(*a) >= Handled(all); },
-                        absl::Seconds(120)))
-        << Handled(*a) << " of " << Handled(all) << " handled";
+    const bool handled = WaitFor([&] { return Handled(*a) >= Handled(all); },
+                                 absl::Seconds(120));
+    EXPECT_TRUE(handled) << Handled(*a) << " of " << Handled(all) << " handled";
     EXPECT_TRUE(WaitFor(
         [&] {
           auto pending = a->ReadOutbox(1);
           return pending.ok() && pending->empty();
         },
         absl::Seconds(60)));
-    EXPECT_TRUE(run.Stop().ok()) << "Run must ride the outage out";
+    const absl::Status ran = run.Stop();
+    EXPECT_TRUE(ran.ok()) << "Run must ride the outage out: " << ran;
+    if (!handled) {
+      std::string log;
+      for (const auto& [severity, line] : logger_.lines()) {
+        if (severity >= LogSeverity::kWarning)
+          absl::StrAppend(&log, line, "\n");
+      }
+      ADD_FAILURE() << Progress((*consumer)->stats()) << "\n" << log;
+    }
   }
   EXPECT_GE((*consumer)->stats().run_retries, 1)
       << "publishing never failed: no outage seen";

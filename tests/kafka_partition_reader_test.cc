@@ -67,8 +67,8 @@ class KafkaPartitionReaderTest : public ::testing::Test {
   // two records before the end, until `open_for` has passed.
   static PartitionReaderHooks OpenFor(absl::Duration open_for) {
     PartitionReaderHooks hooks;
-    hooks.stable_offset = [until = absl::Now() + open_for](int64_t stable,
-                                                           int64_t end) {
+    hooks.stable_offset = [until = absl::Now() + open_for](
+                              int32_t, int64_t stable, int64_t end) {
       return absl::Now() < until ? end - 2 : stable;
     };
     return hooks;

@@ -141,17 +141,17 @@ TEST_F(KafkaTransactionalTest,
   EXPECT_THAT(counts, SizeIs(25));
   EXPECT_THAT(test::NotOnce(counts), IsEmpty());
   // The progress topic holds each round's last position.
-  absl::StatusOr<uint64_t> progress = kafka::ReadRelayProgress(
+  absl::StatusOr<kafka::RelayProgress> progress = kafka::ReadRelayProgress(
       bed_.cluster->bootstrap_servers(), {{"log_level", "3"}}, kRelayProgress,
       "relay-1", absl::Seconds(10));
   ASSERT_TRUE(progress.ok()) << progress.status();
-  EXPECT_EQ(*progress, 25u);
+  EXPECT_EQ(progress->position, 25u);
   // Another relay's progress is its own.
   progress = kafka::ReadRelayProgress(bed_.cluster->bootstrap_servers(),
                                       {{"log_level", "3"}}, kRelayProgress,
                                       "relay-2", absl::Seconds(10));
   ASSERT_TRUE(progress.ok());
-  EXPECT_EQ(*progress, 0u);
+  EXPECT_EQ(progress->position, 0u);
 }
 
 // A relay stopped between a transaction's commit and its acknowledgement

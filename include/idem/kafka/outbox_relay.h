@@ -129,7 +129,8 @@ struct OutboxRelayOptions {
   // Default: 10 s.
   absl::Duration transaction_timeout = absl::Seconds(10);
   // With transactional_id: the topic where the relay records its progress
-  // (partition 0, key transactional_id; see kafka/relay_progress.h). It must
+  // (key transactional_id, on the partition its hash picks; see
+  // kafka/relay_progress.h and docs/outbox.md). It must
   // exist before Create (kNotFound otherwise) and should be compacted
   // (cleanup.policy=compact), since Create reads it from the start; many
   // relays may share it. Default: "idem.relay.progress".
