@@ -19,12 +19,17 @@ namespace idem {
 absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     CommitBuilder& commit, const StateReads& reads, const StoredOffsets& stored,
     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
-    CommitQueue::Writer& writer, uint64_t& version) {
+    CommitQueue::Writer& writer, uint64_t& version, TimerCommit* timers) {
   PlainMutexLock order(&order_mu_);
   // Every commit queued before this point precedes this one in the log, so
   // a handler read is current if no such commit changed its key since.
   if (!hooks_.skip_read_validation &&
       versions_.Changed(reads, !hooks_.skip_range_validation)) {
+    return Queued::kStale;
+  }
+  if (timers != nullptr && ((!hooks_.skip_read_validation &&
+                             timer_versions_.Changed(timers->reads)) ||
+                            timers->writes.Stale(stream_times_))) {
     return Queued::kStale;
   }
   // The offsets to compare with: the latest queued, else the stored one
@@ -44,6 +49,13 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   if (absl::Status s = commit.Build(latest, outbox, batch, records); !s.ok()) {
     return s;
   }
+  if (timers != nullptr) {
+    if (absl::Status s =
+            timers->writes.Build(timers->family, stream_times_, batch);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (batch.Count() == 0) return Queued::kNothing;
   commit.offsets().ForEach(
       [&](const std::string& key,
@@ -56,6 +68,9 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
   version = versions_.Pend(commit.state());
+  if (timers != nullptr) {
+    timers->version = timer_versions_.Pend(timers->writes.index());
+  }
   if (!hooks_.unordered_writes) queue_.Add(&writer);
   return Queued::kQueued;
 }

@@ -20,9 +20,11 @@ struct EngineHooks {
   // effect per ID under concurrency, guarantee 3).
   bool skip_inflight_ids = false;
   // Commits without validating the handlers' state reads
-  // (engine/state_versions.h): a handler that read a key another commit
-  // changed since still commits, so concurrent read-modify-writes lose
-  // updates (breaks serializable state).
+  // (engine/state_versions.h) or their reads of timers: a handler that read
+  // a key another commit changed since still commits, so concurrent
+  // read-modify-writes lose updates (breaks serializable state), and a fire
+  // that ran over a concurrent move of its timer deletes the moved one's
+  // index entry (breaks "a fire conflicts with a set of its key").
   bool skip_read_validation = false;
   // Validates the handlers' point reads but not the ranges their scans
   // read: a key inserted into a scanned range by a commit in between goes
@@ -60,6 +62,11 @@ struct EngineHooks {
   // Options::detect_conflicts has no effect: a conflicting redelivery is a
   // duplicate (breaks conflict detection).
   bool ignore_conflicts = false;
+  // FireTimers writes the fired timers' deletions in a write of their own,
+  // before the write of the handlers' effects: a crash or an I/O error in
+  // between loses a fire's effects with its timer (breaks "a timer's
+  // effects commit with its deletion").
+  bool fire_outside_commit = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

@@ -134,6 +134,8 @@ absl::Status EngineImpl::RecoverIfNeeded() {
       // was queued on top of the failed write never landed.
       PlainMutexLock order(&order_mu_);
       queued_offsets_.clear();
+      stream_times_.Clear();
+      timer_cursors_.Clear();
     }
     rocksdb::Status s = WriteSyncBarrier((*reopened)->db);
     store_ = std::move(*reopened);
@@ -244,8 +246,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   for (int changes = 0;; ++changes) {
     absl::StatusOr<int64_t> now_micros;
     RecordPlacements placements;
-    // Set by a commit whose merges need a newer store format.
-    bool needs_merge_format = false;
+    // Set by a commit whose merges or timers need a newer store format.
+    int needs_format = 0;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
@@ -257,16 +259,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       // A read-only store fails the commit itself.
       if ((*store)->read_only || changes == kMaxBucketChanges ||
           !BucketsChange(**store, placements, *now_micros)) {
-        absl::StatusOr<std::vector<Result>> results =
-            CommitBatch(**store, messages, placements, handler, *now_micros,
-                        needs_merge_format);
-        if (!needs_merge_format) return results;
+        absl::StatusOr<std::vector<Result>> results = CommitBatch(
+            **store, messages, placements, handler, *now_micros, needs_format);
+        if (needs_format == 0) return results;
       }
     }
     CommitLock commit_lock(this);
-    if (needs_merge_format) {
+    if (needs_format != 0) {
       // Once per store: its handlers run again on the marked store.
-      if (absl::Status s = MarkMergeFormat(); !s.ok()) return s;
+      if (absl::Status s = MarkFormat(needs_format); !s.ok()) return s;
       --changes;
       continue;
     }
@@ -276,12 +277,11 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   }
 }
 
-absl::Status EngineImpl::MarkMergeFormat() {
+absl::Status EngineImpl::MarkFormat(int version) {
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  if (absl::Status s =
-          MarkStoreFormat(**store, options_, parts_, kMergeFormatVersion);
+  if (absl::Status s = MarkStoreFormat(**store, options_, parts_, version);
       !s.ok()) {
     needs_reopen_.store(true);
     return s;
@@ -366,7 +366,7 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
-    int64_t now_micros, bool& needs_merge_format) {
+    int64_t now_micros, int& needs_format) {
   // The key of each message's record (its ID's hash, or its partition and
   // the hash), which also names the message's emits.
   absl::InlinedVector<RecordKey, 1> record_keys;
@@ -402,11 +402,16 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   // handlers that run again.
   RerunTurn rerun_turn(&rerun_mu_);
   for (;;) {
+    if (absl::Status s = LoadStreamTimes(store, messages); !s.ok()) return s;
     CommitBuilder commit(store.state, store.offsets, store.outbox);
     commit.Reserve(messages.size());
     DuplicateAges ages;
     StateReads reads;
+    TimerWrites timers;
+    StateReads timer_reads;
     HandlePass pass{.store = store,
+                    .timers = timers,
+                    .timer_reads = timer_reads,
                     .messages = messages,
                     .placements = placements,
                     .record_keys = record_keys,
@@ -422,9 +427,14 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     if (commit.state().has_merges() &&
         store.format_version < kMergeFormatVersion) {
       // Merge operands need format 4: mark the store, then run again.
-      needs_merge_format = true;
+      needs_format = kMergeFormatVersion;
       return results;
     }
+    if (!timers.empty() && store.format_version < kTimerFormatVersion) {
+      needs_format = kTimerFormatVersion;
+      return results;
+    }
+    TimerCommit timer_commit{timers, timer_reads, store.timers};
 
     // One WriteBatch: state, dedupe records and offsets commit together.
     // Sized for a dedupe record and a small state write per message, so
@@ -441,7 +451,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     uint64_t version = 0;
     absl::StatusOr<Queued> queued = QueueCommit(
         commit, reads, *stored_offsets, batch,
-        split_records.has_value() ? *split_records : batch, writer, version);
+        split_records.has_value() ? *split_records : batch, writer, version,
+        timers.empty() && timer_reads.empty() ? nullptr : &timer_commit);
     if (!queued.ok()) return queued.status();
     if (*queued == Queued::kStale) {
       handler_reruns_.fetch_add(ages.handlers, std::memory_order_relaxed);
@@ -455,6 +466,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       const auto write_start = std::chrono::steady_clock::now();
       absl::Status written = AwaitWrite(store, writer, batch, failed_syncs);
       versions_.Publish(commit.state(), version);
+      TimersLanded(timer_commit, written.ok());
       if (!written.ok()) return written;
       absl::MutexLock lock(&durations_mu_);
       commit_micros_.Add(std::chrono::duration<double, std::micro>(

@@ -293,6 +293,10 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   jsMsgMetaData* meta = nullptr;
   if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
     delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
+    // When the stream stored it, in nanoseconds since the epoch.
+    if (meta->Timestamp > 0) {
+      delivery.event_time = absl::FromUnixNanos(meta->Timestamp);
+    }
     if (meta->NumDelivered > 1) ++redelivered_;
     jsMsgMetaData_Destroy(meta);
   }

@@ -51,6 +51,8 @@ std::vector<Family> CountFamilies() {
       {"idem_broker_outbox_dead_lettered_total",
        field(&LoopStats::outbox_dead_lettered)},
       {"idem_broker_errors_total", field(&LoopStats::broker_errors)},
+      {"idem_broker_timers_fired_total", field(&LoopStats::timers_fired)},
+      {"idem_broker_timer_failures_total", field(&LoopStats::timer_failures)},
   };
 }
 
