@@ -27,9 +27,10 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
       versions_.Changed(reads, !hooks_.skip_range_validation)) {
     return Queued::kStale;
   }
-  if (timers != nullptr && ((!hooks_.skip_read_validation &&
-                             timer_versions_.Changed(timers->reads)) ||
-                            timers->writes.Stale(stream_times_))) {
+  if (timers != nullptr &&
+      ((!hooks_.skip_read_validation &&
+        timer_versions_.Changed(timers->reads)) ||
+       timers->writes.Stale(stream_times_, !hooks_.skip_read_validation))) {
     return Queued::kStale;
   }
   // The offsets to compare with: the latest queued, else the stored one

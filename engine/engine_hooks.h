@@ -22,9 +22,12 @@ struct EngineHooks {
   // Commits without validating the handlers' state reads
   // (engine/state_versions.h) or their reads of timers: a handler that read
   // a key another commit changed since still commits, so concurrent
-  // read-modify-writes lose updates (breaks serializable state), and a fire
+  // read-modify-writes lose updates (breaks serializable state), a fire
   // that ran over a concurrent move of its timer deletes the moved one's
-  // index entry (breaks "a fire conflicts with a set of its key").
+  // index entry (breaks "a fire conflicts with a set of its key"), and an
+  // event-time timer whose partition's stream time a concurrent commit
+  // moved past it is set anyway (breaks "a closed window cannot be
+  // re-armed").
   bool skip_read_validation = false;
   // Validates the handlers' point reads but not the ranges their scans
   // read: a key inserted into a scanned range by a commit in between goes

@@ -256,9 +256,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       if (!now_micros.ok()) return now_micros.status();
       // Each record's expiry and bucket, once for the whole commit.
       placements = PlaceRecords(options_, messages, *now_micros);
-      // A read-only store fails the commit itself.
-      if ((*store)->read_only || changes == kMaxBucketChanges ||
-          !BucketsChange(**store, placements, *now_micros)) {
+      // Messages that will write a stream time mark the store first, before
+      // their handlers run (so that these do not run again).
+      if (!(*store)->read_only &&
+          (*store)->format_version < kTimerFormatVersion &&
+          CarriesStreamTime(messages, *now_micros)) {
+        needs_format = kTimerFormatVersion;
+      } else if ((*store)->read_only || changes == kMaxBucketChanges ||
+                 !BucketsChange(**store, placements, *now_micros)) {
+        // A read-only store fails the commit itself.
         absl::StatusOr<std::vector<Result>> results = CommitBatch(
             **store, messages, placements, handler, *now_micros, needs_format);
         if (needs_format == 0) return results;
@@ -266,7 +272,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
     }
     CommitLock commit_lock(this);
     if (needs_format != 0) {
-      // Once per store: its handlers run again on the marked store.
+      // Once per store: its handlers run (again) on the marked store.
       if (absl::Status s = MarkFormat(needs_format); !s.ok()) return s;
       --changes;
       continue;

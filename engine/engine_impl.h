@@ -224,6 +224,9 @@ class EngineImpl : public Engine {
   // time, or with one beyond kMaxEventTimeAhead past `now_micros`.
   static std::optional<int64_t> StreamAdvance(const Message& message,
                                               int64_t now_micros);
+  // Whether a message of `messages` would advance its stream time.
+  static bool CarriesStreamTime(absl::Span<const Message> messages,
+                                int64_t now_micros);
 
   // What one round of FireTimers did: how many timers fired (committed),
   // the last queue key it fired, and a transient handler failure that

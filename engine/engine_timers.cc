@@ -115,6 +115,14 @@ std::optional<int64_t> EngineImpl::StreamAdvance(const Message& message,
   return micros;
 }
 
+bool EngineImpl::CarriesStreamTime(absl::Span<const Message> messages,
+                                   int64_t now_micros) {
+  return std::any_of(messages.begin(), messages.end(),
+                     [&](const Message& message) {
+                       return StreamAdvance(message, now_micros).has_value();
+                     });
+}
+
 absl::Status EngineImpl::LoadStreamTimes(Store& store,
                                          absl::Span<const Message> messages) {
   if (store.timers == nullptr) return absl::OkStatus();

@@ -59,10 +59,13 @@ bool TimerWrites::empty() const {
          stream_times_.empty();
 }
 
-bool TimerWrites::Stale(const StreamTimes& stream_times) const {
+bool TimerWrites::Stale(const StreamTimes& stream_times,
+                        bool event_timers) const {
   for (const auto& [partition, fire_at] : event_timers_) {
     std::optional<int64_t> latest = stream_times.Latest(partition);
-    if (!latest.has_value() || fire_at <= *latest) return true;
+    if (!latest.has_value() || (event_timers && fire_at <= *latest)) {
+      return true;
+    }
   }
   for (const auto& [partition, micros] : stream_times_) {
     if (!stream_times.Latest(partition).has_value()) return true;

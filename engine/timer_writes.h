@@ -70,9 +70,11 @@ class TimerWrites {
   bool empty() const;
 
   // Whether an event-time timer of the commit is at or below its
-  // partition's stream time in `stream_times` (then the commit runs again),
-  // or a partition it writes has no stream time loaded (the same).
-  bool Stale(const class StreamTimes& stream_times) const;
+  // partition's stream time in `stream_times` (then the commit runs again;
+  // not checked without `event_timers`, a broken variant's), or a partition
+  // it writes has no stream time loaded (the same).
+  bool Stale(const class StreamTimes& stream_times,
+             bool event_timers = true) const;
 
   // Adds the writes to `batch` in `family`: the queue entries, the index,
   // the dead-lettered timers, and each stream time that moves forward past
