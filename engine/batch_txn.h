@@ -60,9 +60,12 @@ struct TimerScope {
   // The timer writes of the commit so far (earlier messages or fires).
   const TimerWrites* batch = nullptr;
   StreamTimes* stream_times = nullptr;
-  // The partition (engine/timer_record.h) of the message or fired timer;
-  // empty for a message without a source (timers then fail).
+  // The partition (engine/timer_record.h) of the fired timer, or empty:
+  // then that of `source` and `partition`, the message's, made on first
+  // use (a message without a source has none: timers then fail).
   std::string partition_key;
+  std::string_view source;
+  int32_t partition = 0;
   // The message's own event time in microseconds, or kNoStreamTime.
   int64_t event_micros = kNoStreamTime;
 };
@@ -146,11 +149,14 @@ class BatchTxn : public Txn {
 
   // kFailedPrecondition unless the Txn has timers and a partition.
   absl::Status CheckTimers() const;
+  // The scope's partition key (empty for none), made on first use.
+  const std::string& TimerPartition() const;
 
   StateVersions* const versions_;
   StateReads* const reads_;
   StateLayer writes_;
   const TimerScope* timers_ = nullptr;
+  mutable std::string timer_partition_;  // TimerPartition's, once made
   TimerWrites timer_writes_;
   std::string result_;
   std::vector<Emitted> emitted_;

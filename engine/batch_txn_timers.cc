@@ -12,12 +12,20 @@
 
 namespace idem {
 
+const std::string& BatchTxn::TimerPartition() const {
+  if (!timers_->partition_key.empty()) return timers_->partition_key;
+  if (timer_partition_.empty() && !timers_->source.empty()) {
+    timer_partition_ = TimerPartitionKey(timers_->source, timers_->partition);
+  }
+  return timer_partition_;
+}
+
 absl::Status BatchTxn::CheckTimers() const {
   if (timers_ == nullptr || timers_->family == nullptr) {
     return absl::FailedPreconditionError(
         "timers need a store opened writable by a build that has them");
   }
-  if (timers_->partition_key.empty()) {
+  if (TimerPartition().empty()) {
     return absl::FailedPreconditionError(
         "timers belong to a (source, partition): this message has no source");
   }
@@ -25,14 +33,14 @@ absl::Status BatchTxn::CheckTimers() const {
 }
 
 absl::Time BatchTxn::stream_time() const {
-  if (timers_ == nullptr || timers_->partition_key.empty()) {
+  if (timers_ == nullptr || TimerPartition().empty()) {
     return absl::InfinitePast();
   }
   int64_t micros = std::max(timers_->event_micros,
-                            timers_->batch->StreamTime(timers_->partition_key));
+                            timers_->batch->StreamTime(TimerPartition()));
   if (timers_->family != nullptr) {
-    absl::StatusOr<int64_t> base = timers_->stream_times->Load(
-        db_, timers_->family, timers_->partition_key);
+    absl::StatusOr<int64_t> base =
+        timers_->stream_times->Load(db_, timers_->family, TimerPartition());
     if (!base.ok()) {
       // Kept: the commit fails on it (read_error) whatever the handler does.
       NoteReadError(base.status()).IgnoreError();
@@ -47,7 +55,7 @@ absl::Time BatchTxn::stream_time() const {
 absl::StatusOr<std::optional<TimerIndex>> BatchTxn::ReadTimer(
     std::string_view timer_key) {
   if (absl::Status s = CheckTimers(); !s.ok()) return s;
-  const std::string key = TimerIndexKey(timers_->partition_key, timer_key);
+  const std::string key = TimerIndexKey(TimerPartition(), timer_key);
   LayeredRead read;
   std::optional<std::string> value;
   if (read.Take(timer_writes_.index().Find(key)) ||
@@ -107,7 +115,7 @@ absl::Status BatchTxn::SetTimer(std::string_view timer_key, TimeDomain domain,
   }
   absl::StatusOr<std::optional<TimerIndex>> current = ReadTimer(timer_key);
   if (!current.ok()) return current.status();
-  const std::string& partition = timers_->partition_key;
+  const std::string& partition = TimerPartition();
   if (current->has_value()) {
     timer_writes_.DeleteQueued(TimerQueueKey(
         partition, (*current)->domain, (*current)->fire_at_micros, timer_key));
@@ -128,7 +136,7 @@ absl::Status BatchTxn::CancelTimer(std::string_view timer_key) {
   absl::StatusOr<std::optional<TimerIndex>> current = ReadTimer(timer_key);
   if (!current.ok()) return current.status();
   if (!current->has_value()) return absl::OkStatus();
-  const std::string& partition = timers_->partition_key;
+  const std::string& partition = TimerPartition();
   timer_writes_.DeleteQueued(TimerQueueKey(
       partition, (*current)->domain, (*current)->fire_at_micros, timer_key));
   timer_writes_.index().Delete(TimerIndexKey(partition, timer_key));

@@ -147,18 +147,17 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
   BatchTxn txn(&pass.commit.state(), pass.store.db, pass.store.state,
                &versions_, &pass.reads);
   txn.set_record_expires_at(absl::FromUnixMicros(placement.expiry_micros));
-  TimerScope timers{.family = pass.store.timers,
-                    .versions = &timer_versions_,
-                    .reads = &pass.timer_reads,
-                    .batch = &pass.timers,
-                    .stream_times = &stream_times_,
-                    .partition_key = {},
-                    .event_micros = kNoStreamTime};
-  if (!message.source.empty()) {
-    timers.partition_key = TimerPartitionKey(message.source, message.partition);
-    timers.event_micros =
-        StreamAdvance(message, pass.now_micros).value_or(kNoStreamTime);
-  }
+  TimerScope timers{
+      .family = pass.store.timers,
+      .versions = &timer_versions_,
+      .reads = &pass.timer_reads,
+      .batch = &pass.timers,
+      .stream_times = &stream_times_,
+      .partition_key = {},
+      .source = message.source,
+      .partition = message.partition,
+      .event_micros =
+          StreamAdvance(message, pass.now_micros).value_or(kNoStreamTime)};
   txn.set_timers(&timers);
   absl::Status status;
   ++pass.ages.handlers;

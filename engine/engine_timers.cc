@@ -126,10 +126,16 @@ bool EngineImpl::CarriesStreamTime(absl::Span<const Message> messages,
 absl::Status EngineImpl::LoadStreamTimes(Store& store,
                                          absl::Span<const Message> messages) {
   if (store.timers == nullptr) return absl::OkStatus();
+  const Message* last = nullptr;  // a batch is mostly runs of one partition
   for (const Message& message : messages) {
     if (message.source.empty() || message.event_time == absl::InfinitePast()) {
       continue;
     }
+    if (last != nullptr && message.source == last->source &&
+        message.partition == last->partition) {
+      continue;
+    }
+    last = &message;
     absl::StatusOr<int64_t> loaded = stream_times_.Load(
         store.db, store.timers,
         TimerPartitionKey(message.source, message.partition));
@@ -285,6 +291,8 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
                        .batch = &timers,
                        .stream_times = &stream_times_,
                        .partition_key = partition_key,
+                       .source = {},
+                       .partition = 0,
                        .event_micros = kNoStreamTime};
       txn.set_timers(&scope);
       const std::string index_key =
