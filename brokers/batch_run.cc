@@ -163,6 +163,7 @@ class BatchRun {
       message.partition = delivery.partition;
       message.offset = delivery.offset;
       message.ttl = options_.ttl;
+      message.event_time = delivery.event_time;
       messages.push_back(message);
     }
     return messages;

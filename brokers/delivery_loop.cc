@@ -1,5 +1,6 @@
 #include "idem/brokers/delivery_loop.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,7 +76,13 @@ DeliveryLoop::DeliveryLoop(Engine* engine, Broker* broker, LoopOptions options,
     : engine_(engine),
       broker_(broker),
       options_(std::move(options)),
-      hooks_(hooks) {}
+      hooks_(hooks) {
+  if (options_.timer_handler) {
+    timer_pump_ =
+        std::make_unique<TimerPump>(engine_, options_.timer_handler,
+                                    static_cast<size_t>(options_.max_batch));
+  }
+}
 
 absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
   BatchReport report;
@@ -120,7 +127,17 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
       if (absl::Status s = broker_->Ack(*batch); !s.ok()) return BrokerError(s);
       report.acked = report.received;
     }
-    // Step 4: publish what the batch (or an earlier one) emitted; the
+    // Step 4: fire the due timers, whose emits go with the batch's.
+    if (timer_pump_ != nullptr) {
+      for (const Delivery& delivery : *batch) {
+        if (!delivery.source.empty()) {
+          timer_partitions_.emplace(delivery.source, delivery.partition);
+        }
+      }
+      Timed timed(&engine_time);
+      FireTimers(report);
+    }
+    // Step 5: publish what the batch (or an earlier one) emitted; the
     // batch is handled whatever the relay does.
     if (options_.relay_outbox) report.outbox_error = Relay(report);
     return absl::OkStatus();
@@ -204,6 +221,17 @@ absl::Status DeliveryLoop::PublishOrDeadLetter(const OutboxEntry& entry,
                    last.ToString()));
 }
 
+void DeliveryLoop::FireTimers(BatchReport& report) {
+  for (const auto& [source, partition] : timer_partitions_) {
+    TimerPump::Pumped pumped =
+        timer_pump_->Pump(source, partition, absl::Now());
+    report.timers_fired += pumped.fired;
+    report.timer_failures += pumped.failures;
+    if (pumped.fired > 0)
+      report.timer_lag = std::max(report.timer_lag, pumped.lag);
+  }
+}
+
 LoopStats DeliveryLoop::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -236,6 +264,9 @@ void DeliveryLoop::Count(const BatchReport& report, absl::Duration engine_time,
   stats_.nacked += report.nacked;
   stats_.outbox_published += report.outbox_published;
   stats_.outbox_dead_lettered += report.outbox_dead_lettered;
+  stats_.timers_fired += report.timers_fired;
+  stats_.timer_failures += report.timer_failures;
+  stats_.timer_lag_sum += report.timer_lag;
   stats_.engine_time += engine_time;
   stats_.broker_time += broker_time;
 }

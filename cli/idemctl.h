@@ -35,6 +35,9 @@
 //   {"kind":"state","key":"...","value":"..."}           one per state entry
 //   {"kind":"dedupe","id_hash":"<32 hex digits>",
 //    "expires_at_unix_micros":N,"result":"..."}          one per live record
+//   {"kind":"stream_time","unix_micros":N}               if it has one
+//   {"kind":"timer","domain":"event"|"processing","timer_key":"...",
+//    "fire_at_unix_micros":N,"payload":"..."}            one per timer
 //   {"kind":"end","state_entries":N,"dedupe_records":N}
 // The first line names the partition and the last one counts the lines
 // between, so a truncated file is refused. State keys are as the handler

@@ -61,6 +61,30 @@ std::string DedupeLine(const PartitionRecord& record) {
   return j.str();
 }
 
+std::string StreamTimeLine(absl::Time stream_time) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Field("kind", "stream_time");
+  j.Field("unix_micros", absl::ToUnixMicros(stream_time));
+  j.EndObject();
+  return j.str();
+}
+
+std::string TimerLine(const TimerFire& timer) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Field("kind", "timer");
+  j.Field("domain",
+          timer.domain == TimeDomain::kEvent ? "event" : "processing");
+  j.Key("timer_key");
+  j.Bytes(timer.timer_key);
+  j.Field("fire_at_unix_micros", absl::ToUnixMicros(timer.fire_at));
+  j.Key("payload");
+  j.Bytes(timer.payload);
+  j.EndObject();
+  return j.str();
+}
+
 std::string EndLine(const PartitionSnapshot& snapshot) {
   JsonWriter j;
   j.BeginObject();
@@ -201,6 +225,54 @@ absl::Status ParseDedupeLine(const Json& line, PartitionSnapshot& out) {
   return absl::OkStatus();
 }
 
+absl::Status ParseStreamTimeLine(const Json& line, PartitionSnapshot& out) {
+  if (absl::Status s = ExpectMembers(line, {"kind", "unix_micros"}); !s.ok()) {
+    return s;
+  }
+  if (out.stream_time != absl::InfinitePast()) {
+    return absl::InvalidArgumentError("a second \"stream_time\" line");
+  }
+  absl::StatusOr<int64_t> micros =
+      IntMember(line, "unix_micros", std::numeric_limits<int64_t>::min() + 1,
+                std::numeric_limits<int64_t>::max() - 1);
+  if (!micros.ok()) return micros.status();
+  out.stream_time = absl::FromUnixMicros(*micros);
+  return absl::OkStatus();
+}
+
+absl::Status ParseTimerLine(const Json& line, PartitionSnapshot& out) {
+  if (absl::Status s = ExpectMembers(line, {"kind", "domain", "timer_key",
+                                            "fire_at_unix_micros", "payload"});
+      !s.ok()) {
+    return s;
+  }
+  TimerFire timer;
+  timer.source = out.source;
+  timer.partition = out.partition;
+  const Json& domain = line.at("domain");
+  if (domain == "event") {
+    timer.domain = TimeDomain::kEvent;
+  } else if (domain == "processing") {
+    timer.domain = TimeDomain::kProcessing;
+  } else {
+    return absl::InvalidArgumentError(
+        "\"domain\" must be \"event\" or \"processing\"");
+  }
+  absl::StatusOr<std::string> key = BytesMember(line, "timer_key");
+  if (!key.ok()) return key.status();
+  absl::StatusOr<int64_t> fire_at = IntMember(
+      line, "fire_at_unix_micros", std::numeric_limits<int64_t>::min() + 1,
+      std::numeric_limits<int64_t>::max() - 1);
+  if (!fire_at.ok()) return fire_at.status();
+  absl::StatusOr<std::string> payload = BytesMember(line, "payload");
+  if (!payload.ok()) return payload.status();
+  timer.timer_key = *std::move(key);
+  timer.fire_at = absl::FromUnixMicros(*fire_at);
+  timer.payload = *std::move(payload);
+  out.timers.push_back(std::move(timer));
+  return absl::OkStatus();
+}
+
 absl::Status ParseEndLine(const Json& line, const PartitionSnapshot& out) {
   if (absl::Status s =
           ExpectMembers(line, {"kind", "state_entries", "dedupe_records"});
@@ -290,6 +362,14 @@ absl::Status WritePartitionFile(const PartitionSnapshot& snapshot,
   for (const PartitionRecord& record : snapshot.records) {
     lines.push_back(DedupeLine(record));
   }
+  // Only when there are some: files without them stay readable by builds
+  // before timers.
+  if (snapshot.stream_time != absl::InfinitePast()) {
+    lines.push_back(StreamTimeLine(snapshot.stream_time));
+  }
+  for (const TimerFire& timer : snapshot.timers) {
+    lines.push_back(TimerLine(timer));
+  }
   lines.push_back(EndLine(snapshot));
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].size() > kMaxPartitionFileLineBytes) {
@@ -359,6 +439,10 @@ absl::StatusOr<PartitionSnapshot> ReadPartitionFile(const std::string& path) {
       s = ParseStateLine(line, snapshot);
     } else if (k == "dedupe") {
       s = ParseDedupeLine(line, snapshot);
+    } else if (k == "stream_time") {
+      s = ParseStreamTimeLine(line, snapshot);
+    } else if (k == "timer") {
+      s = ParseTimerLine(line, snapshot);
     } else if (k == "end") {
       s = ParseEndLine(line, snapshot);
       ended = true;

@@ -1,8 +1,10 @@
 // The file idem-ctl's `export` writes and `import` reads: one partition
 // (idem::PartitionSnapshot, idem/partition_snapshot.h) as JSON lines, in the
 // format cli/idemctl.h describes: a "partition" line first, then one "state"
-// line per state entry and one "dedupe" line per dedupe record, and an "end"
-// line counting them, so that a truncated file is refused. Byte strings use
+// line per state entry and one "dedupe" line per dedupe record, the
+// partition's stream time ("stream_time", if it has one) and one "timer"
+// line per timer, and an "end" line counting the state entries and dedupe
+// records, so that a truncated file is refused. Byte strings use
 // util::JsonWriter::Bytes's one-code-point-per-byte convention, read back
 // exactly. Functions here are thread-compatible: concurrent calls need
 // distinct files.

@@ -22,7 +22,7 @@ BatchTxn::BatchTxn(const BatchOverlay* overlay, rocksdb::DB* db,
       versions_(versions),
       reads_(reads) {}
 
-absl::Status BatchTxn::NoteReadError(absl::Status error) {
+absl::Status BatchTxn::NoteReadError(absl::Status error) const {
   if (read_error_.ok()) read_error_ = error;
   return error;
 }

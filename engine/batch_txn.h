@@ -30,6 +30,8 @@
 #include "absl/time/time.h"
 #include "engine/state_layer.h"
 #include "engine/state_versions.h"
+#include "engine/timer_record.h"
+#include "engine/timer_writes.h"
 #include "idem/txn.h"
 #include "rocksdb/db.h"
 
@@ -46,6 +48,26 @@ struct Emitted {
   std::string value;
   bool tombstone = false;
   std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// Where a BatchTxn's timers go (engine/timer_writes.h). Pointers borrowed.
+struct TimerScope {
+  // idem.timers; null in a store without it (timers then fail).
+  rocksdb::ColumnFamilyHandle* family = nullptr;
+  // The validation of timer index reads.
+  StateVersions* versions = nullptr;
+  StateReads* reads = nullptr;
+  // The timer writes of the commit so far (earlier messages or fires).
+  const TimerWrites* batch = nullptr;
+  StreamTimes* stream_times = nullptr;
+  // The partition (engine/timer_record.h) of the fired timer, or empty:
+  // then that of `source` and `partition`, the message's, made on first
+  // use (a message without a source has none: timers then fail).
+  std::string partition_key;
+  std::string_view source;
+  int32_t partition = 0;
+  // The message's own event time in microseconds, or kNoStreamTime.
+  int64_t event_micros = kNoStreamTime;
 };
 
 class BatchTxn : public Txn {
@@ -70,6 +92,25 @@ class BatchTxn : public Txn {
   void EmitWithOptions(std::string_view destination, std::string_view key,
                        std::string_view value,
                        const EmitOptions& options) override;
+
+  absl::Time stream_time() const override;
+  absl::Status SetTimer(std::string_view timer_key, TimeDomain domain,
+                        absl::Time fire_at,
+                        std::string_view payload = {}) override;
+  absl::Status CancelTimer(std::string_view timer_key) override;
+
+  // Gives the Txn timers (without: SetTimer and CancelTimer fail with
+  // kFailedPrecondition). `scope` is borrowed.
+  void set_timers(const TimerScope* scope) { timers_ = scope; }
+  // The index entry of `timer_key` in the scope's partition as this Txn
+  // sees it (its writes, the commit's, the commits in flight, the store),
+  // noted as a read; nullopt if there is no such timer. A storage error is
+  // kept as read_error() too.
+  absl::StatusOr<std::optional<TimerIndex>> ReadTimer(
+      std::string_view timer_key);
+  // This Txn's timer writes (laid onto the commit's by the caller once
+  // Apply succeeded).
+  TimerWrites& timer_writes() { return timer_writes_; }
 
   const std::string& result() const { return result_; }
 
@@ -99,16 +140,24 @@ class BatchTxn : public Txn {
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;
   // The first error a Get or Scan hit reading the store, kept.
-  absl::Status NoteReadError(absl::Status error);
+  absl::Status NoteReadError(absl::Status error) const;
+
+  // kFailedPrecondition unless the Txn has timers and a partition.
+  absl::Status CheckTimers() const;
+  // The scope's partition key (empty for none), made on first use.
+  const std::string& TimerPartition() const;
 
   StateVersions* const versions_;
   StateReads* const reads_;
   StateLayer writes_;
+  const TimerScope* timers_ = nullptr;
+  mutable std::string timer_partition_;  // TimerPartition's, once made
+  TimerWrites timer_writes_;
   std::string result_;
   std::vector<Emitted> emitted_;
   // The first invalid Emit, Merge or DeleteRange, reported by Apply.
   absl::Status emit_error_;
-  absl::Status read_error_;
+  mutable absl::Status read_error_;  // set by const stream_time() too
 };
 
 }  // namespace idem

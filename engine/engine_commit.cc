@@ -67,7 +67,7 @@ void EngineImpl::RerunTurn::Release() {
 absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     CommitBuilder& commit, StateReads& reads, const StoredOffsets& stored,
     rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
-    InFlightCommit& in_flight, bool priority) {
+    InFlightCommit& in_flight, bool priority, TimerCommit* timers) {
   PlainMutexLock order(&order_mu_);
   // A commit whose handlers run with priority must not lose its reads to
   // this one's writes.
@@ -76,6 +76,12 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   // a handler read is current if no such commit changed its key since.
   if (!hooks_.skip_read_validation &&
       versions_.Changed(reads, !hooks_.skip_range_validation)) {
+    return Queued::kStale;
+  }
+  if (timers != nullptr &&
+      ((!hooks_.skip_read_validation &&
+        timer_versions_.Changed(timers->reads)) ||
+       timers->writes.Stale(stream_times_, !hooks_.skip_read_validation))) {
     return Queued::kStale;
   }
   // The offsets to compare with: the latest queued, else the stored one
@@ -94,6 +100,13 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
   const OutboxCursor outbox = CurrentOutboxCursor();
   if (absl::Status s = commit.Build(latest, outbox, batch, records); !s.ok()) {
     return s;
+  }
+  if (timers != nullptr) {
+    if (absl::Status s =
+            timers->writes.Build(timers->family, stream_times_, batch);
+        !s.ok()) {
+      return s;
+    }
   }
   if (batch.Count() == 0) {
     // The handlers' outcomes may rest on values of commits in flight: wait
@@ -116,6 +129,9 @@ absl::StatusOr<EngineImpl::Queued> EngineImpl::QueueCommit(
     outbox_issued_.store(outbox.issued + commit.emitted());
   }
   in_flight.Pend(commit.state(), reads);
+  if (timers != nullptr) {
+    timers->version = timer_versions_.Pend(timers->writes.index());
+  }
   if (!hooks_.unordered_writes) in_flight.Queue();
   return Queued::kQueued;
 }

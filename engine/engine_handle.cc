@@ -12,6 +12,7 @@
 #include "engine/engine_impl.h"
 #include "engine/handler_scope.h"
 #include "engine/status_util.h"
+#include "engine/timer_record.h"
 
 namespace idem {
 
@@ -45,9 +46,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
                !results[i].permanent) {
       // A transient failure committed no record: a retry runs it again.
       pass.commit.AddOutcome(message, Outcome::kFailed);
+      continue;  // nor does it advance the stream time
     } else {
       if (may_repeat) committed_here.emplace(pass.record_keys[i], i);
       pass.commit.AddOutcome(message, Outcome::kProcessed);
+    }
+    if (std::optional<int64_t> micros =
+            StreamAdvance(message, pass.now_micros)) {
+      pass.timers.AdvanceStreamTime(
+          TimerPartitionKey(message.source, message.partition), *micros);
     }
   }
   return results;
@@ -140,6 +147,18 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
   BatchTxn txn(&pass.commit.state(), pass.store.db, pass.store.state,
                &versions_, &pass.reads);
   txn.set_record_expires_at(absl::FromUnixMicros(placement.expiry_micros));
+  TimerScope timers{
+      .family = pass.store.timers,
+      .versions = &timer_versions_,
+      .reads = &pass.timer_reads,
+      .batch = &pass.timers,
+      .stream_times = &stream_times_,
+      .partition_key = {},
+      .source = message.source,
+      .partition = message.partition,
+      .event_micros =
+          StreamAdvance(message, pass.now_micros).value_or(kNoStreamTime)};
+  txn.set_timers(&timers);
   absl::Status status;
   ++pass.ages.handlers;
   {
@@ -150,6 +169,7 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
   const bool permanent = IsPermanentError(status);
   // A failed message's writes are dropped with its BatchTxn.
   if (status.ok()) status = txn.Apply(&pass.commit.state());
+  if (status.ok()) pass.timers.Absorb(std::move(txn.timer_writes()));
   Result result;
   if (!status.ok() && !permanent) {
     result.outcome = Outcome::kFailed;

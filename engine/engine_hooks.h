@@ -21,9 +21,14 @@ struct EngineHooks {
   // effect per ID under concurrency, guarantee 3).
   bool skip_inflight_ids = false;
   // Commits without validating the handlers' state reads
-  // (engine/state_versions.h): a handler that read a key another commit
-  // changed since still commits, so concurrent read-modify-writes lose
-  // updates (breaks serializable state).
+  // (engine/state_versions.h) or their reads of timers: a handler that read
+  // a key another commit changed since still commits, so concurrent
+  // read-modify-writes lose updates (breaks serializable state), a fire
+  // that ran over a concurrent move of its timer deletes the moved one's
+  // index entry (breaks "a fire conflicts with a set of its key"), and an
+  // event-time timer whose partition's stream time a concurrent commit
+  // moved past it is set anyway (breaks "a closed window cannot be
+  // re-armed").
   bool skip_read_validation = false;
   // Validates the handlers' point reads but not the ranges their scans
   // read: a key inserted into a scanned range by a commit in between goes
@@ -86,6 +91,11 @@ struct EngineHooks {
   // away from its dedupe records and offsets (breaks one effect per
   // message across restarts; the crash harness's --self_test=wrong_shard).
   bool wrong_shard = false;
+  // FireTimers writes the fired timers' deletions in a write of their own,
+  // before the write of the handlers' effects: a crash or an I/O error in
+  // between loses a fire's effects with its timer (breaks "a timer's
+  // effects commit with its deletion").
+  bool fire_outside_commit = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

@@ -137,6 +137,8 @@ absl::Status EngineImpl::RecoverIfNeeded() {
       // was queued on top of the failed write never landed.
       PlainMutexLock order(&order_mu_);
       queued_offsets_.clear();
+      stream_times_.Clear();
+      timer_cursors_.Clear();
     }
     rocksdb::Status s = WriteSyncBarrier((*reopened)->db);
     store_ = std::move(*reopened);
@@ -253,8 +255,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   for (int changes = 0;; ++changes) {
     absl::StatusOr<int64_t> now_micros;
     RecordPlacements placements;
-    // Set by a commit whose merges need a newer store format.
-    bool needs_merge_format = false;
+    // Set by a commit whose merges or timers need a newer store format.
+    int needs_format = 0;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
@@ -263,19 +265,24 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       if (!now_micros.ok()) return now_micros.status();
       // Each record's expiry and bucket, once for the whole commit.
       placements = PlaceRecords(options_, messages, *now_micros);
-      // A read-only store fails the commit itself.
-      if ((*store)->read_only || changes == kMaxBucketChanges ||
-          !BucketsChange(**store, placements, *now_micros)) {
-        absl::StatusOr<std::vector<Result>> results =
-            CommitBatch(**store, messages, placements, handler, *now_micros,
-                        needs_merge_format);
-        if (!needs_merge_format) return results;
+      // Messages that will write a stream time mark the store first, before
+      // their handlers run (so that these do not run again).
+      if (!(*store)->read_only &&
+          (*store)->format_version < kTimerFormatVersion &&
+          CarriesStreamTime(messages, *now_micros)) {
+        needs_format = kTimerFormatVersion;
+      } else if ((*store)->read_only || changes == kMaxBucketChanges ||
+                 !BucketsChange(**store, placements, *now_micros)) {
+        // A read-only store fails the commit itself.
+        absl::StatusOr<std::vector<Result>> results = CommitBatch(
+            **store, messages, placements, handler, *now_micros, needs_format);
+        if (needs_format == 0) return results;
       }
     }
     CommitLock commit_lock(this);
-    if (needs_merge_format) {
-      // Once per store: its handlers run again on the marked store.
-      if (absl::Status s = MarkMergeFormat(); !s.ok()) return s;
+    if (needs_format != 0) {
+      // Once per store: its handlers run (again) on the marked store.
+      if (absl::Status s = MarkFormat(needs_format); !s.ok()) return s;
       --changes;
       continue;
     }
@@ -285,12 +292,11 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   }
 }
 
-absl::Status EngineImpl::MarkMergeFormat() {
+absl::Status EngineImpl::MarkFormat(int version) {
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  if (absl::Status s =
-          MarkStoreFormat(**store, options_, parts_, kMergeFormatVersion);
+  if (absl::Status s = MarkStoreFormat(**store, options_, parts_, version);
       !s.ok()) {
     needs_reopen_.store(true);
     return s;
@@ -375,7 +381,7 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
-    int64_t now_micros, bool& needs_merge_format) {
+    int64_t now_micros, int& needs_format) {
   // The key of each message's record (its ID's hash, or its partition and
   // the hash), which also names the message's emits.
   absl::InlinedVector<RecordKey, 1> record_keys;
@@ -414,11 +420,16 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     if (reruns == kRerunsBeforePriority && !hooks_.no_rerun_priority) {
       rerun_turn.TakePriority();
     }
+    if (absl::Status s = LoadStreamTimes(store, messages); !s.ok()) return s;
     CommitBuilder commit(store.state, store.offsets, store.outbox);
     commit.Reserve(messages.size());
     DuplicateAges ages;
     StateReads reads;
+    TimerWrites timers;
+    StateReads timer_reads;
     HandlePass pass{.store = store,
+                    .timers = timers,
+                    .timer_reads = timer_reads,
                     .messages = messages,
                     .placements = placements,
                     .record_keys = record_keys,
@@ -434,9 +445,14 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     if (commit.state().has_merges() &&
         store.format_version < kMergeFormatVersion) {
       // Merge operands need format 4: mark the store, then run again.
-      needs_merge_format = true;
+      needs_format = kMergeFormatVersion;
       return results;
     }
+    if (!timers.empty() && store.format_version < kTimerFormatVersion) {
+      needs_format = kTimerFormatVersion;
+      return results;
+    }
+    TimerCommit timer_commit{timers, timer_reads, store.timers};
 
     // One WriteBatch: state, dedupe records and offsets commit together.
     // Sized for a dedupe record and a small state write per message, so
@@ -452,9 +468,11 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     // may be this commit's.
     const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
     auto queue = [&] {
-      return QueueCommit(commit, reads, *stored_offsets, batch,
-                         split_records.has_value() ? *split_records : batch,
-                         in_flight, rerun_turn.priority());
+      return QueueCommit(
+          commit, reads, *stored_offsets, batch,
+          split_records.has_value() ? *split_records : batch, in_flight,
+          rerun_turn.priority(),
+          timers.empty() && timer_reads.empty() ? nullptr : &timer_commit);
     };
     absl::StatusOr<Queued> queued = queue();
     while (queued.ok() && *queued == Queued::kYield) {
@@ -479,6 +497,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       // Options::clock.
       const auto write_start = std::chrono::steady_clock::now();
       absl::Status written = AwaitWrite(store, in_flight, batch, failed_syncs);
+      TimersLanded(timer_commit, written.ok());
       if (!written.ok()) return written;
       absl::MutexLock lock(&durations_mu_);
       commit_micros_.Add(std::chrono::duration<double, std::micro>(

@@ -49,6 +49,7 @@
 #include "engine/record.h"
 #include "engine/state_versions.h"
 #include "engine/store.h"
+#include "engine/timer_writes.h"
 #include "engine/ttl_filter.h"
 #include "engine/wal_syncer.h"
 #include "idem/engine.h"
@@ -117,6 +118,13 @@ class EngineImpl : public Engine {
                                      const ImportOptions& options) override;
   absl::Status SetCommittedOffset(std::string_view source, int32_t partition,
                                   int64_t offset) override;
+  absl::StatusOr<absl::Time> StreamTime(std::string_view source,
+                                        int32_t partition) override;
+  absl::StatusOr<size_t> FireTimers(std::string_view source, int32_t partition,
+                                    TimeDomain domain, absl::Time up_to,
+                                    size_t max, TimerHandler handler) override;
+  absl::StatusOr<std::optional<TimerFire>> NextTimer(
+      std::string_view source, int32_t partition, TimeDomain domain) override;
 
  private:
   // One commit to a partition's copy: ImportPartition's or
@@ -136,7 +144,23 @@ class EngineImpl : public Engine {
     std::vector<std::pair<std::string_view, std::optional<std::string_view>>>
         writes;  // nullopt: delete
     absl::Span<const PartitionRecord> records;
+    // The partition's stream time (µs) to record (a replace: kNoStreamTime
+    // records none; otherwise only a later one is written) and, for a
+    // replace, its timers.
+    int64_t stream_micros = kNoStreamTime;
+    absl::Span<const TimerFire> timers;
   };
+  // Adds the timer side of `commit` to `batch`: for a replace, the
+  // partition's timers, stream time and dead-lettered timers deleted and
+  // the commit's written; the commit's stream time if later than `stored`.
+  absl::Status BuildPartitionTimers(const PartitionCommit& commit,
+                                    const Store& store, int64_t stored,
+                                    rocksdb::WriteBatch& batch) const;
+  // Reads the partition's stream time and timers through `read` into
+  // `snapshot`.
+  absl::Status ExportTimers(const Store& store,
+                            const rocksdb::ReadOptions& read,
+                            PartitionSnapshot& snapshot) const;
   // Writes `commit` under the commit lock: returns the sequence number to
   // make durable.
   absl::StatusOr<uint64_t> CommitToPartition(const PartitionCommit& commit,
@@ -154,17 +178,18 @@ class EngineImpl : public Engine {
   // reads the live records and stored offsets, runs HandleMessages, queues
   // the commit (QueueCommit; again from HandleMessages if a read went
   // stale) and waits for its write. If the handlers merged into a store of
-  // a format older than merges need, commits nothing and sets
-  // `needs_merge_format` (the caller marks the store and calls again).
+  // a format older than merges (or timers and stream times) need, commits
+  // nothing and sets `needs_format` to that format (the caller marks the
+  // store and calls again).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
-      int64_t now_micros, bool& needs_merge_format)
+      int64_t now_micros, int& needs_format)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
-  // Marks the store as of the format merges need (kMergeFormatVersion),
-  // under the store lock taken exclusively.
-  absl::Status MarkMergeFormat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+  // Marks the store as of format `version` (kMergeFormatVersion,
+  // kTimerFormatVersion), under the store lock taken exclusively.
+  absl::Status MarkFormat(int version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
 
   // A commit from its queueing to its landing. Whatever ends the commit
@@ -205,6 +230,17 @@ class EngineImpl : public Engine {
     bool waited_ = false;
   };
 
+  // The timer side of a commit for QueueCommit: its writes (built into the
+  // batch, the stream times advanced), the reads of timer index entries its
+  // handlers made (validated), and the version its index writes were
+  // registered at (set by QueueCommit, for timer_versions_.Publish).
+  struct TimerCommit {
+    TimerWrites& writes;
+    const StateReads& reads;
+    rocksdb::ColumnFamilyHandle* family;
+    uint64_t version = 0;
+  };
+
   // What QueueCommit did.
   enum class Queued {
     kStale,    // a read of `reads` may be stale: run the handlers again
@@ -223,13 +259,51 @@ class EngineImpl : public Engine {
   // (`stored`: read before the handlers), registers its state writes as in
   // flight and queues its writer (both through `in_flight`). A commit
   // without `priority` that writes state yields while another has it.
-  // Fails only as CommitBuilder::Build.
+  // With `timers`, also validates its reads and event-time timers
+  // (engine/timer_writes.h), builds its writes and registers its index
+  // writes (TimerCommit::version). Fails only as CommitBuilder::Build.
   absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit, StateReads& reads,
                                      const StoredOffsets& stored,
                                      rocksdb::WriteBatch& batch,
                                      rocksdb::WriteBatch& records,
-                                     InFlightCommit& in_flight, bool priority)
+                                     InFlightCommit& in_flight, bool priority,
+                                     TimerCommit* timers = nullptr)
       ABSL_LOCKS_EXCLUDED(order_mu_);
+
+  // After the write of a commit with `timers` landed (or failed): publishes
+  // its index writes and lowers the cursors below the timers it put.
+  void TimersLanded(const TimerCommit& timers, bool landed);
+
+  // Loads the stream times of the partitions whose messages carry an event
+  // time (so the ordered critical section finds them loaded).
+  absl::Status LoadStreamTimes(Store& store, absl::Span<const Message> messages)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // The partition key and event time (µs) a committed `message` advances
+  // its stream time to: nullopt for a message without a source or event
+  // time, or with one beyond kMaxEventTimeAhead past `now_micros`.
+  static std::optional<int64_t> StreamAdvance(const Message& message,
+                                              int64_t now_micros);
+  // Whether a message of `messages` would advance its stream time.
+  static bool CarriesStreamTime(absl::Span<const Message> messages,
+                                int64_t now_micros);
+
+  // What one round of FireTimers did: how many timers fired (committed),
+  // the last queue key it fired, and a transient handler failure that
+  // stopped it.
+  struct FireRound {
+    size_t fired = 0;
+    absl::Status failure;
+  };
+  // Fires up to `max` due timers of the queue starting at `queue_start`
+  // (partition key `partition_key`, the fire's `fire` fields set but its
+  // key, time and payload) due at or before `limit_micros`, in one commit.
+  absl::StatusOr<FireRound> FireRoundLocked(Store& store,
+                                            const TimerFire& partition,
+                                            const std::string& partition_key,
+                                            int64_t limit_micros, size_t max,
+                                            TimerHandler handler)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Holds rerun_mu_ from Take until Release or its end: the turn of a
   // commit whose handlers run again; with TakePriority, the turn holds
@@ -312,6 +386,9 @@ class EngineImpl : public Engine {
   // are detected (else empty); `reads` gets the handlers' store reads.
   struct HandlePass {
     Store& store;
+    // The timer writes and timer index reads of the batch's handlers.
+    TimerWrites& timers;
+    StateReads& timer_reads;
     absl::Span<const Message> messages;
     absl::Span<const RecordPlacement> placements;
     absl::Span<const RecordKey> record_keys;
@@ -532,6 +609,11 @@ class EngineImpl : public Engine {
   // IDs in flight, the versions of state keys, and the group commit.
   InflightIds inflight_;
   StateVersions versions_;
+  // Timers (engine/timer_writes.h): the versions of their index entries,
+  // each partition's stream time as queued, and the fire cursors.
+  StateVersions timer_versions_;
+  StreamTimes stream_times_;
+  TimerCursors timer_cursors_;
   CommitQueue queue_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
   // Set by a failed write or sync; cleared by a successful reopen.
@@ -564,6 +646,9 @@ class EngineImpl : public Engine {
   std::atomic<uint64_t> user_bytes_{0};
   std::atomic<uint64_t> outbox_emitted_{0};
   std::atomic<uint64_t> outbox_acknowledged_{0};
+  std::atomic<uint64_t> timers_fired_{0};
+  std::atomic<uint64_t> timers_dead_lettered_{0};
+  std::atomic<uint64_t> timer_failures_{0};
   std::atomic<uint64_t> buckets_dropped_{0};
   std::atomic<uint64_t> bucket_records_dropped_{0};
 };

@@ -204,6 +204,10 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.outbox_emitted = outbox_emitted_.load(std::memory_order_relaxed);
   stats.outbox_acknowledged =
       outbox_acknowledged_.load(std::memory_order_relaxed);
+  stats.timers_fired = timers_fired_.load(std::memory_order_relaxed);
+  stats.timers_dead_lettered =
+      timers_dead_lettered_.load(std::memory_order_relaxed);
+  stats.timer_failures = timer_failures_.load(std::memory_order_relaxed);
   const rocksdb::Statistics& tickers = *parts_.statistics;
   stats.wal_bytes = tickers.getTickerCount(rocksdb::WAL_FILE_BYTES);
   stats.flush_bytes = tickers.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);

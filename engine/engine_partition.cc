@@ -22,6 +22,7 @@
 #include "engine/expiry_buckets.h"
 #include "engine/record.h"
 #include "engine/status_util.h"
+#include "engine/timer_record.h"
 #include "engine/validate.h"
 #include "idem/partition_state.h"
 
@@ -98,10 +99,54 @@ absl::Status RejectRepeatedKeys(std::string_view what, const Entries& entries) {
   return absl::OkStatus();
 }
 
+// kInvalidArgument for a stream time of InfiniteFuture, or a timer with a
+// bad domain or time, of another partition or whose key appears twice.
+absl::Status ValidatePartitionTimers(std::string_view what,
+                                     std::string_view source, int32_t partition,
+                                     absl::Time stream_time,
+                                     absl::Span<const TimerFire> timers) {
+  if (stream_time == absl::InfiniteFuture()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        AbslView(what), ": stream_time must be finite or InfinitePast"));
+  }
+  absl::flat_hash_set<std::string_view> keys;
+  for (const TimerFire& timer : timers) {
+    if (timer.source != source || timer.partition != partition) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(what), ": a timer of another partition (",
+                       timer.source, "/", timer.partition, ")"));
+    }
+    if (!ValidTimeDomain(timer.domain) ||
+        timer.fire_at == absl::InfiniteFuture() ||
+        timer.fire_at == absl::InfinitePast()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          AbslView(what), ": timer \"", absl::CHexEscape(timer.timer_key),
+          "\" has a bad domain or an infinite fire_at"));
+    }
+    if (!keys.insert(timer.timer_key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(AbslView(what), ": the timer key \"",
+                       absl::CHexEscape(timer.timer_key), "\" appears twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t StreamMicros(absl::Time stream_time) {
+  return stream_time == absl::InfinitePast() ? kNoStreamTime
+                                             : absl::ToUnixMicros(stream_time);
+}
+
 absl::Status ValidateSnapshot(const PartitionSnapshot& snapshot) {
   if (absl::Status s = ValidatePartitionCommit(
           "ImportPartition", snapshot.source, snapshot.partition,
           snapshot.offset, snapshot.records);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidatePartitionTimers(
+          "ImportPartition", snapshot.source, snapshot.partition,
+          snapshot.stream_time, snapshot.timers);
       !s.ok()) {
     return s;
   }
@@ -112,6 +157,12 @@ absl::Status ValidateChanges(const PartitionChanges& changes) {
   if (absl::Status s = ValidatePartitionCommit(
           "ApplyPartitionChanges", changes.source, changes.partition,
           changes.offset, changes.records);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidatePartitionTimers(
+          "ApplyPartitionChanges", changes.source, changes.partition,
+          changes.stream_time.value_or(absl::InfinitePast()), {});
       !s.ok()) {
     return s;
   }
@@ -138,6 +189,17 @@ std::string ImportId(const PartitionSnapshot& snapshot) {
     add(record.id_hash);
     add(absl::StrCat(TimeToMicros(record.expires_at)));
     add(record.result);
+  }
+  if (snapshot.stream_time != absl::InfinitePast() ||
+      !snapshot.timers.empty()) {
+    // Snapshots without timers keep the IDs they had before timers.
+    add(absl::StrCat(StreamMicros(snapshot.stream_time)));
+    for (const TimerFire& timer : snapshot.timers) {
+      add(absl::StrCat(static_cast<int>(timer.domain)));
+      add(absl::StrCat(absl::ToUnixMicros(timer.fire_at)));
+      add(timer.timer_key);
+      add(timer.payload);
+    }
   }
   return absl::StrCat("idem.import/", absl::Hex(XXH3_64bits_digest(&hash)));
 }
@@ -223,6 +285,7 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
                 return a.id_hash < b.id_hash;
               });
   }
+  if (absl::Status s = ExportTimers(store, read, snapshot); !s.ok()) return s;
   return snapshot;
 }
 
@@ -245,7 +308,9 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
                          .replace = true,
                          .commit_id = import_id,
                          .writes = {},
-                         .records = snapshot.records};
+                         .records = snapshot.records,
+                         .stream_micros = StreamMicros(snapshot.stream_time),
+                         .timers = snapshot.timers};
   commit.writes.reserve(snapshot.entries.size());
   for (const auto& [key, value] : snapshot.entries) {
     commit.writes.emplace_back(key, value);
@@ -275,14 +340,18 @@ absl::Status EngineImpl::ApplyPartitionChanges(const PartitionChanges& changes,
   if (absl::Status s = RejectIfReadOnly("ApplyPartitionChanges"); !s.ok()) {
     return s;
   }
-  PartitionCommit commit{.what = "ApplyPartitionChanges",
-                         .source = changes.source,
-                         .partition = changes.partition,
-                         .offset = changes.offset,
-                         .replace = false,
-                         .commit_id = std::nullopt,
-                         .writes = {},
-                         .records = changes.records};
+  PartitionCommit commit{
+      .what = "ApplyPartitionChanges",
+      .source = changes.source,
+      .partition = changes.partition,
+      .offset = changes.offset,
+      .replace = false,
+      .commit_id = std::nullopt,
+      .writes = {},
+      .records = changes.records,
+      .stream_micros =
+          StreamMicros(changes.stream_time.value_or(absl::InfinitePast())),
+      .timers = {}};
   commit.writes.reserve(changes.writes.size());
   for (const auto& [key, value] : changes.writes) {
     commit.writes.emplace_back(key, value);
@@ -322,6 +391,10 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   }
   if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
     return s;
+  }
+  if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty()) &&
+      !options_.read_only) {
+    if (absl::Status s = MarkFormat(kTimerFormatVersion); !s.ok()) return s;
   }
 
   absl::ReaderMutexLock store_lock(&store_mu_);
@@ -463,11 +536,122 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
       return s;
     }
   }
-  if (absl::Status s = Write(store, &batch); !s.ok()) return s;
+  const std::string partition_key =
+      TimerPartitionKey(commit.source, commit.partition);
+  absl::StatusOr<int64_t> stored_stream =
+      stream_times_.Load(store.db, store.timers, partition_key);
+  if (!stored_stream.ok()) return stored_stream.status();
+  if (absl::Status s =
+          BuildPartitionTimers(commit, store, *stored_stream, batch);
+      !s.ok()) {
+    return s;
+  }
+  absl::Status written = Write(store, &batch);
+  // Reloaded from the store; a seek starts at the queue's start again.
+  stream_times_.Forget(partition_key);
+  timer_cursors_.Clear();
+  if (!written.ok()) return written;
   if (commit.commit_id.has_value()) {
     processed_.fetch_add(1, std::memory_order_relaxed);
   }
   return store.db->GetLatestSequenceNumber();
+}
+
+absl::Status EngineImpl::BuildPartitionTimers(
+    const PartitionCommit& commit, const Store& store, int64_t stored,
+    rocksdb::WriteBatch& batch) const {
+  if (store.timers == nullptr) {
+    if (commit.stream_micros == kNoStreamTime && commit.timers.empty()) {
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat(commit.what, ": the store has no timers family"));
+  }
+  auto check = [&](const rocksdb::Status& s) {
+    return FromRocksStatus(s, commit.what);
+  };
+  const std::string partition_key =
+      TimerPartitionKey(commit.source, commit.partition);
+  if (commit.replace) {
+    // Every kind of the partition's timer keys: stream time, queue, index,
+    // dead letters.
+    for (const std::string& prefix :
+         {StreamTimeKey(partition_key),
+          TimerQueueStart(partition_key, TimeDomain::kEvent)
+              .substr(0, 1 + partition_key.size()),
+          TimerIndexKey(partition_key, ""),
+          DeadTimerKey(partition_key, TimeDomain::kEvent, 0, "")
+              .substr(0, 1 + partition_key.size())}) {
+      if (absl::Status s = check(
+              batch.DeleteRange(store.timers, prefix, KeyRangeEnd(prefix)));
+          !s.ok()) {
+        return s;
+      }
+    }
+    for (const TimerFire& timer : commit.timers) {
+      const int64_t fire_at = absl::ToUnixMicros(timer.fire_at);
+      if (absl::Status s =
+              check(batch.Put(store.timers,
+                              TimerQueueKey(partition_key, timer.domain,
+                                            fire_at, timer.timer_key),
+                              timer.payload));
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = check(batch.Put(
+              store.timers, TimerIndexKey(partition_key, timer.timer_key),
+              EncodeTimerIndex(timer.domain, fire_at)));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  if (commit.stream_micros != kNoStreamTime &&
+      (commit.replace || commit.stream_micros > stored)) {
+    return check(batch.Put(store.timers, StreamTimeKey(partition_key),
+                           EncodeStreamTime(commit.stream_micros)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::ExportTimers(const Store& store,
+                                      const rocksdb::ReadOptions& read,
+                                      PartitionSnapshot& snapshot) const {
+  if (store.timers == nullptr) return absl::OkStatus();
+  const std::string partition_key =
+      TimerPartitionKey(snapshot.source, snapshot.partition);
+  std::string value;
+  rocksdb::Status got =
+      store.db->Get(read, store.timers, StreamTimeKey(partition_key), &value);
+  if (!got.ok() && !got.IsNotFound()) {
+    return FromRocksStatus(got, "reading a stream time");
+  }
+  if (got.ok()) {
+    std::optional<int64_t> micros = DecodeStreamTime(value);
+    if (!micros.has_value()) {
+      return absl::DataLossError("undecodable stored stream time");
+    }
+    snapshot.stream_time = absl::FromUnixMicros(*micros);
+  }
+  const std::string queue = TimerQueueStart(partition_key, TimeDomain::kEvent)
+                                .substr(0, 1 + partition_key.size());
+  return ScanRange(
+      store.db, store.timers, read, queue, KeyRangeEnd(queue),
+      [&](std::string_view key, std::string_view payload) {
+        std::optional<QueuedTimer> timer =
+            DecodeTimerQueueKey(key, partition_key.size());
+        if (!timer.has_value()) {
+          return absl::DataLossError("undecodable timer queue key");
+        }
+        snapshot.timers.push_back(
+            TimerFire{.source = snapshot.source,
+                      .partition = snapshot.partition,
+                      .domain = timer->domain,
+                      .timer_key = std::string(timer->timer_key),
+                      .fire_at = absl::FromUnixMicros(timer->fire_at_micros),
+                      .payload = std::string(payload)});
+        return absl::OkStatus();
+      });
 }
 
 absl::Status EngineImpl::SetCommittedOffset(std::string_view source,

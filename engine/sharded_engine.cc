@@ -254,6 +254,28 @@ absl::Status ShardedEngine::ApplyPartitionChanges(
   return shards_[index]->ApplyPartitionChanges(changes, options);
 }
 
+absl::StatusOr<absl::Time> ShardedEngine::StreamTime(std::string_view source,
+                                                     int32_t partition) {
+  const int index = partition < 0 ? 0 : Route(partition);
+  return shards_[index]->StreamTime(source, partition);
+}
+
+absl::StatusOr<size_t> ShardedEngine::FireTimers(std::string_view source,
+                                                 int32_t partition,
+                                                 TimeDomain domain,
+                                                 absl::Time up_to, size_t max,
+                                                 TimerHandler handler) {
+  const int index = partition < 0 ? 0 : Route(partition);
+  return shards_[index]->FireTimers(source, partition, domain, up_to, max,
+                                    handler);
+}
+
+absl::StatusOr<std::optional<TimerFire>> ShardedEngine::NextTimer(
+    std::string_view source, int32_t partition, TimeDomain domain) {
+  const int index = partition < 0 ? 0 : Route(partition);
+  return shards_[index]->NextTimer(source, partition, domain);
+}
+
 absl::Status ShardedEngine::Checkpoint(const std::string& dir) {
   rocksdb::Env* env = EnvOf(options_);
   if (env->FileExists(dir).ok()) {

@@ -83,6 +83,13 @@ class ShardedEngine final : public Engine {
                                const ImportOptions& options) override;
   absl::Status ApplyPartitionChanges(const PartitionChanges& changes,
                                      const ImportOptions& options) override;
+  absl::StatusOr<absl::Time> StreamTime(std::string_view source,
+                                        int32_t partition) override;
+  absl::StatusOr<size_t> FireTimers(std::string_view source, int32_t partition,
+                                    TimeDomain domain, absl::Time up_to,
+                                    size_t max, TimerHandler handler) override;
+  absl::StatusOr<std::optional<TimerFire>> NextTimer(
+      std::string_view source, int32_t partition, TimeDomain domain) override;
   absl::Status Checkpoint(const std::string& dir) override;
   absl::Status Dump(
       absl::FunctionRef<absl::Status(const DumpEntry&)> visit) override;

@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     if (names[i] == kStateColumnFamily) store->state = store->handles[i];
     if (names[i] == kOffsetsColumnFamily) store->offsets = store->handles[i];
     if (names[i] == kOutboxColumnFamily) store->outbox = store->handles[i];
+    if (names[i] == kTimersColumnFamily) store->timers = store->handles[i];
     if (std::optional<int64_t> end = ParseBucketFamilyName(names[i])) {
       store->buckets[*end] = store->handles[i];
     }
@@ -111,8 +112,11 @@ absl::Status BuildEmptyStore(const std::string& staging, const Options& options,
   // in order, so its presence means all others exist.
   const bool partition_scope = options.dedupe_scope == DedupeScope::kPartition;
   std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName,
-                                    kDedupeColumnFamily, kStateColumnFamily,
-                                    kOffsetsColumnFamily, kOutboxColumnFamily};
+                                    kDedupeColumnFamily,
+                                    kStateColumnFamily,
+                                    kOffsetsColumnFamily,
+                                    kOutboxColumnFamily,
+                                    kTimersColumnFamily};
   if (partition_scope) names.push_back(kPartitionScopeColumnFamily);
   names.push_back(FormatColumnFamilyName(
       partition_scope ? 3 : (options.expiry_buckets > 0 ? 2 : 1)));
@@ -444,13 +448,15 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
   if (!read_only) {
     db_options.info_log =
         MakeInfoLog(options.logger, dir + "/LOG", options.clock);
-    // A store written before the outbox gains its (empty) family. Older
-    // builds open every family they find, so they still open the store;
-    // they just do not relay its outbox.
-    if (std::find(names.begin(), names.end(), kOutboxColumnFamily) ==
-        names.end()) {
-      names.push_back(kOutboxColumnFamily);
-      db_options.create_missing_column_families = true;
+    // A store written before the outbox or timers gains their (empty)
+    // families. Older builds open every family they find, so they still
+    // open the store; they just do not relay its outbox (a store with
+    // timers or stream times is marked format 5 first: engine/store.h).
+    for (const char* added : {kOutboxColumnFamily, kTimersColumnFamily}) {
+      if (std::find(names.begin(), names.end(), added) == names.end()) {
+        names.push_back(added);
+        db_options.create_missing_column_families = true;
+      }
     }
   }
   // One writable store per directory in this process, whatever its name

@@ -16,6 +16,9 @@
 //   idem.outbox         position -> outgoing message, and the outbox cursor
 //                       (see engine/outbox_record.h); created by any
 //                       writable open of a store that lacks it
+//   idem.timers         timers, their by-key index and the partitions'
+//                       stream times (see engine/timer_record.h); created
+//                       by any writable open of a store that lacks it
 //   idem.scope.partition  (format 3) empty; present in a store created with
 //                       DedupeScope::kPartition (record keys carry their
 //                       partition, engine/record.h)
@@ -56,16 +59,20 @@ namespace idem {
 // The newest format this build reads and writes. Format 2 adds expiry
 // buckets, format 3 partition-scoped dedupe keys, format 4 merge operands
 // in idem.state (Txn::Merge; engine/merge_operator.h), which a build
-// without the state's merge operator cannot read. A store without any of
+// without the state's merge operator cannot read, format 5 timers and
+// stream times in idem.timers, which an older build would open but
+// ignore (no timer would fire, stream times would stop). A store without any of
 // them is written as format 1, which older builds read; a store is marked
 // with a newer format when it first needs it.
-inline constexpr int kFormatVersion = 4;
+inline constexpr int kFormatVersion = 5;
 inline constexpr int kMergeFormatVersion = 4;
+inline constexpr int kTimerFormatVersion = 5;
 inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
 inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
 inline constexpr char kOffsetsColumnFamily[] = "idem.offsets";
 inline constexpr char kOutboxColumnFamily[] = "idem.outbox";
+inline constexpr char kTimersColumnFamily[] = "idem.timers";
 inline constexpr char kPartitionScopeColumnFamily[] = "idem.scope.partition";
 inline constexpr char kFormatColumnFamilyPrefix[] = "idem.format.";
 
@@ -84,6 +91,8 @@ struct Store {
   rocksdb::ColumnFamilyHandle* offsets = nullptr;
   // Null only in a read-only open of a store written before the outbox.
   rocksdb::ColumnFamilyHandle* outbox = nullptr;
+  // Null only in a read-only open of a store written before timers.
+  rocksdb::ColumnFamilyHandle* timers = nullptr;
   // Expiry buckets by end (microseconds): every record in the family expires
   // before its end.
   std::map<int64_t, rocksdb::ColumnFamilyHandle*> buckets;

@@ -46,4 +46,13 @@ absl::Status Txn::DeleteRange(std::string_view begin, std::string_view end) {
   return absl::OkStatus();
 }
 
+absl::Status Txn::SetTimer(std::string_view, TimeDomain, absl::Time,
+                           std::string_view) {
+  return absl::UnimplementedError("this Txn does not support timers");
+}
+
+absl::Status Txn::CancelTimer(std::string_view) {
+  return absl::UnimplementedError("this Txn does not support timers");
+}
+
 }  // namespace idem

@@ -113,6 +113,10 @@ absl::Status ValidateMessage(const Message& message) {
         absl::StrCat("ttl must be >= 0 and finite, got ",
                      absl::FormatDuration(message.ttl)));
   }
+  if (message.event_time == absl::InfiniteFuture()) {
+    return absl::InvalidArgumentError(
+        "event_time must be finite, or InfinitePast for none");
+  }
   if (!message.source.empty() && message.offset >= 0) {
     if (absl::Status s = ValidateOffset(message.offset, "offset"); !s.ok()) {
       return s;

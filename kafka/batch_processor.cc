@@ -174,6 +174,9 @@ class BatchRun {
       message.partition = record.partition;
       message.offset = controls_.stored_offset.value_or(record.offset);
       message.ttl = options_.ttl;
+      if (record.timestamp_ms >= 0) {
+        message.event_time = absl::FromUnixMillis(record.timestamp_ms);
+      }
       messages.push_back(message);
       entries_[i].deferred = false;
     }

@@ -49,6 +49,11 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
     DropOutbox();
   }
   dead_letter_ = options_.dead_letter;
+  if (options_.timer_handler) {
+    timer_pump_ =
+        std::make_unique<TimerPump>(engine_, options_.timer_handler,
+                                    static_cast<size_t>(options_.max_batch));
+  }
   if (options_.workers > 1) {
     runner_ = std::make_unique<ParallelRunner>(
         options_.workers, options_.ordering, options_.max_batch,
@@ -128,6 +133,7 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
       !s.ok()) {
     return s;
   }
+  if (timer_pump_ != nullptr) FireDueTimers();
   if (RoundDue()) {
     if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
   }

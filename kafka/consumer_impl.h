@@ -40,6 +40,7 @@
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/outbox_relay.h"
 #include "idem/logger.h"
+#include "idem/timer_pump.h"
 #include "kafka/batch_processor.h"
 #include "kafka/changelog_keeper.h"
 #include "kafka/consumer_hooks.h"
@@ -148,6 +149,11 @@ class ConsumerImpl final : public Consumer {
   // serve librdkafka's callbacks. A record that arrives anyway is read
   // again later; an error is OnMessageError's.
   absl::Status PollPaused();
+
+  // ConsumerOptions::timer_handler: fires the due timers of each assigned
+  // partition not being restored (kafka/consumer_timers.cc). A failed fire
+  // is counted (ConsumerStats::timer_failures).
+  void FireDueTimers();
 
   // Brings the standby copies up to date when their interval is due. A
   // copy's error is counted, and does not stop processing.
@@ -449,6 +455,8 @@ class ConsumerImpl final : public Consumer {
   };
   absl::btree_map<TopicPartition, Restoring> restoring_;
   ConsumerStats stats_;
+  // Null without timer_handler.
+  std::unique_ptr<TimerPump> timer_pump_;
   // transactional_output: when the last relay round began, and
   // stats_.records then (RoundDue).
   absl::Time round_began_ = absl::Now();

@@ -94,6 +94,7 @@ absl::Status ProduceAndWait(rd_kafka_t* rk,
                                ? nullptr
                                : const_cast<char*>(record.value.data()),
                            record.tombstone ? 0 : record.value.size()),
+          RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
           RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_OPAQUE(&contexts[i]),
           RD_KAFKA_V_END);
       if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;

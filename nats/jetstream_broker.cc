@@ -455,6 +455,10 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   jsMsgMetaData* meta = nullptr;
   if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
     delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
+    // When the stream stored it, in nanoseconds since the epoch.
+    if (meta->Timestamp > 0) {
+      delivery.event_time = absl::FromUnixNanos(meta->Timestamp);
+    }
     if (meta->NumDelivered > 1) ++redelivered_;
     // The server delivers it no more: the loop dead-letters it unless it
     // was processed.

@@ -65,6 +65,16 @@ constexpr CounterSpec kCounters[] = {
      "Outbox entries the broker refused for good, published to the "
      "dead-letter destination",
      &Count<&LoopStats::outbox_dead_lettered>},
+    {"idem_broker_timers_fired_total",
+     "Durable timers the loop fired (LoopOptions::timer_handler)",
+     &Count<&LoopStats::timers_fired>},
+    {"idem_broker_timer_failures_total",
+     "Timer fires that failed; their timers fire again later",
+     &Count<&LoopStats::timer_failures>},
+    {"idem_broker_timer_lag_seconds_total",
+     "Sum, over the calls that fired a timer, of the largest lag of a timer "
+     "fired (its domain's time when it fired minus its fire_at)",
+     &Seconds<&LoopStats::timer_lag_sum>},
     {"idem_broker_errors_total",
      "Broker calls that failed (receive, ack, nack, publish)",
      &Count<&LoopStats::broker_errors>},

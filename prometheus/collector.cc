@@ -77,6 +77,20 @@ class CollectorImpl final : public PrometheusCollector {
         !s.ok()) {
       return s;
     }
+    if (absl::Status s = AddCounter(registry, "idem_timers_fired_total",
+                                    "Durable timers whose fire committed "
+                                    "(Engine::FireTimers)",
+                                    labels, timers_fired_);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = AddCounter(registry, "idem_timers_dead_lettered_total",
+                                    "Timers whose handler failed permanently: "
+                                    "deleted without their effects",
+                                    labels, timers_dead_lettered_);
+        !s.ok()) {
+      return s;
+    }
     if (absl::Status s = AddCounter(registry, "idem_expired_dropped_total",
                                     "Dedupe records the TTL compaction "
                                     "filter removed",
@@ -138,6 +152,9 @@ class CollectorImpl final : public PrometheusCollector {
     conflicts_.Follow(static_cast<double>(stats->conflicts));
     handler_reruns_.Follow(static_cast<double>(stats->handler_reruns));
     expired_dropped_.Follow(static_cast<double>(stats->expired_dropped));
+    timers_fired_.Follow(static_cast<double>(stats->timers_fired));
+    timers_dead_lettered_.Follow(
+        static_cast<double>(stats->timers_dead_lettered));
     write_amplification_->Set(stats->write_amplification);
     live_sst_bytes_->Set(static_cast<double>(stats->live_sst_bytes));
     memtable_bytes_->Set(static_cast<double>(stats->memtable_bytes));
@@ -185,6 +202,8 @@ class CollectorImpl final : public PrometheusCollector {
   FollowedCounter failed_ ABSL_GUARDED_BY(mu_);
   FollowedCounter conflicts_ ABSL_GUARDED_BY(mu_);
   FollowedCounter handler_reruns_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter timers_fired_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter timers_dead_lettered_ ABSL_GUARDED_BY(mu_);
   FollowedCounter expired_dropped_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> write_amplification_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> live_sst_bytes_ ABSL_GUARDED_BY(mu_);

@@ -45,10 +45,20 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
          "Changelog records read to keep standby copies warm"},
         {"idem_kafka_outbox_dead_lettered_total",
          "Outbox entries the brokers refused for good, published to the "
-         "dead-letter topic"}};
-    FollowedCounter* const series[] = {
-        &records_, &dead_lettered_,       &retries_, &errors_, &restored_,
-        &standby_, &outbox_dead_lettered_};
+         "dead-letter topic"},
+        {"idem_kafka_timers_fired_total",
+         "Durable timers the consumer fired (ConsumerOptions::timer_handler)"},
+        {"idem_kafka_timer_failures_total",
+         "Timer fires that failed; their timers fire again later"}};
+    FollowedCounter* const series[] = {&records_,
+                                       &dead_lettered_,
+                                       &retries_,
+                                       &errors_,
+                                       &restored_,
+                                       &standby_,
+                                       &outbox_dead_lettered_,
+                                       &timers_fired_,
+                                       &timer_failures_};
     for (size_t i = 0; i < std::size(counters); ++i) {
       auto family =
           RegisterFamily(prometheus::BuildCounter(), counters[i].first,
@@ -74,6 +84,15 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
     auto restoring_series = AddSeries(**restoring, labels);
     if (!restoring_series.ok()) return restoring_series.status();
     restoring_ = *std::move(restoring_series);
+    auto timer_lag = RegisterFamily(
+        prometheus::BuildGauge(), "idem_kafka_timer_lag_seconds",
+        "The largest lag of a timer fired by the last call that fired one: "
+        "its domain's time when it fired minus its fire_at",
+        registry);
+    if (!timer_lag.ok()) return timer_lag.status();
+    auto timer_lag_series = AddSeries(**timer_lag, labels);
+    if (!timer_lag_series.ok()) return timer_lag_series.status();
+    timer_lag_ = *std::move(timer_lag_series);
     return absl::OkStatus();
   }
 
@@ -88,6 +107,9 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
     outbox_dead_lettered_.Follow(
         static_cast<double>(stats.outbox_dead_lettered));
     restoring_->Set(static_cast<double>(stats.partitions_restoring));
+    timers_fired_.Follow(static_cast<double>(stats.timers_fired));
+    timer_failures_.Follow(static_cast<double>(stats.timer_failures));
+    timer_lag_->Set(absl::ToDoubleSeconds(stats.timer_lag));
     // Partitions not in this update's lag lose their series.
     std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag;
     for (const kafka::PartitionLag& p : stats.lag) {
@@ -120,7 +142,10 @@ class ConsumerCollectorImpl final : public PrometheusConsumerCollector {
   FollowedCounter restored_ ABSL_GUARDED_BY(mu_);
   FollowedCounter standby_ ABSL_GUARDED_BY(mu_);
   FollowedCounter outbox_dead_lettered_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter timers_fired_ ABSL_GUARDED_BY(mu_);
+  FollowedCounter timer_failures_ ABSL_GUARDED_BY(mu_);
   Series<Gauge> restoring_ ABSL_GUARDED_BY(mu_);
+  Series<Gauge> timer_lag_ ABSL_GUARDED_BY(mu_);
   prometheus::Family<Gauge>* lag_family_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::map<std::pair<std::string, int32_t>, Series<Gauge>> lag_
       ABSL_GUARDED_BY(mu_);

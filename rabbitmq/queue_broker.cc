@@ -98,6 +98,12 @@ brokers::Delivery QueueBroker::MakeDelivery(const amqp_envelope_t& envelope) {
                                     ToString(entry.value.value.bytes));
     }
   }
+  // The publisher's timestamp property: seconds since the epoch.
+  if ((properties._flags & AMQP_BASIC_TIMESTAMP_FLAG) &&
+      properties.timestamp > 0) {
+    delivery.event_time =
+        absl::FromUnixSeconds(static_cast<int64_t>(properties.timestamp));
+  }
   if (properties._flags & AMQP_BASIC_MESSAGE_ID_FLAG) {
     delivery.id = ToString(properties.message_id);
   } else if (auto id = delivery.Header(options_.id_header); id.has_value()) {

@@ -5,6 +5,7 @@
 #include <string_view>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "brokers/reserved_headers.h"
@@ -198,6 +199,13 @@ brokers::Delivery StreamBroker::MakeDelivery(std::string entry_id,
   }
   if (!has_id) {
     delivery.id = absl::StrCat(options_.stream, "/", entry_id);
+  }
+  // An entry ID is "<milliseconds>-<sequence>": when the stream added it.
+  int64_t millis = 0;
+  if (absl::SimpleAtoi(
+          absl::string_view(entry_id).substr(0, entry_id.find('-')), &millis) &&
+      millis > 0) {
+    delivery.event_time = absl::FromUnixMillis(millis);
   }
   delivery.receipt = std::move(entry_id);
   return delivery;

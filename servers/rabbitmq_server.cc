@@ -127,7 +127,8 @@ absl::Status RabbitMqClient::DeclareIfMissing(const std::string& queue) {
 absl::Status RabbitMqClient::Publish(
     const std::string& queue, const std::string& body,
     const std::string& message_id,
-    const std::vector<std::pair<std::string, std::string>>& headers) {
+    const std::vector<std::pair<std::string, std::string>>& headers,
+    absl::Time timestamp) {
   if (absl::Status s = OpenConfirming(); !s.ok()) return s;
   if (absl::Status s = DeclareIfMissing(queue); !s.ok()) return s;
   std::vector<amqp_table_entry_t> table(headers.size());
@@ -144,6 +145,11 @@ absl::Status RabbitMqClient::Publish(
   if (!message_id.empty()) {
     properties._flags |= AMQP_BASIC_MESSAGE_ID_FLAG;
     properties.message_id = Bytes(message_id);
+  }
+  if (timestamp != absl::InfinitePast()) {
+    properties._flags |= AMQP_BASIC_TIMESTAMP_FLAG;
+    properties.timestamp =
+        static_cast<uint64_t>(absl::ToUnixSeconds(timestamp));
   }
   int rc = amqp_basic_publish(
       connection_.state(), rabbitmq::AmqpConnection::kChannel, amqp_empty_bytes,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "idem/rabbitmq/consumer.h"
 #include "rabbitmq/amqp_connection.h"
 #include "servers/server_process.h"
@@ -34,13 +35,14 @@ class RabbitMqClient {
   RabbitMqClient(const std::string& host, int port);
 
   // Publishes a persistent message to `queue` (declared durable if
-  // missing), with
-  // message_id `message_id` unless empty, and `headers`; returns once
-  // confirmed.
+  // missing), with message_id `message_id` unless empty, `headers`, and the
+  // timestamp property `timestamp` (whole seconds) unless it is
+  // InfinitePast; returns once confirmed.
   absl::Status Publish(
       const std::string& queue, const std::string& body,
       const std::string& message_id,
-      const std::vector<std::pair<std::string, std::string>>& headers = {});
+      const std::vector<std::pair<std::string, std::string>>& headers = {},
+      absl::Time timestamp = absl::InfinitePast());
   // Messages ready in `queue` (not counting unacknowledged ones).
   absl::StatusOr<int64_t> Ready(const std::string& queue);
   // Takes every ready message of `queue` (auto-ack): body, message_id and

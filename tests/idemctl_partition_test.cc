@@ -1,6 +1,7 @@
 // idemctl export and import (cli/idemctl_partition.cc), and seen and forget on
 // a partition-scoped store.
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "idem/partition_snapshot.h"
 #include "tests/idemctl_test_util.h"
+#include "util/temp_dir.h"
 
 namespace idem::cli {
 namespace {
@@ -110,6 +112,68 @@ TEST_F(IdemctlPartitionTest, ExportThenImportMovesThePartitionExactly) {
   r = Run(target(), {"import", file});
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, HasSubstr("already imported"));
+}
+
+TEST(PartitionFileTest, CarriesTheStreamTimeAndTimersExactly) {
+  util::TempDir dir;
+  PartitionSnapshot snapshot;
+  snapshot.source = "orders";
+  snapshot.partition = 3;
+  snapshot.offset = 9;
+  snapshot.stream_time = absl::FromUnixMicros(1'700'000'000'123'456);
+  snapshot.timers = {
+      TimerFire{.source = "orders",
+                .partition = 3,
+                .domain = TimeDomain::kEvent,
+                .timer_key = std::string("w\0\xff", 3),
+                .fire_at = absl::FromUnixMicros(1'700'000'060'000'000),
+                .payload = "close"},
+      TimerFire{.source = "orders",
+                .partition = 3,
+                .domain = TimeDomain::kProcessing,
+                .timer_key = "remind",
+                .fire_at = absl::FromUnixMicros(-5),
+                .payload = ""}};
+  const std::string file = dir.Sub("p.jsonl");
+  ASSERT_TRUE(WritePartitionFile(snapshot, file).ok());
+  absl::StatusOr<PartitionSnapshot> read = ReadPartitionFile(file);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->stream_time, snapshot.stream_time);
+  ASSERT_EQ(read->timers.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(read->timers[i].source, "orders");
+    EXPECT_EQ(read->timers[i].partition, 3);
+    EXPECT_EQ(read->timers[i].domain, snapshot.timers[i].domain);
+    EXPECT_EQ(read->timers[i].timer_key, snapshot.timers[i].timer_key);
+    EXPECT_EQ(read->timers[i].fire_at, snapshot.timers[i].fire_at);
+    EXPECT_EQ(read->timers[i].payload, snapshot.timers[i].payload);
+  }
+  // A file without them has neither kind of line, as before timers.
+  snapshot.stream_time = absl::InfinitePast();
+  snapshot.timers.clear();
+  const std::string plain = dir.Sub("plain.jsonl");
+  ASSERT_TRUE(WritePartitionFile(snapshot, plain).ok());
+  std::ifstream in(plain);
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("timer")));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("stream_time")));
+}
+
+TEST(PartitionFileTest, RefusesATimerOfAnUnknownDomain) {
+  util::TempDir dir;
+  const std::string file = dir.Sub("bad.jsonl");
+  std::ofstream(file)
+      << R"({"kind":"partition","source":"o","partition":0,"offset":null})"
+      << "\n"
+      << R"({"kind":"timer","domain":"lunar","timer_key":"k",)"
+      << R"("fire_at_unix_micros":1,"payload":""})"
+      << "\n"
+      << R"({"kind":"end","state_entries":0,"dedupe_records":0})"
+      << "\n";
+  absl::StatusOr<PartitionSnapshot> read = ReadPartitionFile(file);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(read.status().message()), HasSubstr("line 2"));
 }
 
 TEST_F(IdemctlPartitionTest, ImportOverAHigherOffsetFails) {

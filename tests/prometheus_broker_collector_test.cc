@@ -53,6 +53,8 @@ std::vector<Family> CountFamilies() {
       {"idem_broker_errors_total", field(&LoopStats::broker_errors)},
       {"idem_broker_fetches_total", field(&LoopStats::fetches)},
       {"idem_broker_reconnects_total", field(&LoopStats::reconnects)},
+      {"idem_broker_timers_fired_total", field(&LoopStats::timers_fired)},
+      {"idem_broker_timer_failures_total", field(&LoopStats::timer_failures)},
   };
 }
 

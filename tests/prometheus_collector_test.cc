@@ -51,6 +51,8 @@ TEST_F(PrometheusCollectorTest, RegistersTheRequiredNamesAndTypes) {
       {"idem_messages_total", prometheus::MetricType::Counter},
       {"idem_expired_dropped_total", prometheus::MetricType::Counter},
       {"idem_handler_reruns_total", prometheus::MetricType::Counter},
+      {"idem_timers_fired_total", prometheus::MetricType::Counter},
+      {"idem_timers_dead_lettered_total", prometheus::MetricType::Counter},
       {"idem_write_amplification", prometheus::MetricType::Gauge},
       {"idem_live_sst_bytes", prometheus::MetricType::Gauge},
       {"idem_memtable_bytes", prometheus::MetricType::Gauge},

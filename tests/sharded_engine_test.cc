@@ -207,6 +207,32 @@ TEST_F(ShardedEngineTest, OutboxIsRelayedPerShard) {
   }
 }
 
+TEST_F(ShardedEngineTest, TimersAndStreamTimeLiveInThePartitionsShard) {
+  std::unique_ptr<Engine> engine = OpenShards(2);
+  ASSERT_NE(engine, nullptr);
+  Message m = OnPartition("t", 3, 0, "v");
+  m.event_time = absl::FromUnixSeconds(100);
+  ASSERT_TRUE(engine
+                  ->Process(m,
+                            [](const Message&, Txn& txn) {
+                              return txn.SetTimer("k", TimeDomain::kEvent,
+                                                  absl::FromUnixSeconds(90) +
+                                                      absl::Seconds(20));
+                            })
+                  .ok());
+  EXPECT_EQ(*engine->StreamTime("orders", 3), absl::FromUnixSeconds(100));
+  EXPECT_EQ(*engine->shard(1)->StreamTime("orders", 3),
+            absl::FromUnixSeconds(100));
+  absl::StatusOr<std::optional<TimerFire>> next =
+      engine->NextTimer("orders", 3, TimeDomain::kEvent);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->timer_key, "k");
+  EXPECT_FALSE(engine->shard(0)
+                   ->NextTimer("orders", 3, TimeDomain::kEvent)
+                   ->has_value());
+}
+
 TEST_F(ShardedEngineTest, AnotherShardCountIsRefusedNamingBoth) {
   { ASSERT_NE(OpenShards(4), nullptr); }
   absl::Status two = Engine::Open(path_, ShardedOptions(2)).status();

@@ -44,6 +44,7 @@
 #include "idem/outbox.h"
 #include "idem/partition_snapshot.h"
 #include "idem/stats.h"
+#include "idem/timers.h"
 #include "idem/txn.h"
 
 namespace idem {
@@ -363,6 +364,58 @@ class Engine {
     (void)changes;
     (void)options;
     return absl::UnimplementedError("ApplyPartitionChanges");
+  }
+
+  // The stream time of (source, partition): the largest committed event
+  // time of its messages (Message::event_time), never decreasing;
+  // absl::InfinitePast() if none carried one. It commits in the same write
+  // as the partition's offset and moves with ExportPartition and
+  // ImportPartition. kInvalidArgument for a bad source or partition. The
+  // default, for Engine implementations outside idem, returns
+  // kUnimplemented.
+  virtual absl::StatusOr<absl::Time> StreamTime(std::string_view source,
+                                                int32_t partition) {
+    (void)source;
+    (void)partition;
+    return absl::UnimplementedError("StreamTime");
+  }
+
+  // Fires the due timers of (source, partition) in `domain`, earliest first
+  // (ties in timer-key order), at most `max`: those with fire_at <= `up_to`
+  // and, for kEvent, <= the partition's stream time, for kProcessing, <= the
+  // engine's clock. Each timer's `handler` runs in a Txn of the timer's
+  // partition (Txn::stream_time, SetTimer and CancelTimer work there too);
+  // its writes and emits commit in the same write as the timer's deletion,
+  // and its emits get message IDs derived from the timer (its partition,
+  // domain, key and fire_at), so a fire that runs again after a crash emits
+  // the same IDs. Several fires may share one write. Returns how many
+  // timers fired (those whose handler failed permanently included). A
+  // handler's transient failure commits the fires before it, keeps its
+  // timer (it fires again on a later call) and returns its status; a
+  // permanent failure (PermanentError) deletes the timer without its
+  // effects and counts it in Stats::timers_dead_lettered. kInvalidArgument
+  // for a bad source or partition, a `domain` that is no TimeDomain or
+  // `max` == 0; kFailedPrecondition from inside a handler or on a read-only
+  // engine; storage and clock errors as Process. Durable on return under
+  // kSync; under kBuffered with the next sync, as Process's commits. The
+  // default, for Engine implementations
+  // outside idem, returns kUnimplemented.
+  virtual absl::StatusOr<size_t> FireTimers(std::string_view source,
+                                            int32_t partition,
+                                            TimeDomain domain, absl::Time up_to,
+                                            size_t max, TimerHandler handler) {
+    (void)source, (void)partition, (void)domain, (void)up_to, (void)max,
+        (void)handler;
+    return absl::UnimplementedError("FireTimers");
+  }
+
+  // The earliest committed timer of (source, partition) in `domain`, due or
+  // not, or nullopt if there is none. Errors as StreamTime, and
+  // kInvalidArgument for a `domain` that is no TimeDomain.
+  virtual absl::StatusOr<std::optional<TimerFire>> NextTimer(
+      std::string_view source, int32_t partition, TimeDomain domain) {
+    (void)source, (void)partition, (void)domain;
+    return absl::UnimplementedError("NextTimer");
   }
 
   // Writes a consistent copy of the store to `dir`, which must not exist;

@@ -56,6 +56,15 @@ class ForwardingTxn : public Txn {
                        const EmitOptions& options) override {
     target_.EmitWithOptions(destination, key, value, options);
   }
+  absl::Time stream_time() const override { return target_.stream_time(); }
+  absl::Status SetTimer(std::string_view timer_key, TimeDomain domain,
+                        absl::Time fire_at,
+                        std::string_view payload = {}) override {
+    return target_.SetTimer(timer_key, domain, fire_at, payload);
+  }
+  absl::Status CancelTimer(std::string_view timer_key) override {
+    return target_.CancelTimer(timer_key);
+  }
 
  protected:
   // The Txn calls go to.

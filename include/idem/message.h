@@ -41,6 +41,12 @@ struct Message {
   // Options::detect_conflicts: the record keeps XXH3-64 of these bytes, or
   // of the payload when this is empty. Not stored otherwise.
   std::string_view fingerprint = {};
+  // When the event happened, by the producer's or the broker's clock;
+  // absl::InfinitePast() for none. A finite event time advances the stream
+  // time of (source, partition) when the message commits (Engine::StreamTime;
+  // not beyond kMaxEventTimeAhead past the engine's clock, idem/timers.h).
+  // InfiniteFuture is refused (kInvalidArgument).
+  absl::Time event_time = absl::InfinitePast();
 };
 
 enum class Outcome {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "idem/timers.h"
 
 namespace idem {
 
@@ -36,6 +37,12 @@ struct PartitionSnapshot {
   // In id_hash order. Empty from a store-scoped store, whose records do not
   // say which partition they came from.
   std::vector<PartitionRecord> records;
+  // The partition's stream time (Engine::StreamTime); InfinitePast: none.
+  absl::Time stream_time = absl::InfinitePast();
+  // The partition's timers (source and partition as above), event-time
+  // ones first, each domain in (fire_at, timer_key) order. fire_at finite,
+  // a valid domain, a timer_key at most once.
+  std::vector<TimerFire> timers;
 };
 
 // Changes to one partition's copy, applied on top of it
@@ -52,6 +59,9 @@ struct PartitionChanges {
   // Dedupe records to add; each replaces the partition's record of the
   // same id_hash, if any.
   std::vector<PartitionRecord> records;
+  // The partition's new stream time, if later than its copy's; nullopt (or
+  // InfinitePast) leaves it as it is.
+  std::optional<absl::Time> stream_time;
 };
 
 }  // namespace idem

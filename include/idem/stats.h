@@ -60,6 +60,12 @@ struct Stats {
   uint64_t outbox_pending = 0;
   uint64_t outbox_emitted = 0;
   uint64_t outbox_acknowledged = 0;
+  // Timers (Engine::FireTimers) whose fire committed since Open, those of
+  // them whose handler failed permanently (deleted without their effects),
+  // and handler calls of fires that failed transiently (the timer stays).
+  uint64_t timers_fired = 0;
+  uint64_t timers_dead_lettered = 0;
+  uint64_t timer_failures = 0;
   // Dedupe records removed by the TTL compaction filter since Open.
   uint64_t expired_dropped = 0;
   // Bytes of the WriteBatches the engine committed since Open (keys, values

@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "idem/merge.h"
 #include "idem/message.h"
+#include "idem/timers.h"
 
 namespace idem {
 
@@ -162,6 +163,39 @@ class Txn {
     options.headers = headers;
     EmitWithOptions(destination, key, value, options);
   }
+
+  // The stream time of this message's (source, partition): the largest
+  // event time of its committed messages and of the earlier messages of
+  // this batch, and this message's own (Message::event_time, unless beyond
+  // kMaxEventTimeAhead); absl::InfinitePast() if none carried one. In a
+  // timer's handler, the stream time of the timer's partition. The default,
+  // for Txn implementations outside idem, returns absl::InfinitePast().
+  virtual absl::Time stream_time() const { return absl::InfinitePast(); }
+
+  // Buffers a timer named `timer_key` of this message's (source, partition)
+  // (in a timer's handler, the timer's partition), committed in the same
+  // write as the rest of the message: once `fire_at` is reached in
+  // `domain`, Engine::FireTimers runs its TimerHandler with `payload`. One
+  // timer per key per partition: setting a key again moves it (to a new
+  // time, domain and payload). A set timer is read like a state key: a
+  // handler that fires or sets the same key concurrently makes one of the
+  // two run again. Returns kInvalidArgument for an infinite `fire_at` or a
+  // `domain` that is no TimeDomain (the message then fails, as for an
+  // invalid Emit, even if the handler goes on); kFailedPrecondition for a
+  // message without a source; kOutOfRange, setting nothing, for an
+  // event-time timer at or below stream_time() (that time has passed: a
+  // closed window cannot be re-armed; the message is unaffected). The
+  // default, for Txn implementations outside idem, returns kUnimplemented.
+  virtual absl::Status SetTimer(std::string_view timer_key, TimeDomain domain,
+                                absl::Time fire_at,
+                                std::string_view payload = {});
+
+  // Buffers the deletion of the timer named `timer_key` of this message's
+  // partition, if there is one (cancelling none is not an error); read and
+  // validated as SetTimer. kFailedPrecondition for a message without a
+  // source. The default, for Txn implementations outside idem, returns
+  // kUnimplemented.
+  virtual absl::Status CancelTimer(std::string_view timer_key);
 };
 
 // User code run for each new message. Return OK to commit the Txn's writes;

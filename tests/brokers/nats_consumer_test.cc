@@ -313,6 +313,35 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, NatsPrefetchTest,
 
 // With prefetch off, nothing is fetched ahead: after a PollBatch nothing is
 // left delivered and unacknowledged.
+// A JetStream message's metadata timestamp (when the stream stored it) is
+// the delivery's event time, and so its stream's stream time.
+TEST_F(NatsConsumerTest, TheStoredTimestampIsTheEventTime) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const absl::Time before = absl::Now();
+  ASSERT_TRUE(
+      client_->Publish(stream_ + ".in", "1", {{"message-id", "t1"}}).ok());
+  std::vector<absl::Time> seen;
+  for (int i = 0; i < 100 && seen.empty(); ++i) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch([&](const brokers::Delivery& delivery, Txn&) {
+          seen.push_back(delivery.event_time);
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(report.ok()) << report.status();
+  }
+  const absl::Time after = absl::Now();
+  ASSERT_EQ(seen.size(), 1u);
+  // The server's clock is this machine's.
+  EXPECT_GE(seen[0], before - absl::Seconds(1));
+  EXPECT_LE(seen[0], after + absl::Seconds(1));
+  absl::StatusOr<absl::Time> stream_time = engine->StreamTime(stream_, 0);
+  ASSERT_TRUE(stream_time.ok()) << stream_time.status();
+  // Stored in whole microseconds.
+  EXPECT_EQ(absl::ToUnixMicros(*stream_time), absl::ToUnixMicros(seen[0]));
+}
+
 TEST_F(NatsConsumerTest, WithoutPrefetchNothingIsFetchedAhead) {
   constexpr int kAccounts = 5;
   std::unique_ptr<Engine> engine = OpenEngine("db");

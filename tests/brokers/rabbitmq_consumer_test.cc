@@ -167,6 +167,29 @@ TEST_F(RabbitMqConsumerTest, UnreachableServerIsUnavailable) {
             absl::StatusCode::kUnavailable);
 }
 
+// A message's timestamp property (the publisher's, whole seconds) is the
+// delivery's event time, and so its queue's stream time.
+TEST_F(RabbitMqConsumerTest, TheTimestampPropertyIsTheEventTime) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  auto consumer = Consumer::Create(engine.get(), BaseOptions());
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  const absl::Time stamped = absl::FromUnixSeconds(1'700'000'000);
+  ASSERT_TRUE(client_->Publish(queue_, "1", "t1", {}, stamped).ok());
+  std::vector<absl::Time> seen;
+  for (int i = 0; i < 100 && seen.empty(); ++i) {
+    absl::StatusOr<brokers::BatchReport> report =
+        (*consumer)->PollBatch([&](const brokers::Delivery& delivery, Txn&) {
+          seen.push_back(delivery.event_time);
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(report.ok()) << report.status();
+  }
+  EXPECT_EQ(seen, std::vector<absl::Time>{stamped});
+  absl::StatusOr<absl::Time> stream_time = engine->StreamTime(queue_, 0);
+  ASSERT_TRUE(stream_time.ok()) << stream_time.status();
+  EXPECT_EQ(*stream_time, stamped);
+}
+
 // What the server refuses comes back with the code a caller can act on,
 // naming the real cause: a queue name over AMQP's 255 bytes (or in the
 // server's "amq." namespace) is kInvalidArgument before any request; a

@@ -84,6 +84,27 @@ TEST_F(RedisConsumerTest, CreateWithoutCreatingTheGroupConnectsAndChecksIt) {
   EXPECT_TRUE(Consumer::Create(engine.get(), options).ok());
 }
 
+// An entry ID is "<milliseconds>-<sequence>": the delivery's event time,
+// and so its stream's stream time.
+TEST_F(RedisConsumerTest, AnEntryIdsMillisecondsAreItsEventTime) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  const std::string stream = prefix_ + "clicks";
+  RedisCommand(*connection_, {"XADD", stream, "1700000000123-0", "message-id",
+                              "m1", "payload", "1"});
+  auto consumer = Consumer::Create(engine.get(), BaseOptions(stream, "c"));
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  std::vector<absl::Time> seen;
+  Drain(**consumer, stream, [&](const brokers::Delivery& delivery, Txn&) {
+    seen.push_back(delivery.event_time);
+    return absl::OkStatus();
+  });
+  const absl::Time added = absl::FromUnixMillis(1700000000123);
+  EXPECT_EQ(seen, std::vector<absl::Time>{added});
+  absl::StatusOr<absl::Time> stream_time = engine->StreamTime(stream, 0);
+  ASSERT_TRUE(stream_time.ok()) << stream_time.status();
+  EXPECT_EQ(*stream_time, added);
+}
+
 // Consumer "a" processes part of the stream and dies before acknowledging
 // (its entries stay pending); "b" claims them with XAUTOCLAIM after
 // claim_idle. With the message-id field as ID, the claimed entries and the

@@ -30,11 +30,13 @@ namespace idem::test {
 class FakeBroker : public brokers::Broker {
  public:
   void Add(std::string id, std::string payload,
-           std::vector<std::pair<std::string, std::string>> headers = {}) {
+           std::vector<std::pair<std::string, std::string>> headers = {},
+           absl::Time event_time = absl::InfinitePast()) {
     brokers::Delivery d;
     d.id = std::move(id);
     d.payload = std::move(payload);
     d.headers = std::move(headers);
+    d.event_time = event_time;
     d.source = "in";
     d.offset = next_offset_++;
     d.receipt = absl::StrCat(d.offset);

@@ -20,6 +20,7 @@
 #define IDEM_BROKERS_DELIVERY_LOOP_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/btree_set.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +37,7 @@
 #include "absl/types/span.h"
 #include "idem/engine.h"
 #include "idem/outbox.h"
+#include "idem/timer_pump.h"
 #include "idem/txn.h"
 
 namespace idem::brokers {
@@ -55,6 +58,11 @@ struct Delivery {
   // broker has no position that fits an int64.
   int32_t partition = 0;
   int64_t offset = -1;
+  // Message::event_time: the broker's timestamp of the message where it has
+  // one (a NATS JetStream message's metadata timestamp, a Redis stream
+  // entry ID's milliseconds, a RabbitMQ timestamp property);
+  // absl::InfinitePast() for none.
+  absl::Time event_time = absl::InfinitePast();
   // The broker's fields or headers, in order (names may repeat).
   std::vector<std::pair<std::string, std::string>> headers;
   // The broker's handle for Ack and Nack (a stream entry ID, a reply
@@ -206,6 +214,18 @@ struct LoopOptions {
   bool relay_outbox = true;
   // Outbox entries read per Engine::ReadOutbox. Must be >= 1. Default: 500.
   int relay_batch = 500;
+
+  // ---- Timers ----
+
+  // Fires the durable timers the handlers set (Txn::SetTimer;
+  // idem/timers.h) on the (source, partition) pairs the loop has received
+  // from, through an idem::TimerPump after each PollBatch, before the
+  // outbox is published: the event-time ones once a batch advanced the
+  // partition's stream time, the processing-time ones on every call (so
+  // also when nothing arrived), up to max_batch per partition and domain. A
+  // failed fire is counted (timer_failures) and fires again later.
+  // Default: unset (no timers fired).
+  TimerPump::Handler timer_handler;
 };
 
 // What one PollBatch did.
@@ -222,6 +242,12 @@ struct BatchReport {
   // Outbox entries the broker refused for good, published to
   // dead_letter_destination instead (not in outbox_published).
   int64_t outbox_dead_lettered = 0;
+  // LoopOptions::timer_handler: timers fired, fires that failed (the timer
+  // stays), and the largest lag of a timer fired (its domain's time when it
+  // fired minus its fire_at).
+  int64_t timers_fired = 0;
+  int64_t timer_failures = 0;
+  absl::Duration timer_lag;
   // Why the relay stopped, if it did (the batch itself was handled and
   // acknowledged; the entries not published stay in the outbox and the next
   // call publishes them): a Publish error that retrying can fix, an engine
@@ -243,6 +269,10 @@ struct LoopStats {
   int64_t nacked = 0;
   int64_t outbox_published = 0;
   int64_t outbox_dead_lettered = 0;  // see BatchReport::outbox_dead_lettered
+  int64_t timers_fired = 0;          // see BatchReport::timers_fired
+  int64_t timer_failures = 0;
+  // BatchReport::timer_lag summed over the calls that fired a timer.
+  absl::Duration timer_lag_sum;
   // Broker calls that failed (Receive, Ack, Nack, Publish), and the last
   // one's text.
   int64_t broker_errors = 0;
@@ -325,11 +355,18 @@ class DeliveryLoop {
              absl::Duration broker_time,
              absl::Duration fetch_time = absl::ZeroDuration());
 
+  // Pumps the timers of every partition received from (timer_handler).
+  void FireTimers(BatchReport& report);
+
   // Constant after construction.
   Engine* const engine_;
   Broker* const broker_;
   const LoopOptions options_;
   const LoopHooks hooks_;
+
+  // The loop's thread only. Null without timer_handler.
+  std::unique_ptr<TimerPump> timer_pump_;
+  absl::btree_set<std::pair<std::string, int32_t>> timer_partitions_;
 
   mutable absl::Mutex mu_;
   LoopStats stats_ ABSL_GUARDED_BY(mu_);

@@ -18,6 +18,8 @@
 #include "absl/time/time.h"
 #include "idem/kafka/record.h"
 #include "idem/logger.h"
+#include "idem/timers.h"
+#include "idem/txn.h"
 
 namespace idem::kafka {
 
@@ -347,6 +349,21 @@ struct ConsumerOptions {
   bool check_group_offsets = false;
   // Commit processed offsets to Kafka after each batch. Default: true.
   bool commit_to_kafka = true;
+
+  // ---- Timers ----
+
+  // Fires the durable timers the handlers set (Txn::SetTimer; idem/timers.h)
+  // on the assigned partitions: the event-time ones due after each
+  // PollBatch that advanced a partition's stream time (the records' Kafka
+  // timestamps are their Message::event_time), the processing-time ones on
+  // every PollBatch, so that they fire on idle partitions too; up to
+  // max_batch per partition and domain per call, on the thread that calls
+  // PollBatch, before the outbox is published (the fires' emits go with the
+  // batch's). A fire's transient failure is counted
+  // (ConsumerStats::timer_failures) and the timer fires again on a later
+  // call. Not with changelog_topic (a fire's state writes would miss the
+  // changelog): kInvalidArgument. Default: unset (no timers fired).
+  std::function<absl::Status(const TimerFire&, Txn&)> timer_handler;
 
   // ---- Logs and statistics ----
 

@@ -107,6 +107,13 @@ struct ConsumerStats {
   // unpublished because this member was fenced or a round failed (see
   // transactional_output).
   int64_t outbox_dropped = 0;
+  // ConsumerOptions::timer_handler: timers fired, fires that failed
+  // transiently (the timer stays), and the largest lag of a fired timer in
+  // the last call that fired one (its domain's time when it fired minus its
+  // fire_at).
+  int64_t timers_fired = 0;
+  int64_t timer_failures = 0;
+  absl::Duration timer_lag;
 };
 
 }  // namespace idem::kafka

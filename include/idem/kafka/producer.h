@@ -33,6 +33,9 @@ struct OutgoingRecord {
   // Produce a null value (a tombstone for log compaction); `value` is then
   // ignored.
   bool tombstone = false;
+  // The record's timestamp (CreateTime), milliseconds since the epoch; 0:
+  // librdkafka's, the time it is produced.
+  int64_t timestamp_ms = 0;
 };
 
 class Producer {
