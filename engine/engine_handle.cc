@@ -140,6 +140,10 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
   BatchTxn txn(&pass.commit.state(), pass.store.db, pass.store.state,
                &versions_, &pass.reads);
   txn.set_record_expires_at(absl::FromUnixMicros(placement.expiry_micros));
+  txn.set_state_time(
+      BatchTxn::StateTime{.read = StateReadTimeAt(pass.store, pass.now_micros),
+                          .now_micros = pass.now_micros,
+                          .default_ttl = options_.state_ttl});
   absl::Status status;
   ++pass.ages.handlers;
   {

@@ -60,6 +60,11 @@ struct EngineHooks {
   // Options::detect_conflicts has no effect: a conflicting redelivery is a
   // duplicate (breaks conflict detection).
   bool ignore_conflicts = false;
+  // Reads of state (Txn::Get and scans, GetState, ScanState, exports) skip
+  // the expiry check: a value whose TTL has passed is returned until
+  // compaction drops it, as RocksDB's DBWithTTL does (breaks "expired
+  // state is never returned").
+  bool skip_state_expiry_check = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

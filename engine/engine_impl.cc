@@ -244,8 +244,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   for (int changes = 0;; ++changes) {
     absl::StatusOr<int64_t> now_micros;
     RecordPlacements placements;
-    // Set by a commit whose merges need a newer store format.
-    bool needs_merge_format = false;
+    // Set by a commit whose writes need a newer store format.
+    int needs_format = 0;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
@@ -257,16 +257,15 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       // A read-only store fails the commit itself.
       if ((*store)->read_only || changes == kMaxBucketChanges ||
           !BucketsChange(**store, placements, *now_micros)) {
-        absl::StatusOr<std::vector<Result>> results =
-            CommitBatch(**store, messages, placements, handler, *now_micros,
-                        needs_merge_format);
-        if (!needs_merge_format) return results;
+        absl::StatusOr<std::vector<Result>> results = CommitBatch(
+            **store, messages, placements, handler, *now_micros, needs_format);
+        if (needs_format == 0) return results;
       }
     }
     CommitLock commit_lock(this);
-    if (needs_merge_format) {
+    if (needs_format != 0) {
       // Once per store: its handlers run again on the marked store.
-      if (absl::Status s = MarkMergeFormat(); !s.ok()) return s;
+      if (absl::Status s = MarkMergeFormat(needs_format); !s.ok()) return s;
       --changes;
       continue;
     }
@@ -276,12 +275,14 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   }
 }
 
-absl::Status EngineImpl::MarkMergeFormat() {
+absl::Status EngineImpl::MarkMergeFormat(int version) {
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
   if (absl::Status s =
-          MarkStoreFormat(**store, options_, parts_, kMergeFormatVersion);
+          version >= kStateTtlFormatVersion
+              ? MarkStateTtlFormat(**store, options_, parts_)
+              : MarkStoreFormat(**store, options_, parts_, version);
       !s.ok()) {
     needs_reopen_.store(true);
     return s;
@@ -366,7 +367,7 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
 absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     Store& store, absl::Span<const Message> messages,
     absl::Span<const RecordPlacement> placements, Handler handler,
-    int64_t now_micros, bool& needs_merge_format) {
+    int64_t now_micros, int& needs_format) {
   // The key of each message's record (its ID's hash, or its partition and
   // the hash), which also names the message's emits.
   absl::InlinedVector<RecordKey, 1> record_keys;
@@ -403,6 +404,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
   RerunTurn rerun_turn(&rerun_mu_);
   for (;;) {
     CommitBuilder commit(store.state, store.offsets, store.outbox);
+    commit.set_state_enveloped(store.format_version >= kStateTtlFormatVersion);
     commit.Reserve(messages.size());
     DuplicateAges ages;
     StateReads reads;
@@ -419,10 +421,16 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
                     .reads = reads};
     absl::StatusOr<std::vector<Result>> results = HandleMessages(pass);
     if (!results.ok()) return results.status();
+    if (commit.state().has_expiry() &&
+        store.format_version < kStateTtlFormatVersion) {
+      // Values that expire need format 5: mark the store, then run again.
+      needs_format = kStateTtlFormatVersion;
+      return results;
+    }
     if (commit.state().has_merges() &&
         store.format_version < kMergeFormatVersion) {
       // Merge operands need format 4: mark the store, then run again.
-      needs_merge_format = true;
+      needs_format = kMergeFormatVersion;
       return results;
     }
 
@@ -526,12 +534,33 @@ absl::StatusOr<std::optional<std::string>> EngineImpl::GetState(
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<StateReadTime> time = StateReadTimeNow(**store);
+  if (!time.ok()) return time.status();
   std::string value;
   rocksdb::Status s = (*store)->db->Get(rocksdb::ReadOptions(), (*store)->state,
                                         ToSlice(key), &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) return FromRocksStatus(s, "reading state");
+  std::optional<std::string_view> live = LiveStateValue(value, *time);
+  if (!live.has_value()) return std::nullopt;
+  value.resize(live->size());  // the value is a prefix of what is stored
   return value;
+}
+
+StateReadTime EngineImpl::StateReadTimeAt(const Store& store,
+                                          int64_t now_micros) const {
+  StateReadTime time;
+  time.enveloped = store.format_version >= kStateTtlFormatVersion;
+  if (!hooks_.skip_state_expiry_check) time.now_micros = now_micros;
+  return time;
+}
+
+absl::StatusOr<StateReadTime> EngineImpl::StateReadTimeNow(const Store& store) {
+  // A store without values that expire needs no clock.
+  if (store.format_version < kStateTtlFormatVersion) return StateReadTime();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
+  return StateReadTimeAt(store, *now_micros);
 }
 
 absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
@@ -541,6 +570,8 @@ absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<StateReadTime> time = StateReadTimeNow(**store);
+  if (!time.ok()) return time.status();
   rocksdb::ReadOptions read;
   const rocksdb::Slice lower = ToSlice(begin);
   const rocksdb::Slice upper = ToSlice(end);
@@ -550,7 +581,7 @@ absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
   std::unique_ptr<rocksdb::Iterator> it(
       (*store)->db->NewIterator(read, (*store)->state));
   absl::StatusOr<ScanExtent> scanned =
-      MergedScan({}, it.get(), begin, end, options, visit);
+      MergedScan({}, it.get(), begin, end, options, visit, *time);
   return scanned.status();
 }
 

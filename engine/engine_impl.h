@@ -139,18 +139,27 @@ class EngineImpl : public Engine {
   // reads the live records and stored offsets, runs HandleMessages, queues
   // the commit (QueueCommit; again from HandleMessages if a read went
   // stale) and waits for its write. If the handlers merged into a store of
-  // a format older than merges need, commits nothing and sets
-  // `needs_merge_format` (the caller marks the store and calls again).
+  // a format older than merges need, or wrote values that expire into one
+  // older than format 5, commits nothing and sets `needs_format` to the
+  // format needed (the caller marks the store and calls again).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
-      int64_t now_micros, bool& needs_merge_format)
+      int64_t now_micros, int& needs_format)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
-  // Marks the store as of the format merges need (kMergeFormatVersion),
-  // under the store lock taken exclusively.
-  absl::Status MarkMergeFormat() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(store_mu_);
+  // Marks the store as of format `version` (kMergeFormatVersion, or
+  // kStateTtlFormatVersion through MarkStateTtlFormat), under the store
+  // lock taken exclusively.
+  absl::Status MarkMergeFormat(int version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(store_mu_);
+
+  // How the state reads of a call judge expiry in `store` at `now_micros`
+  // (no check under EngineHooks::skip_state_expiry_check).
+  StateReadTime StateReadTimeAt(const Store& store, int64_t now_micros) const;
+  // As StateReadTimeAt at the engine's time now, read only for a store of
+  // format 5; the clock's error if it cannot be read.
+  absl::StatusOr<StateReadTime> StateReadTimeNow(const Store& store);
 
   // What QueueCommit did.
   enum class Queued {

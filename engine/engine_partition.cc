@@ -21,6 +21,7 @@
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
 #include "engine/record.h"
+#include "engine/state_value.h"
 #include "engine/status_util.h"
 #include "engine/validate.h"
 #include "idem/partition_state.h"
@@ -174,11 +175,17 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   snapshot.source = std::string(source);
   snapshot.partition = partition;
   const std::string state_prefix = PartitionStatePrefix(source, partition);
+  // Values that expired are not exported; the others go without their
+  // expiry (a snapshot has no place for it: docs/state.md).
+  const StateReadTime state_time = StateReadTimeAt(store, *now_micros);
   if (absl::Status s = ScanRange(
           store.db, store.state, read, state_prefix, KeyRangeEnd(state_prefix),
           [&](std::string_view key, std::string_view value) {
-            snapshot.entries.emplace_back(key.substr(state_prefix.size()),
-                                          value);
+            if (std::optional<std::string_view> live =
+                    LiveStateValue(value, state_time)) {
+              snapshot.entries.emplace_back(key.substr(state_prefix.size()),
+                                            *live);
+            }
             return absl::OkStatus();
           });
       !s.ok()) {
@@ -401,11 +408,14 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
       }
     }
   }
+  const bool enveloped = store.format_version >= kStateTtlFormatVersion;
   for (const auto& [key, value] : commit.writes) {
     const std::string scoped = absl::StrCat(state_prefix, AbslView(key));
     if (absl::Status s = check(
-            value.has_value() ? batch.Put(store.state, scoped, ToSlice(*value))
-                              : batch.Delete(store.state, scoped));
+            value.has_value()
+                ? batch.Put(store.state, scoped,
+                            EncodeStateValue(*value, kNeverExpires, enveloped))
+                : batch.Delete(store.state, scoped));
         !s.ok()) {
       return s;
     }

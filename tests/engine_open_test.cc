@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
@@ -170,11 +171,11 @@ TEST(EngineOpenTest, OpenRejectsRegularFileAndLeavesItUnchanged) {
 TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
-  // This build reads formats 1 to 4 (expiry buckets, partition scope,
-  // merges).
-  ASSERT_NO_FATAL_FAILURE(
-      CreateRocksDb(path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe",
-                           "idem.state", "idem.offsets", "idem.format.5"}));
+  // This build reads formats 1 to kFormatVersion (expiry buckets,
+  // partition scope, merges, state that expires).
+  ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
+      path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe", "idem.state",
+             "idem.offsets", FormatColumnFamilyName(kFormatVersion + 1)}));
   const auto before = SnapshotTree(path);
   auto engine = Engine::Open(path, Options());
   EXPECT_EQ(engine.status().code(), absl::StatusCode::kFailedPrecondition)
