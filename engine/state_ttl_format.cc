@@ -48,8 +48,8 @@ absl::Status WrapAmbiguousValues(
     rocksdb::Status s = batch.Put(store.state, key, value);
     if (!s.ok()) return FromRocksStatus(s, "building the format 5 upgrade");
   }
-  rocksdb::Status s = batch.Put(store.db->DefaultColumnFamily(),
-                                kStateTtlReadyKey, "1");
+  rocksdb::Status s =
+      batch.Put(store.db->DefaultColumnFamily(), kStateTtlReadyKey, "1");
   if (!s.ok()) return FromRocksStatus(s, "building the format 5 upgrade");
   rocksdb::WriteOptions write;
   write.sync = true;
@@ -86,9 +86,9 @@ absl::Status FinishStateTtlFormat(Store& store, const StoreParts& parts,
     return absl::OkStatus();
   }
   std::string ready;
-  rocksdb::Status s = store.db->Get(rocksdb::ReadOptions(),
-                                    store.db->DefaultColumnFamily(),
-                                    kStateTtlReadyKey, &ready);
+  rocksdb::Status s =
+      store.db->Get(rocksdb::ReadOptions(), store.db->DefaultColumnFamily(),
+                    kStateTtlReadyKey, &ready);
   if (s.ok()) {
     if (parts.state_ttl != nullptr) parts.state_ttl->enveloped.store(true);
     return absl::OkStatus();

@@ -25,9 +25,8 @@ bool LooksLikeEnvelope(std::string_view stored) {
 StateValue DecodeStateValue(std::string_view stored, bool enveloped) {
   if (!enveloped || !LooksLikeEnvelope(stored)) return StateValue{stored};
   const size_t size = stored.size() - kEnvelopeBytes;
-  return StateValue{
-      stored.substr(0, size),
-      static_cast<int64_t>(GetFixed64LE(stored.data() + size))};
+  return StateValue{stored.substr(0, size),
+                    static_cast<int64_t>(GetFixed64LE(stored.data() + size))};
 }
 
 std::optional<std::string_view> LiveStateValue(std::string_view stored,

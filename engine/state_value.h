@@ -23,14 +23,13 @@
 #ifndef IDEM_ENGINE_STATE_VALUE_H_
 #define IDEM_ENGINE_STATE_VALUE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
-
-#include <atomic>
-#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -56,8 +55,7 @@ struct StateValue {
 // format 5 (values may be envelopes) and the engine time expiry is judged
 // at (kNoExpiryCheck: nothing has expired).
 struct StateReadTime {
-  static constexpr int64_t kNoExpiryCheck =
-      std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kNoExpiryCheck = std::numeric_limits<int64_t>::min();
   bool enveloped = false;
   int64_t now_micros = kNoExpiryCheck;
 };

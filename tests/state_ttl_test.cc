@@ -91,12 +91,13 @@ void WithRawStateFamily(
 // The keys idem.state holds on disk, expired or not.
 size_t RawStateKeys(const std::string& path) {
   size_t keys = 0;
-  WithRawStateFamily(path, [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* h) {
-    std::unique_ptr<rocksdb::Iterator> it(
-        db->NewIterator(rocksdb::ReadOptions(), h));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) ++keys;
-    EXPECT_TRUE(it->status().ok());
-  });
+  WithRawStateFamily(path,
+                     [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle* h) {
+                       std::unique_ptr<rocksdb::Iterator> it(
+                           db->NewIterator(rocksdb::ReadOptions(), h));
+                       for (it->SeekToFirst(); it->Valid(); it->Next()) ++keys;
+                       EXPECT_TRUE(it->status().ok());
+                     });
   return keys;
 }
 
@@ -133,9 +134,8 @@ class StateTtlTest : public ::testing::Test {
   // Puts `key` = `value` with `ttl` in a message of its own.
   void PutWithTtl(const std::string& key, const std::string& value,
                   absl::Duration ttl) {
-    Result r = Run([&](Txn& txn) {
-      return txn.Put(key, value, PutOptions{.ttl = ttl});
-    });
+    Result r = Run(
+        [&](Txn& txn) { return txn.Put(key, value, PutOptions{.ttl = ttl}); });
     ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
   }
 
@@ -241,7 +241,8 @@ TEST_F(StateTtlTest, ValuesWithAndWithoutTtlMixInReadsAndScans) {
   Result r = Run([&](Txn& txn) {
     // A TTL value read back in the handler that wrote it, and by a later
     // message of the same batch through the overlay.
-    if (absl::Status s = txn.Put("e", "own", PutOptions{.ttl = absl::Seconds(5)});
+    if (absl::Status s =
+            txn.Put("e", "own", PutOptions{.ttl = absl::Seconds(5)});
         !s.ok()) {
       return s;
     }
@@ -250,15 +251,14 @@ TEST_F(StateTtlTest, ValuesWithAndWithoutTtlMixInReadsAndScans) {
     return absl::OkStatus();
   });
   ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
-  EXPECT_THAT(Scanned(false),
-              ElementsAre(Pair("a", "plain"), Pair("b", "short"),
-                          Pair("c", "long"), Pair("d", EnvelopeLookalike()),
-                          Pair("e", "own")));
+  EXPECT_THAT(
+      Scanned(false),
+      ElementsAre(Pair("a", "plain"), Pair("b", "short"), Pair("c", "long"),
+                  Pair("d", EnvelopeLookalike()), Pair("e", "own")));
 
   clock_.Advance(absl::Seconds(5));
-  EXPECT_THAT(Scanned(false),
-              ElementsAre(Pair("a", "plain"), Pair("c", "long"),
-                          Pair("d", EnvelopeLookalike())));
+  EXPECT_THAT(Scanned(false), ElementsAre(Pair("a", "plain"), Pair("c", "long"),
+                                          Pair("d", EnvelopeLookalike())));
   EXPECT_THAT(Scanned(true),
               ElementsAre(Pair("d", EnvelopeLookalike()), Pair("c", "long"),
                           Pair("a", "plain")));
@@ -278,7 +278,8 @@ TEST_F(StateTtlTest, ValuesWithAndWithoutTtlMixInReadsAndScans) {
                           Pair("d", EnvelopeLookalike())));
 }
 
-TEST_F(StateTtlTest, MergeKeepsTheExpiryOfItsBaseAndStartsFreshOverAnExpiredOne) {
+TEST_F(StateTtlTest,
+       MergeKeepsTheExpiryOfItsBaseAndStartsFreshOverAnExpiredOne) {
   auto add = [&](int64_t x) {
     Result r = Run([&](Txn& txn) {
       return txn.Merge("n", MergeOp::kAddInt64, Int64Operand(x));
@@ -351,8 +352,8 @@ TEST_F(StateTtlTest, StateTtlOptionGivesEveryWriteAnExpiryAndMergesRefreshIt) {
 }
 
 TEST_F(StateTtlTest, ZeroOrNegativeTtlIsInvalidArgumentAndFailsTheMessage) {
-  for (absl::Duration ttl : {absl::ZeroDuration(), absl::Seconds(-1),
-                             -absl::InfiniteDuration()}) {
+  for (absl::Duration ttl :
+       {absl::ZeroDuration(), absl::Seconds(-1), -absl::InfiniteDuration()}) {
     absl::Status returned;
     Result r = Run([&](Txn& txn) {
       returned = txn.Put("k", "v", PutOptions{.ttl = ttl});
@@ -423,7 +424,8 @@ TEST_F(StateTtlTest, InterruptedUpgradeIsFinishedByTheNextWritableOpen) {
   PutPlain("d", EnvelopeLookalike());
   engine_.reset();
   // A crash after the marker family was created, before the wrapping write.
-  WithRawStateFamily(path(), [&](rocksdb::DB* db, rocksdb::ColumnFamilyHandle*) {
+  WithRawStateFamily(path(), [&](rocksdb::DB* db,
+                                 rocksdb::ColumnFamilyHandle*) {
     rocksdb::ColumnFamilyHandle* marker = nullptr;
     ASSERT_TRUE(db->CreateColumnFamily(
                       rocksdb::ColumnFamilyOptions(),

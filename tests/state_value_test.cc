@@ -8,6 +8,8 @@
 // bytes; the filter cuts expired values down to markers, removes them only
 // below a removal horizon, and keeps everything it cannot judge.
 
+#include "engine/state_value.h"
+
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -17,7 +19,6 @@
 
 #include "absl/time/time.h"
 #include "engine/merge_operator.h"
-#include "engine/state_value.h"
 #include "engine/ttl_filter.h"
 #include "gtest/gtest.h"
 #include "idem/merge.h"
@@ -58,8 +59,7 @@ TEST(StateValueTest, ValueIsLiveStrictlyBeforeItsExpiry) {
   const std::string stored = EncodeStateValue("v", kNowMicros, true);
   EXPECT_EQ(LiveStateValue(stored, {true, kNowMicros - 1}), "v");
   EXPECT_EQ(LiveStateValue(stored, {true, kNowMicros}), std::nullopt);
-  EXPECT_EQ(LiveStateValue(stored, {true, StateReadTime::kNoExpiryCheck}),
-            "v");
+  EXPECT_EQ(LiveStateValue(stored, {true, StateReadTime::kNoExpiryCheck}), "v");
 }
 
 TEST(StateValueTest, ExpirySaturatesAndTtlMustBePositive) {
@@ -112,10 +112,8 @@ class StateMergeFold {
     std::string out;
     rocksdb::Slice existing_operand;
     rocksdb::MergeOperator::MergeOperationInput in(
-        key, existing.has_value() ? &existing_slice : nullptr, slices,
-        nullptr);
-    rocksdb::MergeOperator::MergeOperationOutput result(out,
-                                                        existing_operand);
+        key, existing.has_value() ? &existing_slice : nullptr, slices, nullptr);
+    rocksdb::MergeOperator::MergeOperationOutput result(out, existing_operand);
     if (!op_->FullMergeV2(in, &result)) return std::nullopt;
     return out;
   }
@@ -132,7 +130,8 @@ std::string AddAt(int64_t x, int64_t written,
   return StoredOperand(MergeOp::kAddInt64, Int64Operand(x), expires, written);
 }
 
-TEST(StateValueTest, MergeWrittenBeforeExpiryJoinsTheValueAndOneAfterStartsAnew) {
+TEST(StateValueTest,
+     MergeWrittenBeforeExpiryJoinsTheValueAndOneAfterStartsAnew) {
   StateMergeFold fold;
   const std::string base = EncodeStateValue(Int64Operand(5), kNowMicros, true);
   // Written while the base was live: joins it and expires with it.
@@ -179,8 +178,8 @@ TEST(StateValueTest, PartialMergeCombinesOnlyWhatFoldsTheSameEitherWay) {
                                      &combined, nullptr));
   EXPECT_EQ(ParseStoredOperand(combined)->expires_micros, 19);
   // Otherwise the right one may start a new value: kept apart.
-  EXPECT_FALSE(fold.op().PartialMerge("k", AddAt(1, 7), AddAt(2, 9),
-                                      &combined, nullptr));
+  EXPECT_FALSE(fold.op().PartialMerge("k", AddAt(1, 7), AddAt(2, 9), &combined,
+                                      nullptr));
   EXPECT_FALSE(fold.op().PartialMerge("k", AddAt(1, 7, 10), AddAt(2, 10),
                                       &combined, nullptr));
 }
@@ -205,7 +204,8 @@ TEST(StateValueTest, MergeOperatorIsTotalOnArbitraryBytes) {
   }
 }
 
-TEST(StateValueTest, FilterCutsExpiredValuesToMarkersAndRemovesThemBelowTheHorizon) {
+TEST(StateValueTest,
+     FilterCutsExpiredValuesToMarkersAndRemovesThemBelowTheHorizon) {
   using Decision = rocksdb::CompactionFilter::Decision;
   using ValueType = rocksdb::CompactionFilter::ValueType;
   std::atomic<uint64_t> dropped{0};
@@ -219,9 +219,9 @@ TEST(StateValueTest, FilterCutsExpiredValuesToMarkersAndRemovesThemBelowTheHoriz
   const StateTtlFilter automatic(StateReadTime{true, kNowMicros},
                                  StateReadTime::kNoExpiryCheck, &dropped);
   std::string changed;
-  EXPECT_EQ(decide(automatic, EncodeStateValue("v", kNowMicros, true),
-                   &changed),
-            Decision::kChangeValue);
+  EXPECT_EQ(
+      decide(automatic, EncodeStateValue("v", kNowMicros, true), &changed),
+      Decision::kChangeValue);
   EXPECT_EQ(changed, EncodeStateValue("", kNowMicros, true));
   EXPECT_EQ(decide(automatic, changed), Decision::kKeep);  // a marker
   EXPECT_EQ(decide(automatic, EncodeStateValue("v", kNowMicros + 1, true)),
