@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +122,8 @@ class EngineImpl : public Engine {
     std::vector<std::pair<std::string_view, std::optional<std::string_view>>>
         writes;  // nullopt: delete
     absl::Span<const PartitionRecord> records;
+    // The expiries of writes with a TTL, by key (PartitionSnapshot's).
+    const std::map<std::string, absl::Time>* expires_at = nullptr;
   };
   // Writes `commit` under the commit lock: returns the sequence number to
   // make durable.

@@ -140,6 +140,11 @@ std::string ImportId(const PartitionSnapshot& snapshot) {
     add(absl::StrCat(TimeToMicros(record.expires_at)));
     add(record.result);
   }
+  // Only when present, so that a snapshot without TTLs keeps its ID.
+  for (const auto& [key, expires_at] : snapshot.expires_at) {
+    add(key);
+    add(absl::StrCat(TimeToMicros(expires_at)));
+  }
   return absl::StrCat("idem.import/", absl::Hex(XXH3_64bits_digest(&hash)));
 }
 
@@ -175,16 +180,21 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   snapshot.source = std::string(source);
   snapshot.partition = partition;
   const std::string state_prefix = PartitionStatePrefix(source, partition);
-  // Values that expired are not exported; the others go without their
-  // expiry (a snapshot has no place for it: docs/state.md).
+  // Values that expired are not exported; the others go with their expiry.
   const StateReadTime state_time = StateReadTimeAt(store, *now_micros);
   if (absl::Status s = ScanRange(
           store.db, store.state, read, state_prefix, KeyRangeEnd(state_prefix),
           [&](std::string_view key, std::string_view value) {
-            if (std::optional<std::string_view> live =
-                    LiveStateValue(value, state_time)) {
-              snapshot.entries.emplace_back(key.substr(state_prefix.size()),
-                                            *live);
+            if (!LiveStateValue(value, state_time).has_value()) {
+              return absl::OkStatus();
+            }
+            const StateValue live =
+                DecodeStateValue(value, state_time.enveloped);
+            const std::string_view relative = key.substr(state_prefix.size());
+            snapshot.entries.emplace_back(relative, live.value);
+            if (live.expires_micros != kNeverExpires) {
+              snapshot.expires_at.emplace(
+                  relative, absl::FromUnixMicros(live.expires_micros));
             }
             return absl::OkStatus();
           });
@@ -252,7 +262,8 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
                          .replace = true,
                          .commit_id = import_id,
                          .writes = {},
-                         .records = snapshot.records};
+                         .records = snapshot.records,
+                         .expires_at = &snapshot.expires_at};
   commit.writes.reserve(snapshot.entries.size());
   for (const auto& [key, value] : snapshot.entries) {
     commit.writes.emplace_back(key, value);
@@ -303,6 +314,12 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
     const PartitionCommit& commit, const ImportOptions& options) {
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  if (commit.expires_at != nullptr && !commit.expires_at->empty()) {
+    // Values that expire need format 5 (a no-op once the store is).
+    if (absl::Status s = MarkMergeFormat(kStateTtlFormatVersion); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
 
@@ -411,10 +428,17 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   const bool enveloped = store.format_version >= kStateTtlFormatVersion;
   for (const auto& [key, value] : commit.writes) {
     const std::string scoped = absl::StrCat(state_prefix, AbslView(key));
+    int64_t expires_micros = kNeverExpires;
+    if (commit.expires_at != nullptr && enveloped) {
+      if (auto it = commit.expires_at->find(std::string(key));
+          it != commit.expires_at->end()) {
+        expires_micros = std::min(kNeverExpires - 1, TimeToMicros(it->second));
+      }
+    }
     if (absl::Status s = check(
             value.has_value()
                 ? batch.Put(store.state, scoped,
-                            EncodeStateValue(*value, kNeverExpires, enveloped))
+                            EncodeStateValue(*value, expires_micros, enveloped))
                 : batch.Delete(store.state, scoped));
         !s.ok()) {
       return s;

@@ -444,7 +444,7 @@ TEST_F(StateTtlTest, InterruptedUpgradeIsFinishedByTheNextWritableOpen) {
   EXPECT_EQ(Committed("d"), EnvelopeLookalike());
 }
 
-TEST_F(StateTtlTest, ExportLeavesOutExpiredValuesAndCarriesLiveOnesPlain) {
+TEST_F(StateTtlTest, ExportCarriesExpiriesSoAnImportedCopyExpiresWithIt) {
   Result r = Run([&](Txn& txn) {
     PartitionTxn scoped(txn, "orders", 3);
     scoped.Put("plain", "p");
@@ -456,7 +456,23 @@ TEST_F(StateTtlTest, ExportLeavesOutExpiredValuesAndCarriesLiveOnesPlain) {
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_THAT(snapshot->entries,
               ElementsAre(Pair("plain", "p"), Pair("short", "s")));
+  EXPECT_THAT(snapshot->expires_at,
+              ElementsAre(Pair("short", test::kStart + absl::Seconds(5))));
+
+  // A new store (format 1) on the same clock: the import marks it.
+  Options options;
+  options.clock = &clock_;
+  absl::StatusOr<std::unique_ptr<Engine>> copy =
+      Engine::Open(dir_.Sub("copy"), options);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_EQ((*copy)->ImportPartition(*snapshot), absl::OkStatus());
+  const std::string prefix = PartitionStatePrefix("orders", 3);
+  EXPECT_EQ(*(*copy)->GetState(prefix + "short"),
+            std::optional<std::string>("s"));
   clock_.Advance(absl::Seconds(5));
+  EXPECT_EQ(*(*copy)->GetState(prefix + "short"), std::nullopt);
+  EXPECT_EQ(*(*copy)->GetState(prefix + "plain"),
+            std::optional<std::string>("p"));
   snapshot = engine_->ExportPartition("orders", 3);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_THAT(snapshot->entries, ElementsAre(Pair("plain", "p")));
