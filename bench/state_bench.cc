@@ -13,6 +13,9 @@
 //   BM_GetMerged: Txn::Get of a key holding a base value and 4 merge
 //     operands, and of a plain value, against a raw RocksDB Get of a plain
 //     value.
+//   BM_GetTtl: Txn::Get of a value written with a TTL (an envelope, its
+//     expiry checked) against Txn::Get of a plain value of the same size,
+//     in a store of format 5, and GetState of each (ratios ttl/plain).
 // Figures are of the machine and run they come from: noisy.
 //
 //   build/bench/idem_state_bench --benchmark_min_time=1
@@ -321,6 +324,68 @@ void BM_GetMerged(benchmark::State& state) {
   state.counters["ratio"] = idem / raw_plain;
 }
 BENCHMARK(BM_GetMerged);
+
+void BM_GetTtl(benchmark::State& state) {
+  std::optional<Stores> stores = Stores::Open();
+  if (!stores.has_value()) return state.SkipWithError("cannot open stores");
+  std::unique_ptr<Engine>& engine = stores->engine;
+  const std::string value(100, 'v');
+  auto w = engine->Process(
+      Message{.id = "w"}, [&](const Message&, Txn& txn) -> absl::Status {
+        txn.Put("plain", value);
+        return txn.Put("ttl", value, PutOptions{.ttl = absl::Hours(24)});
+      });
+  if (!w.ok() || w->outcome != Outcome::kProcessed) {
+    return state.SkipWithError("cannot write");
+  }
+  constexpr int kGets = 1000;
+  std::vector<double> ttl_ns, plain_ns, ttl_state_ns, plain_state_ns;
+  int64_t round = 0;
+  auto time_gets = [&](std::vector<double>& out, auto get) -> absl::Status {
+    const auto start = std::chrono::steady_clock::now();
+    for (int g = 0; g < kGets; ++g) {
+      auto v = get();
+      if (!v.ok() || !v->has_value()) return absl::InternalError("get");
+      benchmark::DoNotOptimize(v);
+    }
+    out.push_back(MicrosSince(start) * 1000 / kGets);
+    return absl::OkStatus();
+  };
+  for (auto _ : state) {
+    auto r = engine->Process(
+        Message{.id = absl::StrCat("g", round++)},
+        [&](const Message&, Txn& txn) -> absl::Status {
+          // Alternated, so that neither gets a warmer cache.
+          if (absl::Status s =
+                  time_gets(ttl_ns, [&] { return txn.Get("ttl"); });
+              !s.ok()) {
+            return s;
+          }
+          return time_gets(plain_ns, [&] { return txn.Get("plain"); });
+        });
+    if (!r.ok() || r->outcome != Outcome::kProcessed) {
+      return state.SkipWithError("get failed");
+    }
+    if (!time_gets(ttl_state_ns, [&] { return engine->GetState("ttl"); })
+             .ok() ||
+        !time_gets(plain_state_ns, [&] {
+           return engine->GetState("plain");
+         }).ok()) {
+      return state.SkipWithError("GetState failed");
+    }
+  }
+  const double ttl = Percentile(ttl_ns, 0.5);
+  const double plain = Percentile(plain_ns, 0.5);
+  const double ttl_state = Percentile(ttl_state_ns, 0.5);
+  const double plain_state = Percentile(plain_state_ns, 0.5);
+  state.counters["ttl_get_ns"] = ttl;
+  state.counters["plain_get_ns"] = plain;
+  state.counters["ratio"] = ttl / plain;
+  state.counters["ttl_getstate_ns"] = ttl_state;
+  state.counters["plain_getstate_ns"] = plain_state;
+  state.counters["getstate_ratio"] = ttl_state / plain_state;
+}
+BENCHMARK(BM_GetTtl);
 
 }  // namespace
 }  // namespace idem

@@ -450,6 +450,12 @@ std::string DumpEntryJson(const DumpEntry& e) {
       j.Bytes(e.key);
       j.Key("value");
       j.Bytes(e.value);
+      if (e.expires_at != absl::InfiniteFuture() &&
+          e.expires_at != absl::InfinitePast()) {  // a value with a TTL
+        j.Field("expires_at", FormatUtc(e.expires_at));
+        j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
+        j.Field("expired", e.expired);
+      }
       break;
     case DumpEntry::Kind::kOffset:
       j.Field("kind", "offset");

@@ -28,7 +28,7 @@ absl::Status BatchTxn::NoteReadError(absl::Status error) const {
 }
 
 absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
-  LayeredRead read;
+  LayeredRead read(time_.read.now_micros);
   if (read.Take(writes_.Find(key)) || read.Take(overlay_->Find(key))) {
     return read.value();
   }
@@ -47,11 +47,26 @@ absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
       db_->Get(rocksdb::ReadOptions(), state_, ToSlice(key), &value);
   if (s.IsNotFound()) return read.Over(std::nullopt);
   if (!s.ok()) return NoteReadError(FromRocksStatus(s, "reading state"));
-  return read.Over(value.ToStringView());
+  return read.Over(LiveStateValue(value.ToStringView(), time_.read));
+}
+
+int64_t BatchTxn::ExpiryOf(absl::Duration ttl) const {
+  return ExpiryAfter(time_.now_micros,
+                     ttl == absl::InfiniteDuration() ? time_.default_ttl : ttl);
 }
 
 void BatchTxn::Put(std::string_view key, std::string_view value) {
-  writes_.Put(key, value);
+  writes_.Put(key, value, ExpiryOf(absl::InfiniteDuration()));
+}
+
+absl::Status BatchTxn::Put(std::string_view key, std::string_view value,
+                           const PutOptions& options) {
+  if (absl::Status s = ValidateTtl(options.ttl, "Put: ttl"); !s.ok()) {
+    if (emit_error_.ok()) emit_error_ = s;
+    return s;
+  }
+  writes_.Put(key, value, ExpiryOf(options.ttl));
+  return absl::OkStatus();
 }
 
 void BatchTxn::Delete(std::string_view key) { writes_.Delete(key); }
@@ -70,7 +85,7 @@ absl::Status BatchTxn::Scan(std::string_view begin, std::string_view end,
   std::unique_ptr<rocksdb::Iterator> store(db_->NewIterator(read, state_));
   const StateLayer* layers[] = {&writes_, overlay_, &in_flight.in_flight};
   absl::StatusOr<ScanExtent> extent =
-      MergedScan(layers, store.get(), begin, end, options, visit);
+      MergedScan(layers, store.get(), begin, end, options, visit, time_.read);
   if (!extent.ok()) return NoteReadError(extent.status());
   if (reads_ != nullptr) {
     reads_->AddRange(extent->begin, extent->end, in_flight.version);
@@ -84,7 +99,13 @@ absl::Status BatchTxn::Merge(std::string_view key, MergeOp op,
     if (emit_error_.ok()) emit_error_ = s;
     return s;
   }
-  writes_.Merge(key, op, operand);
+  // Under Options::state_ttl every write sets the expiry; otherwise a merge
+  // keeps the expiry of the value it folds onto.
+  std::optional<int64_t> expiry;
+  if (time_.default_ttl != absl::InfiniteDuration()) {
+    expiry = ExpiryOf(absl::InfiniteDuration());
+  }
+  writes_.Merge(key, op, operand, expiry, time_.now_micros);
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/state_layer.h"
+#include "engine/state_value.h"
 #include "engine/state_versions.h"
 #include "engine/timer_record.h"
 #include "engine/timer_writes.h"
@@ -80,6 +81,8 @@ class BatchTxn : public Txn {
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
+  absl::Status Put(std::string_view key, std::string_view value,
+                   const PutOptions& options) override;
   void Delete(std::string_view key) override;
   absl::Status Scan(std::string_view begin, std::string_view end,
                     ScanVisitor visit,
@@ -128,6 +131,19 @@ class BatchTxn : public Txn {
   }
   absl::Time record_expires_at() const override { return record_expires_at_; }
 
+  // How this Txn's state reads and writes handle expiry
+  // (engine/state_value.h). Default: raw values, nothing expires, no
+  // default ttl.
+  struct StateTime {
+    // How reads judge stored and buffered values.
+    StateReadTime read;
+    // The engine time writes expire from.
+    int64_t now_micros = 0;
+    // Options::state_ttl: the ttl of every write without its own.
+    absl::Duration default_ttl = absl::InfiniteDuration();
+  };
+  void set_state_time(const StateTime& time) { time_ = time; }
+
   // Lays this message's writes onto `overlay`. kInvalidArgument (and
   // `overlay` unchanged) if a key or value is too large for RocksDB (4 GiB),
   // or an emit, merge or range deletion was invalid (say, an emit's
@@ -135,7 +151,11 @@ class BatchTxn : public Txn {
   absl::Status Apply(BatchOverlay* overlay);
 
  private:
+  // The expiry of a write with `ttl` (infinite: Options::state_ttl's).
+  int64_t ExpiryOf(absl::Duration ttl) const;
+
   absl::Time record_expires_at_ = absl::InfiniteFuture();
+  StateTime time_;
   const BatchOverlay* const overlay_;
   rocksdb::DB* const db_;
   rocksdb::ColumnFamilyHandle* const state_;

@@ -239,14 +239,26 @@ absl::Status CommitBuilder::BuildState(rocksdb::WriteBatch& batch) const {
     rocksdb::Status s;
     switch (write.kind) {
       case StateWrite::Kind::kPut:
-        s = batch.Put(state_family_, key, write.value);
+        if (state_enveloped_) {
+          s = batch.Put(state_family_, key,
+                        EncodeStateValue(write.value, write.expires_micros,
+                                         /*enveloped=*/true));
+        } else {
+          s = batch.Put(state_family_, key, write.value);
+        }
         break;
       case StateWrite::Kind::kDelete:
         s = batch.Delete(state_family_, key);
         break;
       case StateWrite::Kind::kMerge:
         for (const auto& [op, operand] : write.merges.operands()) {
-          s = batch.Merge(state_family_, key, StoredOperand(op, operand));
+          // From format 5 each operand carries its commit's time
+          // (engine/merge_operator.h).
+          s = batch.Merge(
+              state_family_, key,
+              StoredOperand(
+                  op, operand, write.merges.expiry(),
+                  state_enveloped_ ? write.merges.written() : std::nullopt));
           if (!s.ok()) break;
         }
         break;

@@ -133,6 +133,10 @@ class CommitBuilder {
   CommitBuilder(const CommitBuilder&) = delete;
   CommitBuilder& operator=(const CommitBuilder&) = delete;
 
+  // Whether the store is of format 5: state values are written as
+  // engine/state_value.h encodes them. Default: false (raw values).
+  void set_state_enveloped(bool enveloped) { state_enveloped_ = enveloped; }
+
   // The final state values written by the commit so far (a BatchTxn reads
   // through it and applies into it).
   BatchOverlay& state() { return state_; }
@@ -213,6 +217,7 @@ class CommitBuilder {
                            rocksdb::WriteBatch& batch) const;
 
   rocksdb::ColumnFamilyHandle* const state_family_;
+  bool state_enveloped_ = false;
   rocksdb::ColumnFamilyHandle* const offsets_family_;
   rocksdb::ColumnFamilyHandle* const outbox_family_;
   BatchOverlay state_;

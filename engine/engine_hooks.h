@@ -96,6 +96,11 @@ struct EngineHooks {
   // between loses a fire's effects with its timer (breaks "a timer's
   // effects commit with its deletion").
   bool fire_outside_commit = false;
+  // Reads of state (Txn::Get and scans, GetState, ScanState, exports) skip
+  // the expiry check: a value whose TTL has passed is returned until
+  // compaction drops it, as RocksDB's DBWithTTL does (breaks "expired
+  // state is never returned").
+  bool skip_state_expiry_check = false;
   // Replaces the TTL filter factory of the dedupe column family.
   std::shared_ptr<rocksdb::CompactionFilterFactory> dedupe_filter;
 };

@@ -255,7 +255,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
   for (int changes = 0;; ++changes) {
     absl::StatusOr<int64_t> now_micros;
     RecordPlacements placements;
-    // Set by a commit whose merges or timers need a newer store format.
+    // Set by a commit whose merges, timers or values that expire need a
+    // newer store format.
     int needs_format = 0;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
@@ -296,7 +297,10 @@ absl::Status EngineImpl::MarkFormat(int version) {
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  if (absl::Status s = MarkStoreFormat(**store, options_, parts_, version);
+  if (absl::Status s =
+          version >= kStateTtlFormatVersion
+              ? MarkStateTtlFormat(**store, options_, parts_)
+              : MarkStoreFormat(**store, options_, parts_, version);
       !s.ok()) {
     needs_reopen_.store(true);
     return s;
@@ -422,6 +426,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
     }
     if (absl::Status s = LoadStreamTimes(store, messages); !s.ok()) return s;
     CommitBuilder commit(store.state, store.offsets, store.outbox);
+    commit.set_state_enveloped(store.format_version >= kStateTtlFormatVersion);
     commit.Reserve(messages.size());
     DuplicateAges ages;
     StateReads reads;
@@ -442,6 +447,12 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
                     .reads = reads};
     absl::StatusOr<std::vector<Result>> results = HandleMessages(pass);
     if (!results.ok()) return results.status();
+    if (commit.state().has_expiry() &&
+        store.format_version < kStateTtlFormatVersion) {
+      // Values that expire need format 5: mark the store, then run again.
+      needs_format = kStateTtlFormatVersion;
+      return results;
+    }
     if (commit.state().has_merges() &&
         store.format_version < kMergeFormatVersion) {
       // Merge operands need format 4: mark the store, then run again.
@@ -579,12 +590,33 @@ absl::StatusOr<std::optional<std::string>> EngineImpl::GetState(
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<StateReadTime> time = StateReadTimeNow(**store);
+  if (!time.ok()) return time.status();
   std::string value;
   rocksdb::Status s = (*store)->db->Get(rocksdb::ReadOptions(), (*store)->state,
                                         ToSlice(key), &value);
   if (s.IsNotFound()) return std::nullopt;
   if (!s.ok()) return FromRocksStatus(s, "reading state");
+  std::optional<std::string_view> live = LiveStateValue(value, *time);
+  if (!live.has_value()) return std::nullopt;
+  value.resize(live->size());  // the value is a prefix of what is stored
   return value;
+}
+
+StateReadTime EngineImpl::StateReadTimeAt(const Store& store,
+                                          int64_t now_micros) const {
+  StateReadTime time;
+  time.enveloped = store.format_version >= kStateTtlFormatVersion;
+  if (!hooks_.skip_state_expiry_check) time.now_micros = now_micros;
+  return time;
+}
+
+absl::StatusOr<StateReadTime> EngineImpl::StateReadTimeNow(const Store& store) {
+  // A store without values that expire needs no clock.
+  if (store.format_version < kStateTtlFormatVersion) return StateReadTime();
+  absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
+  if (!now_micros.ok()) return now_micros.status();
+  return StateReadTimeAt(store, *now_micros);
 }
 
 absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
@@ -594,6 +626,8 @@ absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
+  absl::StatusOr<StateReadTime> time = StateReadTimeNow(**store);
+  if (!time.ok()) return time.status();
   rocksdb::ReadOptions read;
   const rocksdb::Slice lower = ToSlice(begin);
   const rocksdb::Slice upper = ToSlice(end);
@@ -603,7 +637,7 @@ absl::Status EngineImpl::ScanState(std::string_view begin, std::string_view end,
   std::unique_ptr<rocksdb::Iterator> it(
       (*store)->db->NewIterator(read, (*store)->state));
   absl::StatusOr<ScanExtent> scanned =
-      MergedScan({}, it.get(), begin, end, options, visit);
+      MergedScan({}, it.get(), begin, end, options, visit, *time);
   return scanned.status();
 }
 

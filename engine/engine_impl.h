@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -149,6 +150,8 @@ class EngineImpl : public Engine {
     // replace, its timers.
     int64_t stream_micros = kNoStreamTime;
     absl::Span<const TimerFire> timers;
+    // The expiries of writes with a TTL, by key (PartitionSnapshot's).
+    const std::map<std::string, absl::Time>* expires_at = nullptr;
   };
   // Adds the timer side of `commit` to `batch`: for a replace, the
   // partition's timers, stream time and dead-lettered timers deleted and
@@ -178,9 +181,10 @@ class EngineImpl : public Engine {
   // reads the live records and stored offsets, runs HandleMessages, queues
   // the commit (QueueCommit; again from HandleMessages if a read went
   // stale) and waits for its write. If the handlers merged into a store of
-  // a format older than merges (or timers and stream times) need, commits
-  // nothing and sets `needs_format` to that format (the caller marks the
-  // store and calls again).
+  // a format older than merges (or timers and stream times) need, or wrote
+  // values that expire into one older than format 6, commits nothing and
+  // sets `needs_format` to the format needed (the caller marks the store
+  // and calls again).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
@@ -188,9 +192,17 @@ class EngineImpl : public Engine {
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // Marks the store as of format `version` (kMergeFormatVersion,
-  // kTimerFormatVersion), under the store lock taken exclusively.
+  // kTimerFormatVersion, or kStateTtlFormatVersion through
+  // MarkStateTtlFormat), under the store lock taken exclusively.
   absl::Status MarkFormat(int version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
+
+  // How the state reads of a call judge expiry in `store` at `now_micros`
+  // (no check under EngineHooks::skip_state_expiry_check).
+  StateReadTime StateReadTimeAt(const Store& store, int64_t now_micros) const;
+  // As StateReadTimeAt at the engine's time now, read only for a store of
+  // format 6; the clock's error if it cannot be read.
+  absl::StatusOr<StateReadTime> StateReadTimeNow(const Store& store);
 
   // A commit from its queueing to its landing. Whatever ends the commit
   // path, a return or an exception (an allocation failing), its destructor

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "engine/expiry_buckets.h"
 #include "engine/outbox_store.h"
 #include "engine/record.h"
+#include "engine/state_value.h"
 #include "engine/status_util.h"
 #include "rocksdb/utilities/checkpoint.h"
 
@@ -54,11 +56,19 @@ absl::StatusOr<DumpEntry> DedupeEntry(bool partition_scope,
 }
 
 absl::StatusOr<DumpEntry> StateEntry(std::string_view key,
-                                     std::string_view value) {
+                                     std::string_view stored,
+                                     const StateReadTime& time) {
+  const StateValue decoded = DecodeStateValue(stored, time.enveloped);
   DumpEntry entry;
   entry.kind = DumpEntry::Kind::kState;
   entry.key = std::string(key);
-  entry.value = std::string(value);
+  entry.value = std::string(decoded.value);
+  if (decoded.expires_micros != kNeverExpires) {
+    entry.expires_at = absl::FromUnixMicros(decoded.expires_micros);
+    entry.expired = decoded.expires_micros <= time.now_micros;
+  } else {
+    entry.expires_at = absl::InfiniteFuture();
+  }
   return entry;
 }
 
@@ -261,11 +271,37 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   return stats;
 }
 
+namespace {
+
+// Sets a removal horizon for the state family's filters for its scope.
+class RemovalHorizon {
+ public:
+  RemovalHorizon(StateTtlContext* context, int64_t horizon)
+      : context_(context) {
+    context_->removal_horizon.store(horizon);
+  }
+  RemovalHorizon(const RemovalHorizon&) = delete;
+  RemovalHorizon& operator=(const RemovalHorizon&) = delete;
+  ~RemovalHorizon() {
+    context_->removal_horizon.store(StateReadTime::kNoExpiryCheck);
+  }
+
+ private:
+  StateTtlContext* const context_;
+};
+
+}  // namespace
+
 absl::Status EngineImpl::CompactExpired() {
   if (absl::Status s = RejectIfReadOnly("CompactExpired"); !s.ok()) return s;
   if (absl::Status s = PrepareOutsideCommit("CompactExpired"); !s.ok()) {
     return s;
   }
+  // Expired state values up to this engine time are removed, not only cut
+  // down to markers (StateTtlFilter, engine/ttl_filter.h): read before the
+  // store lock below is taken exclusively (always, in a store of format 6),
+  // so every commit of an earlier time has landed before the flush.
+  int64_t state_horizon = StateReadTime::kNoExpiryCheck;
   if (!options_.read_only) {
     // Buckets that have ended go whole, under the commit lock like any
     // change to the bucket set.
@@ -275,17 +311,21 @@ absl::Status EngineImpl::CompactExpired() {
     if (!now_micros.ok()) return now_micros.status();
     // Taking the store lock exclusively waits for every commit in flight,
     // a slow handler's included, and holds back every commit behind it
-    // meanwhile: only when a bucket has ended.
-    bool drop = false;
+    // meanwhile: only when a bucket has ended, or when the store holds
+    // state that expires, whose removal needs a time every earlier commit
+    // has reached.
+    bool exclusive = false;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
-      drop = !(*store)->read_only &&
-             (hooks_.compact_always_locks_store ||
-              HasExpiredBuckets(**store, BucketDropHorizon(*now_micros)));
+      exclusive = !(*store)->read_only &&
+                  (hooks_.compact_always_locks_store ||
+                   (*store)->format_version >= kStateTtlFormatVersion ||
+                   HasExpiredBuckets(**store, BucketDropHorizon(*now_micros)));
     }
-    if (drop) {
+    if (exclusive) {
+      state_horizon = *now_micros;
       absl::MutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
@@ -300,7 +340,15 @@ absl::Status EngineImpl::CompactExpired() {
   ReadLock lock(this);
   absl::StatusOr<Store*> store = CurrentStore();
   if (!store.ok()) return store.status();
-  for (rocksdb::ColumnFamilyHandle* family : AllDedupeFamilies(**store)) {
+  std::vector<rocksdb::ColumnFamilyHandle*> families =
+      AllDedupeFamilies(**store);
+  // The state family holds values that expire only from format 6.
+  std::optional<RemovalHorizon> horizon;
+  if ((*store)->format_version >= kStateTtlFormatVersion) {
+    families.push_back((*store)->state);
+    horizon.emplace(parts_.state_ttl.get(), state_horizon);
+  }
+  for (rocksdb::ColumnFamilyHandle* family : families) {
     // allow_write_stall: without it, both calls first wait for a write
     // stall to clear, which never happens while a full disk holds back
     // RocksDB's flushes (the call then hung instead of failing).
@@ -369,7 +417,13 @@ absl::Status EngineImpl::Dump(
     if (!status.ok()) break;
   }
   if (status.ok()) {
-    status = ScanColumnFamily(store.db, store.state, read, StateEntry, visit);
+    const StateReadTime time = StateReadTimeAt(store, now_micros);
+    status = ScanColumnFamily(
+        store.db, store.state, read,
+        [&](std::string_view key, std::string_view value) {
+          return StateEntry(key, value, time);
+        },
+        visit);
   }
   if (status.ok()) {
     status =

@@ -21,6 +21,7 @@
 #include "engine/engine_impl.h"
 #include "engine/expiry_buckets.h"
 #include "engine/record.h"
+#include "engine/state_value.h"
 #include "engine/status_util.h"
 #include "engine/timer_record.h"
 #include "engine/validate.h"
@@ -201,6 +202,11 @@ std::string ImportId(const PartitionSnapshot& snapshot) {
       add(timer.payload);
     }
   }
+  // Only when present, so that a snapshot without TTLs keeps its ID.
+  for (const auto& [key, expires_at] : snapshot.expires_at) {
+    add(key);
+    add(absl::StrCat(TimeToMicros(expires_at)));
+  }
   return absl::StrCat("idem.import/", absl::Hex(XXH3_64bits_digest(&hash)));
 }
 
@@ -236,11 +242,22 @@ absl::StatusOr<PartitionSnapshot> EngineImpl::ExportPartition(
   snapshot.source = std::string(source);
   snapshot.partition = partition;
   const std::string state_prefix = PartitionStatePrefix(source, partition);
+  // Values that expired are not exported; the others go with their expiry.
+  const StateReadTime state_time = StateReadTimeAt(store, *now_micros);
   if (absl::Status s = ScanRange(
           store.db, store.state, read, state_prefix, KeyRangeEnd(state_prefix),
           [&](std::string_view key, std::string_view value) {
-            snapshot.entries.emplace_back(key.substr(state_prefix.size()),
-                                          value);
+            if (!LiveStateValue(value, state_time).has_value()) {
+              return absl::OkStatus();
+            }
+            const StateValue live =
+                DecodeStateValue(value, state_time.enveloped);
+            const std::string_view relative = key.substr(state_prefix.size());
+            snapshot.entries.emplace_back(relative, live.value);
+            if (live.expires_micros != kNeverExpires) {
+              snapshot.expires_at.emplace(
+                  relative, absl::FromUnixMicros(live.expires_micros));
+            }
             return absl::OkStatus();
           });
       !s.ok()) {
@@ -310,7 +327,8 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
                          .writes = {},
                          .records = snapshot.records,
                          .stream_micros = StreamMicros(snapshot.stream_time),
-                         .timers = snapshot.timers};
+                         .timers = snapshot.timers,
+                         .expires_at = &snapshot.expires_at};
   commit.writes.reserve(snapshot.entries.size());
   for (const auto& [key, value] : snapshot.entries) {
     commit.writes.emplace_back(key, value);
@@ -365,6 +383,12 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
     const PartitionCommit& commit, const ImportOptions& options) {
   CommitLock commit_lock(this);
   if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
+  if (commit.expires_at != nullptr && !commit.expires_at->empty()) {
+    // Values that expire need format 5 (a no-op once the store is).
+    if (absl::Status s = MarkFormat(kStateTtlFormatVersion); !s.ok()) {
+      return s;
+    }
+  }
   absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
   if (!now_micros.ok()) return now_micros.status();
 
@@ -474,11 +498,21 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
       }
     }
   }
+  const bool enveloped = store.format_version >= kStateTtlFormatVersion;
   for (const auto& [key, value] : commit.writes) {
     const std::string scoped = absl::StrCat(state_prefix, AbslView(key));
+    int64_t expires_micros = kNeverExpires;
+    if (commit.expires_at != nullptr && enveloped) {
+      if (auto it = commit.expires_at->find(std::string(key));
+          it != commit.expires_at->end()) {
+        expires_micros = std::min(kNeverExpires - 1, TimeToMicros(it->second));
+      }
+    }
     if (absl::Status s = check(
-            value.has_value() ? batch.Put(store.state, scoped, ToSlice(*value))
-                              : batch.Delete(store.state, scoped));
+            value.has_value()
+                ? batch.Put(store.state, scoped,
+                            EncodeStateValue(*value, expires_micros, enveloped))
+                : batch.Delete(store.state, scoped));
         !s.ok()) {
       return s;
     }

@@ -1,27 +1,67 @@
 #include "engine/merge_operator.h"
 
 #include <string>
+#include <utility>
+
+#include "engine/coding.h"
 
 namespace idem {
 
-std::string StoredOperand(MergeOp op, std::string_view operand) {
+std::string StoredOperand(MergeOp op, std::string_view operand,
+                          std::optional<int64_t> expires_micros,
+                          std::optional<int64_t> written_micros) {
   std::string stored;
-  stored.reserve(1 + operand.size());
-  stored.push_back(static_cast<char>(op));
+  stored.reserve(1 + 16 + operand.size());
+  uint8_t tag = static_cast<uint8_t>(op);
+  if (expires_micros.has_value()) tag |= kOperandExpiryFlag;
+  if (written_micros.has_value()) tag |= kOperandWrittenFlag;
+  stored.push_back(static_cast<char>(tag));
+  if (expires_micros.has_value()) {
+    PutFixed64LE(&stored, static_cast<uint64_t>(*expires_micros));
+  }
+  if (written_micros.has_value()) {
+    PutFixed64LE(&stored, static_cast<uint64_t>(*written_micros));
+  }
   stored.append(operand);
   return stored;
 }
 
-std::optional<std::pair<MergeOp, std::string_view>> ParseStoredOperand(
-    std::string_view stored) {
-  if (stored.empty()) return std::nullopt;
-  const auto op = static_cast<MergeOp>(static_cast<uint8_t>(stored[0]));
-  const std::string_view operand = stored.substr(1);
-  if (!ValidateMerge(op, operand).ok()) return std::nullopt;
-  return std::make_pair(op, operand);
+namespace {
+
+// Takes a fixed64 LE field off the front of `rest` if `flag` is in `tag`:
+// false if it is but `rest` is too short.
+bool TakeField(uint8_t tag, uint8_t flag, std::string_view& rest,
+               std::optional<int64_t>& field) {
+  if ((tag & flag) == 0) return true;
+  if (rest.size() < 8) return false;
+  field = static_cast<int64_t>(GetFixed64LE(rest.data()));
+  rest.remove_prefix(8);
+  return true;
 }
 
-void PendingMerges::Add(MergeOp op, std::string_view operand) {
+}  // namespace
+
+std::optional<ParsedOperand> ParseStoredOperand(std::string_view stored) {
+  if (stored.empty()) return std::nullopt;
+  const auto tag = static_cast<uint8_t>(stored[0]);
+  ParsedOperand parsed{
+      static_cast<MergeOp>(tag & ~(kOperandExpiryFlag | kOperandWrittenFlag)),
+      stored.substr(1), std::nullopt, std::nullopt};
+  if (!TakeField(tag, kOperandExpiryFlag, parsed.operand,
+                 parsed.expires_micros) ||
+      !TakeField(tag, kOperandWrittenFlag, parsed.operand,
+                 parsed.written_micros)) {
+    return std::nullopt;
+  }
+  if (!ValidateMerge(parsed.op, parsed.operand).ok()) return std::nullopt;
+  return parsed;
+}
+
+void PendingMerges::Add(MergeOp op, std::string_view operand,
+                        std::optional<int64_t> expires_micros,
+                        std::optional<int64_t> written_micros) {
+  if (expires_micros.has_value()) expiry_ = expires_micros;
+  if (written_micros.has_value()) written_ = written_micros;
   if (!operands_.empty() && operands_.back().first == op) {
     // One operator folds its operands together: the sum of the additions,
     // the max of the maxima, the appends joined. An absent base makes
@@ -35,6 +75,8 @@ void PendingMerges::Add(MergeOp op, std::string_view operand) {
 
 void PendingMerges::Append(const PendingMerges& later) {
   for (const auto& [op, operand] : later.operands_) Add(op, operand);
+  if (later.expiry_.has_value()) expiry_ = later.expiry_;
+  if (later.written_.has_value()) written_ = later.written_;
 }
 
 std::string PendingMerges::FoldOnto(
@@ -49,23 +91,48 @@ std::string PendingMerges::FoldOnto(
 
 namespace {
 
+// When `parsed` was written; operands from before format 6 count as
+// written before any value expired.
+int64_t WrittenAt(const ParsedOperand& parsed) {
+  return parsed.written_micros.value_or(StateReadTime::kNoExpiryCheck);
+}
+
 class StateMergeOperator final : public rocksdb::MergeOperator {
  public:
+  explicit StateMergeOperator(std::shared_ptr<const StateTtlContext> context)
+      : context_(std::move(context)) {}
+
   const char* Name() const override { return "idem.state.merge.1"; }
 
   bool FullMergeV2(const MergeOperationInput& in,
                    MergeOperationOutput* out) const override {
+    const bool enveloped = context_ != nullptr &&
+                           context_->enveloped.load(std::memory_order_acquire);
     std::optional<std::string> value;
+    int64_t expires_micros = kNeverExpires;
     if (in.existing_value != nullptr) {
-      value.emplace(in.existing_value->data(), in.existing_value->size());
+      const StateValue base =
+          DecodeStateValue(in.existing_value->ToStringView(), enveloped);
+      value.emplace(base.value);
+      expires_micros = base.expires_micros;
     }
     for (const rocksdb::Slice& stored : in.operand_list) {
       // An operand that does not decode is skipped: never fail.
-      if (auto parsed = ParseStoredOperand(stored.ToStringView())) {
-        value = ApplyMerge(value, parsed->first, parsed->second);
+      std::optional<ParsedOperand> parsed =
+          ParseStoredOperand(stored.ToStringView());
+      if (!parsed.has_value()) continue;
+      if (WrittenAt(*parsed) >= expires_micros) {
+        // Written once the value had expired: it starts a new one.
+        value.reset();
+        expires_micros = kNeverExpires;
+      }
+      value = ApplyMerge(value, parsed->op, parsed->operand);
+      if (parsed->expires_micros.has_value()) {
+        expires_micros = *parsed->expires_micros;
       }
     }
-    out->new_value = value.value_or(std::string());
+    out->new_value = EncodeStateValue(value.value_or(std::string()),
+                                      expires_micros, enveloped);
     return true;
   }
 
@@ -74,17 +141,31 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
                     rocksdb::Logger*) const override {
     auto l = ParseStoredOperand(left.ToStringView());
     auto r = ParseStoredOperand(right.ToStringView());
-    if (!l.has_value() || !r.has_value() || l->first != r->first) return false;
-    *new_value =
-        StoredOperand(l->first, ApplyMerge(l->second, l->first, r->second));
+    if (!l.has_value() || !r.has_value() || l->op != r->op) return false;
+    // One operand can stand for both only if `r` cannot start a new value
+    // where `l` did not: written by the same commit, or while the expiry
+    // `l` sets had not passed.
+    if (WrittenAt(*l) != WrittenAt(*r) &&
+        !(l->expires_micros.has_value() &&
+          WrittenAt(*r) < *l->expires_micros)) {
+      return false;
+    }
+    *new_value = StoredOperand(
+        l->op, ApplyMerge(l->operand, l->op, r->operand),
+        r->expires_micros.has_value() ? r->expires_micros : l->expires_micros,
+        l->written_micros);
     return true;
   }
+
+ private:
+  const std::shared_ptr<const StateTtlContext> context_;
 };
 
 }  // namespace
 
-std::shared_ptr<rocksdb::MergeOperator> NewStateMergeOperator() {
-  return std::make_shared<StateMergeOperator>();
+std::shared_ptr<rocksdb::MergeOperator> NewStateMergeOperator(
+    std::shared_ptr<const StateTtlContext> context) {
+  return std::make_shared<StateMergeOperator>(std::move(context));
 }
 
 }  // namespace idem

@@ -87,7 +87,7 @@ bool Before(std::string_view a, std::string_view b, bool reverse) {
 absl::StatusOr<ScanExtent> MergedScan(
     absl::Span<const StateLayer* const> layers, rocksdb::Iterator* store,
     std::string_view begin, std::string_view end, const ScanOptions& options,
-    ScanVisitor visit) {
+    ScanVisitor visit, const StateReadTime& time) {
   const bool reverse = options.reverse;
   absl::InlinedVector<LayerCursor, 4> cursors;
   for (const StateLayer* layer : layers) {
@@ -124,10 +124,14 @@ absl::StatusOr<ScanExtent> MergedScan(
     if (!found) break;
     if (store_here && !HeldByALayer(layers, cursors, next)) {
       // Only the store has this key: visit its bytes where they are.
-      ++visited;
-      const bool go_on = visit(next, store->value().ToStringView());
-      const bool stop =
-          !go_on || (options.limit != 0 && visited == options.limit);
+      const std::optional<std::string_view> live =
+          LiveStateValue(store->value().ToStringView(), time);
+      bool stop = false;
+      if (live.has_value()) {
+        ++visited;
+        stop = !visit(next, *live) ||
+               (options.limit != 0 && visited == options.limit);
+      }
       if (stop) stopped_at = std::string(next);  // before the iterator moves
       if (reverse) {
         store->Prev();
@@ -139,7 +143,7 @@ absl::StatusOr<ScanExtent> MergedScan(
     }
     key.assign(next);
     // Its value through the layers, newest first, over the store's.
-    LayeredRead read;
+    LayeredRead read(time.now_micros);
     for (const StateLayer* layer : layers) {
       if (read.Take(layer->Find(key))) break;
     }
@@ -147,7 +151,7 @@ absl::StatusOr<ScanExtent> MergedScan(
     if (read.decided()) {
       value = read.value();
     } else if (store_here) {
-      value = read.Over(store->value().ToStringView());
+      value = read.Over(LiveStateValue(store->value().ToStringView(), time));
     } else {
       value = read.Over(std::nullopt);
     }

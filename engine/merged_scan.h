@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/state_layer.h"
+#include "engine/state_value.h"
 #include "idem/txn.h"
 #include "rocksdb/iterator.h"
 
@@ -35,11 +36,13 @@ absl::Status ValidateScanRange(std::string_view begin, std::string_view end);
 // first, over `store` (null: an empty store), calling `visit` as
 // Txn::Scan does. `store` must not see keys outside the range (its
 // iterate_lower_bound and iterate_upper_bound set to it). Returns what it
-// read, or the store iterator's error. REQUIRES: ValidateScanRange is OK.
+// read, or the store iterator's error. Values expired at `time` (the
+// store's decoded as engine/state_value.h says) are hidden like deleted
+// ones. REQUIRES: ValidateScanRange is OK.
 absl::StatusOr<ScanExtent> MergedScan(
     absl::Span<const StateLayer* const> layers, rocksdb::Iterator* store,
     std::string_view begin, std::string_view end, const ScanOptions& options,
-    ScanVisitor visit);
+    ScanVisitor visit, const StateReadTime& time = StateReadTime());
 
 }  // namespace idem
 

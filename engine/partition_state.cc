@@ -65,6 +65,11 @@ void PartitionTxn::Put(std::string_view key, std::string_view value) {
   target().Put(Scoped(key), value);
 }
 
+absl::Status PartitionTxn::Put(std::string_view key, std::string_view value,
+                               const PutOptions& options) {
+  return target().Put(Scoped(key), value, options);
+}
+
 void PartitionTxn::Delete(std::string_view key) {
   target().Delete(Scoped(key));
 }

@@ -4,11 +4,14 @@
 
 namespace idem {
 
-void StateLayer::Put(std::string_view key, std::string_view value) {
+void StateLayer::Put(std::string_view key, std::string_view value,
+                     int64_t expires_micros) {
   StateWrite& write = points_[key];
   write.kind = StateWrite::Kind::kPut;
   write.value.assign(value);
   write.merges = PendingMerges();
+  write.expires_micros = expires_micros;
+  if (expires_micros != kNeverExpires) has_expiry_ = true;
 }
 
 void StateLayer::Delete(std::string_view key) {
@@ -16,23 +19,28 @@ void StateLayer::Delete(std::string_view key) {
   write.kind = StateWrite::Kind::kDelete;
   write.value.clear();
   write.merges = PendingMerges();
+  write.expires_micros = kNeverExpires;
 }
 
 void StateLayer::Merge(std::string_view key, MergeOp op,
-                       std::string_view operand) {
+                       std::string_view operand,
+                       std::optional<int64_t> expires_micros,
+                       std::optional<int64_t> written_micros) {
   PendingMerges merges;
-  merges.Add(op, operand);
+  merges.Add(op, operand, expires_micros, written_micros);
   MergeAll(key, merges);
 }
 
 void StateLayer::MergeAll(std::string_view key, const PendingMerges& merges) {
   has_merges_ = true;
+  if (merges.expiry().has_value()) has_expiry_ = true;
   auto it = points_.find(key);
   if (it == points_.end()) {
     StateWrite write;
     if (RangeDeleted(key)) {
       // Deleted here: the merges fold over an absent value.
       write.value = merges.FoldOnto(std::nullopt);
+      write.expires_micros = merges.expiry().value_or(kNeverExpires);
     } else {
       write.kind = StateWrite::Kind::kMerge;
       write.merges = merges;
@@ -43,11 +51,15 @@ void StateLayer::MergeAll(std::string_view key, const PendingMerges& merges) {
   StateWrite& write = it->second;
   switch (write.kind) {
     case StateWrite::Kind::kPut:
+      // Within one commit a value's expiry is judged by the reads, which
+      // fold over it as over any put: it stays unless the merges set one.
       write.value = merges.FoldOnto(write.value);
+      write.expires_micros = merges.expiry().value_or(write.expires_micros);
       break;
     case StateWrite::Kind::kDelete:
       write.kind = StateWrite::Kind::kPut;
       write.value = merges.FoldOnto(std::nullopt);
+      write.expires_micros = merges.expiry().value_or(kNeverExpires);
       break;
     case StateWrite::Kind::kMerge:
       write.merges.Append(merges);
@@ -66,6 +78,7 @@ void StateLayer::Absorb(StateLayer&& newer) {
     std::swap(points_, newer.points_);
     std::swap(ranges_, newer.ranges_);
     std::swap(has_merges_, newer.has_merges_);
+    std::swap(has_expiry_, newer.has_expiry_);
     return;
   }
   for (KeyRange& range : newer.ranges_) {
@@ -80,7 +93,9 @@ void StateLayer::Absorb(StateLayer&& newer) {
   }
   newer.points_.clear();
   newer.ranges_.clear();
+  if (newer.has_expiry_) has_expiry_ = true;
   newer.has_merges_ = false;
+  newer.has_expiry_ = false;
 }
 
 StateLayer::Lookup StateLayer::Find(std::string_view key) const {
@@ -105,7 +120,10 @@ bool LayeredRead::Take(const StateLayer::Lookup& found) {
   if (found.write != nullptr) {
     switch (found.write->kind) {
       case StateWrite::Kind::kPut:
-        value_ = Over(found.write->value);
+        // An expired value reads as absent; merges over it start fresh.
+        value_ = found.write->expires_micros > now_micros_
+                     ? Over(found.write->value)
+                     : Over(std::nullopt);
         decided_ = true;
         break;
       case StateWrite::Kind::kDelete:

@@ -42,6 +42,8 @@ struct StateWrite {
   Kind kind = Kind::kPut;
   std::string value;     // kPut
   PendingMerges merges;  // kMerge: folded over the layers below
+  // kPut: when the value expires (engine/state_value.h).
+  int64_t expires_micros = kNeverExpires;
 };
 
 class StateLayer {
@@ -55,10 +57,15 @@ class StateLayer {
     bool range_deleted = false;
   };
 
-  void Put(std::string_view key, std::string_view value);
+  void Put(std::string_view key, std::string_view value,
+           int64_t expires_micros = kNeverExpires);
   void Delete(std::string_view key);
+  // With `expires_micros`, the merge sets the value's expiry;
+  // `written_micros` is the engine time of its commit (PendingMerges::Add).
   // REQUIRES: ValidateMerge(op, operand) is OK.
-  void Merge(std::string_view key, MergeOp op, std::string_view operand);
+  void Merge(std::string_view key, MergeOp op, std::string_view operand,
+             std::optional<int64_t> expires_micros = {},
+             std::optional<int64_t> written_micros = {});
   // REQUIRES: begin < end.
   void DeleteRange(std::string_view begin, std::string_view end);
 
@@ -75,6 +82,9 @@ class StateLayer {
   // Whether a merge was laid into this layer (its commit may write merge
   // operands, which need store format 4: engine/store.h).
   bool has_merges() const { return has_merges_; }
+  // Whether a write of this layer carries an expiry (its commit needs store
+  // format 6: engine/state_value.h).
+  bool has_expiry() const { return has_expiry_; }
 
  private:
   // Folds `merges` into `key`'s write.
@@ -84,6 +94,7 @@ class StateLayer {
   Points points_;
   std::vector<KeyRange> ranges_;
   bool has_merges_ = false;
+  bool has_expiry_ = false;
 };
 
 // The value of one key read through a stack of layers, newest first: Take
@@ -91,6 +102,10 @@ class StateLayer {
 // value under them all (the store's).
 class LayeredRead {
  public:
+  // A value a layer put that expires at or before `now_micros` reads as
+  // absent (the default: nothing has expired).
+  explicit LayeredRead(int64_t now_micros = StateReadTime::kNoExpiryCheck)
+      : now_micros_(now_micros) {}
   // Takes what the next older layer says. Returns decided().
   bool Take(const StateLayer::Lookup& found);
   bool decided() const { return decided_; }
@@ -103,6 +118,7 @@ class LayeredRead {
 
  private:
   absl::InlinedVector<const PendingMerges*, 2> merges_;  // newest first
+  int64_t now_micros_;
   bool decided_ = false;
   std::optional<std::string> value_;
 };

@@ -76,7 +76,13 @@ absl::StatusOr<std::unique_ptr<Store>> OpenDatabase(
     } else if (name == kStateColumnFamily) {
       cf = MakeStateOptions(options, parts.block_cache,
                             options.write_buffer_bytes);
-      cf.merge_operator = NewStateMergeOperator();
+      cf.merge_operator = NewStateMergeOperator(parts.state_ttl);
+      cf.compaction_filter_factory = parts.state_filter;
+      if (options.state_ttl != absl::InfiniteDuration()) {
+        // Cold files meet the filter too, as the dedupe family's do.
+        cf.periodic_compaction_seconds = static_cast<uint64_t>(
+            std::max<int64_t>(1, absl::ToInt64Seconds(options.state_ttl)));
+      }
     } else {
       cf = MakeStateOptions(options, parts.block_cache, kSmallWriteBufferBytes);
     }
@@ -352,6 +358,9 @@ StoreParts MakeStoreParts(const Options& options,
   parts.statistics->set_stats_level(
       rocksdb::StatsLevel::kExceptHistogramOrTimers);
   parts.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  parts.state_ttl = std::make_shared<StateTtlContext>(
+      ttl_filter != nullptr ? ttl_filter->time() : nullptr);
+  parts.state_filter = std::make_shared<StateTtlFilterFactory>(parts.state_ttl);
   parts.dedupe_filter = std::move(ttl_filter);
   rocksdb::Env* base =
       options.env != nullptr ? options.env : rocksdb::Env::Default();
@@ -467,12 +476,20 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
     if (!claimed.ok()) return claimed.status();
     claim = *std::move(claimed);
   }
+  // Before the database opens: replaying the WAL may flush, and the flush
+  // folds merges as the store's format says.
+  if (parts.state_ttl != nullptr) {
+    parts.state_ttl->enveloped.store(format_version >= kStateTtlFormatVersion);
+  }
   absl::StatusOr<std::unique_ptr<Store>> store =
       OpenDatabase(dir, options, parts, env, db_options, names, read_only);
   if (store.ok()) {
     (*store)->format_version = format_version;
     (*store)->partition_scope = partition_scope;
     (*store)->claim = std::move(claim);
+    if (absl::Status s = FinishStateTtlFormat(**store, parts, path); !s.ok()) {
+      return s;
+    }
   }
   return store;
 }

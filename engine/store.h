@@ -63,10 +63,17 @@ namespace idem {
 // stream times in idem.timers, which an older build would open but
 // ignore (no timer would fire, stream times would stop). A store without any of
 // them is written as format 1, which older builds read; a store is marked
-// with a newer format when it first needs it.
-inline constexpr int kFormatVersion = 5;
+// with a newer format when it first needs it. Format 5 adds the timers
+// family and stream times (engine/timer_writes.h); format 6 state values
+// and merge operands that carry an expiry (engine/state_value.h), which a
+// build without it would read as part of the value.
+inline constexpr int kFormatVersion = 6;
 inline constexpr int kMergeFormatVersion = 4;
 inline constexpr int kTimerFormatVersion = 5;
+inline constexpr int kStateTtlFormatVersion = 6;
+// In the default family of a store of format 6: present once the raw
+// values that would read as envelopes were wrapped (MarkStateTtlFormat).
+inline constexpr char kStateTtlReadyKey[] = "idem.state_ttl.ready";
 inline constexpr char kDedupeColumnFamily[] = "idem.dedupe";
 inline constexpr char kBucketFamilyPrefix[] = "idem.dedupe.until.";
 inline constexpr char kStateColumnFamily[] = "idem.state";
@@ -120,6 +127,10 @@ struct StoreParts {
   // otherwise (its thread pools and clock).
   std::shared_ptr<WalWatch> wal_watch;
   std::shared_ptr<rocksdb::Env> env;
+  // The state family's merge operator and TTL filter judge by it; OpenStore
+  // and MarkStateTtlFormat set its format.
+  std::shared_ptr<StateTtlContext> state_ttl;
+  std::shared_ptr<StateTtlFilterFactory> state_filter;
 };
 
 // Memtable size for the small column families (offsets, default, format).
@@ -171,6 +182,22 @@ std::string FormatColumnFamilyName(int version);
 // nothing else uses it (the engine holds its store lock exclusively).
 absl::Status MarkStoreFormat(Store& store, const Options& options,
                              const StoreParts& parts, int version);
+
+// Marks `store` as format 5 (kStateTtlFormatVersion) unless it is already:
+// finds the raw values that would read as envelopes (engine/state_value.h),
+// creates the marker family, then writes those values wrapped together
+// with kStateTtlReadyKey in one synced write, and switches
+// parts.state_ttl to envelopes. A crash between the marker and that write
+// leaves a store of format 5 without the key, which OpenStore finishes
+// (FinishStateTtlFormat). REQUIRES: as MarkStoreFormat.
+absl::Status MarkStateTtlFormat(Store& store, const Options& options,
+                                const StoreParts& parts);
+
+// For a store just opened: sets parts.state_ttl's format from the store's;
+// a writable store of format 5 without kStateTtlReadyKey gets its wrapping
+// write now. kFailedPrecondition for a read-only open of such a store.
+absl::Status FinishStateTtlFormat(Store& store, const StoreParts& parts,
+                                  std::string_view path);
 
 // The name of the expiry bucket ending at `end_micros`, and back (nullopt for
 // a name that is not a bucket's).

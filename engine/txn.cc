@@ -8,8 +8,21 @@
 
 #include "engine/merged_scan.h"
 #include "engine/record.h"
+#include "engine/state_value.h"
 
 namespace idem {
+
+absl::Status Txn::Put(std::string_view key, std::string_view value,
+                      const PutOptions& options) {
+  if (absl::Status s = ValidateTtl(options.ttl, "Put: ttl"); !s.ok()) {
+    return s;
+  }
+  if (options.ttl != absl::InfiniteDuration()) {
+    return absl::UnimplementedError("this Txn cannot write values that expire");
+  }
+  Put(key, value);
+  return absl::OkStatus();
+}
 
 absl::Status Txn::Scan(std::string_view, std::string_view, ScanVisitor,
                        const ScanOptions&) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/state_value.h"
 
 namespace idem {
 
@@ -13,6 +14,9 @@ absl::Status ValidateOptions(const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("dedupe_window must be positive and finite, got ",
                      absl::FormatDuration(options.dedupe_window)));
+  }
+  if (absl::Status s = ValidateTtl(options.state_ttl, "state_ttl"); !s.ok()) {
+    return s;
   }
   if (options.durability != Durability::kSync &&
       options.durability != Durability::kBuffered) {

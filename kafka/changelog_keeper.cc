@@ -555,6 +555,7 @@ absl::Status ChangelogKeeper::ProduceOutsideCommit(ChangelogTxn& changelog) {
     absl::StatusOr<std::optional<std::string>> Get(std::string_view) override {
       return std::nullopt;
     }
+    using Txn::Put;
     void Put(std::string_view, std::string_view) override {}
     void Delete(std::string_view) override {}
     void SetResult(std::string_view) override {}

@@ -45,6 +45,23 @@ void ChangelogTxn::Put(std::string_view key, std::string_view value) {
   writes_.insert_or_assign(std::string(*relative), std::string(value));
 }
 
+absl::Status ChangelogTxn::Put(std::string_view key, std::string_view value,
+                               const PutOptions& options) {
+  if (options.ttl <= absl::ZeroDuration()) {
+    // The engine's Txn fails the message with kInvalidArgument.
+    return target().Put(key, value, options);
+  }
+  if (options.ttl != absl::InfiniteDuration()) {
+    absl::Status s = absl::UnimplementedError(
+        "changelog mode: a Put with a ttl (changelog records carry no "
+        "expiry, so a restored copy would never expire)");
+    if (refused_.ok()) refused_ = s;
+    return s;
+  }
+  Put(key, value);
+  return absl::OkStatus();
+}
+
 void ChangelogTxn::Delete(std::string_view key) {
   std::optional<std::string_view> relative = Relative(key);
   if (!relative.has_value()) return;

@@ -172,7 +172,7 @@ TEST(EngineOpenTest, OpenRejectsStoreOfNewerFormatAndLeavesItUnchanged) {
   util::TempDir dir;
   const std::string path = dir.Sub("newer");
   // This build reads formats 1 to kFormatVersion (expiry buckets, partition
-  // scope, merges, timers).
+  // scope, merges, timers, state that expires).
   ASSERT_NO_FATAL_FAILURE(CreateRocksDb(
       path, {rocksdb::kDefaultColumnFamilyName, "idem.dedupe", "idem.state",
              "idem.offsets", FormatColumnFamilyName(kFormatVersion + 1)}));

@@ -29,6 +29,13 @@ class LoggingTxn final : public Txn {
     log.push_back(
         absl::StrCat("put ", std::string(key), "=", std::string(value)));
   }
+  absl::Status Put(std::string_view key, std::string_view value,
+                   const PutOptions& options) override {
+    log.push_back(absl::StrCat("put ", std::string(key), "=",
+                               std::string(value), " ttl ",
+                               absl::FormatDuration(options.ttl)));
+    return absl::OkStatus();
+  }
   void Delete(std::string_view key) override {
     log.push_back(absl::StrCat("delete ", std::string(key)));
   }
@@ -67,17 +74,19 @@ TEST(ForwardingTxnTest, ForwardsEveryCallAndFunnelsEmitsThroughOneMethod) {
   EXPECT_EQ(*txn.Get("k"), std::optional<std::string>("v"));
   EXPECT_EQ(txn.record_expires_at(), absl::FromUnixSeconds(1234));
   txn.Put("k", "1");
+  ASSERT_TRUE(txn.Put("t", "2", PutOptions{.ttl = absl::Seconds(5)}).ok());
   txn.Delete("k");
   txn.SetResult("r");
   txn.Emit("out", "a", "x");
   const Txn::Header headers[] = {{"h", "1"}};
   txn.EmitWithHeaders("out", "b", "y", headers);
   txn.EmitWithOptions("out", "c", "", {.partition = 3, .tombstone = true});
-  EXPECT_THAT(target.log,
-              ElementsAre("get k", "put k=1", "delete k", "result r",
-                          "emit_with_options renamed-out a x p-1 h0",
-                          "emit_with_options renamed-out b y p-1 h1",
-                          "emit_with_options renamed-out c  p3 h0 tombstone"));
+  EXPECT_THAT(
+      target.log,
+      ElementsAre("get k", "put k=1", "put t=2 ttl 5s", "delete k", "result r",
+                  "emit_with_options renamed-out a x p-1 h0",
+                  "emit_with_options renamed-out b y p-1 h1",
+                  "emit_with_options renamed-out c  p3 h0 tombstone"));
 }
 
 }  // namespace

@@ -66,6 +66,44 @@ TEST_F(IdemctlTest, DumpShowsTheDedupePoliciesFields) {
   EXPECT_EQ(records, 2);
 }
 
+TEST_F(IdemctlTest, DumpShowsAStateValuesExpiryAndGetHidesItOnceExpired) {
+  const std::string path = dir_.Sub("ttl");
+  ManualClock clock(test::kStart);
+  {
+    Options options;
+    options.clock = &clock;
+    auto engine = Engine::Open(path, options);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    auto r = (*engine)->Process({.id = "m"}, [](const Message&, Txn& txn) {
+      txn.Put("plain", "p");
+      return txn.Put("short", "s", PutOptions{.ttl = absl::Seconds(1)});
+    });
+    ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed);
+  }
+  // idem-ctl reads the system clock, long past test::kStart + 1 s.
+  CtlOutput got = Run({"get", "short"}, /*json=*/false, path);
+  EXPECT_EQ(got.code, kExitNotFound) << got.out << got.err;
+  CtlOutput r = Run({"dump"}, /*json=*/false, path);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  int state = 0;
+  for (const std::string& line : std::vector<std::string>(
+           absl::StrSplit(r.out, '\n', absl::SkipEmpty()))) {
+    const json v = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (BytesAt(v, "kind") != "state") continue;
+    ++state;
+    if (BytesAt(v, "key") == "short") {
+      EXPECT_EQ(BytesAt(v, "value"), "s") << line;
+      EXPECT_EQ(v.value("expires_at_unix_micros", int64_t{0}),
+                absl::ToUnixMicros(test::kStart + absl::Seconds(1)))
+          << line;
+      EXPECT_TRUE(v.value("expired", false)) << line;
+    } else {
+      EXPECT_FALSE(v.contains("expires_at")) << line;
+    }
+  }
+  EXPECT_EQ(state, 2);
+}
+
 TEST_F(IdemctlTest, DumpWritesOneJsonObjectPerStoredItem) {
   CtlOutput r = Run({"dump"});
   ASSERT_EQ(r.code, kExitOk) << r.err;

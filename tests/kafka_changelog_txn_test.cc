@@ -2,7 +2,9 @@
 // a merge is read, folded and written, so the changelog record of its key
 // holds the folded value; a range deletion is a deletion of each key it
 // removed, a tombstone each in the changelog; an invalid one fails the
-// message as the engine's Txn does.
+// message as the engine's Txn does; a Put with a ttl is refused
+// (changelog records carry no expiry), a zero ttl is kInvalidArgument, and
+// a Put with options but no ttl is a plain Put.
 
 #include <map>
 #include <memory>
@@ -120,6 +122,25 @@ TEST_F(ChangelogTxnStateTest, InvalidMergeOrRangeFailsTheMessage) {
     return absl::OkStatus();
   });
   EXPECT_EQ(r.outcome, Outcome::kFailed);
+}
+
+TEST_F(ChangelogTxnStateTest, PutWithTtlIsRefusedAndWithoutOneIsAPlainPut) {
+  Result r = Run(0, [](Txn& txn) {
+    return txn.Put("a", "1", PutOptions{.ttl = absl::Seconds(5)});
+  });
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kUnimplemented);
+  r = Run(1, [](Txn& txn) {
+    (void)txn.Put("a", "1", PutOptions{.ttl = absl::ZeroDuration()});
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_EQ(r.error.code(), absl::StatusCode::kInvalidArgument);
+  r = Run(2, [](Txn& txn) { return txn.Put("a", "1", PutOptions()); });
+  ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
+  EXPECT_EQ(ChangelogState()["a"], std::optional<std::string>("1"));
+  EXPECT_EQ(*engine_->GetState(PartitionStatePrefix("orders", 0) + "a"),
+            std::optional<std::string>("1"));
 }
 
 }  // namespace

@@ -60,7 +60,10 @@ struct DumpEntry {
   // kDedupe: the stored result. kState: the value. kOffset: empty.
   // kOutbox: the entry's value.
   std::string value;
-  // kDedupe only: the record's absolute expiry and whether it has passed.
+  // kDedupe: the record's absolute expiry and whether it has passed.
+  // kState: the value's expiry (PutOptions::ttl, Options::state_ttl;
+  // InfiniteFuture for none) and whether it has passed (a dump shows
+  // expired values that compaction has not dropped yet; reads never do).
   absl::Time expires_at = absl::InfinitePast();
   bool expired = false;
   // kDedupe only: the record format's version (1 or 2); when the ID was
@@ -155,7 +158,10 @@ class Engine {
   virtual absl::StatusOr<std::vector<Result>> ProcessBatch(
       absl::Span<const Message> messages, Handler handler) = 0;
 
-  // Returns the committed value of state key `key`, or nullopt if absent.
+  // Returns the committed value of state key `key`, or nullopt if absent
+  // (or expired: PutOptions::ttl). A store that holds values that expire
+  // (format 6) reads the clock: kFailedPrecondition or kUnavailable if it
+  // cannot be read (idem/clock.h); ScanState likewise.
   virtual absl::StatusOr<std::optional<std::string>> GetState(
       std::string_view key) = 0;
 
@@ -263,7 +269,9 @@ class Engine {
 
   // Drops the expiry buckets that have ended (Options::expiry_buckets), then
   // flushes memtables and compacts every dedupe record through the TTL
-  // filter now, so expired records are dropped from disk. kFailedPrecondition
+  // filter now, so expired records are dropped from disk; likewise the state
+  // values that expired (PutOptions::ttl, Options::state_ttl), once the
+  // store holds any (format 6). kFailedPrecondition
   // or kUnavailable if the clock cannot be read (idem/clock.h; nothing
   // dropped).
   virtual absl::Status CompactExpired() = 0;

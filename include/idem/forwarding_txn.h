@@ -31,6 +31,10 @@ class ForwardingTxn : public Txn {
   void Put(std::string_view key, std::string_view value) override {
     target_.Put(key, value);
   }
+  absl::Status Put(std::string_view key, std::string_view value,
+                   const PutOptions& options) override {
+    return target_.Put(key, value, options);
+  }
   void Delete(std::string_view key) override { target_.Delete(key); }
   absl::Status Scan(std::string_view begin, std::string_view end,
                     ScanVisitor visit,

@@ -87,6 +87,16 @@ struct Options {
   // docs/design.md, "Shards". Default: 1 (one store, global state).
   int shards = 1;
 
+  // How long every state value lives after its last write (Txn::Put,
+  // Txn::Merge), as Flink's StateTtlConfig with OnCreateAndWrite: each
+  // write sets the key's expiry to the engine's time plus this, and once
+  // it passes every read sees the key as absent and compaction drops it
+  // (processing time: `clock`; docs/state.md, "State that expires").
+  // PutOptions::ttl overrides it for one write. The first write with an
+  // expiry marks the store format 6, which older builds refuse to open.
+  // Must be positive; infinite means none. Default: infinite (no expiry).
+  absl::Duration state_ttl = absl::InfiniteDuration();
+
   // Time source for expiry decisions. Borrowed. A clock that returns a
   // non-finite time or throws fails the calls that read it; one set back
   // does not move the engine's time back (see idem/clock.h).

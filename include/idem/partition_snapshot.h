@@ -6,6 +6,7 @@
 #define IDEM_PARTITION_SNAPSHOT_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -34,6 +35,12 @@ struct PartitionSnapshot {
   std::optional<int64_t> offset;
   // (key as the handler wrote it through PartitionTxn, value), in key order.
   std::vector<std::pair<std::string, std::string>> entries;
+  // The expiry of each entry written with a TTL (PutOptions::ttl,
+  // Options::state_ttl), by key; the other entries never expire. An import
+  // keeps it, so the copy expires when the original does (marking the
+  // store format 6 if needed); an expiry for a key not in `entries` is
+  // ignored. Expired values are not exported.
+  std::map<std::string, absl::Time> expires_at;
   // In id_hash order. Empty from a store-scoped store, whose records do not
   // say which partition they came from.
   std::vector<PartitionRecord> records;

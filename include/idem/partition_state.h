@@ -56,6 +56,8 @@ class PartitionTxn final : public ForwardingTxn {
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) override;
   void Put(std::string_view key, std::string_view value) override;
+  absl::Status Put(std::string_view key, std::string_view value,
+                   const PutOptions& options) override;
   void Delete(std::string_view key) override;
   absl::Status Scan(std::string_view begin, std::string_view end,
                     ScanVisitor visit,

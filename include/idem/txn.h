@@ -40,6 +40,21 @@ struct ScanOptions {
   size_t limit = 0;
 };
 
+// How Txn::Put with options writes a value.
+struct PutOptions {
+  // How long the value lives: it expires at the engine's time of the write
+  // (processing time, read from Options::clock when the commit starts,
+  // never going back: idem/clock.h) plus `ttl`. From then on every read
+  // (Get, scans, Engine::GetState and ScanState, exports) sees the key as
+  // absent, and compaction drops it (docs/state.md, "State that expires").
+  // A later write of the key replaces the value and its expiry; a Merge
+  // keeps the expiry of the value it folds onto (or, under
+  // Options::state_ttl, sets a new one). Must be positive; infinite (the
+  // default) means the value has no TTL of its own: Options::state_ttl
+  // applies (none by default).
+  absl::Duration ttl = absl::InfiniteDuration();
+};
+
 class Txn {
  public:
   virtual ~Txn() = default;
@@ -52,6 +67,17 @@ class Txn {
 
   // Buffers a write of `value` to `key`. Keys and values are arbitrary bytes.
   virtual void Put(std::string_view key, std::string_view value) = 0;
+
+  // As Put, with options: a value that expires (PutOptions::ttl).
+  // kInvalidArgument for a ttl that is zero or negative; the message then
+  // fails with that error (as an invalid Emit does), even if the handler
+  // goes on. The first write with a ttl to a store of format 5 or older
+  // marks it format 6 (docs/design.md, "Store format"), which older builds
+  // refuse to open. The default, for Txn implementations outside idem,
+  // writes a value without a ttl with Put and returns kUnimplemented for
+  // one with a ttl.
+  virtual absl::Status Put(std::string_view key, std::string_view value,
+                           const PutOptions& options);
 
   // Buffers a deletion of `key`. Deleting an absent key is not an error.
   virtual void Delete(std::string_view key) = 0;
