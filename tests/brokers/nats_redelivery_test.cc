@@ -202,6 +202,10 @@ TEST_F(NatsConsumerTest,
   ConsumerOptions options = BaseOptions();
   options.io_timeout = absl::Milliseconds(500);
   options.reconnect_backoff = absl::Milliseconds(50);
+  // As the socket-cut test: with prefetch on, nats.c's fetch thread has
+  // aborted on heap corruption after a connection failure now and then
+  // (docs/brokers.md); this pause hit it once in a full run.
+  options.prefetch = false;
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   constexpr int kMessages = 600;
