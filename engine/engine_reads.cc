@@ -10,6 +10,7 @@
 #include "engine/absl_view.h"
 #include "engine/coding.h"
 #include "engine/engine_impl.h"
+#include "engine/expiry_buckets.h"
 #include "engine/merged_scan.h"
 #include "engine/status_util.h"
 #include "engine/validate.h"
