@@ -83,8 +83,9 @@ class KafkaRelayProgressTest : public ::testing::Test {
                       int count) {
     ASSERT_OPEN(engine, dir_.Sub(id), Options());
     for (int i = 0; i < count; ++i) {
+      const std::string message_id = absl::StrCat(id, "-", i);
       Message m;
-      m.id = absl::StrCat(id, "-", i);
+      m.id = message_id;
       absl::StatusOr<Result> r =
           engine->Process(m, [&](const Message&, Txn& txn) {
             txn.Emit(kOutputTopic, m.id, "v");

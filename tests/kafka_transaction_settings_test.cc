@@ -72,8 +72,9 @@ class KafkaTransactionSettingsTest : public ::testing::Test {
   // Commits messages "m0".."m<count-1>", each emitting one record.
   static void CommitEmits(Engine& engine, int count) {
     for (int i = 0; i < count; ++i) {
+      const std::string id = absl::StrCat("m", i);
       Message m;
-      m.id = absl::StrCat("m", i);
+      m.id = id;
       absl::StatusOr<Result> r = engine.Process(m, [&](const Message&,
                                                        Txn& txn) {
         txn.Emit(kSettingsDownstream, absl::StrCat("k", i), absl::StrCat(i));
@@ -314,8 +315,9 @@ TEST_F(KafkaTransactionSettingsTest,
     ASSERT_OPEN(engine, dir.Sub("store"), Options());
     // Commits of 3, 3, 3, 3 and 12 entries; each commit's last is "end".
     for (int commit = 0; commit < 5; ++commit) {
+      const std::string id = absl::StrCat("commit", commit);
       Message m;
-      m.id = absl::StrCat("commit", commit);
+      m.id = id;
       const int entries = commit == 4 ? 12 : 3;
       ASSERT_TRUE(engine
                       ->Process(m,

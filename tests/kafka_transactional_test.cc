@@ -80,8 +80,9 @@ class KafkaTransactionalTest : public ::testing::Test {
   // kRelayDownstream.
   static void CommitEmits(Engine& engine, int count, int first = 0) {
     for (int i = first; i < count; ++i) {
+      const std::string id = absl::StrCat("m", i);
       Message m;
-      m.id = absl::StrCat("m", i);
+      m.id = id;
       absl::StatusOr<Result> r =
           engine.Process(m, [&](const Message&, Txn& txn) {
             txn.Emit(kRelayDownstream, absl::StrCat("k", i), absl::StrCat(i));

@@ -40,7 +40,9 @@ class WindowsTest : public ::testing::Test {
   // what Add said.
   WindowAdd Event(const std::string& key, absl::Duration at) {
     WindowAdd added = WindowAdd::kLate;
-    Message m{.id = absl::StrCat("e", next_++),
+    // Message views its ID: keep the bytes alive through the call.
+    const std::string id = absl::StrCat("e", next_++);
+    Message m{.id = id,
               .source = kClicks,
               .offset = next_,
               .event_time = kMinute0 + at};
