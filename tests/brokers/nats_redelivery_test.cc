@@ -154,7 +154,9 @@ TEST_F(NatsConsumerTest, ExistingDurableIsBoundAsItIsAndAMismatchReported) {
   auto matching = Consumer::Create(engine.get(), BaseOptions());
   ASSERT_TRUE(matching.ok()) << matching.status();
   test::Drain(**matching, ApplyLedger, [&] { return Drained(stream_, "d"); });
-  EXPECT_EQ((*matching)->stats().duplicates, 20);
+  // Each of the 20 comes back; a slow run (ThreadSanitizer) may see one
+  // again after the 1 s ack wait. The balances are exact either way.
+  EXPECT_GE((*matching)->stats().duplicates, 20);
   test::ExpectBalances(*engine, expected, true);
 }
 
