@@ -155,6 +155,23 @@ BENCHMARK(BM_ProcessBatch)
 //
 //   build/bench/idem_engine_bench --benchmark_filter=BM_ParallelProcess
 
+// The parallel benchmarks' handler: reads `key` as a decimal counter, waits
+// `wait` (an external call, between the read and the write: the widest
+// window for a concurrent commit of the same key) and writes it back
+// incremented.
+absl::Status IncrementCounter(Txn& txn, const std::string& key,
+                              absl::Duration wait) {
+  absl::StatusOr<std::optional<std::string>> v = txn.Get(key);
+  if (!v.ok()) return v.status();
+  if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
+  int64_t n = 0;
+  if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
+    return absl::InternalError("bad counter");
+  }
+  txn.Put(key, absl::StrCat(n + 1));
+  return absl::OkStatus();
+}
+
 struct ParallelRun {
   std::optional<util::TempDir> dir;
   std::unique_ptr<Engine> engine;
@@ -189,19 +206,9 @@ void BM_ParallelProcess(benchmark::State& state) {
     }
     const std::string id = absl::StrCat("t", state.thread_index(), "-", i++);
     const std::string key = hot ? std::string("hot") : id;
-    absl::StatusOr<Result> r = engine->Process(
-        Message{.id = id}, [&](const Message&, Txn& txn) -> absl::Status {
-          absl::StatusOr<std::optional<std::string>> v = txn.Get(key);
-          if (!v.ok()) return v.status();
-          // Between the read and the write: the widest window for a
-          // concurrent commit of the same key.
-          if (wait > absl::ZeroDuration()) absl::SleepFor(wait);
-          int64_t n = 0;
-          if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
-            return absl::InternalError("bad counter");
-          }
-          txn.Put(key, absl::StrCat(n + 1));
-          return absl::OkStatus();
+    absl::StatusOr<Result> r =
+        engine->Process(Message{.id = id}, [&](const Message&, Txn& txn) {
+          return IncrementCounter(txn, key, wait);
         });
     if (!r.ok() || r->outcome != Outcome::kProcessed) {
       state.SkipWithError("a message was not processed");
@@ -292,16 +299,9 @@ void BM_ParallelKeyspace(benchmark::State& state) {
     const std::string id = absl::StrCat("t", state.thread_index(), "-", i);
     const std::string key =
         KeyspaceKey((i++ * threads + state.thread_index()) % keys);
-    absl::StatusOr<Result> r = engine->Process(
-        Message{.id = id}, [&](const Message&, Txn& txn) -> absl::Status {
-          absl::StatusOr<std::optional<std::string>> v = txn.Get(key);
-          if (!v.ok()) return v.status();
-          int64_t n = 0;
-          if (v->has_value() && !absl::SimpleAtoi(**v, &n)) {
-            return absl::InternalError("bad counter");
-          }
-          txn.Put(key, absl::StrCat(n + 1));
-          return absl::OkStatus();
+    absl::StatusOr<Result> r =
+        engine->Process(Message{.id = id}, [&](const Message&, Txn& txn) {
+          return IncrementCounter(txn, key, absl::ZeroDuration());
         });
     if (!r.ok() || r->outcome != Outcome::kProcessed) {
       state.SkipWithError("a message was not processed");
