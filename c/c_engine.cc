@@ -68,16 +68,14 @@ void FillStats(const idem::Stats& s, idem_stats* out) {
   out->block_cache_bytes = s.block_cache_bytes;
   out->commits = s.commit_durations.count;
   out->commit_seconds = s.commit_durations.sum_seconds;
+  out->timers_fired = s.timers_fired;
+  out->timers_dead_lettered = s.timers_dead_lettered;
+  out->timer_failures = s.timer_failures;
 }
 
 const idem::OutboxEntry* EntryAt(const idem_outbox_batch* batch, size_t i) {
   if (batch == nullptr || i >= batch->entries.size()) return nullptr;
   return &batch->entries[i];
-}
-
-const char* EntryBytes(const std::string* field, size_t* size) {
-  if (size != nullptr) *size = field == nullptr ? 0 : field->size();
-  return field == nullptr ? nullptr : field->data();
 }
 
 }  // namespace
@@ -242,7 +240,7 @@ idem_outcome idem_result_outcome(const idem_result* result) {
 }
 
 const char* idem_result_value(const idem_result* result, size_t* size) {
-  return idem::c_api::EntryBytes(
+  return idem::c_api::ViewBytes(
       result == nullptr ? nullptr : &result->result.result, size);
 }
 
@@ -477,26 +475,25 @@ uint64_t idem_outbox_position(const idem_outbox_batch* batch, size_t i) {
 const char* idem_outbox_message_id(const idem_outbox_batch* batch, size_t i,
                                    size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
-  return idem::c_api::EntryBytes(e == nullptr ? nullptr : &e->message_id, size);
+  return idem::c_api::ViewBytes(e == nullptr ? nullptr : &e->message_id, size);
 }
 
 const char* idem_outbox_destination(const idem_outbox_batch* batch, size_t i,
                                     size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
-  return idem::c_api::EntryBytes(e == nullptr ? nullptr : &e->destination,
-                                 size);
+  return idem::c_api::ViewBytes(e == nullptr ? nullptr : &e->destination, size);
 }
 
 const char* idem_outbox_key(const idem_outbox_batch* batch, size_t i,
                             size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
-  return idem::c_api::EntryBytes(e == nullptr ? nullptr : &e->key, size);
+  return idem::c_api::ViewBytes(e == nullptr ? nullptr : &e->key, size);
 }
 
 const char* idem_outbox_value(const idem_outbox_batch* batch, size_t i,
                               size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
-  return idem::c_api::EntryBytes(e == nullptr ? nullptr : &e->value, size);
+  return idem::c_api::ViewBytes(e == nullptr ? nullptr : &e->value, size);
 }
 
 int32_t idem_outbox_partition(const idem_outbox_batch* batch, size_t i) {
@@ -518,16 +515,16 @@ const char* idem_outbox_header_name(const idem_outbox_batch* batch, size_t i,
                                     size_t h, size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
   const bool in_range = e != nullptr && h < e->headers.size();
-  return idem::c_api::EntryBytes(in_range ? &e->headers[h].first : nullptr,
-                                 size);
+  return idem::c_api::ViewBytes(in_range ? &e->headers[h].first : nullptr,
+                                size);
 }
 
 const char* idem_outbox_header_value(const idem_outbox_batch* batch, size_t i,
                                      size_t h, size_t* size) {
   const idem::OutboxEntry* e = idem::c_api::EntryAt(batch, i);
   const bool in_range = e != nullptr && h < e->headers.size();
-  return idem::c_api::EntryBytes(in_range ? &e->headers[h].second : nullptr,
-                                 size);
+  return idem::c_api::ViewBytes(in_range ? &e->headers[h].second : nullptr,
+                                size);
 }
 
 idem_code idem_engine_ack_outbox(idem_engine* engine, uint64_t position) {

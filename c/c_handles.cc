@@ -45,6 +45,18 @@ absl::StatusCode ToStatusCode(const idem_code& code) {
                                   : absl::StatusCode::kUnknown;
 }
 
+absl::Time FromMicros(int64_t us) {
+  if (us == IDEM_TIME_INFINITE_PAST) return absl::InfinitePast();
+  if (us == IDEM_TIME_INFINITE_FUTURE) return absl::InfiniteFuture();
+  return absl::FromUnixMicros(us);
+}
+
+int64_t ToMicros(absl::Time time) {
+  if (time == absl::InfinitePast()) return IDEM_TIME_INFINITE_PAST;
+  if (time == absl::InfiniteFuture()) return IDEM_TIME_INFINITE_FUTURE;
+  return absl::ToUnixMicros(time);
+}
+
 idem_code Fail(const absl::Status& status) {
   if (status.ok()) return IDEM_OK;
   last_error.assign(status.message().data(), status.message().size());
@@ -94,6 +106,7 @@ idem::Message idem_message::View() const {
   m.offset = offset;
   m.ttl = absl::Milliseconds(ttl_ms);
   m.fingerprint = fingerprint;
+  m.event_time = idem::c_api::FromMicros(event_time_us);
   return m;
 }
 
@@ -104,6 +117,8 @@ using idem::c_api::InvalidArgument;
 // Declared extern "C" in idem/c.h, so defined with C linkage.
 
 int idem_c_api_version(void) { return IDEM_C_API_VERSION; }
+
+int idem_c_api_minor(void) { return IDEM_C_API_MINOR; }
 
 const char* idem_version(void) { return IDEM_VERSION; }
 
@@ -255,6 +270,14 @@ idem_code idem_options_set_expiry_buckets(idem_options* options, int buckets) {
                 buckets);
 }
 
+idem_code idem_options_set_state_ttl_ms(idem_options* options, int64_t ttl_ms) {
+  return SetOption(options, "set_state_ttl_ms", [&](idem::Options& o) {
+    o.state_ttl =
+        ttl_ms == 0 ? absl::InfiniteDuration() : absl::Milliseconds(ttl_ms);
+    return IDEM_OK;
+  });
+}
+
 // ---- Messages ----
 
 idem_message* idem_message_new(void) {
@@ -338,6 +361,15 @@ idem_code idem_message_set_ttl_ms(idem_message* message, int64_t ttl_ms) {
   return IDEM_OK;
 }
 
+idem_code idem_message_set_event_time_us(idem_message* message,
+                                         int64_t event_time_us) {
+  if (message == nullptr) {
+    return InvalidArgument("message_set_event_time_us: message is NULL");
+  }
+  message->event_time_us = event_time_us;
+  return IDEM_OK;
+}
+
 const char* idem_message_id(const idem_message* message, size_t* size) {
   return MessageBytes(message, &idem_message::id, size);
 }
@@ -356,4 +388,8 @@ int32_t idem_message_partition(const idem_message* message) {
 
 int64_t idem_message_offset(const idem_message* message) {
   return message == nullptr ? -1 : message->offset;
+}
+
+int64_t idem_message_event_time_us(const idem_message* message) {
+  return message == nullptr ? IDEM_TIME_INFINITE_PAST : message->event_time_us;
 }

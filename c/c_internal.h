@@ -14,6 +14,7 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,11 +24,13 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "idem/c.h"
 #include "idem/engine.h"
 #include "idem/message.h"
 #include "idem/options.h"
 #include "idem/outbox.h"
+#include "idem/timers.h"
 
 struct idem_options {
   idem::Options options;
@@ -42,6 +45,7 @@ struct idem_message {
   int32_t partition = 0;
   int64_t offset = -1;
   int64_t ttl_ms = 0;
+  int64_t event_time_us = IDEM_TIME_INFINITE_PAST;
 
   // A view of this message for the engine (valid while it is unchanged).
   idem::Message View() const;
@@ -58,6 +62,18 @@ struct idem_result_list {
 
 struct idem_outbox_batch {
   std::vector<idem::OutboxEntry> entries;
+};
+
+// A timer: `fire` points at `owned` (idem_engine_next_timer's handles) or
+// at the engine's TimerFire during a timer handler call (a view).
+struct idem_timer {
+  idem::TimerFire owned;
+  const idem::TimerFire* fire = &owned;
+
+  idem_timer() = default;
+  explicit idem_timer(const idem::TimerFire& view) : fire(&view) {}
+  idem_timer(const idem_timer&) = delete;
+  idem_timer& operator=(const idem_timer&) = delete;
 };
 
 // An engine handle: the engine, and the close protocol. Calls register as
@@ -78,6 +94,14 @@ idem_code Fail(const absl::Status& status);
 // Fail(absl::InvalidArgumentError(message)).
 idem_code InvalidArgument(const std::string& message);
 idem_code ToCode(absl::StatusCode code);
+// The idem::TimeDomain of a C domain, or nullopt for a number that is none
+// (c/c_timers.cc); and back.
+std::optional<idem::TimeDomain> ToTimeDomain(const idem_time_domain& domain);
+idem_time_domain ToCDomain(idem::TimeDomain domain);
+// Microseconds since the epoch to absl::Time and back, the ends of time
+// (IDEM_TIME_INFINITE_PAST / _FUTURE) as absl's infinities.
+absl::Time FromMicros(int64_t us);
+int64_t ToMicros(absl::Time time);
 absl::StatusCode ToStatusCode(const idem_code& code);
 
 // The number a C caller passed as an enum. C allows any int there; in C++
@@ -137,6 +161,13 @@ inline std::string_view Bytes(const void* data, size_t size) {
                    : std::string_view(static_cast<const char*>(data), size);
 }
 
+// A getter's view of `field` (NULL and size 0 for a NULL field); `size`
+// may be NULL.
+inline const char* ViewBytes(const std::string* field, size_t* size) {
+  if (size != nullptr) *size = field == nullptr ? 0 : field->size();
+  return field == nullptr ? nullptr : field->data();
+}
+
 // Scans (c/c_txn.cc): CheckScan checks a scan's range and visitor (the
 // code, named `what`, or IDEM_OK); RunScan calls `scan` with `visit` as an
 // idem::ScanVisitor and the options `reverse` and `limit` give.
@@ -156,6 +187,10 @@ bool InHandlerOf(const idem_engine* handle);
 absl::Status RunCHandler(const idem_engine* engine, idem_handler handler,
                          void* user, const idem_message* message,
                          idem::Txn& txn);
+// As RunCHandler, for a timer handler and the timer that fires.
+absl::Status RunCTimerHandler(const idem_engine* engine,
+                              idem_timer_handler handler, void* user,
+                              const idem::TimerFire& fire, idem::Txn& txn);
 
 }  // namespace idem::c_api
 

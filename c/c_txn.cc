@@ -95,11 +95,14 @@ bool InHandlerOf(const idem_engine* handle) {
   return false;
 }
 
-absl::Status RunCHandler(const idem_engine* engine, idem_handler handler,
-                         void* user, const idem_message* message,
-                         idem::Txn& txn) {
+namespace {
+
+// Runs `call` with a txn token for `txn` valid during the call only, and
+// maps what it returns as a C handler's return value to a status.
+absl::Status RunInFrame(const idem_engine* engine, idem::Txn& txn,
+                        absl::FunctionRef<int(idem_txn*)> call) {
   FrameScope scope(engine, txn);
-  const int rc = handler(user, message, scope.handle());
+  const int rc = call(scope.handle());
   if (rc == IDEM_HANDLER_COMMIT) return absl::OkStatus();
   absl::Status error = scope.frame().error;
   if (error.ok()) {
@@ -107,6 +110,25 @@ absl::Status RunCHandler(const idem_engine* engine, idem_handler handler,
   }
   if (rc == IDEM_HANDLER_PERMANENT) return idem::PermanentError(error);
   return error;
+}
+
+}  // namespace
+
+absl::Status RunCHandler(const idem_engine* engine, idem_handler handler,
+                         void* user, const idem_message* message,
+                         idem::Txn& txn) {
+  return RunInFrame(engine, txn, [&](idem_txn* token) {
+    return handler(user, message, token);
+  });
+}
+
+absl::Status RunCTimerHandler(const idem_engine* engine,
+                              idem_timer_handler handler, void* user,
+                              const idem::TimerFire& fire, idem::Txn& txn) {
+  const idem_timer view(fire);
+  return RunInFrame(engine, txn, [&](idem_txn* token) {
+    return handler(user, &view, token);
+  });
 }
 
 }  // namespace idem::c_api
@@ -161,6 +183,30 @@ idem_code idem_txn_put(idem_txn* txn, const void* key, size_t key_size,
     frame->txn->Put(idem::c_api::Bytes(key, key_size),
                     idem::c_api::Bytes(value, value_size));
     return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_put_with_ttl(idem_txn* txn, const void* key, size_t key_size,
+                                const void* value, size_t value_size,
+                                int64_t ttl_ms) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_put_with_ttl", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(key, key_size, "txn_put_with_ttl: key");
+      c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(value, value_size, "txn_put_with_ttl: value");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_put_with_ttl", [&] {
+    idem::PutOptions options;
+    options.ttl = absl::Milliseconds(ttl_ms);
+    return idem::c_api::Fail(
+        frame->txn->Put(idem::c_api::Bytes(key, key_size),
+                        idem::c_api::Bytes(value, value_size), options));
   });
 }
 
@@ -398,5 +444,73 @@ idem_code idem_txn_delete_range(idem_txn* txn, const void* begin,
         frame->txn->DeleteRange(idem::c_api::Bytes(begin, begin_size),
                                 idem::c_api::Bytes(end, end_size));
     return s.ok() ? IDEM_OK : idem::c_api::Fail(s);
+  });
+}
+
+idem_code idem_txn_stream_time(idem_txn* txn, int64_t* stream_time_us) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_stream_time", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (stream_time_us == nullptr) {
+    return InvalidArgument("txn_stream_time: stream_time_us is NULL");
+  }
+  return Guarded("txn_stream_time", [&] {
+    *stream_time_us = idem::c_api::ToMicros(frame->txn->stream_time());
+    return IDEM_OK;
+  });
+}
+
+idem_code idem_txn_set_timer(idem_txn* txn, const void* timer_key,
+                             size_t timer_key_size, idem_time_domain domain,
+                             int64_t fire_at_us, const void* payload,
+                             size_t payload_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_set_timer", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c =
+          CheckBytes(timer_key, timer_key_size, "txn_set_timer: timer_key");
+      c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c = CheckBytes(payload, payload_size, "txn_set_timer: payload");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_set_timer", [&] {
+    const std::optional<idem::TimeDomain> known =
+        idem::c_api::ToTimeDomain(domain);
+    // An unknown domain goes to Txn::SetTimer as a byte that is no
+    // TimeDomain, so that it fails the message as SetTimer documents; the
+    // error names the number the caller gave.
+    constexpr auto kNoDomain = static_cast<idem::TimeDomain>(0xff);
+    absl::Status s = frame->txn->SetTimer(
+        idem::c_api::Bytes(timer_key, timer_key_size),
+        known.value_or(kNoDomain), idem::c_api::FromMicros(fire_at_us),
+        idem::c_api::Bytes(payload, payload_size));
+    if (!known.has_value() && !s.ok()) {
+      return InvalidArgument(absl::StrCat("txn_set_timer: domain ",
+                                          idem::c_api::EnumValue(domain),
+                                          " is not an idem_time_domain"));
+    }
+    return idem::c_api::Fail(s);
+  });
+}
+
+idem_code idem_txn_cancel_timer(idem_txn* txn, const void* timer_key,
+                                size_t timer_key_size) {
+  TxnFrame* frame = nullptr;
+  if (idem_code c = Lookup(txn, "txn_cancel_timer", &frame); c != IDEM_OK) {
+    return c;
+  }
+  if (idem_code c =
+          CheckBytes(timer_key, timer_key_size, "txn_cancel_timer: timer_key");
+      c != IDEM_OK) {
+    return c;
+  }
+  return Guarded("txn_cancel_timer", [&] {
+    return idem::c_api::Fail(
+        frame->txn->CancelTimer(idem::c_api::Bytes(timer_key, timer_key_size)));
   });
 }

@@ -83,9 +83,9 @@ IDEM_TEST(ScansSeeOwnWritesAndTheStoreInOrder) {
   CHECK_OK(idem_engine_scan_state(engine, "", 0, NULL, 0, 0, 0, collect,
                                   &committed));
   CHECK(strcmp(committed.keys, "a=1,bb=9,c=3,d=4,") == 0);
-  CHECK_CODE(idem_engine_scan_state(engine, "b", 1, "a", 1, 0, 0, collect,
-                                    &committed),
-             IDEM_INVALID_ARGUMENT);
+  CHECK_CODE(
+      idem_engine_scan_state(engine, "b", 1, "a", 1, 0, 0, collect, &committed),
+      IDEM_INVALID_ARGUMENT);
   CHECK_CODE(
       idem_engine_scan_state(NULL, "", 0, NULL, 0, 0, 0, collect, &committed),
       IDEM_INVALID_ARGUMENT);

@@ -50,7 +50,11 @@ char* state_of(idem_engine* engine, const char* key) {
 
 idem_outcome process_id(idem_engine* engine, const char* id,
                         idem_handler handler, void* user) {
-  idem_message* m = message_with_id(id);
+  return process_message(engine, message_with_id(id), handler, user);
+}
+
+idem_outcome process_message(idem_engine* engine, idem_message* m,
+                             idem_handler handler, void* user) {
   idem_result* r = NULL;
   CHECK_OK(idem_engine_process(engine, m, handler, user, &r));
   const idem_outcome outcome = idem_result_outcome(r);

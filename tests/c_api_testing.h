@@ -56,6 +56,9 @@ idem_message* message_with_id(const char* id);
  * outcome (checking that the call succeeded). */
 idem_outcome process_id(idem_engine* engine, const char* id,
                         idem_handler handler, void* user);
+/* As process_id, for the message `m`, which it frees. */
+idem_outcome process_message(idem_engine* engine, idem_message* m,
+                             idem_handler handler, void* user);
 /* The committed value of `key` as a NUL-terminated string, or NULL. Caller
  * frees with idem_free. */
 char* state_of(idem_engine* engine, const char* key);

@@ -29,8 +29,14 @@
  *   - byte arguments (const void* data, size_t size) are read during the
  *     call only, unless the call says otherwise; size 0 allows data NULL.
  *
- * Scans, merges and range deletions are here ("State beyond single keys");
- * timers join them once idem::Txn has them, under the same version. */
+ * Scans, merges and range deletions are here ("State beyond single keys"),
+ * and event time, timers and state that expires ("Time, timers and state
+ * TTL"), added under the same version (IDEM_C_API_MINOR 1).
+ *
+ * Times are microseconds since the Unix epoch (int64_t, names ending in
+ * _us): IDEM_TIME_INFINITE_PAST (INT64_MIN) stands for absl::InfinitePast()
+ * ("none"), IDEM_TIME_INFINITE_FUTURE (INT64_MAX) for
+ * absl::InfiniteFuture(). */
 
 #ifndef IDEM_C_H_
 #define IDEM_C_H_
@@ -45,10 +51,21 @@ extern "C" {
 /* The API's version: bumped only by a change that breaks a program built
  * against an older one. */
 #define IDEM_C_API_VERSION 1
+/* Bumped, within one IDEM_C_API_VERSION, by each release that adds
+ * functions, enum values or appended struct fields, so a program can check
+ * at compile time that what it calls is declared (and at run time with
+ * idem_c_api_minor() that the linked library has it); back to 0 when
+ * IDEM_C_API_VERSION is bumped. 0: the first API with scans, merges and
+ * range deletions; 1: event time, stream time, timers, state TTL, and the
+ * timer counters of idem_stats. */
+#define IDEM_C_API_MINOR 1
 
 /* The API version of the library linked at run time (IDEM_C_API_VERSION as
  * it was built). */
 int idem_c_api_version(void);
+/* The IDEM_C_API_MINOR of the library linked at run time: a program built
+ * against a higher minor than this must not call what that minor added. */
+int idem_c_api_minor(void);
 /* The library's version, "MAJOR.MINOR.PATCH" (IDEM_VERSION of
  * idem/version.h). View of a static string: never freed. */
 const char* idem_version(void);
@@ -94,6 +111,11 @@ typedef struct idem_txn idem_txn;
 typedef struct idem_result idem_result;
 typedef struct idem_result_list idem_result_list;
 typedef struct idem_outbox_batch idem_outbox_batch;
+typedef struct idem_timer idem_timer;
+
+/* The ends of time (see "Times" at the top). */
+#define IDEM_TIME_INFINITE_PAST INT64_MIN
+#define IDEM_TIME_INFINITE_FUTURE INT64_MAX
 
 /* Frees a buffer the API allocated (idem_engine_get_state). NULL: no-op. */
 void idem_free(void* buffer);
@@ -136,6 +158,11 @@ idem_code idem_options_set_write_buffer_bytes(idem_options* options,
 idem_code idem_options_set_bloom_bits_per_key(idem_options* options, int bits);
 idem_code idem_options_set_max_background_jobs(idem_options* options, int jobs);
 idem_code idem_options_set_expiry_buckets(idem_options* options, int buckets);
+/* How long every state value lives after its last write (Options::
+ * state_ttl, docs/state.md "State that expires"): 0 is none (the default);
+ * a negative value is refused by idem_engine_open (IDEM_INVALID_ARGUMENT).
+ * idem_txn_put_with_ttl overrides it for one write. */
+idem_code idem_options_set_state_ttl_ms(idem_options* options, int64_t ttl_ms);
 
 /* ---- Messages (idem/message.h) ---- */
 
@@ -166,6 +193,14 @@ idem_code idem_message_set_offset(idem_message* message, int64_t offset);
 idem_code idem_message_set_ttl_ms(idem_message* message, int64_t ttl_ms);
 idem_code idem_message_set_fingerprint(idem_message* message,
                                        const void* fingerprint, size_t size);
+/* When the event happened (Message::event_time), in microseconds since the
+ * epoch: a finite time advances the stream time of the message's (source,
+ * partition) when it commits (idem_engine_stream_time; not beyond 15
+ * minutes past the engine's clock, idem::kMaxEventTimeAhead).
+ * IDEM_TIME_INFINITE_PAST: none (the default). IDEM_TIME_INFINITE_FUTURE is
+ * refused when the message is processed (IDEM_INVALID_ARGUMENT). */
+idem_code idem_message_set_event_time_us(idem_message* message,
+                                         int64_t event_time_us);
 
 /* Getters: views of the message's bytes, valid until the message is freed
  * or the same field is set again; *size gets the length (size may be NULL).
@@ -175,6 +210,8 @@ const char* idem_message_payload(const idem_message* message, size_t* size);
 const char* idem_message_source(const idem_message* message, size_t* size);
 int32_t idem_message_partition(const idem_message* message);
 int64_t idem_message_offset(const idem_message* message);
+/* The event time set (IDEM_TIME_INFINITE_PAST: none, or a NULL message). */
+int64_t idem_message_event_time_us(const idem_message* message);
 
 /* ---- Engine ---- */
 
@@ -321,6 +358,123 @@ idem_code idem_txn_delete_range(idem_txn* txn, const void* begin,
                                 size_t begin_size, const void* end,
                                 size_t end_size);
 
+/* ---- Time, timers and state TTL (docs/state.md, "Time and timers") ---- */
+
+/* As idem_txn_put, with a value that expires `ttl_ms` milliseconds after
+ * the write's commit (Txn::Put with PutOptions::ttl): from then on every
+ * read sees the key as absent, and compaction drops it. A `ttl_ms` of 0 or
+ * less is IDEM_INVALID_ARGUMENT, and the message then fails with it (as
+ * Txn::Put); IDEM_UNIMPLEMENTED, failing the message, from a Txn that has
+ * no expiring values. */
+idem_code idem_txn_put_with_ttl(idem_txn* txn, const void* key, size_t key_size,
+                                const void* value, size_t value_size,
+                                int64_t ttl_ms);
+
+/* The clock a timer follows (idem::TimeDomain, same numbers). */
+typedef enum idem_time_domain {
+  /* The partition's stream time: due once its committed messages carry an
+   * event time at or past the timer's. */
+  IDEM_TIME_EVENT = 0,
+  /* The engine's clock: due once it reaches the timer's time (also on the
+   * first idem_engine_fire_timers after a restart). */
+  IDEM_TIME_PROCESSING = 1
+} idem_time_domain;
+
+/* On IDEM_OK, *stream_time_us is the stream time of this message's (source,
+ * partition) as the handler sees it (Txn::stream_time: the committed one,
+ * raised by the earlier messages of its batch and its own event time; in a
+ * timer's handler, that of the timer's partition), or
+ * IDEM_TIME_INFINITE_PAST if no message carried an event time.
+ * IDEM_INVALID_ARGUMENT for a NULL out-pointer. */
+idem_code idem_txn_stream_time(idem_txn* txn, int64_t* stream_time_us);
+
+/* Buffers the timer `timer_key` (any bytes) of this message's (source,
+ * partition), committed with the message: once `fire_at_us` is reached in
+ * `domain`, idem_engine_fire_timers runs its handler with `payload` (any
+ * bytes; both are copied). One timer per key per partition: setting a key
+ * again moves it (Txn::SetTimer). Codes:
+ *   - IDEM_INVALID_ARGUMENT for an infinite `fire_at_us` or a `domain` that
+ *     is no idem_time_domain: the message then fails with it, even if the
+ *     handler goes on;
+ *   - IDEM_OUT_OF_RANGE, setting nothing, for an IDEM_TIME_EVENT timer at
+ *     or below idem_txn_stream_time (that time has passed); the message is
+ *     unaffected;
+ *   - IDEM_FAILED_PRECONDITION for a message without a source. */
+idem_code idem_txn_set_timer(idem_txn* txn, const void* timer_key,
+                             size_t timer_key_size, idem_time_domain domain,
+                             int64_t fire_at_us, const void* payload,
+                             size_t payload_size);
+/* Buffers the deletion of the timer `timer_key` of this message's
+ * partition, if there is one (Txn::CancelTimer). IDEM_FAILED_PRECONDITION
+ * for a message without a source. */
+idem_code idem_txn_cancel_timer(idem_txn* txn, const void* timer_key,
+                                size_t timer_key_size);
+
+/* A timer (idem::TimerFire): as it fires, or as idem_engine_next_timer
+ * finds it. Getters: views valid until the handle is freed (in a timer
+ * handler: until it returns); *size gets the length (size may be NULL). A
+ * NULL handle gives NULL and size 0, partition 0, IDEM_TIME_EVENT and
+ * IDEM_TIME_INFINITE_PAST. */
+void idem_timer_free(idem_timer* timer);
+const char* idem_timer_source(const idem_timer* timer, size_t* size);
+int32_t idem_timer_partition(const idem_timer* timer);
+idem_time_domain idem_timer_domain(const idem_timer* timer);
+const char* idem_timer_key(const idem_timer* timer, size_t* size);
+/* When the timer was due, in its domain's time. */
+int64_t idem_timer_fire_at_us(const idem_timer* timer);
+const char* idem_timer_payload(const idem_timer* timer, size_t* size);
+
+/* The user code run once per timer that fires. `timer` is a view valid
+ * during the call only; `txn` is a txn of the timer's partition, valid as a
+ * message handler's (idem_handler): its writes, emits and timers commit in
+ * the same write as the timer's deletion. Returns as an idem_handler does:
+ * IDEM_HANDLER_COMMIT (0) commits; IDEM_HANDLER_PERMANENT deletes the timer
+ * without its effects (dead-lettered, idem_stats.timers_dead_lettered); any
+ * other value is a transient failure that keeps the timer, so it fires
+ * again on a later call (the code and message are idem_txn_set_error's, or
+ * IDEM_UNKNOWN "handler returned N"). It may run more than once for one
+ * fire: keep side effects in the txn. */
+typedef int (*idem_timer_handler)(void* user, const idem_timer* timer,
+                                  idem_txn* txn);
+
+/* Fires the due timers of (source, partition) in `domain`, earliest first,
+ * at most `max` (Engine::FireTimers): those with a time at or below
+ * `up_to_us` (IDEM_TIME_INFINITE_FUTURE: no bound) and, for
+ * IDEM_TIME_EVENT, the partition's stream time, for IDEM_TIME_PROCESSING,
+ * the engine's clock. On IDEM_OK, *fired is how many fired (permanent
+ * failures included). A handler's transient failure returns its code: the
+ * fires before it committed, its timer stays and the rest wait for a later
+ * call (*fired is then 0). IDEM_INVALID_ARGUMENT for a NULL engine, handler
+ * or `fired`, an empty or too long source, a negative partition, a `domain`
+ * that is no idem_time_domain or `max` 0; IDEM_FAILED_PRECONDITION on a
+ * closed or read-only engine or from inside one of its handlers; storage
+ * errors as idem_engine_process. Durable on return under
+ * IDEM_DURABILITY_SYNC; under BUFFERED with the next sync. */
+idem_code idem_engine_fire_timers(idem_engine* engine, const void* source,
+                                  size_t source_size, int32_t partition,
+                                  idem_time_domain domain, int64_t up_to_us,
+                                  size_t max, idem_timer_handler handler,
+                                  void* user, size_t* fired);
+
+/* The earliest committed timer of (source, partition) in `domain`, due or
+ * not (Engine::NextTimer). On IDEM_OK, *timer is a new handle the caller
+ * frees with idem_timer_free, or NULL if there is none. Errors as
+ * idem_engine_stream_time, and IDEM_INVALID_ARGUMENT for a `domain` that is
+ * no idem_time_domain or a NULL `timer`. */
+idem_code idem_engine_next_timer(idem_engine* engine, const void* source,
+                                 size_t source_size, int32_t partition,
+                                 idem_time_domain domain, idem_timer** timer);
+
+/* On IDEM_OK, *stream_time_us is the committed stream time of (source,
+ * partition) (Engine::StreamTime: the largest committed event time of its
+ * messages, never decreasing), or IDEM_TIME_INFINITE_PAST if none carried
+ * one. IDEM_INVALID_ARGUMENT for a NULL engine or out-pointer, an empty or
+ * too long source or a negative partition; IDEM_FAILED_PRECONDITION on a
+ * closed engine. */
+idem_code idem_engine_stream_time(idem_engine* engine, const void* source,
+                                  size_t source_size, int32_t partition,
+                                  int64_t* stream_time_us);
+
 /* ---- Processing ---- */
 
 typedef enum idem_outcome {
@@ -458,6 +612,12 @@ typedef struct idem_stats {
   uint64_t block_cache_bytes;
   uint64_t commits;
   double commit_seconds;
+  /* IDEM_C_API_MINOR 1: timers fired since open (idem_engine_fire_timers),
+   * those of them dead-lettered (a permanent failure), and timer handler
+   * calls that failed transiently (the timer stayed). */
+  uint64_t timers_fired;
+  uint64_t timers_dead_lettered;
+  uint64_t timer_failures;
 } idem_stats;
 
 /* Fills *stats. IDEM_INVALID_ARGUMENT for NULL, or a struct_size smaller
