@@ -26,10 +26,6 @@ Classes classes;
 
 std::atomic<bool> release_gil{true};
 
-py::object ErrorFor(idem_code code, const char* message) {
-  return classes.error_for(static_cast<int>(code), py::str(message));
-}
-
 py::bytes ToBytes(const char* data, size_t size) {
   return py::bytes(size == 0 ? "" : data, size);
 }
@@ -44,8 +40,19 @@ py::object SourceToPython(const char* data, size_t size) {
   return py::reinterpret_steal<py::object>(s);
 }
 
-// Milliseconds of a ttl given as None (0: the window), seconds (int or
-// float) or a datetime.timedelta.
+}  // namespace
+
+void RaiseObject(py::handle exc) {
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  throw py::error_already_set();
+}
+
+py::object ErrorFor(idem_code code, const char* message) {
+  return classes.error_for(static_cast<int>(code), py::str(message));
+}
+
+void Raise(idem_code code) { RaiseObject(ErrorFor(code, idem_last_error())); }
+
 int64_t TtlMillis(py::handle ttl) {
   if (ttl.is_none()) return 0;
   double seconds = 0;
@@ -63,15 +70,6 @@ int64_t TtlMillis(py::handle ttl) {
   }
   return static_cast<int64_t>(std::llround(seconds * 1000));
 }
-
-}  // namespace
-
-void RaiseObject(py::handle exc) {
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
-  throw py::error_already_set();
-}
-
-void Raise(idem_code code) { RaiseObject(ErrorFor(code, idem_last_error())); }
 
 std::string_view BytesOf(py::handle obj, const char* what, bool allow_str) {
   if (PyBytes_Check(obj.ptr())) {
@@ -104,7 +102,7 @@ Message::~Message() { idem_message_free(message_); }
 
 void Message::Set(py::handle id, py::handle payload, py::handle source,
                   int32_t partition, int64_t offset, py::handle ttl,
-                  py::handle fingerprint) {
+                  py::handle fingerprint, py::handle event_time) {
   const std::string_view id_bytes = BytesOf(id, "id", true);
   Check(idem_message_set_id(message_, id_bytes.data(), id_bytes.size()));
   const std::string_view payload_bytes = BytesOf(payload, "payload", false);
@@ -121,6 +119,8 @@ void Message::Set(py::handle id, py::handle payload, py::handle source,
   Check(idem_message_set_partition(message_, partition));
   Check(idem_message_set_offset(message_, offset));
   Check(idem_message_set_ttl_ms(message_, TtlMillis(ttl)));
+  Check(idem_message_set_event_time_us(
+      message_, TimeMicros(event_time, "event_time", IDEM_TIME_INFINITE_PAST)));
 }
 
 // ---- Handler calls ----
@@ -244,7 +244,7 @@ std::vector<py::object> MessageObjects(const py::list& items) {
     auto message = std::make_unique<Message>();
     message->Set(PyTuple_GET_ITEM(item.ptr(), 0),
                  PyTuple_GET_ITEM(item.ptr(), 1), py::none(), 0, -1, py::none(),
-                 py::none());
+                 py::none(), py::none());
     objects.push_back(py::cast(std::move(message)));
   }
   return objects;
@@ -302,6 +302,8 @@ Engine::Engine(const std::string& path, const py::dict& options) {
       c = idem_options_set_max_background_jobs(o, value.cast<int>());
     } else if (k == "expiry_buckets") {
       c = idem_options_set_expiry_buckets(o, value.cast<int>());
+    } else if (k == "state_ttl_ms") {
+      c = idem_options_set_state_ttl_ms(o, value.cast<int64_t>());
     } else {
       throw py::type_error("unknown option " + k);
     }
@@ -522,6 +524,9 @@ py::dict Engine::Stats() {
   d["block_cache_bytes"] = s.block_cache_bytes;
   d["commits"] = s.commits;
   d["commit_seconds"] = s.commit_seconds;
+  d["timers_fired"] = s.timers_fired;
+  d["timers_dead_lettered"] = s.timers_dead_lettered;
+  d["timer_failures"] = s.timer_failures;
   return d;
 }
 

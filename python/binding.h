@@ -39,6 +39,20 @@ inline void Check(idem_code code) {
 // `what`.
 std::string_view BytesOf(py::handle obj, const char* what, bool allow_str);
 
+// Milliseconds of a ttl given as None (0), seconds (int or float) or a
+// datetime.timedelta; TypeError for anything else.
+int64_t TtlMillis(py::handle ttl);
+
+// Microseconds since the epoch of a time given as seconds since the epoch
+// (int or float) or a datetime (its timestamp()); None is `none`. An
+// infinity is the C API's end of time of its sign; NaN, or a time beyond
+// microseconds' int64 range, raises idem.InvalidArgument; anything else
+// TypeError, naming `what`.
+int64_t TimeMicros(py::handle time, const char* what, int64_t none);
+// A C API time as Python shows it: seconds since the epoch (float), or None
+// for IDEM_TIME_INFINITE_PAST.
+py::object TimeToPython(int64_t us);
+
 // An idem_scan_visitor that appends each (key, value) to the
 // std::vector<std::pair<std::string, std::string>> `user` points to.
 int CollectScanPair(void* user, const char* key, size_t key_size,
@@ -77,7 +91,7 @@ class Message {
   // Sets every field from Python values (see idem.Message).
   void Set(py::handle id, py::handle payload, py::handle source,
            int32_t partition, int64_t offset, py::handle ttl,
-           py::handle fingerprint);
+           py::handle fingerprint, py::handle event_time);
   const idem_message* get() const { return message_; }
 
  private:
@@ -136,6 +150,16 @@ class Engine {
   py::dict Stats();
   py::list ReadOutbox(size_t max_entries, uint64_t after);
   void AckOutbox(uint64_t position);
+  // Time and timers (python/timers.cc): the committed stream time (seconds
+  // or None), the next timer (a (source, partition, domain, key, fire_at,
+  // payload) tuple or None), and firing the due timers through
+  // handler(txn, that tuple), returning how many fired.
+  py::object StreamTime(py::handle source, int32_t partition);
+  py::object NextTimer(py::handle source, int32_t partition,
+                       idem_time_domain domain);
+  size_t FireTimers(py::handle source, int32_t partition,
+                    idem_time_domain domain, py::handle up_to, size_t max,
+                    py::object handler);
   uint64_t last_sequence() const { return last_sequence_.load(); }
 
   // The C API handle, for bindings that borrow the engine; it stays valid
@@ -157,6 +181,12 @@ class Engine {
 
 // Looks up idem._errors' classes; called once at import.
 void InitClasses();
+// The idem.Error subclass of `code` with `message` (idem._errors._error_for).
+py::object ErrorFor(idem_code code, const char* message);
+// Binds the time and timer calls (python/timers.cc): the enum TimeDomain,
+// Txn.stream_time, set_timer and cancel_timer, and _Engine's stream_time,
+// next_timer and fire_timers. After the classes they extend are bound.
+void BindTimers(py::module_& m);
 // A Result's fields as Python values: the handler's exception (or an
 // idem.Error for a FAILED outcome, None otherwise), the value bytes, and
 // when the ID was first processed (seconds since the epoch, or None).

@@ -27,10 +27,15 @@ py::object TxnGet(const Txn& t, py::handle key) {
   return py::bytes(size == 0 ? "" : value, size);
 }
 
-void TxnPut(const Txn& t, py::handle key, py::handle value) {
+void TxnPut(const Txn& t, py::handle key, py::handle value, py::handle ttl) {
   const std::string_view k = BytesOf(key, "key", true);
   const std::string_view v = BytesOf(value, "value", false);
-  Check(idem_txn_put(t.txn, k.data(), k.size(), v.data(), v.size()));
+  if (ttl.is_none()) {
+    Check(idem_txn_put(t.txn, k.data(), k.size(), v.data(), v.size()));
+    return;
+  }
+  Check(idem_txn_put_with_ttl(t.txn, k.data(), k.size(), v.data(), v.size(),
+                              TtlMillis(ttl)));
 }
 
 void TxnDelete(const Txn& t, py::handle key) {
@@ -149,7 +154,7 @@ void BindMessage(py::module_& m) {
   py::class_<Message>(m, "Message", R"(One delivery to process: immutable.
 
 Message(id, payload=b"", *, source=None, partition=0, offset=-1, ttl=None,
-        fingerprint=None)
+        fingerprint=None, event_time=None)
 
 id: the dedupe key, 1 to 1024 bytes (str is taken as UTF-8).
 payload: bytes or bytearray, handed to the handler untouched.
@@ -159,19 +164,23 @@ source, partition, offset: the message's position in its stream (a topic
 ttl: how long the ID is remembered (seconds or a timedelta); None: the
     engine's dedupe window.
 fingerprint: what makes two deliveries the same content (detect_conflicts).
+event_time: when the event happened (seconds since the epoch or a
+    datetime); it advances the stream time of (source, partition) when the
+    message commits. None: none. An infinite one is refused.
 The lengths and ranges are checked when the message is processed.)")
       .def(py::init([](py::handle id, py::handle payload, py::handle source,
                        int32_t partition, int64_t offset, py::handle ttl,
-                       py::handle fingerprint) {
+                       py::handle fingerprint, py::handle event_time) {
              auto message = std::make_unique<Message>();
              message->Set(id, payload, source, partition, offset, ttl,
-                          fingerprint);
+                          fingerprint, event_time);
              return message;
            }),
            py::arg("id"), py::arg("payload") = py::bytes(""), py::kw_only(),
            py::arg("source") = py::none(), py::arg("partition") = 0,
            py::arg("offset") = -1, py::arg("ttl") = py::none(),
-           py::arg("fingerprint") = py::none())
+           py::arg("fingerprint") = py::none(),
+           py::arg("event_time") = py::none())
       .def_property_readonly(
           "id",
           [](const Message& x) { return MessageBytes(x, idem_message_id); },
@@ -190,6 +199,12 @@ The lengths and ranges are checked when the message is processed.)")
       .def_property_readonly(
           "offset",
           [](const Message& x) { return idem_message_offset(x.get()); })
+      .def_property_readonly(
+          "event_time",
+          [](const Message& x) {
+            return TimeToPython(idem_message_event_time_us(x.get()));
+          },
+          "When the event happened (seconds since the epoch), or None.")
       .def("__repr__", [](const Message& x) {
         return "idem.Message(" +
                py::repr(MessageBytes(x, idem_message_id)).cast<std::string>() +
@@ -211,8 +226,13 @@ Keys are bytes or str (UTF-8); values are bytes or bytearray.)")
       .def("get", &TxnGet, py::arg("key"),
            "The value of key (bytes) as this message sees it (its own "
            "writes, earlier messages of its batch, then the store), or None.")
-      .def("put", &TxnPut, py::arg("key"), py::arg("value"),
-           "Buffers a write of value to key.")
+      .def("put", &TxnPut, py::arg("key"), py::arg("value"), py::kw_only(),
+           py::arg("ttl") = py::none(),
+           "Buffers a write of value to key. ttl (seconds or a timedelta): "
+           "the value expires that long after its commit (every read then "
+           "sees the key as absent); None: the engine's state_ttl, if any. "
+           "A ttl of 0 or less raises InvalidArgument and fails the "
+           "message.")
       .def("delete", &TxnDelete, py::arg("key"),
            "Buffers a deletion of key (an absent key too).")
       .def("set_result", &TxnSetResult, py::arg("value"),
@@ -337,10 +357,12 @@ PYBIND11_MODULE(_idem, m) {
   ip::BindTxn(m);
   ip::BindResult(m);
   ip::BindEngine(m);
+  ip::BindTimers(m);
 #ifdef IDEM_PYTHON_KAFKA
   ip::BindKafka(m);
 #endif
   m.attr("C_API_VERSION") = idem_c_api_version();
+  m.attr("C_API_MINOR") = idem_c_api_minor();
   m.attr("VERSION") = idem_version();
   m.def("_set_release_gil_for_testing", &ip::SetReleaseGilForTesting,
         "Tests only: False makes process calls and "

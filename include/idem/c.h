@@ -363,9 +363,9 @@ idem_code idem_txn_delete_range(idem_txn* txn, const void* begin,
 /* As idem_txn_put, with a value that expires `ttl_ms` milliseconds after
  * the write's commit (Txn::Put with PutOptions::ttl): from then on every
  * read sees the key as absent, and compaction drops it. A `ttl_ms` of 0 or
- * less is IDEM_INVALID_ARGUMENT, and the message then fails with it (as
- * Txn::Put); IDEM_UNIMPLEMENTED, failing the message, from a Txn that has
- * no expiring values. */
+ * less is IDEM_INVALID_ARGUMENT, and the message then fails with it, even
+ * if the handler goes on. The first write with a TTL marks a store of an
+ * older format as format 6, which older builds refuse to open. */
 idem_code idem_txn_put_with_ttl(idem_txn* txn, const void* key, size_t key_size,
                                 const void* value, size_t value_size,
                                 int64_t ttl_ms);

@@ -34,7 +34,8 @@ from idem._errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
                           PermanentError, PermissionDenied, ResourceExhausted,
                           Unauthenticated, Unavailable, Unimplemented,
                           Unknown)
-from idem._idem import C_API_VERSION, MergeOp, Message, Outcome, Result, Txn
+from idem._idem import (C_API_MINOR, C_API_VERSION, MergeOp, Message,
+                        Outcome, Result, TimeDomain, Txn)
 from idem._idem import VERSION as __version__
 from idem import _idem
 
@@ -45,10 +46,12 @@ __all__ = [
     "PermissionDenied", "ResourceExhausted", "FailedPrecondition", "Aborted",
     "OutOfRange", "Unimplemented", "Internal", "Unavailable", "DataLoss",
     "Unauthenticated", "PermanentError", "C_API_VERSION", "__version__",
-    "MergeOp", "int64_operand", "read_int64",
+    "MergeOp", "int64_operand", "read_int64", "C_API_MINOR", "TimeDomain",
+    "TimerFire", "TimerHandler",
 ]
 
 Handler = Callable[[Txn, Message], Any]
+TimerHandler = Callable[[Txn, "TimerFire"], Any]
 
 
 def int64_operand(value: int) -> bytes:
@@ -111,6 +114,9 @@ class Stats:
     block_cache_bytes: int
     commits: int
     commit_seconds: float
+    timers_fired: int = 0
+    timers_dead_lettered: int = 0
+    timer_failures: int = 0
 
 
 class OutboxEntry(NamedTuple):
@@ -130,6 +136,24 @@ class OutboxEntry(NamedTuple):
     """Publish a null value (a Kafka tombstone)."""
     headers: list[tuple[str, bytes]] = []
     """(name, value) pairs given to Txn.emit, in order."""
+
+
+class TimerFire(NamedTuple):
+    """A timer as it fires (Engine.fire_timers) or as Engine.next_timer
+    finds it."""
+
+    source: str
+    """The partition the timer belongs to: that of the message whose
+    handler set it."""
+    partition: int
+    domain: TimeDomain
+    timer_key: bytes
+    """The key given to Txn.set_timer: one timer per key per
+    partition."""
+    fire_at: float
+    """When it was due, in its domain's time (seconds since the
+    epoch)."""
+    payload: bytes
 
 
 def _seconds(value: float | datetime.timedelta, name: str) -> float:
@@ -180,7 +204,9 @@ class Engine:
              write_buffer_bytes: int | None = None,
              bloom_bits_per_key: int | None = None,
              max_background_jobs: int | None = None,
-             expiry_buckets: int | None = None) -> "Engine":
+             expiry_buckets: int | None = None,
+             state_ttl: float | datetime.timedelta | None = None
+             ) -> "Engine":
         """Opens (or creates) the store at ``path``.
 
         dedupe_window: how long an ID is remembered (seconds or a
@@ -190,6 +216,9 @@ class Engine:
             return) or ``"buffered"`` (durable once :meth:`wait_durable`
             returns).
         dedupe_scope: ``"store"`` or ``"partition"``, fixed at creation.
+        state_ttl: how long every state value lives after its last write
+            (seconds or a timedelta; ``txn.put(..., ttl=...)`` overrides it
+            for one write); None: values never expire.
         The other options are idem::Options' (idem/options.h); None keeps
         its default.
 
@@ -220,6 +249,12 @@ class Engine:
                             ("expiry_buckets", expiry_buckets)):
             if value is not None:
                 options[name] = int(value)
+        if state_ttl is not None:
+            ttl = _seconds(state_ttl, "state_ttl")
+            if not ttl > 0:
+                raise InvalidArgument(f"state_ttl must be positive, got "
+                                      f"{state_ttl!r}")
+            options["state_ttl_ms"] = max(1, round(ttl * 1000))
         path = os.fspath(path)
         return cls(_idem._Engine(path, options), path)
 
@@ -249,10 +284,14 @@ class Engine:
                 payload: bytes = b"", source: str | None = None,
                 partition: int = 0, offset: int = -1,
                 ttl: float | datetime.timedelta | None = None,
-                fingerprint: bytes | None = None) -> Result:
+                fingerprint: bytes | None = None,
+                event_time: float | datetime.datetime | None = None
+                ) -> Result:
         """Processes one delivery: unless ``id`` is a duplicate, calls
         ``handler(txn, message)`` and commits its writes and emits, the
-        dedupe record and the offset in one write.
+        dedupe record and the offset in one write. ``event_time`` (seconds
+        since the epoch or a datetime) advances the stream time of (source,
+        partition) when the message commits.
 
         A handler that raises fails the message (Outcome.FAILED, nothing
         committed; a redelivery runs it again) and the exception is the
@@ -269,7 +308,8 @@ class Engine:
         the commit failed.
         """
         message = Message(id, payload, source=source, partition=partition,
-                          offset=offset, ttl=ttl, fingerprint=fingerprint)
+                          offset=offset, ttl=ttl, fingerprint=fingerprint,
+                          event_time=event_time)
         return self._engine.process_batch([message], handler)[0]
 
     def process_batch(self, messages: Iterable[Message | tuple[bytes, bytes]],
@@ -341,3 +381,48 @@ class Engine:
         if position < 0:
             raise InvalidArgument(f"position must be > 0, got {position}")
         self._engine.ack_outbox(position)
+
+    def stream_time(self, source: str, partition: int = 0) -> float | None:
+        """The committed stream time of (source, partition): the largest
+        event time of its committed messages (seconds since the epoch),
+        never decreasing; None if none carried one."""
+        return self._engine.stream_time(source, partition)
+
+    def next_timer(self, source: str, partition: int,
+                   domain: TimeDomain) -> TimerFire | None:
+        """The earliest committed timer of (source, partition) in
+        ``domain``, due or not, or None."""
+        timer = self._engine.next_timer(source, partition, domain)
+        return None if timer is None else TimerFire(*timer)
+
+    def fire_timers(self, source: str, partition: int, domain: TimeDomain,
+                    up_to: float | datetime.datetime | None, max: int,
+                    handler: TimerHandler) -> int:
+        """Fires the due timers of (source, partition) in ``domain``
+        (a :class:`TimeDomain`), earliest first, at most ``max``: those at
+        or before ``up_to`` (seconds since the epoch or a datetime; None: no
+        bound) and, for EVENT, the partition's stream time, for PROCESSING,
+        the engine's clock. Each runs ``handler(txn, timer)`` (a
+        :class:`TimerFire`) in a txn of the timer's partition, whose writes,
+        emits and timers commit in the same write as the timer's deletion.
+        Returns how many fired.
+
+        A handler that raises keeps its timer (it fires again on a later
+        call): the fires before it stay committed and the exception is
+        raised again. One that raises :class:`PermanentError` deletes its
+        timer without its effects (dead-lettered,
+        ``Stats.timers_dead_lettered``) and the firing goes on. Raises
+        InvalidArgument for ``max`` 0, a bad source or partition;
+        FailedPrecondition on a closed engine or from inside one of its
+        handlers.
+        """
+        if max < 0:
+            raise InvalidArgument(f"max must be > 0, got {max}")
+        if not callable(handler):
+            raise TypeError("handler must be callable")
+
+        def call(txn: Txn, timer: tuple) -> Any:
+            return handler(txn, TimerFire(*timer))
+
+        return self._engine.fire_timers(source, partition, domain, up_to, max,
+                                        call)
