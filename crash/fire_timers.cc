@@ -22,10 +22,10 @@ absl::Status FireDue(Engine& engine, const Workload& workload,
         engine.FireTimers(kStreamSource, partition, TimeDomain::kEvent,
                           absl::InfiniteFuture(), kTimersPerCall, handler);
     if (!fired.ok()) {
-      return absl::Status(fired.status().code(),
-                          absl::StrCat("firing the timers of partition ",
-                                       partition, ": ",
-                                       fired.status().message()));
+      return absl::Status(
+          fired.status().code(),
+          absl::StrCat("firing the timers of partition ", partition, ": ",
+                       fired.status().message()));
     }
     if (*fired < kTimersPerCall) return absl::OkStatus();
   }

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -72,10 +73,11 @@ std::string WindowedKey(std::string_view key, int32_t partition) {
   return absl::StrCat(AbslView(key), "@", partition);
 }
 
+// Windows are [k * size, (k + 1) * size) since the epoch (the events here
+// are all after it).
 int64_t WindowStartMicros(absl::Time event_time) {
-  const int64_t size = absl::ToInt64Microseconds(kWindowSize);
   const int64_t t = absl::ToUnixMicros(event_time);
-  return (t >= 0 ? t / size : (t - size + 1) / size) * size;
+  return t - t % absl::ToInt64Microseconds(kWindowSize);
 }
 
 absl::Time WindowCloses(int64_t start_micros) {
@@ -152,8 +154,8 @@ class WindowsWorkload : public Workload {
     absl::StatusOr<bool> closed = windows_->Close(fire, txn);
     if (!closed.ok()) return closed.status();
     if (!*closed) {
-      return absl::InternalError(
-          absl::StrCat("timer ", fire.timer_key, " is no window's"));
+      return absl::InternalError(absl::StrCat(
+          "timer ", absl::CEscape(fire.timer_key), " is no window's"));
     }
     return absl::OkStatus();
   }
@@ -224,8 +226,8 @@ class WindowsWorkload : public Workload {
       }
       const int64_t start = WindowStartMicros(m.event_time);
       if (is_accepted) {
-        ++accepted.counts[{partition, WindowedKey(m.payload, partition),
-                           start}];
+        ++accepted
+              .counts[{partition, WindowedKey(m.payload, partition), start}];
       } else {
         absl::Time& closes = accepted.late_closes[partition];
         closes = std::max(closes, WindowCloses(start));
@@ -235,8 +237,8 @@ class WindowsWorkload : public Workload {
   }
 
   // The counts in the outbox, by cell (each emit once, in position order).
-  static absl::StatusOr<std::map<WindowCell, std::vector<int64_t>>>
-  ReadEmitted(Engine& engine) {
+  static absl::StatusOr<std::map<WindowCell, std::vector<int64_t>>> ReadEmitted(
+      Engine& engine) {
     constexpr size_t kPage = 4096;
     std::map<WindowCell, std::vector<int64_t>> emitted;
     absl::StatusOr<std::vector<OutboxEntry>> page = engine.ReadOutbox(kPage);
@@ -303,12 +305,12 @@ class WindowsWorkload : public Workload {
       if (timer.domain != TimeDomain::kEvent ||
           timer.timer_key.size() != prefix_bytes ||
           !absl::StartsWith(timer.timer_key, name)) {
-        return absl::DataLossError(
-            absl::StrCat("partition ", partition, " has a timer, ",
-                         timer.timer_key, ", that is no window's"));
+        return absl::DataLossError(absl::StrCat(
+            "partition ", partition, " has a timer, ",
+            absl::CEscape(timer.timer_key), ", that is no window's"));
       }
-      open.timers[timer.timer_key] = absl::ToUnixMicros(
-          timer.fire_at - kWindowSize - kWindowGrace);
+      open.timers[timer.timer_key] =
+          absl::ToUnixMicros(timer.fire_at - kWindowSize - kWindowGrace);
     }
     return open;
   }
@@ -323,8 +325,8 @@ class WindowsWorkload : public Workload {
       auto it = accepted.counts.find(cell);
       const int64_t want = it == accepted.counts.end() ? 0 : it->second;
       if (values.size() != 1) {
-        return absl::DataLossError(absl::StrCat(
-            CellName(cell), " was emitted ", values.size(), " times"));
+        return absl::DataLossError(absl::StrCat(CellName(cell), " was emitted ",
+                                                values.size(), " times"));
       }
       if (values[0] != want) {
         return absl::DataLossError(
@@ -369,10 +371,10 @@ class WindowsWorkload : public Workload {
       auto it = accepted.counts.find(cell);
       const int64_t want = it == accepted.counts.end() ? 0 : it->second;
       if (count != want || emitted.contains(cell)) {
-        return absl::DataLossError(absl::StrCat(
-            CellName(cell), " is open with count ", count, ", but ", want,
-            " of its events were accepted",
-            emitted.contains(cell) ? " and it was emitted" : ""));
+        return absl::DataLossError(
+            absl::StrCat(CellName(cell), " is open with count ", count,
+                         ", but ", want, " of its events were accepted",
+                         emitted.contains(cell) ? " and it was emitted" : ""));
       }
     }
     for (const auto& [cell, want] : accepted.counts) {
@@ -394,10 +396,12 @@ class WindowsWorkload : public Workload {
     for (const auto& [partition, closes] : accepted.late_closes) {
       const absl::Time stream_time = partitions.at(partition).stream_time;
       if (stream_time < closes) {
-        return absl::DataLossError(absl::StrCat(
-            "partition ", partition, " has an event recorded late in a window "
-            "closing at ", absl::FormatTime(closes), ", but its stream time is ",
-            absl::FormatTime(stream_time)));
+        return absl::DataLossError(
+            absl::StrCat("partition ", partition,
+                         " has an event recorded late in a window "
+                         "closing at ",
+                         absl::FormatTime(closes), ", but its stream time is ",
+                         absl::FormatTime(stream_time)));
       }
     }
     return absl::OkStatus();

@@ -74,8 +74,7 @@ TEST_P(CrashWindowsTest, EveryWindowIsEmittedOnceWithItsAcceptedEvents) {
   EXPECT_TRUE(report->passed()) << WindowsFailures(*report);
   EXPECT_EQ(report->cycles, 6);
   EXPECT_GT(report->acknowledged, 0u);
-  const InvariantResult* effect =
-      FindInvariant(*report, "exactly_once_effect");
+  const InvariantResult* effect = FindInvariant(*report, "exactly_once_effect");
   ASSERT_NE(effect, nullptr);
   EXPECT_GE(effect->checks, 1u);
 }
@@ -86,8 +85,7 @@ INSTANTIATE_TEST_SUITE_P(
         WindowsMode{CrashMode::kKill, Durability::kSync, "KillSync"},
         WindowsMode{CrashMode::kPowerLoss, Durability::kBuffered,
                     "PowerLossBuffered"},
-        WindowsMode{CrashMode::kMixed, Durability::kBuffered,
-                    "MixedBuffered"}),
+        WindowsMode{CrashMode::kMixed, Durability::kBuffered, "MixedBuffered"}),
     [](const ::testing::TestParamInfo<WindowsMode>& info) -> std::string {
       return info.param.name;
     });
@@ -168,8 +166,8 @@ class WindowsVerifierTest : public ::testing::Test {
                       .partition = partition,
                       .offset = static_cast<int64_t>(i / 2),
                       .event_time = m.event_time};
-      absl::StatusOr<Result> r = engine_->Process(
-          message, [&](const Message& msg, Txn& txn) {
+      absl::StatusOr<Result> r =
+          engine_->Process(message, [&](const Message& msg, Txn& txn) {
             return workload_->Handle(msg, txn);
           });
       ASSERT_TRUE(r.ok() && r->outcome == Outcome::kProcessed) << m.id;
@@ -248,7 +246,8 @@ TEST_F(WindowsVerifierTest, ReportsAWindowEmittedTwice) {
   const OutboxEntry e = first->front();
   Tamper([&](Txn& txn) {
     std::vector<Txn::Header> headers;
-    for (const auto& [name, value] : e.headers) headers.push_back({name, value});
+    for (const auto& [name, value] : e.headers)
+      headers.push_back({name, value});
     txn.EmitWithHeaders(e.destination, e.key, e.value, headers);
     return absl::OkStatus();
   });
