@@ -43,6 +43,8 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kIgnoreConflicts;
   else if (s == "skip_range_validation")
     *self_test = crash::SelfTest::kSkipRangeValidation;
+  else if (s == "fire_outside_commit")
+    *self_test = crash::SelfTest::kFireOutsideCommit;
   else
     return false;
   return true;
@@ -151,7 +153,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable, "
            "split_commit, emit_outside_commit, ack_before_publish, "
-           "lost_updates, ignore_conflicts or skip_range_validation, got '"
+           "lost_updates, ignore_conflicts, skip_range_validation or "
+           "fire_outside_commit, got '"
         << args.self_test << "'\n";
     return 2;
   }

@@ -15,7 +15,8 @@ namespace idem::cli {
 // The numeric fields have the bounds of crash::CrashTestOptions' fields of
 // the same names (idem/crash/harness.h), checked before anything runs.
 struct CrashtestArgs {
-  std::string workload = "ledger";  // ledger | inventory | pipeline
+  // ledger | inventory | pipeline | transfers | orders | windows
+  std::string workload = "ledger";
   int cycles = 20;                  // crash cycles, in [0, 1000000]
   std::string mode = "kill";        // kill | powerloss | killpoint | mixed
   std::string durability = "sync";  // sync | buffered
@@ -39,7 +40,8 @@ struct CrashtestArgs {
   // none | ack_before_durable | split_commit | emit_outside_commit |
   // ack_before_publish (these two with the pipeline workload) |
   // lost_updates (with threads >= 2) | ignore_conflicts (with
-  // detect_conflicts) | skip_range_validation (with threads >= 2)
+  // detect_conflicts) | skip_range_validation (with threads >= 2) |
+  // fire_outside_commit (with the windows workload)
   std::string self_test = "none";
 };
 

@@ -106,6 +106,13 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
                      "downstream (e.g. pipeline), got ",
                      workload.name()));
   }
+  if (options.self_test == SelfTest::kFireOutsideCommit &&
+      !workload.fires_timers()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("self_test=fire_outside_commit needs a workload whose "
+                     "handler sets timers (e.g. windows), got ",
+                     workload.name()));
+  }
   return absl::OkStatus();
 }
 

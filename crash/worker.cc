@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "crash/event_log.h"
+#include "crash/fire_timers.h"
 #include "crash/relay.h"
 #include "engine/engine_hooks.h"
 #include "rocksdb/env.h"
@@ -28,6 +29,7 @@ EngineHooks HooksFor(SelfTest self_test) {
   hooks.ignore_conflicts = self_test == SelfTest::kIgnoreConflicts;
   hooks.skip_read_validation = self_test == SelfTest::kLostUpdates;
   hooks.skip_range_validation = self_test == SelfTest::kSkipRangeValidation;
+  hooks.fire_outside_commit = self_test == SelfTest::kFireOutsideCommit;
   return hooks;
 }
 
@@ -132,6 +134,9 @@ class Worker {
       threads.emplace_back([this, t] { Consume(t); });
     }
     for (std::thread& t : threads) t.join();
+    for (int p = 0; p < static_cast<int>(cursors_.size()); ++p) {
+      if (failed_.load() || !FireDueTimers(p, /*last=*/true)) break;
+    }
     while (relay_ != nullptr && !failed_.load()) {
       absl::StatusOr<size_t> relayed = RelayOnce();
       if (!relayed.ok() || *relayed == 0) break;
@@ -185,6 +190,7 @@ class Worker {
       }
       if (!Deliver(p, end - 1, batch)) return;
       cursors_[p].store(end);
+      if (!FireDueTimers(p)) return;
       if (relay_ != nullptr && !RelayOnce().ok()) return;
     }
   }
@@ -212,6 +218,16 @@ class Worker {
     return -1;
   }
 
+  // For a workload whose handler sets timers: fires the due event-time
+  // timers of `partition` (crash/fire_timers.h); `last`, once every thread
+  // has stopped: and checks that none is left due.
+  bool FireDueTimers(int partition, bool last = false) {
+    if (!workload_.fires_timers()) return true;
+    absl::Status s = FireDue(engine_, workload_, partition);
+    if (s.ok() && last) s = CheckNoneDue(engine_, partition);
+    return s.ok() || Fail(s.ToString());
+  }
+
   // Adds the entries at offsets [begin, end) of `partition` to `batch`.
   void AddEntries(int partition, int64_t begin, int64_t end,
                   Batch& batch) const {
@@ -222,7 +238,8 @@ class Worker {
                         .payload = m.payload,
                         .source = kStreamSource,
                         .partition = partition,
-                        .offset = o},
+                        .offset = o,
+                        .event_time = m.event_time},
                 Conflicting(partition, o));
     }
   }
@@ -230,7 +247,8 @@ class Worker {
   // Adds to `batch` the entry `partition` is about to deliver, delivered
   // concurrently with its owner (as after a rebalance), without its offset;
   // under partition scope with its partition, which names the message there
-  // (a delivery without it would be another message).
+  // (a delivery without it would be another message), and with an event
+  // time with its partition too, whose stream time it moves.
   void AddConcurrentDuplicate(int partition, Batch& batch) const {
     const int64_t at = std::min<int64_t>(
         cursors_[partition].load(),
@@ -241,7 +259,9 @@ class Worker {
     Message duplicate;
     duplicate.id = m.id;
     duplicate.payload = m.payload;
-    if (config_.dedupe_scope == DedupeScope::kPartition) {
+    duplicate.event_time = m.event_time;
+    if (config_.dedupe_scope == DedupeScope::kPartition ||
+        m.event_time != absl::InfinitePast()) {
       duplicate.source = kStreamSource;
       duplicate.partition = partition;
     }

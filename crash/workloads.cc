@@ -403,9 +403,10 @@ absl::StatusOr<std::unique_ptr<Workload>> NewBuiltinWorkload(
   if (name == "pipeline") return NewPipelineWorkload();
   if (name == "transfers") return NewTransfersWorkload();
   if (name == "orders") return NewOrdersWorkload();
+  if (name == "windows") return NewWindowsWorkload();
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown workload '", name,
-      "' (built-in: ledger, inventory, pipeline, transfers, orders)"));
+      "' (built-in: ledger, inventory, pipeline, transfers, orders, windows)"));
 }
 
 }  // namespace idem::crash

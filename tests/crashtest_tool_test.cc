@@ -1,14 +1,16 @@
 // The idem-crashtest tool (cli/crashtest.h): flags out of bounds are
 // refused before anything runs, --cycles=N runs N crash cycles and one
-// final run, as its progress and report say, and the pipeline workload runs
-// with its outbox invariants.
+// final run, as its progress and report say, the pipeline workload runs
+// with its outbox invariants, and the windows workload with a JSON report.
 
 #include <stdlib.h>
 
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "cli/crashtest.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -152,17 +154,43 @@ TEST(CrashtestToolTest, RunsThePipelineWorkload) {
   EXPECT_THAT(r.out, HasSubstr("verdict: PASS"));
 }
 
-TEST(CrashtestToolTest, EmitOutsideCommitNeedsThePipelineWorkload) {
+// The windows workload (timers fired by the worker, windows emitted through
+// the outbox) runs from the tool and reports as one JSON object, as the
+// others do.
+TEST(CrashtestToolTest, RunsTheWindowsWorkloadWithAJsonReport) {
   util::TempDir tmp;
   CrashtestArgs args;
-  args.self_test = "emit_outside_commit";
+  args.workload = "windows";
+  args.mode = "mixed";
+  args.cycles = 2;
+  args.messages = 600;
+  args.json = true;
   args.dir = tmp.Sub("run");
   const ToolRun r = RunTool(args);
-  EXPECT_EQ(r.rc, 2);
-  EXPECT_THAT(r.err,
-              HasSubstr("idem-crashtest: --self_test=emit_outside_commit "
-                        "needs a workload whose handler emits"));
-  EXPECT_FALSE(std::filesystem::exists(args.dir));
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_EQ(r.out.rfind("{\"seed\":1,\"passed\":true,", 0), 0u) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("{\"name\":\"exactly_once_effect\","
+                               "\"passed\":true,"));
+  EXPECT_EQ(Count(r.out, "\n"), 1) << r.out;
+}
+
+// A self-test the workload cannot run is refused before anything runs.
+TEST(CrashtestToolTest, SelfTestsNeedAWorkloadThatCanRunThem) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"emit_outside_commit", "needs a workload whose handler emits"},
+      {"fire_outside_commit", "needs a workload whose handler sets timers"},
+  };
+  for (const auto& [self_test, message] : cases) {
+    util::TempDir tmp;
+    CrashtestArgs args;  // the ledger: no emits, no timers
+    args.self_test = self_test;
+    args.dir = tmp.Sub("run");
+    const ToolRun r = RunTool(args);
+    EXPECT_EQ(r.rc, 2) << self_test;
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("idem-crashtest: --self_test=",
+                                              self_test, " ", message)));
+    EXPECT_FALSE(std::filesystem::exists(args.dir)) << self_test;
+  }
 }
 
 }  // namespace

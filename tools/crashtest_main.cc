@@ -24,9 +24,13 @@ int main(int argc, char** argv) {
                   "Workload: ledger, inventory, pipeline (the ledger, "
                   "emitting through the outbox to a downstream store that a "
                   "relay in the worker feeds), transfers (amounts moved "
-                  "between four shared accounts by --threads threads) or "
+                  "between four shared accounts by --threads threads), "
                   "orders (orders opened, closed and counted with prefix "
-                  "scans, counters bumped with merges).");
+                  "scans, counters bumped with merges) or windows (events of "
+                  "many keys with out-of-order event times, counted in "
+                  "tumbling windows with grace whose timers the worker "
+                  "fires: every (key, window) emitted once with its "
+                  "accepted count).");
   app->add_option("--cycles", args.cycles,
                   "Crash cycles, in [0, 1000000]: N worker runs that each end "
                   "in a crash of --mode's kind, then one crash-free final "
@@ -86,7 +90,9 @@ int main(int argc, char** argv) {
                   "--detect_conflicts ignore_conflicts (conflicting "
                   "redeliveries answered as duplicates), "
                   "skip_range_validation (scanned ranges not checked at "
-                  "commit; with --threads >= 2 and --workload=orders).");
+                  "commit; with --threads >= 2 and --workload=orders), and "
+                  "with --workload=windows fire_outside_commit (fired timers "
+                  "deleted in a write apart from their effects).");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;

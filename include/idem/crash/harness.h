@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "idem/engine.h"
+#include "idem/timers.h"
 
 namespace idem::crash {
 
@@ -36,6 +37,10 @@ namespace idem::crash {
 struct StreamMessage {
   std::string id;
   std::string payload;
+  // Delivered as Message::event_time; InfinitePast: none. A message with an
+  // event time is always delivered with its partition (a concurrent
+  // duplicate too), whose stream time it moves.
+  absl::Time event_time = absl::InfinitePast();
 };
 
 // An outbox entry the downstream applied, as the verifier found it.
@@ -117,6 +122,20 @@ class Workload {
   // nullptr (the default) for one whose handler does not. Without one,
   // emitted entries stay in the outbox: nothing relays them.
   virtual const Downstream* downstream() const { return nullptr; }
+
+  // Whether the handler sets event-time timers (Txn::SetTimer). If so, the
+  // worker fires the due ones (Engine::FireTimers with FireTimer) of each
+  // partition after each batch it delivers there, as a consumer's TimerPump
+  // does, and of every partition once its stream is consumed. Default:
+  // false.
+  virtual bool fires_timers() const { return false; }
+
+  // The TimerHandler of those fires. Must be deterministic. The default
+  // returns kUnimplemented.
+  virtual absl::Status FireTimer(const TimerFire& fire, Txn& txn) const {
+    (void)fire, (void)txn;
+    return absl::UnimplementedError("Workload::FireTimer");
+  }
 };
 
 // The built-in workloads: "ledger" (each message is a payment that adds an
@@ -133,10 +152,14 @@ class Workload {
 // (orders opened and closed under four customers, counted with prefix
 // scans, and per-customer counters bumped with merges: every recorded count
 // must equal a serial replay's in commit order, and every counter the sum
-// of its applied bumps).
+// of its applied bumps), "windows" (events of many keys with out-of-order
+// event times, counted in tumbling windows with grace whose timers the
+// worker fires: every (key, window) is emitted once with exactly its
+// accepted events, and none is lost).
 std::unique_ptr<Workload> NewLedgerWorkload();
 std::unique_ptr<Workload> NewOrdersWorkload();
 std::unique_ptr<Workload> NewTransfersWorkload();
+std::unique_ptr<Workload> NewWindowsWorkload();
 std::unique_ptr<Workload> NewInventoryWorkload();
 std::unique_ptr<Workload> NewPipelineWorkload();
 // By name; kInvalidArgument for an unknown name.
@@ -176,6 +199,9 @@ enum class SelfTest {
                          // not the ranges its scans read, so a scan misses
                          // an insert committed meanwhile (needs threads
                          // >= 2, e.g. with "orders")
+  kFireOutsideCommit,    // FireTimers deletes the fired timers in a write
+                         // of their own, before their effects' (needs a
+                         // workload that fires timers, e.g. "windows")
 };
 
 // What RunCrashTest reports after each run of a worker, for progress
@@ -275,7 +301,7 @@ struct CrashTestOptions {
 absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
 // As above, and kInvalidArgument naming self_test for a self-test of the
 // outbox (kEmitOutsideCommit, kAckBeforePublish) with a workload without a
-// Downstream.
+// Downstream, or kFireOutsideCommit with one that fires no timers.
 absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
                                       const Workload& workload);
 
@@ -329,9 +355,8 @@ struct CrashTestReport {
 };
 
 // Runs the crash test. Returns an error only if the harness itself could not
-// run: kInvalidArgument for options out of bounds or for a self-test of the
-// outbox (kEmitOutsideCommit, kAckBeforePublish) with a workload without a
-// Downstream (nothing is run),
+// run: kInvalidArgument for options out of bounds or for a self-test the
+// workload cannot run (ValidateCrashTestOptions; nothing is run),
 // kFailedPrecondition for a multi-threaded process, a directory the harness
 // did not create, or 100 worker runs in a row that all consumed their stream
 // before the crash came (raise `messages`), kUnavailable for a failed fork or
