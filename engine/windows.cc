@@ -31,6 +31,10 @@ constexpr size_t kMaxWindowNameBytes = 64;
 // overflows int64 microseconds (about 36,000 and 73,000 years).
 constexpr int64_t kMaxLengthMicros = int64_t{1} << 60;
 constexpr int64_t kMaxEventMicros = int64_t{1} << 61;
+// Each event is added to about size / hop windows, each a merge and a timer
+// in its commit: more per event is refused rather than left to exhaust
+// memory.
+constexpr int64_t kMaxWindowsPerEvent = 10000;
 
 // Floor division: the window of a time before the epoch starts before it.
 int64_t FloorDiv(int64_t a, int64_t b) {
@@ -280,6 +284,12 @@ absl::StatusOr<HoppingWindows> HoppingWindows::Create(
         "HoppingWindowOptions::hop (", absl::FormatDuration(options.hop),
         ") must be at most the size (", absl::FormatDuration(options.size),
         ")"));
+  }
+  if ((*size + *hop - 1) / *hop > kMaxWindowsPerEvent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "HoppingWindowOptions::hop (", absl::FormatDuration(options.hop),
+        ") puts each event in more than ", kMaxWindowsPerEvent,
+        " windows of size ", absl::FormatDuration(options.size)));
   }
   absl::StatusOr<std::shared_ptr<WindowSpec>> spec =
       NewWindowSpec("HoppingWindows", "HoppingWindowOptions", options);

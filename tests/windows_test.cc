@@ -356,6 +356,11 @@ TEST(HoppingWindowOptionsTest, BadOptionsAreInvalidArguments) {
   o.hop = o.size + absl::Seconds(1);
   ExpectInvalid<HoppingWindows>(o, "HoppingWindowOptions::hop");
   o = good;
+  o.hop = o.size / 10001;  // each event in 10,001 windows
+  ExpectInvalid<HoppingWindows>(o, "HoppingWindowOptions::hop");
+  o.hop = o.size / 10000;
+  EXPECT_TRUE(HoppingWindows::Create(o).ok());
+  o = good;
   o.hop = o.size;  // tumbling
   EXPECT_TRUE(HoppingWindows::Create(o).ok());
 }

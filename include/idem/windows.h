@@ -100,7 +100,8 @@ struct HoppingWindowOptions {
   // How far apart windows start: windows are [k * hop, k * hop + size)
   // since the Unix epoch, in whole microseconds, so an event falls in about
   // size / hop of them. >= 1us and at most `size` (hop == size is
-  // tumbling).
+  // tumbling), and at least size / 10,000 (an event in at most 10,000
+  // windows, each a merge and a timer in its commit).
   absl::Duration hop = absl::Seconds(10);
   absl::Duration grace = absl::ZeroDuration();
   std::string name = "hopping";
@@ -195,7 +196,7 @@ class TumblingWindows : public WindowSet {
 class HoppingWindows : public WindowSet {
  public:
   // kInvalidArgument naming the field for bad options: as TumblingWindows,
-  // and a hop below 1us or above the size.
+  // and a hop below 1us, above the size or below size / 10,000.
   static absl::StatusOr<HoppingWindows> Create(HoppingWindowOptions options);
 
  private:
