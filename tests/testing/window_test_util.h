@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "engine/engine_hooks.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "idem/windows.h"
@@ -54,6 +55,10 @@ inline std::string MicrosText(absl::Time t) {
 class WindowBed {
  public:
   static constexpr char kSource[] = "clicks";
+
+  // `hooks`: a deliberately broken engine (engine/engine_hooks.h).
+  explicit WindowBed(const EngineHooks& hooks = {})
+      : harness_(Options(), EngineHarness::Storage::kDefault, hooks) {}
 
   absl::Status Open() { return harness_.Open(); }
   Engine& engine() { return harness_.engine(); }
