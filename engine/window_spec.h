@@ -39,6 +39,11 @@ struct WindowHooks {
   // survivor but keeps their state and timers: each is emitted on its own
   // too (breaks "each event counted once").
   bool keep_merged_sessions = false;
+  // Add joins the open sessions it read without setting their timers again:
+  // a concurrent commit that moves the stream time past one of them before
+  // Add's commit does not make it run again, so the event joins a session
+  // that had closed (breaks serializable sessions).
+  bool skip_confirm_open = false;
 };
 
 struct WindowSpec {

@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/window_spec.h"
 #include "gmock/gmock.h"
@@ -308,6 +309,56 @@ TEST(SessionWindowsConcurrencyTest,
              kOneSessionOf200;
   }
   EXPECT_TRUE(caught);
+}
+
+// "a" has a session [0 s, 5 s] (closing at 15 s); a handler adds "a" at
+// 12 s, joining it, and while it runs another commit moves the stream time
+// to 20 s, closing the session. In commit order the event comes after the
+// close: it must open a session of its own, not join the closed one.
+Windows JoinWhileTheStreamTimeMoves(const WindowHooks& hooks) {
+  test::WindowBed bed;
+  EXPECT_TRUE(bed.Open().ok());
+  absl::StatusOr<SessionWindows> sessions =
+      CreateSessionWindowsWithHooks(Gap10s(), hooks);
+  EXPECT_TRUE(sessions.ok());
+  if (!sessions.ok()) return {};
+  bed.Add(*sessions, "a", absl::Seconds(0));
+  bed.Add(*sessions, "a", absl::Seconds(5));
+  absl::Notification joined, moved;
+  std::thread handler([&] {
+    absl::StatusOr<WindowAdd> added = bed.Event(
+        [&](const Message& m, Txn& txn) {
+          absl::StatusOr<WindowAdd> a = sessions->Add(m, txn, "a");
+          if (!joined.HasBeenNotified()) {  // the first run only
+            joined.Notify();
+            moved.WaitForNotification();
+          }
+          return a;
+        },
+        absl::Seconds(12));
+    EXPECT_TRUE(added.ok()) << added.status();
+  });
+  joined.WaitForNotification();
+  bed.Add(*sessions, "z", absl::Seconds(20));
+  moved.Notify();
+  handler.join();
+  bed.Add(*sessions, "z", absl::Seconds(100));
+  bed.Close(*sessions);
+  return bed.Windows("sessions");
+}
+
+const Windows kJoinedNothingClosed = {
+    {{MicrosText(kMinute0), "a"}, "2"},
+    {{MicrosText(kMinute0 + absl::Seconds(12)), "a"}, "1"},
+    {{MicrosText(kMinute0 + absl::Seconds(20)), "z"}, "1"}};
+
+TEST(SessionWindowsRaceTest, ASessionClosedWhileAHandlerRanIsNotJoined) {
+  EXPECT_EQ(JoinWhileTheStreamTimeMoves({}), kJoinedNothingClosed);
+}
+
+TEST(SessionWindowsRaceTest, BrokenVariantJoiningWithoutConfirmingIsCaught) {
+  EXPECT_NE(JoinWhileTheStreamTimeMoves({.skip_confirm_open = true}),
+            kJoinedNothingClosed);
 }
 
 TEST_F(SessionWindowsTest, AFireThatRunsAgainEmitsTheSameMessageIds) {
