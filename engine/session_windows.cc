@@ -97,15 +97,34 @@ class SessionAdd {
         t_(absl::ToUnixMicros(message.event_time)) {}
 
   absl::StatusOr<WindowAdd> Run() {
-    std::vector<Session> joined;
+    absl::StatusOr<std::vector<Session>> joined = JoinedSessions();
+    if (!joined.ok()) return joined.status();
+    Session merged{t_, t_};
+    for (const Session& s : *joined) {
+      merged.start = std::min(merged.start, s.start);
+      merged.end = std::max(merged.end, s.end);
+    }
+    absl::Status armed =
+        txn_.SetTimer(keys_.Bounds(merged.start), TimeDomain::kEvent,
+                      absl::FromUnixMicros(CloseOf(merged)));
+    if (absl::IsOutOfRange(armed)) return Late();  // joins nothing, closed
+    if (!armed.ok()) return armed;
+    return Fold(*joined, merged);
+  }
+
+ private:
+  int64_t CloseOf(const Session& s) const {
+    return s.end + spec_.size_us + spec_.grace_us;
+  }
+
+  // The open sessions the event joins, confirmed open (ConfirmOpen); read
+  // again if the stream time this handler sees passed one meanwhile.
+  absl::StatusOr<std::vector<Session>> JoinedSessions() {
     for (int plan = 1;; ++plan) {
       absl::StatusOr<std::vector<Session>> open = OpenSessionsNear();
       if (!open.ok()) return open.status();
       absl::Status confirmed = ConfirmOpen(*open);
-      if (confirmed.ok()) {
-        joined = *std::move(open);
-        break;
-      }
+      if (confirmed.ok()) return open;
       if (!absl::IsOutOfRange(confirmed)) return confirmed;
       if (plan == kMaxPlans) {
         return absl::AbortedError(
@@ -113,29 +132,17 @@ class SessionAdd {
             "the event joins; try again");
       }
     }
-    Session merged{t_, t_};
-    for (const Session& s : joined) {
-      merged.start = std::min(merged.start, s.start);
-      merged.end = std::max(merged.end, s.end);
-    }
-    absl::Status armed =
-        txn_.SetTimer(keys_.Bounds(merged.start), TimeDomain::kEvent,
-                      absl::FromUnixMicros(CloseOf(merged)));
-    if (absl::IsOutOfRange(armed)) {  // joins nothing, and closed already
-      if (absl::Status s =
-              EmitLate(spec_, txn_, message_, key_, operand_, t_, t_);
-          !s.ok()) {
-        return s;
-      }
-      return WindowAdd::kLate;
-    }
-    if (!armed.ok()) return armed;
-    return Fold(joined, merged);
   }
 
- private:
-  int64_t CloseOf(const Session& s) const {
-    return s.end + spec_.size_us + spec_.grace_us;
+  // Reports the event late: to the side output, as the session it alone
+  // would have opened.
+  absl::StatusOr<WindowAdd> Late() {
+    if (absl::Status s =
+            EmitLate(spec_, txn_, message_, key_, operand_, t_, t_);
+        !s.ok()) {
+      return s;
+    }
+    return WindowAdd::kLate;
   }
 
   // The key's open sessions the event joins (those less than `gap` from

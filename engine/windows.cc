@@ -8,6 +8,7 @@
 
 #include "idem/windows.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,7 +60,8 @@ std::vector<int64_t> FixedWindowStarts(const WindowSpec& spec, int64_t t_us) {
        start -= spec.hop_us) {
     starts.push_back(start);
   }
-  return {starts.rbegin(), starts.rend()};
+  std::reverse(starts.begin(), starts.end());
+  return starts;
 }
 
 }  // namespace

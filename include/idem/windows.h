@@ -7,7 +7,8 @@
 // state of the message's partition (PartitionTxn, so open windows move with
 // ExportPartition and ImportPartition), with a blind Txn::Merge by the
 // options' `aggregation` operator. Each window has an event-time timer
-// (Txn::SetTimer) at its end plus the grace period; when the partition's
+// (Txn::SetTimer) at its end plus the grace period (a session: its last
+// event plus the gap plus the grace period); when the partition's
 // stream time reaches it, the timer fires (Engine::FireTimers, or a
 // consumer's timer_handler) and Close emits the window's aggregates and
 // deletes them, in the same write as the timer's deletion: exactly once
@@ -29,7 +30,7 @@
 // "idem.window.end" of the window it missed (one message per missed window)
 // and "idem.event.time" (all microseconds since the epoch, decimal).
 //
-// Emitted values (WindowOptions' `aggregation`): for MergeOp::kAddInt64
+// Emitted values (the options' `aggregation`): for MergeOp::kAddInt64
 // (the default: counts with the default amount 1, else sums), kMaxInt64 and
 // kMinInt64, the int64 in decimal; for kAppend, the appended bytes as they
 // were folded (in commit order; a merged session's parts in start order),
@@ -141,12 +142,13 @@ class WindowSet {
  public:
   // Folds `amount` (as an 8-byte int64 operand) into `key`'s aggregate in
   // each window of message.event_time, on the message's partition, and
-  // sets each window's closing timer (an event-time timer; setting it again
-  // for each event of the window moves nothing). kAccepted; kLate, adding
-  // nothing (and emitting to late_destination, if set), if every window of
-  // the event had closed (its closing time is at or below the partition's
-  // stream time: Txn::SetTimer refused it); kPartlyLate (hopping windows)
-  // if some had. kInvalidArgument for a message without a source or a
+  // sets each window's closing timer (an event-time timer; for tumbling and
+  // hopping windows, setting it again for each event of the window moves
+  // nothing; a session's timer moves to its new closing time). kAccepted;
+  // kLate, adding nothing (and emitting to late_destination, if set), if every
+  // window of the event had closed (its closing time is at or below the
+  // partition's stream time: Txn::SetTimer refused it); kPartlyLate (hopping
+  // windows) if some had. kInvalidArgument for a message without a source or a
   // finite event time (within 73,000 years of the epoch), or with
   // aggregation kAppend (use AddOperand); other errors as Txn::SetTimer's
   // and Txn::Merge's. Call from the message's handler with its Txn, and
