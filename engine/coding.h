@@ -76,6 +76,18 @@ inline uint64_t GetBigEndian64(const char* p) {
   return v;
 }
 
+// A signed int64 (a time in microseconds, say) in 8 bytes whose byte order
+// is the numbers' order: big-endian with the sign bit flipped.
+inline void AppendOrderedInt64(std::string& out, int64_t v) {
+  char bytes[8];
+  PutBigEndian64(bytes, static_cast<uint64_t>(v) ^ (uint64_t{1} << 63));
+  out.append(bytes, sizeof(bytes));
+}
+// REQUIRES: `p` points to 8 readable bytes.
+inline int64_t GetOrderedInt64(const char* p) {
+  return static_cast<int64_t>(GetBigEndian64(p) ^ (uint64_t{1} << 63));
+}
+
 }  // namespace idem
 
 #endif  // IDEM_ENGINE_CODING_H_

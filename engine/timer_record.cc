@@ -10,17 +10,6 @@ constexpr char kStreamTimeKind = 'S';
 constexpr char kQueueKind = 'Q';
 constexpr char kIndexKind = 'K';
 constexpr char kDeadKind = 'D';
-constexpr uint64_t kSignBit = uint64_t{1} << 63;
-
-void AppendTime(std::string& out, int64_t micros) {
-  char bytes[8];
-  PutBigEndian64(bytes, static_cast<uint64_t>(micros) ^ kSignBit);
-  out.append(bytes, sizeof(bytes));
-}
-
-int64_t ReadTime(const char* p) {
-  return static_cast<int64_t>(GetBigEndian64(p) ^ kSignBit);
-}
 
 std::string KindKey(char kind, std::string_view partition_key) {
   std::string key;
@@ -35,7 +24,7 @@ std::string TimedKey(char kind, std::string_view partition_key,
                      std::string_view timer_key) {
   std::string key = KindKey(kind, partition_key);
   key.push_back(static_cast<char>(domain));
-  AppendTime(key, fire_at_micros);
+  AppendOrderedInt64(key, fire_at_micros);
   key.append(timer_key);
   return key;
 }
@@ -86,7 +75,7 @@ std::string TimerQueueEnd(std::string_view partition_key, TimeDomain domain,
     key.back() = static_cast<char>(static_cast<uint8_t>(domain) + 1);
     return key;
   }
-  AppendTime(key, up_to_micros + 1);
+  AppendOrderedInt64(key, up_to_micros + 1);
   return key;
 }
 
@@ -96,7 +85,7 @@ std::optional<QueuedTimer> DecodeTimerQueueKey(std::string_view key,
   if (key.size() < header + 9 || key[0] != kQueueKind) return std::nullopt;
   QueuedTimer timer;
   timer.domain = static_cast<TimeDomain>(key[header]);
-  timer.fire_at_micros = ReadTime(key.data() + header + 1);
+  timer.fire_at_micros = GetOrderedInt64(key.data() + header + 1);
   timer.timer_key = key.substr(header + 9);
   return timer;
 }
@@ -110,7 +99,7 @@ std::string TimerIndexKey(std::string_view partition_key,
 
 std::string EncodeTimerIndex(TimeDomain domain, int64_t fire_at_micros) {
   std::string value(1, static_cast<char>(domain));
-  AppendTime(value, fire_at_micros);
+  AppendOrderedInt64(value, fire_at_micros);
   return value;
 }
 
@@ -119,7 +108,7 @@ std::optional<TimerIndex> DecodeTimerIndex(std::string_view value) {
   TimerIndex index;
   index.domain = static_cast<TimeDomain>(value[0]);
   if (!ValidTimeDomain(index.domain)) return std::nullopt;
-  index.fire_at_micros = ReadTime(value.data() + 1);
+  index.fire_at_micros = GetOrderedInt64(value.data() + 1);
   return index;
 }
 
