@@ -196,7 +196,8 @@ absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
 }
 
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
-                                          bool with_arguments) {
+                                          bool with_arguments,
+                                          uint32_t* consumers) {
   if (declared_.contains(queue)) return absl::OkStatus();
   if (absl::Status s = CheckQueueName(queue); !s.ok()) return s;
   std::vector<amqp_table_entry_t> entries;
@@ -204,13 +205,16 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
   const amqp_table_t arguments{static_cast<int>(entries.size()),
                                entries.data()};
   const bool passive = !options_.declare_queues;
-  amqp_queue_declare(state_, kChannel, amqp_cstring_bytes(queue.c_str()),
-                     passive, /*durable=*/1, /*exclusive=*/0,
-                     /*auto_delete=*/0, arguments);
+  const amqp_queue_declare_ok_t* declared = amqp_queue_declare(
+      state_, kChannel, amqp_cstring_bytes(queue.c_str()), passive,
+      /*durable=*/1, /*exclusive=*/0, /*auto_delete=*/0, arguments);
   if (absl::Status s = RpcStatus(absl::StrCat(
           passive ? "declaring queue (passive) " : "declaring queue ", queue));
       !s.ok()) {
     return s;
+  }
+  if (consumers != nullptr && declared != nullptr) {
+    *consumers = declared->consumer_count;
   }
   declared_.insert(queue);
   return absl::OkStatus();

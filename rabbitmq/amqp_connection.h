@@ -51,9 +51,12 @@ class AmqpConnection {
   // `with_arguments`. kInvalidArgument for a name CheckQueueName rejects;
   // kNotFound naming a queue that does not exist (passive);
   // kFailedPrecondition if it exists with other arguments;
-  // kPermissionDenied if the user may not declare it.
+  // kPermissionDenied if the user may not declare it. `consumers`, when
+  // given and the queue was declared by this call: the consumers the server
+  // counts on it (declare-ok's consumer_count); else left as it is.
   absl::Status DeclareQueue(const std::string& queue,
-                            bool with_arguments = false);
+                            bool with_arguments = false,
+                            uint32_t* consumers = nullptr);
 
   // Test-only (RabbitMqHooks): log in without asking for consumer cancel
   // notifications, so a cancelled consumer waits on, unaware.

@@ -20,6 +20,14 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (options.port < 1 || options.port > 65535) {
     return invalid("port must be in [1, 65535]");
   }
+  if (!options.tls &&
+      !(options.tls_ca_file.empty() && options.tls_cert_file.empty() &&
+        options.tls_key_file.empty())) {
+    return invalid("tls_ca_file, tls_cert_file and tls_key_file need tls");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return invalid("tls_cert_file and tls_key_file go together");
+  }
   if (options.stream.empty()) return invalid("stream is required");
   if (options.group.empty()) return invalid("group is required");
   if (options.consumer_name.empty()) {

@@ -23,6 +23,7 @@
 #include "servers/rabbitmq_server.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
+#include "tests/testing/recording_logger.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -645,7 +646,11 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqHeartbeatTest,
 // Two instances, each with a store of its own, on one queue declared with
 // x-single-active-consumer: only the first one subscribed gets messages;
 // once it is gone, the other takes the queue over. The twin on a plain
-// queue shows the server sharing the messages out between both.
+// queue shows the server sharing the messages out between both; there the
+// second instance finds the first on the queue (the passive declaration's
+// consumer count) and warns of a competing consumer, once; on the
+// single-active queue (queue_arguments.single_active_consumer tells the
+// consumer so) nobody warns.
 class RabbitMqSingleActiveTest : public RabbitMqConsumerTest,
                                  public ::testing::WithParamInterface<bool> {};
 
@@ -658,6 +663,9 @@ TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
   std::unique_ptr<Engine> engine_b = OpenEngine("b");
   ConsumerOptions options = BaseOptions();
   options.declare_queues = false;
+  options.queue_arguments.single_active_consumer = single_active;
+  test::RecordingLogger logger;
+  options.delivery.logger = &logger;
   options.prefetch = options.delivery.max_batch;
   auto a = Consumer::Create(engine_a.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -668,11 +676,19 @@ TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
     ASSERT_TRUE((*b)->PollBatch(ApplyLedger).ok());
     ASSERT_TRUE((*a)->PollBatch(ApplyLedger).ok());
   }
+  EXPECT_EQ((*a)->stats().competing_consumers, 0);
   if (single_active) {
     EXPECT_EQ((*b)->stats().received, 0);
     EXPECT_EQ((*a)->stats().processed, 80);
+    EXPECT_EQ((*b)->stats().competing_consumers, 0);
+    EXPECT_TRUE(logger.lines().empty());
   } else {
     EXPECT_GT((*b)->stats().received, 0);
+    EXPECT_EQ((*b)->stats().competing_consumers, 1);
+    ASSERT_EQ(logger.lines().size(), 1u);
+    EXPECT_EQ(logger.lines()[0].first, LogSeverity::kWarning);
+    EXPECT_THAT(logger.lines()[0].second,
+                testing::HasSubstr(absl::StrCat("queue ", queue_)));
   }
   ASSERT_TRUE((*a)->Close().ok());
   Produce(Ledger(67, 10, 4), 4, 0);
