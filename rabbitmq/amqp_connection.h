@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace idem::rabbitmq {
@@ -77,6 +78,9 @@ class AmqpConnection {
                                   std::string_view what);
 
  private:
+  // A TCP socket for state_, or with options_.tls a TLS one set up to
+  // verify the server (kInvalidArgument naming a file it cannot load).
+  absl::StatusOr<amqp_socket_t*> NewSocket();
   // The status of a failed amqp_login.
   absl::Status LoginStatus(const amqp_rpc_reply_t& reply) const;
 

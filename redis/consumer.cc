@@ -1,9 +1,11 @@
 #include "idem/redis/consumer.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/tls_files.h"
 #include "redis/consumer_hooks.h"
 #include "redis/stream_broker.h"
 
@@ -20,13 +22,11 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (options.port < 1 || options.port > 65535) {
     return invalid("port must be in [1, 65535]");
   }
-  if (!options.tls &&
-      !(options.tls_ca_file.empty() && options.tls_cert_file.empty() &&
-        options.tls_key_file.empty())) {
-    return invalid("tls_ca_file, tls_cert_file and tls_key_file need tls");
-  }
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return invalid("tls_cert_file and tls_key_file go together");
+  if (const std::string problem = brokers::TlsFilesProblem(
+          options.tls, options.tls_ca_file, options.tls_cert_file,
+          options.tls_key_file, /*ca_required=*/false);
+      !problem.empty()) {
+    return invalid(problem);
   }
   if (options.stream.empty()) return invalid("stream is required");
   if (options.group.empty()) return invalid("group is required");

@@ -1,13 +1,11 @@
 #include "redis/transport.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "brokers/tls_peer_name.h"
 
 namespace idem::redis {
 namespace {
@@ -62,14 +61,14 @@ absl::StatusOr<int> ConnectSocket(const std::string& host, int port,
   const int resolved =
       getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &found);
   if (resolved != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "redis connecting to ", peer, ": ", gai_strerror(resolved)));
+    return absl::UnavailableError(absl::StrCat("redis connecting to ", peer,
+                                               ": ", gai_strerror(resolved)));
   }
   std::string error = "no address";
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = socket(a->ai_family,
-                          a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                          a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+               a->ai_protocol);
     if (fd < 0) {
       error = std::strerror(errno);
       continue;
@@ -91,14 +90,6 @@ absl::StatusOr<int> ConnectSocket(const std::string& host, int port,
   freeaddrinfo(found);
   return absl::UnavailableError(
       absl::StrCat("redis connecting to ", peer, ": ", error));
-}
-
-// Whether `host` is an IP address (checked as one in the certificate)
-// rather than a DNS name.
-bool IsAddress(const std::string& host) {
-  in6_addr address;
-  return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), &address) == 1;
 }
 
 }  // namespace
@@ -159,8 +150,8 @@ absl::Status Transport::StartTls(const std::string& host,
     return unusable("CA file", settings.ca_file);
   }
   if (!settings.cert_file.empty() &&
-      SSL_CTX_use_certificate_chain_file(context,
-                                         settings.cert_file.c_str()) != 1) {
+      SSL_CTX_use_certificate_chain_file(context, settings.cert_file.c_str()) !=
+          1) {
     return unusable("certificate file", settings.cert_file);
   }
   if (!settings.key_file.empty() &&
@@ -172,10 +163,11 @@ absl::Status Transport::StartTls(const std::string& host,
   if (tls_->ssl == nullptr || SSL_set_fd(tls_->ssl, fd_) != 1) {
     return Failed(OpenSslError("TLS: cannot make a connection"));
   }
-  if (IsAddress(host)) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(tls_->ssl), host.c_str());
-  } else {
-    SSL_set1_host(tls_->ssl, host.c_str());
+  if (!brokers::ExpectPeerName(SSL_get0_param(tls_->ssl), host)) {
+    return Failed("TLS: cannot set up the check of the server's name");
+  }
+  // Server name indication, for a name (never an address).
+  if (!brokers::IsIpAddress(host)) {
     SSL_set_tlsext_host_name(tls_->ssl, host.c_str());
   }
   errno = 0;
@@ -217,8 +209,8 @@ absl::Status Transport::Write(std::string_view bytes) {
     ssize_t written;
     if (tls_ != nullptr) {
       ERR_clear_error();
-      const int n = SSL_write(tls_->ssl, bytes.data(),
-                              static_cast<int>(bytes.size()));
+      const int n =
+          SSL_write(tls_->ssl, bytes.data(), static_cast<int>(bytes.size()));
       if (n <= 0) {
         const int error = SSL_get_error(tls_->ssl, n);
         return Failed(error == SSL_ERROR_WANT_WRITE ||

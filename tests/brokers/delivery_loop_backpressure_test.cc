@@ -133,7 +133,8 @@ INSTANTIATE_TEST_SUITE_P(BoundedAndOff, BackpressureBoundTest,
 // Without relay_outbox another relay drains the engine: a paused PollBatch
 // waits for it (up to receive_timeout) and fetches in the same call once
 // the outbox is back under the bound.
-TEST_F(DeliveryLoopBackpressureTest, ResumesWithinTheCallWhenAnotherRelayDrains) {
+TEST_F(DeliveryLoopBackpressureTest,
+       ResumesWithinTheCallWhenAnotherRelayDrains) {
   LoopOptions options = BoundedOptions(1);
   options.relay_outbox = false;
   options.receive_timeout = absl::Seconds(30);

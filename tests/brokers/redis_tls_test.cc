@@ -31,8 +31,10 @@ class RedisTlsTest : public RedisConsumerTest {
   void SetUp() override {
     RedisConsumerTest::SetUp();
     if (IsSkipped() || HasFailure()) return;
-    absl::StatusOr<CertificateFiles> server = test::MakeSelfSigned(dir_.Sub("server"));
-    absl::StatusOr<CertificateFiles> other = test::MakeSelfSigned(dir_.Sub("other"));
+    absl::StatusOr<CertificateFiles> server =
+        test::MakeSelfSigned(dir_.Sub("server"));
+    absl::StatusOr<CertificateFiles> other =
+        test::MakeSelfSigned(dir_.Sub("other"));
     ASSERT_TRUE(server.ok()) << server.status();
     ASSERT_TRUE(other.ok()) << other.status();
     server_files_ = *server;
@@ -89,9 +91,9 @@ TEST_F(RedisTlsTest, TlsFilesWithoutTlsOrACertWithoutItsKeyAreRejected) {
 // Trusting the server's certificate, with its password: the consumer
 // connects and consumes a ledger exactly (its outputs and dead letters
 // relayed over TLS too). A plain client, a CA that did not sign the
-// certificate, a TLS client at a server without TLS: kUnavailable naming
-// the server; a wrong password over TLS kUnauthenticated; a CA file that is
-// not there kInvalidArgument naming it.
+// certificate, a host the certificate does not name, a TLS client at a
+// server without TLS: kUnavailable naming the server; a wrong password over TLS
+// kUnauthenticated; a CA file that is not there kInvalidArgument naming it.
 TEST_F(RedisTlsTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
   std::unique_ptr<servers::ServerProcess> secured = StartTlsServer();
   ASSERT_NE(secured, nullptr);
@@ -114,6 +116,12 @@ TEST_F(RedisTlsTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
   EXPECT_EQ(not_trusted.code(), absl::StatusCode::kUnavailable) << not_trusted;
   EXPECT_THAT(not_trusted.message(), HasSubstr(server));
   EXPECT_THAT(not_trusted.message(), HasSubstr("certificate"));
+
+  ConsumerOptions misnamed = options;  // the certificate names 127.0.0.1
+  misnamed.host = "localhost";
+  absl::Status mismatch = Consumer::Create(engine.get(), misnamed).status();
+  EXPECT_EQ(mismatch.code(), absl::StatusCode::kUnavailable) << mismatch;
+  EXPECT_THAT(mismatch.message(), HasSubstr("mismatch"));
 
   ConsumerOptions missing = options;
   missing.tls_ca_file = dir_.Sub("missing.pem");
@@ -142,9 +150,9 @@ TEST_F(RedisTlsTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
               HasSubstr(absl::StrCat("127.0.0.1:", server_->port())));
 
   // Over TLS: exact totals, outputs relayed.
-  Connection producer("127.0.0.1", port, absl::Seconds(5), "", "secret",
-                      TlsSettings{.enabled = true,
-                                  .ca_file = server_files_.cert});
+  Connection producer(
+      "127.0.0.1", port, absl::Seconds(5), "", "secret",
+      TlsSettings{.enabled = true, .ca_file = server_files_.cert});
   constexpr int kAccounts = 5;
   const ExpectedBalances expected =
       Produce(producer, stream, test::Ledger(11, 200, kAccounts), kAccounts,

@@ -75,6 +75,19 @@ struct ConsumerOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
+  // Connect with TLS (rabbitmq-c's OpenSSL socket), verifying the server's
+  // certificate against the CA certificates in tls_ca_file (PEM; required
+  // with tls) and against `host`. With tls_cert_file and tls_key_file (PEM,
+  // both or neither), present that client certificate, for a server that
+  // asks for one. A handshake that fails (a server without TLS, a
+  // certificate not trusted or not naming the host): kUnavailable naming
+  // the server; a file that cannot be loaded: kInvalidArgument naming it.
+  // Point `port` at the server's TLS listener (5671 by convention).
+  // Default: false.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // The queue. Required: 1 to 255 bytes (an AMQP short string), not
   // starting with "amq." (the server's).
   std::string queue;
