@@ -6,11 +6,13 @@ namespace idem::servers {
 
 namespace {
 
-// What every server here runs with: on loopback, in `dir`, no snapshots.
-std::vector<std::string> BaseArgv(int port, const std::string& dir) {
+// What every server here runs with: plain connections on `port` ("0":
+// none), on loopback, in `dir`, no snapshots.
+std::vector<std::string> BaseArgv(const std::string& port,
+                                  const std::string& dir) {
   return {"redis-server",
           "--port",
-          absl::StrCat(port),
+          port,
           "--bind",
           "127.0.0.1",
           "--dir",
@@ -29,7 +31,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer(
       "redis-server",
       [persistence](int port,
                     const std::string& dir) -> std::vector<std::string> {
-        std::vector<std::string> argv = BaseArgv(port, dir);
+        std::vector<std::string> argv = BaseArgv(absl::StrCat(port), dir);
         if (persistence == RedisPersistence::kSyncedAppendOnly) {
           argv.insert(argv.end(),
                       {"--appendonly", "yes", "--appendfsync", "always"});
@@ -46,8 +48,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisTlsServer(
   return ServerProcess::Start(
       "redis-server",
       [tls](int port, const std::string& dir) -> std::vector<std::string> {
-        std::vector<std::string> argv = BaseArgv(port, dir);
-        argv[2] = "0";  // no plain port
+        std::vector<std::string> argv = BaseArgv("0", dir);  // TLS only
         const bool client_certs = !tls.client_ca_file.empty();
         argv.insert(argv.end(),
                     {"--appendonly", "no", "--tls-port", absl::StrCat(port),

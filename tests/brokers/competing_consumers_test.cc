@@ -4,6 +4,9 @@
 
 #include "brokers/competing_consumers.h"
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/brokers/delivery_loop.h"
