@@ -11,6 +11,9 @@
 namespace idem::brokers {
 namespace {
 
+// How often a paused loop looks at the outbox again.
+constexpr absl::Duration kOutboxRoomPoll = absl::Milliseconds(5);
+
 // Measures the wall time of a scope into `*total`.
 class Timed {
  public:
@@ -68,6 +71,9 @@ absl::Status DeliveryLoop::Validate(const LoopOptions& options) {
     return invalid("dead_letter_destination is longer than kMaxSourceBytes");
   }
   if (options.relay_batch < 1) return invalid("relay_batch must be >= 1");
+  if (options.max_outbox_pending < 0) {
+    return invalid("max_outbox_pending must be >= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -89,7 +95,17 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
   absl::Duration engine_time;
   absl::Duration broker_time;
   absl::Duration fetch_time;
+  absl::Duration paused_time;
   absl::Status status = [&]() -> absl::Status {
+    // Step 0: backpressure: no fetch while the outbox is over its bound.
+    absl::StatusOr<bool> room;
+    {
+      Timed timed(&paused_time);
+      room = WaitForOutboxRoom(report);
+    }
+    if (!room.ok()) return room.status();
+    if (!*room) return absl::OkStatus();
+    paused_time = absl::ZeroDuration();  // room: not paused
     // Step 1: receive.
     absl::StatusOr<std::vector<Delivery>> batch;
     {
@@ -143,8 +159,49 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
     return absl::OkStatus();
   }();
   Count(report, engine_time, broker_time, fetch_time);
+  if (report.paused) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.paused_polls;
+    stats_.paused_time += paused_time;
+  }
   if (!status.ok()) return status;
   return report;
+}
+
+absl::StatusOr<bool> DeliveryLoop::WaitForOutboxRoom(BatchReport& report) {
+  const int64_t bound = options_.max_outbox_pending;
+  if (bound == 0) return true;
+  auto room = [&]() -> absl::StatusOr<bool> {
+    absl::StatusOr<uint64_t> pending = engine_->OutboxPending();
+    if (!pending.ok()) return pending.status();
+    return *pending <= static_cast<uint64_t>(bound);
+  };
+  absl::StatusOr<bool> has_room = room();
+  if (!has_room.ok() || *has_room) {
+    paused_ = false;
+    return has_room;
+  }
+  if (!paused_) {
+    paused_ = true;
+    absl::MutexLock lock(&mu_);
+    ++stats_.backpressure_pauses;
+  }
+  // Drain it ourselves, or wait for another relay to.
+  if (options_.relay_outbox) report.outbox_error = Relay(report);
+  const absl::Time deadline = absl::Now() + options_.receive_timeout;
+  while (true) {
+    has_room = room();
+    if (!has_room.ok()) return has_room;
+    if (*has_room) {
+      paused_ = false;
+      return true;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) break;
+    absl::SleepFor(std::min(left, kOutboxRoomPoll));
+  }
+  report.paused = true;
+  return false;
 }
 
 absl::StatusOr<int64_t> DeliveryLoop::RelayOutbox() {
@@ -247,12 +304,15 @@ absl::Status DeliveryLoop::BrokerError(absl::Status status) {
 void DeliveryLoop::Count(const BatchReport& report, absl::Duration engine_time,
                          absl::Duration broker_time,
                          absl::Duration fetch_time) {
+  const int64_t reconnects = broker_->Reconnects();
+  const int64_t competing = broker_->CompetingConsumers();
+  absl::MutexLock lock(&mu_);
+  stats_.competing_consumers = competing;
   if (report.received > 0) {
     ++stats_.fetches;
     stats_.fetch_time += fetch_time;
   }
-  stats_.reconnects = broker_->Reconnects();
-  absl::MutexLock lock(&mu_);
+  stats_.reconnects = reconnects;
   if (report.received > 0) ++stats_.batches;
   stats_.received += report.received;
   stats_.processed += report.processed;

@@ -105,6 +105,11 @@ class EngineImpl : public Engine {
       uint64_t position, size_t max_entries) override;
   absl::Status AckOutbox(uint64_t position) override;
   absl::StatusOr<Stats> GetStats() override;
+  // From the outbox cursor alone: no store access.
+  absl::StatusOr<uint64_t> OutboxPending() override {
+    const OutboxCursor outbox = CurrentOutboxCursor();
+    return outbox.issued - outbox.acked;
+  }
   absl::Status CompactExpired() override;
   absl::Status Checkpoint(const std::string& dir) override;
   absl::Status Dump(

@@ -172,7 +172,7 @@ absl::Status CheckStreamName(std::string_view name) {
 }
 
 JetStreamBroker::JetStreamBroker(const ConsumerOptions& options)
-    : options_(options) {}
+    : options_(options), competing_(options.delivery.logger) {}
 
 JetStreamBroker::~JetStreamBroker() { Close(); }
 
@@ -299,6 +299,14 @@ absl::Status JetStreamBroker::CreateConsumer(
                          options_.durable.c_str(), nullptr, &js_error);
   if (s == NATS_OK) {
     absl::Status bound = CheckExistingConsumer(*info->Config);
+    // This client has not fetched yet: the pull requests waiting are
+    // another one's.
+    if (bound.ok() && info->NumWaiting > 0) {
+      competing_.Saw(
+          absl::StrCat("durable consumer ", options_.durable, " of stream ",
+                       options_.stream, " has ", info->NumWaiting,
+                       " pull request(s) of another client waiting"));
+    }
     jsConsumerInfo_Destroy(info);
     return bound;
   }

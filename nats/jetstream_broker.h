@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "brokers/competing_consumers.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/nats/consumer.h"
 #include "nats/in_progress.h"
@@ -85,6 +86,9 @@ class JetStreamBroker : public brokers::Broker {
   int64_t redelivered() const { return redelivered_.load(); }
   // nats.c's reconnects of the connection.
   int64_t Reconnects() const override;
+  // 1 if, when Start bound the existing durable consumer, another client's
+  // pull requests were waiting on it (its NumWaiting); else 0.
+  int64_t CompetingConsumers() const override { return competing_.seen(); }
 
   // +WPI messages sent so far.
   int64_t in_progress_sent() const {
@@ -146,6 +150,7 @@ class JetStreamBroker : public brokers::Broker {
   int64_t max_deliver_ = 0;
   // Sends +WPI for held batches (options_.in_progress_acks).
   std::unique_ptr<InProgress> in_progress_;
+  brokers::CompetingConsumers competing_;
 };
 
 }  // namespace idem::nats

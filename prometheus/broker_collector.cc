@@ -94,6 +94,20 @@ constexpr CounterSpec kCounters[] = {
     {"idem_broker_reconnects_total",
      "Connections to the broker made again after one was lost",
      &Count<&LoopStats::reconnects>},
+    {"idem_broker_competing_consumers_total",
+     "Times the broker told of other consumers on this consumer's own queue "
+     "or durable",
+     &Count<&LoopStats::competing_consumers>},
+    {"idem_broker_backpressure_pauses_total",
+     "Times the loop stopped fetching because the outbox held more than "
+     "LoopOptions::max_outbox_pending entries",
+     &Count<&LoopStats::backpressure_pauses>},
+    {"idem_broker_paused_polls_total",
+     "PollBatch calls that fetched nothing because of backpressure",
+     &Count<&LoopStats::paused_polls>},
+    {"idem_broker_paused_seconds_total",
+     "Wall time of the PollBatch calls paused by backpressure",
+     &Seconds<&LoopStats::paused_time>},
 };
 
 class BrokerCollectorImpl final : public PrometheusBrokerCollector {

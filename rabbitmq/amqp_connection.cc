@@ -1,12 +1,15 @@
 #include "rabbitmq/amqp_connection.h"
 
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
+#include <openssl/ssl.h>
 #include <sys/time.h>
 
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "brokers/tls_peer_name.h"
 #include "idem/rabbitmq/consumer.h"
 
 namespace idem::rabbitmq {
@@ -133,14 +136,58 @@ void AmqpConnection::Close() {
   declared_.clear();
 }
 
+absl::StatusOr<amqp_socket_t*> AmqpConnection::NewSocket() {
+  if (!options_.tls) {
+    amqp_socket_t* socket = amqp_tcp_socket_new(state_);
+    if (socket == nullptr) {
+      return absl::UnavailableError("amqp: cannot create a socket");
+    }
+    return socket;
+  }
+  amqp_socket_t* socket = amqp_ssl_socket_new(state_);
+  if (socket == nullptr) {
+    return absl::UnavailableError("amqp: cannot create a TLS socket");
+  }
+  // OpenSSL checks the name with the chain (rabbitmq-c 0.11's own check
+  // knows DNS names only, not a certificate's IP addresses).
+  amqp_ssl_socket_set_verify_peer(socket, 1);
+  amqp_ssl_socket_set_verify_hostname(socket, 0);
+  auto* context = static_cast<SSL_CTX*>(amqp_ssl_socket_get_context(socket));
+  if (context == nullptr ||
+      !brokers::ExpectPeerName(SSL_CTX_get0_param(context), options_.host)) {
+    return absl::UnavailableError(
+        "amqp: cannot set up the TLS check of the server's name");
+  }
+  auto unusable = [](std::string_view what, const std::string& file, int rc) {
+    return absl::InvalidArgumentError(absl::StrCat("amqp TLS: cannot load the ",
+                                                   View(what), " ", file, ": ",
+                                                   amqp_error_string2(rc)));
+  };
+  if (int rc = amqp_ssl_socket_set_cacert(socket, options_.tls_ca_file.c_str());
+      rc != AMQP_STATUS_OK) {
+    return unusable("CA file", options_.tls_ca_file, rc);
+  }
+  if (!options_.tls_cert_file.empty()) {
+    if (int rc = amqp_ssl_socket_set_key(socket, options_.tls_cert_file.c_str(),
+                                         options_.tls_key_file.c_str());
+        rc != AMQP_STATUS_OK) {
+      return unusable("certificate or key file",
+                      options_.tls_cert_file + " / " + options_.tls_key_file,
+                      rc);
+    }
+  }
+  return socket;
+}
+
 absl::Status AmqpConnection::Open() {
   if (state_ != nullptr) return absl::OkStatus();
   state_ = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(state_);
-  if (socket == nullptr) {
+  absl::StatusOr<amqp_socket_t*> made = NewSocket();
+  if (!made.ok()) {
     Close();
-    return absl::UnavailableError("amqp: cannot create a socket");
+    return made.status();
   }
+  amqp_socket_t* socket = *made;
   const timeval timeout = absl::ToTimeval(options_.io_timeout);
   if (int rc = amqp_socket_open_noblock(socket, options_.host.c_str(),
                                         options_.port, &timeout);
@@ -196,7 +243,8 @@ absl::Status AmqpConnection::LoginStatus(const amqp_rpc_reply_t& reply) const {
 }
 
 absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
-                                          bool with_arguments) {
+                                          bool with_arguments,
+                                          uint32_t* consumers) {
   if (declared_.contains(queue)) return absl::OkStatus();
   if (absl::Status s = CheckQueueName(queue); !s.ok()) return s;
   std::vector<amqp_table_entry_t> entries;
@@ -204,13 +252,16 @@ absl::Status AmqpConnection::DeclareQueue(const std::string& queue,
   const amqp_table_t arguments{static_cast<int>(entries.size()),
                                entries.data()};
   const bool passive = !options_.declare_queues;
-  amqp_queue_declare(state_, kChannel, amqp_cstring_bytes(queue.c_str()),
-                     passive, /*durable=*/1, /*exclusive=*/0,
-                     /*auto_delete=*/0, arguments);
+  const amqp_queue_declare_ok_t* declared = amqp_queue_declare(
+      state_, kChannel, amqp_cstring_bytes(queue.c_str()), passive,
+      /*durable=*/1, /*exclusive=*/0, /*auto_delete=*/0, arguments);
   if (absl::Status s = RpcStatus(absl::StrCat(
           passive ? "declaring queue (passive) " : "declaring queue ", queue));
       !s.ok()) {
     return s;
+  }
+  if (consumers != nullptr && declared != nullptr) {
+    *consumers = declared->consumer_count;
   }
   declared_.insert(queue);
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace idem::rabbitmq {
@@ -51,9 +52,12 @@ class AmqpConnection {
   // `with_arguments`. kInvalidArgument for a name CheckQueueName rejects;
   // kNotFound naming a queue that does not exist (passive);
   // kFailedPrecondition if it exists with other arguments;
-  // kPermissionDenied if the user may not declare it.
+  // kPermissionDenied if the user may not declare it. `consumers`, when
+  // given and the queue was declared by this call: the consumers the server
+  // counts on it (declare-ok's consumer_count); else left as it is.
   absl::Status DeclareQueue(const std::string& queue,
-                            bool with_arguments = false);
+                            bool with_arguments = false,
+                            uint32_t* consumers = nullptr);
 
   // Test-only (RabbitMqHooks): log in without asking for consumer cancel
   // notifications, so a cancelled consumer waits on, unaware.
@@ -74,6 +78,9 @@ class AmqpConnection {
                                   std::string_view what);
 
  private:
+  // A TCP socket for state_, or with options_.tls a TLS one set up to
+  // verify the server (kInvalidArgument naming a file it cannot load).
+  absl::StatusOr<amqp_socket_t*> NewSocket();
   // The status of a failed amqp_login.
   absl::Status LoginStatus(const amqp_rpc_reply_t& reply) const;
 

@@ -1,9 +1,11 @@
 #include "idem/rabbitmq/consumer.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/tls_files.h"
 #include "rabbitmq/consumer_hooks.h"
 #include "rabbitmq/queue_broker.h"
 
@@ -21,6 +23,13 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return invalid("port must be in [1, 65535]");
   }
   if (options.queue.empty()) return invalid("queue is required");
+  // A TLS consumer names the CA it trusts (ConsumerOptions::tls).
+  if (const std::string problem = brokers::TlsFilesProblem(
+          options.tls, options.tls_ca_file, options.tls_cert_file,
+          options.tls_key_file, /*ca_required=*/true);
+      !problem.empty()) {
+    return invalid(problem);
+  }
   if (absl::Status s = CheckQueueName(options.queue); !s.ok()) {
     return invalid(absl::StrCat("queue: ", s.message()));
   }

@@ -32,7 +32,10 @@ int Prefetch(const ConsumerOptions& options) {
 }
 
 QueueBroker::QueueBroker(const ConsumerOptions& options)
-    : options_(options), consume_(options), publish_(options) {}
+    : options_(options),
+      consume_(options),
+      publish_(options),
+      competing_(options.delivery.logger) {}
 
 void QueueBroker::Close() {
   consume_.Close();
@@ -43,10 +46,18 @@ absl::Status QueueBroker::Subscribe() {
   if (consume_.open()) return absl::OkStatus();
   if (absl::Status s = consume_.Open(); !s.ok()) return s;
   ++connects_;
-  if (absl::Status s = consume_.DeclareQueue(options_.queue,
-                                             /*with_arguments=*/true);
+  uint32_t consumers = 0;
+  if (absl::Status s =
+          consume_.DeclareQueue(options_.queue,
+                                /*with_arguments=*/true, &consumers);
       !s.ok()) {
     return s;
+  }
+  // Others consume the queue, and the server does not keep them apart.
+  if (consumers > 0 && !options_.queue_arguments.single_active_consumer) {
+    competing_.Saw(absl::StrCat("queue ", options_.queue, " has ", consumers,
+                                " other consumer(s) and is not declared "
+                                "single-active"));
   }
   amqp_basic_qos(consume_.state(), AmqpConnection::kChannel, 0,
                  static_cast<uint16_t>(Prefetch(options_)), 0);

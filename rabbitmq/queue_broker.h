@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "brokers/competing_consumers.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/rabbitmq/consumer.h"
 #include "rabbitmq/amqp_connection.h"
@@ -69,6 +70,9 @@ class QueueBroker : public brokers::Broker {
   int64_t Reconnects() const override {
     return connects_ > 0 ? connects_ - 1 : 0;
   }
+  // Subscriptions that found other consumers on a queue not known to be
+  // single-active (queue_arguments.single_active_consumer).
+  int64_t CompetingConsumers() const override { return competing_.seen(); }
 
   // Test-only (RabbitMqHooks): see AmqpConnection::set_ask_cancel_notify.
   void set_ask_cancel_notify(bool ask) { consume_.set_ask_cancel_notify(ask); }
@@ -96,6 +100,7 @@ class QueueBroker : public brokers::Broker {
   int64_t redelivered_ = 0;
   int64_t connects_ = 0;
   int64_t cancelled_ = 0;
+  brokers::CompetingConsumers competing_;
 };
 
 }  // namespace idem::rabbitmq

@@ -1,7 +1,6 @@
 #include "redis/connection.h"
 
 #include <hiredis/hiredis.h>
-#include <sys/time.h>
 
 #include <algorithm>
 #include <optional>
@@ -14,7 +13,8 @@
 namespace idem::redis {
 namespace {
 
-timeval AsTimeval(absl::Duration d) { return absl::ToTimeval(d); }
+// What one read takes from the transport at most.
+constexpr size_t kReadChunkBytes = 16 << 10;
 
 // proto-max-bulk-len's default (Redis 7).
 constexpr int64_t kDefaultMaxBulkBytes = int64_t{512} << 20;
@@ -55,29 +55,32 @@ std::string_view ReplyString(const redisReply* reply) {
 }
 
 Connection::Connection(std::string host, int port, absl::Duration timeout,
-                       std::string user, std::string password)
+                       std::string user, std::string password, TlsSettings tls)
     : host_(std::move(host)),
       port_(port),
       timeout_(timeout),
       user_(std::move(user)),
-      password_(std::move(password)) {}
+      password_(std::move(password)),
+      tls_(std::move(tls)) {}
 
 Connection::~Connection() { Close(); }
 
 void Connection::Close() {
-  if (context_ != nullptr) redisFree(context_);
-  context_ = nullptr;
+  transport_.reset();
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = nullptr;
   max_argument_bytes_ = 0;
 }
 
 absl::Status Connection::Connect() {
-  context_ = redisConnectWithTimeout(host_.c_str(), port_, AsTimeval(timeout_));
-  if (context_ == nullptr) {
-    return absl::UnavailableError("redis: cannot allocate a connection");
+  absl::StatusOr<std::unique_ptr<Transport>> transport =
+      Transport::Connect(host_, port_, timeout_, tls_);
+  if (!transport.ok()) return transport.status();
+  reader_ = redisReaderCreate();
+  if (reader_ == nullptr) {
+    return absl::UnavailableError("redis: cannot allocate a reply reader");
   }
-  if (context_->err != 0) {
-    return Drop(absl::StrCat("connecting to ", host_, ":", port_));
-  }
+  transport_ = *std::move(transport);
   ++connects_;
   return Authenticate();
 }
@@ -92,17 +95,13 @@ absl::Status Connection::Authenticate() {
   return reply.status();
 }
 
-absl::Status Connection::Drop(std::string_view what) {
-  std::string reason = context_ != nullptr && context_->err != 0
-                           ? std::string(context_->errstr)
-                           : std::string("no reply");
+absl::Status Connection::Drop(absl::Status error) {
   Close();
-  return absl::UnavailableError(absl::StrCat(
-      "redis ", absl::string_view(what.data(), what.size()), ": ", reason));
+  return error;
 }
 
 absl::StatusOr<int64_t> Connection::MaxArgumentBytes() {
-  if (max_argument_bytes_ > 0 && context_ != nullptr) {
+  if (max_argument_bytes_ > 0 && transport_ != nullptr) {
     return max_argument_bytes_;
   }
   absl::StatusOr<Reply> reply =
@@ -140,22 +139,30 @@ absl::StatusOr<Reply> Connection::Command(const std::vector<std::string>& argv,
 
 absl::StatusOr<Reply> Connection::Send(const std::vector<std::string>& argv,
                                        absl::Duration extra_wait) {
-  if (context_ == nullptr) {
-    if (absl::Status s = Connect(); !s.ok()) return s;
-  }
-  redisSetTimeout(context_, AsTimeval(timeout_ + extra_wait));
   std::vector<const char*> args;
   std::vector<size_t> lengths;
   for (const std::string& arg : argv) {
     args.push_back(arg.data());
     lengths.push_back(arg.size());
   }
+  char* formatted = nullptr;
+  const int formatted_bytes = redisFormatCommandArgv(
+      &formatted, static_cast<int>(args.size()), args.data(), lengths.data());
+  if (formatted_bytes < 0) {
+    return absl::ResourceExhaustedError("redis: cannot format a command");
+  }
+  const std::string command(formatted, static_cast<size_t>(formatted_bytes));
+  redisFreeCommand(formatted);
   std::optional<brokers::NoSigpipe> no_sigpipe;
   if (!let_sigpipe_through_) no_sigpipe.emplace();
-  Reply reply(static_cast<redisReply*>(redisCommandArgv(
-      context_, static_cast<int>(args.size()), args.data(), lengths.data())));
+  if (transport_ == nullptr) {
+    if (absl::Status s = Connect(); !s.ok()) return s;
+  }
+  transport_->SetTimeout(timeout_ + extra_wait);
+  absl::StatusOr<Reply> read = ReadReplyAfter(command);
   no_sigpipe.reset();
-  if (reply == nullptr) return Drop(argv.empty() ? "" : argv[0]);
+  if (!read.ok()) return read.status();
+  Reply reply = *std::move(read);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string text(reply->str, reply->len);
     const absl::StatusCode code = ErrorReplyCode(text);
@@ -166,6 +173,26 @@ absl::StatusOr<Reply> Connection::Send(const std::vector<std::string>& argv,
     return absl::Status(code, message);
   }
   return reply;
+}
+
+absl::StatusOr<Reply> Connection::ReadReplyAfter(std::string_view command) {
+  if (absl::Status s = transport_->Write(command); !s.ok()) return Drop(s);
+  char chunk[kReadChunkBytes];
+  while (true) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+      return Drop(absl::UnavailableError(
+          absl::StrCat("redis ", host_, ":", port_,
+                       ": unreadable reply: ", redisReaderGetError(reader_))));
+    }
+    if (reply != nullptr) return Reply(static_cast<redisReply*>(reply));
+    absl::StatusOr<size_t> read = transport_->Read(chunk, sizeof(chunk));
+    if (!read.ok()) return Drop(read.status());
+    if (redisReaderFeed(reader_, chunk, *read) != REDIS_OK) {
+      return Drop(absl::UnavailableError(
+          absl::StrCat("redis ", host_, ":", port_, ": unreadable reply")));
+    }
+  }
 }
 
 }  // namespace idem::redis

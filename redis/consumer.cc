@@ -1,9 +1,11 @@
 #include "idem/redis/consumer.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/tls_files.h"
 #include "redis/consumer_hooks.h"
 #include "redis/stream_broker.h"
 
@@ -19,6 +21,12 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (options.host.empty()) return invalid("host is required");
   if (options.port < 1 || options.port > 65535) {
     return invalid("port must be in [1, 65535]");
+  }
+  if (const std::string problem = brokers::TlsFilesProblem(
+          options.tls, options.tls_ca_file, options.tls_cert_file,
+          options.tls_key_file, /*ca_required=*/false);
+      !problem.empty()) {
+    return invalid(problem);
   }
   if (options.stream.empty()) return invalid("stream is required");
   if (options.group.empty()) return invalid("group is required");

@@ -32,7 +32,11 @@ absl::Status Malformed(std::string_view what) {
 StreamBroker::StreamBroker(const ConsumerOptions& options)
     : options_(options),
       connection_(options.host, options.port, options.io_timeout, options.user,
-                  options.password) {}
+                  options.password,
+                  TlsSettings{.enabled = options.tls,
+                              .ca_file = options.tls_ca_file,
+                              .cert_file = options.tls_cert_file,
+                              .key_file = options.tls_key_file}) {}
 
 absl::StatusOr<Reply> StreamBroker::Run(const std::vector<std::string>& argv,
                                         absl::Duration extra_wait) {

@@ -23,10 +23,12 @@ demo_packages=(
 # adapter (kafka/) and its tests, prometheus-cpp-dev for the Prometheus
 # collectors (prometheus/), idem-ctl metrics and idem-kafka-demo
 # --metrics_port; libpq-dev and libhiredis-dev for bench/peers/ (hiredis
-# also for redis/); libnats-dev for nats/, librabbitmq-dev for rabbitmq/;
+# also for redis/); libssl-dev for the TLS of redis/ and rabbitmq/;
+# libnats-dev for nats/, librabbitmq-dev for rabbitmq/;
 # redis-server, nats-server and rabbitmq-server, which the broker suites
-# (label brokers) start privately, and openssl, with which the NATS suite
-# makes the certificate of its TLS server; for the Python package (python/):
+# (label brokers) start privately, and openssl, with which the NATS, Redis
+# and RabbitMQ suites make the certificates of their TLS servers; for the
+# Python package (python/):
 # python3-dev and pybind11-dev to build it, python3-pytest to test it,
 # python3-venv, python3-pip, python3-setuptools and python3-wheel for
 # `pip install --no-build-isolation .`, python3-confluent-kafka for its
@@ -34,7 +36,7 @@ demo_packages=(
 full_packages=(
   pkgconf
   libgtest-dev libgmock-dev libbenchmark-dev
-  librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev
+  librdkafka-dev prometheus-cpp-dev libpq-dev libhiredis-dev libssl-dev
   libnats-dev librabbitmq-dev redis-server nats-server rabbitmq-server
   openssl
   python3-dev pybind11-dev python3-pybind11 python3-pytest python3-venv

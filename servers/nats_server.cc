@@ -80,7 +80,7 @@ absl::Status NatsClient::Publish(
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<int64_t, int64_t>> NatsClient::PendingAndAckPending(
+absl::StatusOr<jsConsumerInfo*> NatsClient::ConsumerInfo(
     const std::string& stream, const std::string& durable) {
   jsConsumerInfo* info = nullptr;
   jsErrCode js_error = static_cast<jsErrCode>(0);
@@ -92,10 +92,26 @@ absl::StatusOr<std::pair<int64_t, int64_t>> NatsClient::PendingAndAckPending(
     }
     return Error(s, js_error, "consumer info");
   }
-  std::pair<int64_t, int64_t> out(static_cast<int64_t>(info->NumPending),
-                                  info->NumAckPending);
-  jsConsumerInfo_Destroy(info);
+  return info;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> NatsClient::PendingAndAckPending(
+    const std::string& stream, const std::string& durable) {
+  absl::StatusOr<jsConsumerInfo*> info = ConsumerInfo(stream, durable);
+  if (!info.ok()) return info.status();
+  std::pair<int64_t, int64_t> out(static_cast<int64_t>((*info)->NumPending),
+                                  (*info)->NumAckPending);
+  jsConsumerInfo_Destroy(*info);
   return out;
+}
+
+absl::StatusOr<int64_t> NatsClient::Waiting(const std::string& stream,
+                                            const std::string& durable) {
+  absl::StatusOr<jsConsumerInfo*> info = ConsumerInfo(stream, durable);
+  if (!info.ok()) return info.status();
+  const int64_t waiting = (*info)->NumWaiting;
+  jsConsumerInfo_Destroy(*info);
+  return waiting;
 }
 
 absl::StatusOr<int64_t> NatsClient::StreamMessages(const std::string& stream) {

@@ -44,6 +44,10 @@ class NatsClient {
   // and not acknowledged; kNotFound if it does not exist.
   absl::StatusOr<std::pair<int64_t, int64_t>> PendingAndAckPending(
       const std::string& stream, const std::string& durable);
+  // The pull requests waiting on the durable consumer (its NumWaiting);
+  // kNotFound if it does not exist.
+  absl::StatusOr<int64_t> Waiting(const std::string& stream,
+                                  const std::string& durable);
   // The stream's message count.
   absl::StatusOr<int64_t> StreamMessages(const std::string& stream);
   // The stream's messages in order: payload and headers.
@@ -64,6 +68,10 @@ class NatsClient {
 
  private:
   NatsClient() = default;
+  // The durable consumer's info (the caller destroys it); kNotFound if it
+  // does not exist.
+  absl::StatusOr<jsConsumerInfo*> ConsumerInfo(const std::string& stream,
+                                               const std::string& durable);
   natsConnection* connection_ = nullptr;
   jsCtx* js_ = nullptr;
 };

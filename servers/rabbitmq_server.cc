@@ -5,6 +5,7 @@
 #include <sys/time.h>
 
 #include <fstream>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -51,18 +52,45 @@ void StopNode(const std::string& dir) {
   if (kill(pid, 0) == 0) kill(pid, SIGKILL);
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The node's rabbitmq.conf in `dir`: empty, or the TLS listener's
+// settings, its certificate and key copied into `dir`.
+std::string ConfigFile(const std::string& dir, const RabbitMqTlsListener* tls) {
+  if (tls == nullptr) return "";
+  const std::string cert = dir + "/tls-cert.pem";
+  const std::string key = dir + "/tls-key.pem";
+  WriteFile(cert, ReadFile(tls->cert_file));
+  WriteFile(key, ReadFile(tls->key_file));
+  return absl::StrCat("listeners.ssl.default = ", tls->port,
+                      "\nssl_options.cacertfile = ", cert,
+                      "\nssl_options.certfile = ", cert,
+                      "\nssl_options.keyfile = ", key,
+                      "\nssl_options.verify = verify_none"
+                      "\nssl_options.fail_if_no_peer_cert = false\n");
+}
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer() {
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer(
+    RabbitMqTlsListener* tls) {
   absl::StatusOr<int> dist_port = FreeLoopbackPort();
   if (!dist_port.ok()) return dist_port.status();
+  if (tls != nullptr) {
+    absl::StatusOr<int> tls_port = FreeLoopbackPort();
+    if (!tls_port.ok()) return tls_port.status();
+    tls->port = *tls_port;
+  }
   return ServerProcess::Start(
       "rabbitmq-server",
-      [dist = *dist_port](int port,
-                          const std::string& dir) -> std::vector<std::string> {
+      [dist = *dist_port, tls](
+          int port, const std::string& dir) -> std::vector<std::string> {
         chmod(dir.c_str(), 0777);
         WriteFile(dir + "/enabled_plugins", "[].\n");
-        WriteFile(dir + "/rabbitmq.conf", "");
+        WriteFile(dir + "/rabbitmq.conf", ConfigFile(dir, tls));
         return {"env",
                 "HOME=" + dir,
                 absl::StrCat("RABBITMQ_NODENAME=idem", port, "@localhost"),

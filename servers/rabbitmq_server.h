@@ -22,8 +22,20 @@
 
 namespace idem::servers {
 
-// Starts rabbitmq-server; ready once it accepts an AMQP login.
-absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer();
+// A TLS listener beside the plain one: the node's certificate and key
+// (PEM; copied into the node's directory, where its user can read them),
+// which also serve as the CA it trusts; clients need no certificate.
+struct RabbitMqTlsListener {
+  std::string cert_file;
+  std::string key_file;
+  // Set by StartRabbitMqServer: the listener's port.
+  int port = 0;
+};
+
+// Starts rabbitmq-server, with `tls` a TLS listener too; ready once it
+// accepts an AMQP login.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRabbitMqServer(
+    RabbitMqTlsListener* tls = nullptr);
 
 // The pid of the node `server` runs (from its pid file), or -1.
 pid_t RabbitMqNodePid(const ServerProcess& server);

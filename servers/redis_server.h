@@ -28,6 +28,25 @@ enum class RedisPersistence {
 absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisServer(
     RedisPersistence persistence = RedisPersistence::kSyncedAppendOnly);
 
+// A server that takes TLS connections only, on its port.
+struct RedisTlsServer {
+  // Its certificate and key (PEM).
+  std::string cert_file;
+  std::string key_file;
+  // Clients must present a certificate this CA file (PEM) signed; empty:
+  // clients need none.
+  std::string client_ca_file;
+  // requirepass; empty: none.
+  std::string password;
+  // How the start-up check connects (it must trust cert_file).
+  redis::TlsSettings client;
+};
+
+// Starts redis-server taking TLS only, without persistence; ready once it
+// answers PING over TLS.
+absl::StatusOr<std::unique_ptr<ServerProcess>> StartRedisTlsServer(
+    const RedisTlsServer& tls);
+
 // A new connection to the server on `port` (for producing and inspecting).
 std::unique_ptr<redis::Connection> ConnectRedis(int port);
 

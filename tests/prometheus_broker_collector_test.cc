@@ -55,6 +55,11 @@ std::vector<Family> CountFamilies() {
       {"idem_broker_reconnects_total", field(&LoopStats::reconnects)},
       {"idem_broker_timers_fired_total", field(&LoopStats::timers_fired)},
       {"idem_broker_timer_failures_total", field(&LoopStats::timer_failures)},
+      {"idem_broker_backpressure_pauses_total",
+       field(&LoopStats::backpressure_pauses)},
+      {"idem_broker_paused_polls_total", field(&LoopStats::paused_polls)},
+      {"idem_broker_competing_consumers_total",
+       field(&LoopStats::competing_consumers)},
   };
 }
 
@@ -70,6 +75,7 @@ LoopStats DistinctStats(int64_t scale) {
   stats.engine_time = absl::Milliseconds(scale);
   stats.broker_time = absl::Milliseconds(2 * scale);
   stats.fetch_time = absl::Milliseconds(3 * scale);
+  stats.paused_time = absl::Milliseconds(4 * scale);
   return stats;
 }
 
@@ -91,6 +97,9 @@ void ExpectDistinct(prometheus::Registry& registry, const std::string& broker,
   EXPECT_DOUBLE_EQ(CounterValue(registry, "idem_broker_fetch_seconds_total",
                                 {{"broker", broker}}),
                    3 * scale / 1000.0);
+  EXPECT_DOUBLE_EQ(CounterValue(registry, "idem_broker_paused_seconds_total",
+                                {{"broker", broker}}),
+                   4 * scale / 1000.0);
 }
 
 TEST(PrometheusBrokerCollectorTest, CountersFollowTheStatsAndNeverGoBack) {

@@ -262,6 +262,16 @@ class Engine {
   // Returns counters and RocksDB-derived figures; see Stats.
   virtual absl::StatusOr<Stats> GetStats() = 0;
 
+  // Outbox entries committed and not yet acknowledged (Stats::outbox_pending
+  // alone): cheap enough to ask before every batch, as the delivery loop's
+  // backpressure does (idem/brokers/delivery_loop.h). The default, for
+  // Engine implementations outside idem, asks GetStats. Errors as GetStats.
+  virtual absl::StatusOr<uint64_t> OutboxPending() {
+    absl::StatusOr<Stats> stats = GetStats();
+    if (!stats.ok()) return stats.status();
+    return stats->outbox_pending;
+  }
+
   // The options the engine was opened with, but with the store's own
   // dedupe_scope (which a read-only open adopts). The default, for Engine
   // implementations outside idem, returns Options().

@@ -24,6 +24,7 @@
 #include "tests/brokers/nats_suite.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
+#include "tests/testing/test_certificates.h"
 
 namespace idem::nats {
 namespace {
@@ -113,17 +114,14 @@ TEST_F(NatsConsumerTest, RefusedCredentialsAreUnauthenticatedNamingTheServer) {
 // TLS, or trusting another CA, is kUnavailable naming the server; a CA file
 // that is not there kInvalidArgument naming it.
 TEST_F(NatsConsumerTest, TlsServerIsReachedWithItsCaAndRefusedOtherwise) {
-  const std::string cert = dir_.Sub("cert.pem");
-  const std::string key = dir_.Sub("key.pem");
-  const std::string other = dir_.Sub("other.pem");
-  for (const std::string& pem : {cert, other}) {
-    const std::string make = absl::StrCat(
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "
-        "/CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout ",
-        pem == cert ? key : dir_.Sub("other-key.pem"), " -out ", pem,
-        " >/dev/null 2>&1");
-    ASSERT_EQ(std::system(make.c_str()), 0) << make;
-  }
+  absl::StatusOr<test::CertificateFiles> server_files =
+      test::MakeSelfSigned(dir_.Sub("cert"));
+  absl::StatusOr<test::CertificateFiles> other_files =
+      test::MakeSelfSigned(dir_.Sub("other"));
+  ASSERT_TRUE(server_files.ok() && other_files.ok());
+  const std::string cert = server_files->cert;
+  const std::string key = server_files->key;
+  const std::string other = other_files->cert;
   auto connects = [&](int port) {
     natsOptions* options = nullptr;
     natsConnection* connection = nullptr;

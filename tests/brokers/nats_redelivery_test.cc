@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "idem/nats/consumer.h"
 #include "nats/consumer_hooks.h"
 #include "tests/brokers/nats_suite.h"
+#include "tests/testing/recording_logger.h"
 
 namespace idem::nats {
 namespace {
@@ -220,6 +222,41 @@ TEST_F(NatsConsumerTest,
   EXPECT_GE((*consumer)->stats().broker_errors, 1)
       << "the pause went unnoticed";
   test::ExpectBalances(*engine, expected, true);
+}
+
+// Two consumers on one durable, each with a store of its own: the second
+// finds the first's pull request waiting when it binds the durable, warns
+// once through the logger and counts it (LoopStats::competing_consumers);
+// the first, alone on the durable when it bound it, does not.
+TEST_F(NatsConsumerTest, SecondClientOfADurableIsWarnedAboutOnce) {
+  test::RecordingLogger logger;
+  std::unique_ptr<Engine> first_store = OpenEngine("a");
+  std::unique_ptr<Engine> second_store = OpenEngine("b");
+  ConsumerOptions options = BaseOptions();
+  options.delivery.logger = &logger;
+  ConsumerOptions waiting = options;
+  waiting.delivery.receive_timeout = absl::Seconds(2);
+  auto first = Consumer::Create(first_store.get(), waiting);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::thread polling(
+      [&] { ASSERT_TRUE((*first)->PollBatch(ApplyLedger).ok()); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(2);
+  while (absl::Now() < deadline &&
+         client_->Waiting(stream_, options.durable).value_or(0) == 0) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  auto second = Consumer::Create(second_store.get(), options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)->PollBatch(ApplyLedger).ok());
+  polling.join();
+  EXPECT_EQ((*second)->stats().competing_consumers, 1);
+  EXPECT_EQ((*first)->stats().competing_consumers, 0);
+  EXPECT_TRUE(logger.Has(LogSeverity::kWarning, "durable consumer d"));
+  int warnings = 0;
+  for (const auto& [severity, line] : logger.lines()) {
+    if (severity == LogSeverity::kWarning) ++warnings;
+  }
+  EXPECT_EQ(warnings, 1);
 }
 
 }  // namespace

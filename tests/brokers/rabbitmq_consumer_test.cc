@@ -23,6 +23,9 @@
 #include "servers/rabbitmq_server.h"
 #include "tests/brokers/server_suite.h"
 #include "tests/brokers/socket_cut.h"
+#include "tests/testing/recording_logger.h"
+#include "tests/testing/test_certificates.h"
+#include "util/temp_dir.h"
 
 namespace idem::rabbitmq {
 namespace {
@@ -32,12 +35,22 @@ using examples::LedgerMessage;
 using test::ApplyLedger;
 using test::Ledger;
 
-// One node for the whole binary: every fixture below shares it.
+// One node for the whole binary: every fixture below shares it. It also
+// listens with TLS (tls_.port), with a certificate made here.
 class RabbitMqEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
+    certificates_ = std::make_unique<util::TempDir>();
+    absl::StatusOr<test::CertificateFiles> files =
+        test::MakeSelfSigned(certificates_->Sub("node"));
+    if (!files.ok()) {
+      error_ = files.status().ToString();
+      return;
+    }
+    tls_.cert_file = files->cert;
+    tls_.key_file = files->key;
     absl::StatusOr<std::unique_ptr<servers::ServerProcess>> server =
-        servers::StartRabbitMqServer();
+        servers::StartRabbitMqServer(&tls_);
     if (server.ok()) {
       server_ = *std::move(server);
     } else {
@@ -48,9 +61,13 @@ class RabbitMqEnvironment : public ::testing::Environment {
 
   static std::unique_ptr<servers::ServerProcess> server_;
   static std::string error_;
+  static std::unique_ptr<util::TempDir> certificates_;
+  static servers::RabbitMqTlsListener tls_;
 };
 std::unique_ptr<servers::ServerProcess> RabbitMqEnvironment::server_;
 std::string RabbitMqEnvironment::error_;
+std::unique_ptr<util::TempDir> RabbitMqEnvironment::certificates_;
+servers::RabbitMqTlsListener RabbitMqEnvironment::tls_;
 const auto* const kEnvironment =
     ::testing::AddGlobalTestEnvironment(new RabbitMqEnvironment);
 
@@ -155,6 +172,10 @@ TEST_F(RabbitMqConsumerTest, RejectsBadOptionsNamingTheField) {
   options.prefetch = 10;  // below max_batch
   EXPECT_THAT(Consumer::Create(engine.get(), options).status().message(),
               testing::HasSubstr("prefetch"));
+  options = BaseOptions();
+  options.tls = true;  // without the CA to trust
+  EXPECT_THAT(Consumer::Create(engine.get(), options).status().message(),
+              testing::HasSubstr("tls_ca_file"));
 }
 
 TEST_F(RabbitMqConsumerTest, UnreachableServerIsUnavailable) {
@@ -329,6 +350,59 @@ TEST_F(RabbitMqConsumerTest, CutSocketNeitherKillsTheProcessNorLosesExactness) {
   EXPECT_EQ(stats.connects, 1 + 3);
   EXPECT_EQ(stats.processed, 300);
   test::ExpectBalances(*engine, expected, true);
+}
+
+// The node's TLS listener, with the certificate the suite made: a consumer
+// trusting it connects and consumes. A CA that did not sign it, a plain
+// client at the TLS port, a TLS client at the plain port, a host the
+// certificate does not name: kUnavailable naming the server; a CA file that is
+// not there kInvalidArgument naming it; a wrong password over TLS
+// kUnauthenticated.
+TEST_F(RabbitMqConsumerTest, TlsListenerIsReachedWithItsCaAndRefusedOtherwise) {
+  const int tls_port = RabbitMqEnvironment::tls_.port;
+  const std::string server = absl::StrCat("127.0.0.1:", tls_port);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.port = tls_port;
+  options.tls = true;
+  options.tls_ca_file = RabbitMqEnvironment::tls_.cert_file;
+  absl::StatusOr<test::CertificateFiles> other =
+      test::MakeSelfSigned(dir_.Sub("other"));
+  ASSERT_TRUE(other.ok()) << other.status();
+
+  auto refused = [&](ConsumerOptions o, absl::StatusCode code,
+                     const std::string& named) {
+    absl::Status s = Consumer::Create(engine.get(), o).status();
+    EXPECT_EQ(s.code(), code) << s;
+    EXPECT_THAT(s.message(), testing::HasSubstr(named)) << s;
+  };
+  ConsumerOptions untrusted = options;
+  untrusted.tls_ca_file = other->cert;
+  refused(untrusted, absl::StatusCode::kUnavailable, server);
+  ConsumerOptions plain = options;
+  plain.tls = false;
+  plain.tls_ca_file.clear();
+  refused(plain, absl::StatusCode::kUnavailable, server);
+  ConsumerOptions at_plain_port = options;
+  at_plain_port.port = port_;
+  refused(at_plain_port, absl::StatusCode::kUnavailable,
+          absl::StrCat("127.0.0.1:", port_));
+  ConsumerOptions missing = options;
+  missing.tls_ca_file = dir_.Sub("missing.pem");
+  refused(missing, absl::StatusCode::kInvalidArgument, "missing.pem");
+  ConsumerOptions wrong = options;
+  wrong.password = "wrong";
+  refused(wrong, absl::StatusCode::kUnauthenticated, server);
+  // The certificate names 127.0.0.1, not localhost.
+  ConsumerOptions misnamed = options;
+  misnamed.host = "localhost";
+  refused(misnamed, absl::StatusCode::kUnavailable, "verification failed");
+
+  Produce(Ledger(71, 40, 4), 4, 0);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  test::Drain(**consumer, ApplyLedger, [&] { return Empty(queue_); });
+  EXPECT_EQ((*consumer)->stats().processed, 40);
 }
 
 // The reproduction on RabbitMQ: the first message's output carries
@@ -645,7 +719,11 @@ INSTANTIATE_TEST_SUITE_P(RealAndBroken, RabbitMqHeartbeatTest,
 // Two instances, each with a store of its own, on one queue declared with
 // x-single-active-consumer: only the first one subscribed gets messages;
 // once it is gone, the other takes the queue over. The twin on a plain
-// queue shows the server sharing the messages out between both.
+// queue shows the server sharing the messages out between both; there the
+// second instance finds the first on the queue (the passive declaration's
+// consumer count) and warns of a competing consumer, once; on the
+// single-active queue (queue_arguments.single_active_consumer tells the
+// consumer so) nobody warns.
 class RabbitMqSingleActiveTest : public RabbitMqConsumerTest,
                                  public ::testing::WithParamInterface<bool> {};
 
@@ -658,6 +736,9 @@ TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
   std::unique_ptr<Engine> engine_b = OpenEngine("b");
   ConsumerOptions options = BaseOptions();
   options.declare_queues = false;
+  options.queue_arguments.single_active_consumer = single_active;
+  test::RecordingLogger logger;
+  options.delivery.logger = &logger;
   options.prefetch = options.delivery.max_batch;
   auto a = Consumer::Create(engine_a.get(), options);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -668,11 +749,19 @@ TEST_P(RabbitMqSingleActiveTest, OnlyOneInstanceReceivesAtATime) {
     ASSERT_TRUE((*b)->PollBatch(ApplyLedger).ok());
     ASSERT_TRUE((*a)->PollBatch(ApplyLedger).ok());
   }
+  EXPECT_EQ((*a)->stats().competing_consumers, 0);
   if (single_active) {
     EXPECT_EQ((*b)->stats().received, 0);
     EXPECT_EQ((*a)->stats().processed, 80);
+    EXPECT_EQ((*b)->stats().competing_consumers, 0);
+    EXPECT_TRUE(logger.lines().empty());
   } else {
     EXPECT_GT((*b)->stats().received, 0);
+    EXPECT_EQ((*b)->stats().competing_consumers, 1);
+    ASSERT_EQ(logger.lines().size(), 1u);
+    EXPECT_EQ(logger.lines()[0].first, LogSeverity::kWarning);
+    EXPECT_THAT(logger.lines()[0].second,
+                testing::HasSubstr(absl::StrCat("queue ", queue_)));
   }
   ASSERT_TRUE((*a)->Close().ok());
   Produce(Ledger(67, 10, 4), 4, 0);

@@ -106,6 +106,7 @@ class FakeBroker : public brokers::Broker {
   }
 
   int64_t Reconnects() const override { return reconnects; }
+  int64_t CompetingConsumers() const override { return competing; }
 
   // The entries published to `destination`.
   std::vector<OutboxEntry> PublishedTo(const std::string& destination) const {
@@ -120,6 +121,7 @@ class FakeBroker : public brokers::Broker {
   absl::Status ack_error;
   int publish_budget = -1;  // -1: unlimited
   int64_t reconnects = 0;   // what Reconnects reports
+  int64_t competing = 0;    // what CompetingConsumers reports
   // Publish refuses these destinations with the status.
   std::map<std::string, absl::Status> refuse;
   // Publish refuses a value and headers over this many bytes (kOutOfRange);

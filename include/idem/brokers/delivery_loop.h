@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "idem/engine.h"
+#include "idem/logger.h"
 #include "idem/outbox.h"
 #include "idem/timer_pump.h"
 #include "idem/txn.h"
@@ -135,6 +136,12 @@ class Broker {
   // Connections to the broker made again after one was lost, since the
   // broker was made (LoopStats::reconnects). Default: 0.
   virtual int64_t Reconnects() const { return 0; }
+
+  // Times the broker told of other consumers on this consumer's own queue
+  // or durable (competing consumers; see "Competing consumers" in
+  // docs/brokers.md), since the broker was made
+  // (LoopStats::competing_consumers). Default: 0 (the broker cannot tell).
+  virtual int64_t CompetingConsumers() const { return 0; }
 };
 
 // Whether a Broker::Publish error means the broker refused the entry for
@@ -215,6 +222,20 @@ struct LoopOptions {
   // Outbox entries read per Engine::ReadOutbox. Must be >= 1. Default: 500.
   int relay_batch = 500;
 
+  // ---- Backpressure ----
+
+  // PollBatch receives nothing while the engine's outbox holds more than
+  // this many entries (Engine::OutboxPending): it relays first (with
+  // relay_outbox) and, if the outbox is still above the bound, waits up to
+  // receive_timeout for another relay to drain it, then returns with
+  // BatchReport::paused set and nothing received; the broker keeps the
+  // messages. Fetching resumes once the outbox is at or below the bound.
+  // The bound is checked before each fetch, so one batch's emits may take
+  // the outbox past it. A broker that refuses publishing for a while (down,
+  // out of memory) then stops consumption instead of letting the store grow
+  // without end. 0: never pause. Must be >= 0. Default: 10,000.
+  int64_t max_outbox_pending = 10'000;
+
   // ---- Timers ----
 
   // Fires the durable timers the handlers set (Txn::SetTimer;
@@ -226,6 +247,13 @@ struct LoopOptions {
   // failed fire is counted (timer_failures) and fires again later.
   // Default: unset (no timers fired).
   TimerPump::Handler timer_handler;
+
+  // ---- Logs ----
+
+  // Receives the adapter's warnings: the first time the broker tells of
+  // competing consumers (Broker::CompetingConsumers). Borrowed; must
+  // outlive the loop. nullptr: they go to stderr. Default: nullptr.
+  Logger* logger = nullptr;
 };
 
 // What one PollBatch did.
@@ -254,6 +282,9 @@ struct BatchReport {
   // error, or kFailedPrecondition for an entry refused for good that could
   // not be dead-lettered. OK when the outbox was drained.
   absl::Status outbox_error;
+  // Nothing was received because the outbox held more than
+  // LoopOptions::max_outbox_pending entries (backpressure).
+  bool paused = false;
 };
 
 // Totals since the loop was made.
@@ -287,6 +318,15 @@ struct LoopStats {
   absl::Duration fetch_time;
   // The broker's Reconnects() after the last PollBatch.
   int64_t reconnects = 0;
+  // The broker's CompetingConsumers() after the last PollBatch.
+  int64_t competing_consumers = 0;
+  // Backpressure (LoopOptions::max_outbox_pending): times fetching stopped
+  // (a PollBatch that found the outbox above the bound after one that did
+  // not), PollBatch calls that received nothing for it, and the wall time
+  // those calls waited.
+  int64_t backpressure_pauses = 0;
+  int64_t paused_polls = 0;
+  absl::Duration paused_time;
 };
 
 // Test-only hooks (deliberately broken variants), off by default.
@@ -319,7 +359,9 @@ class DeliveryLoop {
 
   // Receives up to max_batch deliveries and handles them: each is processed
   // (or found a duplicate, or dead-lettered) and durable before it is
-  // acknowledged. Then, with relay_outbox, publishes the outbox. Returns
+  // acknowledged. Then, with relay_outbox, publishes the outbox. While the
+  // outbox holds more than max_outbox_pending entries it receives nothing
+  // (BatchReport::paused; see the option). Returns
   // what it did (zero received when nothing arrived), also when the relay
   // failed: then BatchReport::outbox_error says why, and the entries not
   // published stay in the outbox for the next call. Errors: Receive's
@@ -349,6 +391,11 @@ class DeliveryLoop {
   // of them is published (counted into `report`).
   absl::Status PublishOrDeadLetter(const OutboxEntry& entry,
                                    BatchReport& report);
+  // Backpressure: true once the outbox is at or below max_outbox_pending
+  // (at once when the bound is off), false when it stayed above it for
+  // receive_timeout (report.paused is then set); relays meanwhile, with
+  // relay_outbox. Engine errors.
+  absl::StatusOr<bool> WaitForOutboxRoom(BatchReport& report);
   absl::Status BrokerError(absl::Status status);
   // `fetch_time`: Receive's part of `broker_time`.
   void Count(const BatchReport& report, absl::Duration engine_time,
@@ -367,6 +414,8 @@ class DeliveryLoop {
   // The loop's thread only. Null without timer_handler.
   std::unique_ptr<TimerPump> timer_pump_;
   absl::btree_set<std::pair<std::string, int32_t>> timer_partitions_;
+  // Whether the last PollBatch found the outbox above max_outbox_pending.
+  bool paused_ = false;
 
   mutable absl::Mutex mu_;
   LoopStats stats_ ABSL_GUARDED_BY(mu_);

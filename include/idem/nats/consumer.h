@@ -19,7 +19,9 @@
 //   applies it again (as it does a message whose handler outlasted
 //   ack_wait). Only consumers sharing one store are deduplicated against
 //   each other: see "Competing consumers" in docs/brokers.md for the
-//   deployments that are safe.
+//   deployments that are safe. Binding a durable on which another client's
+//   pull requests wait warns once (delivery.logger) and counts in
+//   LoopStats::competing_consumers.
 // - nats.c sets SIGPIPE to SIG_IGN for the whole process when it opens its
 //   first connection, so a write to a cut socket fails instead of ending
 //   the process; the application inherits that setting.

@@ -40,6 +40,15 @@
 //                                           latency)
 //   idem_broker_reconnects_total            counter: connections made
 //                                           again after one was lost
+//   idem_broker_competing_consumers_total   counter: times the broker told
+//                                           of other consumers on this
+//                                           one's queue or durable
+//   idem_broker_backpressure_pauses_total   counter: times fetching stopped
+//                                           while the outbox was over
+//                                           LoopOptions::max_outbox_pending
+//   idem_broker_paused_polls_total          counter: PollBatch calls that
+//                                           fetched nothing for it
+//   idem_broker_paused_seconds_total        counter: their wall time
 //
 // An adapter's own figures beyond LoopStats (e.g.
 // nats::ConsumerStats::in_progress_sent) are not exported.

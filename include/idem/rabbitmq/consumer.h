@@ -25,7 +25,9 @@
 //   Engine), those are duplicates; taken by a consumer with a store of its
 //   own, they are applied again. Only consumers sharing one store are
 //   deduplicated against each other: see "Competing consumers" in
-//   docs/brokers.md.
+//   docs/brokers.md. Subscribing to a queue that has other consumers and
+//   is not single-active warns once (delivery.logger) and counts in
+//   LoopStats::competing_consumers.
 // - rabbitmq-c sends with MSG_NOSIGNAL: a write to a cut socket fails
 //   (kUnavailable), it never ends the process with SIGPIPE.
 // - Names: a queue (and a relay destination) is 1 to 255 bytes, not in
@@ -73,6 +75,19 @@ struct ConsumerOptions {
   std::string vhost = "/";
   std::string user = "guest";
   std::string password = "guest";
+  // Connect with TLS (rabbitmq-c's OpenSSL socket), verifying the server's
+  // certificate against the CA certificates in tls_ca_file (PEM; required
+  // with tls) and against `host`. With tls_cert_file and tls_key_file (PEM,
+  // both or neither), present that client certificate, for a server that
+  // asks for one. A handshake that fails (a server without TLS, a
+  // certificate not trusted or not naming the host): kUnavailable naming
+  // the server; a file that cannot be loaded: kInvalidArgument naming it.
+  // Point `port` at the server's TLS listener (5671 by convention).
+  // Default: false.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // The queue. Required: 1 to 255 bytes (an AMQP short string), not
   // starting with "amq." (the server's).
   std::string queue;
@@ -98,6 +113,10 @@ struct ConsumerOptions {
     // queue at a time and hands the queue to the next when it goes: the
     // way to run several instances on one queue (docs/brokers.md,
     // "Competing consumers", for what a handover after a crash needs).
+    // Also what a consumer of a queue declared passive takes the queue to
+    // be: with it off, other consumers found on the queue at a
+    // subscription are competing ones (a warning, counted in
+    // LoopStats::competing_consumers).
     bool single_active_consumer = false;
     // x-dead-letter-exchange and x-dead-letter-routing-key; empty: none.
     // (idem dead-letters through its own outbox, atomically with the

@@ -67,6 +67,19 @@ struct ConsumerOptions {
   // server. Default: none.
   std::string user;
   std::string password;
+  // Connect with TLS (through OpenSSL: Debian 12's hiredis has none),
+  // verifying the server's certificate against the CA certificates in
+  // tls_ca_file (PEM; empty: the system's) and against `host` (its IP
+  // address, or its DNS name). With tls_cert_file and tls_key_file (PEM,
+  // both or neither), present that client certificate, for a server that
+  // asks for one (tls-auth-clients). A handshake that fails (a server
+  // without TLS, a certificate not trusted or not naming the host):
+  // kUnavailable naming the server; a file that cannot be loaded:
+  // kInvalidArgument naming it. Default: false.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // The stream, the consumer group and this consumer's name in it.
   // Required. Keep the name stable across restarts of the same process, so
   // it takes its own pending entries back at once instead of after
