@@ -71,8 +71,9 @@ class SpecItems : public RetryItems {
     return handler_(specs_[i], txn);
   }
 
-  absl::StatusOr<DeadLetterRoute> RouteDeadLetter(
-      size_t i, const absl::Status& error, std::string_view) override {
+  absl::StatusOr<DeadLetterRoute> RouteDeadLetter(size_t i,
+                                                  const absl::Status& error,
+                                                  std::string_view) override {
     if (dead_letter_) {
       if (absl::Status s = dead_letter_(specs_[i], error); !s.ok()) return s;
       return DeadLetterRoute::kHandedOn;
@@ -86,14 +87,12 @@ class SpecItems : public RetryItems {
   }
 
   void EmitDeadLetter(size_t i, const ItemState& state, Txn& txn) override {
-    txn.EmitWithHeaders(
-        destination_, specs_[i].id, specs_[i].value,
-        {{"idem.reason", std::string(state.reason)},
-         {"idem.error", state.dead_letter_error.ToString()}});
+    txn.EmitWithHeaders(destination_, specs_[i].id, specs_[i].value,
+                        {{"idem.reason", std::string(state.reason)},
+                         {"idem.error", state.dead_letter_error.ToString()}});
   }
 
-  absl::Status ConflictError(size_t,
-                             const ItemState& state) const override {
+  absl::Status ConflictError(size_t, const ItemState& state) const override {
     return absl::AlreadyExistsError(
         absl::StrCat("conflict: message ID \"", state.id, "\""));
   }
@@ -122,8 +121,8 @@ class RetryRoundsTest : public ::testing::Test {
 
   void OpenEngine(const Options& options) {
     engine_.reset();
-    auto engine = Engine::Open(dir_.Sub(absl::StrCat("store", ++opens_)),
-                               options);
+    auto engine =
+        Engine::Open(dir_.Sub(absl::StrCat("store", ++opens_)), options);
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
   }
@@ -366,9 +365,8 @@ TEST_F(RetryRoundsTest, OutboxDeadLettersCommitWithTheirMarker) {
     EXPECT_EQ(entry.destination, "dead");
     std::map<std::string, std::string> headers(entry.headers.begin(),
                                                entry.headers.end());
-    letters.push_back(
-        absl::StrCat(entry.value, " ", headers["idem.reason"], " ",
-                     headers["idem.error"]));
+    letters.push_back(absl::StrCat(entry.value, " ", headers["idem.reason"],
+                                   " ", headers["idem.error"]));
   }
   EXPECT_THAT(letters, ElementsAre("no-id id INVALID_ARGUMENT: no ID",
                                    "x attempts UNAVAILABLE: always down"));
