@@ -147,6 +147,10 @@ class EngineImpl : public Engine {
   absl::StatusOr<uint64_t> CommitToPartition(const PartitionCommit& commit,
                                              const ImportOptions& options)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+  // Whether the commit's own record (`plan.own_key`) is live in `store`: a
+  // repeat of the commit.
+  absl::StatusOr<bool> CommittedBefore(Store& store, const PartitionPlan& plan)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
   // CommitToPartition's steps. PlanPartitionCommit also marks the store
   // formats the commit needs and creates the buckets it places records in.
   absl::StatusOr<PartitionPlan> PlanPartitionCommit(
@@ -380,6 +384,11 @@ class EngineImpl : public Engine {
     uint64_t dead = 0;      // dead-lettered (a PermanentError)
     uint64_t handlers = 0;  // handlers run
   };
+  // Writes the commit of `pass` (and, under EngineHooks::fire_outside_commit,
+  // its deletions apart first): true once written, false if a read went
+  // stale (nothing queued: the handlers run again).
+  absl::StatusOr<bool> CommitFireRound(FirePass& pass, RerunTurn& rerun_turn)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
   // Runs the handler of the due timer `fire` (queue key `queue_key`) into
   // `pass`, unless an earlier fire of the round or a commit in flight moved
   // or cancelled it: true to go on, false after a transient failure

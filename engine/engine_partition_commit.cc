@@ -4,7 +4,8 @@
 //   1. ready the store and place the records (PlanPartitionCommit: the
 //      store formats the commit needs, each live record's expiry bucket);
 //   2. validate (CheckPartitionCommit: the store's dedupe scope, the stored
-//      offset against the commit's), and skip a repeat of the commit;
+//      offset against the commit's), and skip a repeat of the commit
+//      (CommittedBefore);
 //   3. build one WriteBatch: state (BuildPartitionState), dedupe records
 //      (BuildPartitionRecords), offset (BuildPartitionOffset) and timers
 //      (BuildPartitionTimers);
@@ -57,16 +58,15 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
       CheckPartitionCommit(store, commit, options);
   if (!current.ok()) return current.status();
   if (commit.commit_id.has_value()) {
-    plan->own_key =
-        RecordKeyFor(store.partition_scope, plan->own, HashMessageId(plan->own.id));
+    plan->own_key = RecordKeyFor(store.partition_scope, plan->own,
+                                 HashMessageId(plan->own.id));
   }
   // A repeat of a commit writes nothing, unless it may rewind: then the
   // partition has perhaps moved on since, and the commit replaces it again.
   if (plan->own_key.has_value() && !options.allow_rewind) {
-    absl::StatusOr<LiveLookup> committed = LookupLiveRecords(
-        store, absl::MakeConstSpan(&*plan->own_key, 1), plan->now_micros);
-    if (!committed.ok()) return committed.status();
-    if ((*committed)[0].has_value()) {  // committed before: write nothing
+    absl::StatusOr<bool> repeat = CommittedBefore(store, *plan);
+    if (!repeat.ok()) return repeat.status();
+    if (*repeat) {  // write nothing
       duplicates_.fetch_add(1, std::memory_order_relaxed);
       return store.db->GetLatestSequenceNumber();
     }
@@ -136,8 +136,7 @@ absl::StatusOr<PartitionPlan> EngineImpl::PlanPartitionCommit(
     plan.placements.push_back(
         RecordPlacement{expiry, BucketEndFor(options_, expiry, *now_micros)});
   }
-  if (absl::Status s = MaintainBuckets(plan.placements, *now_micros);
-      !s.ok()) {
+  if (absl::Status s = MaintainBuckets(plan.placements, *now_micros); !s.ok()) {
     return s;
   }
   if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty()) &&
@@ -145,6 +144,14 @@ absl::StatusOr<PartitionPlan> EngineImpl::PlanPartitionCommit(
     if (absl::Status s = MarkFormat(kTimerFormatVersion); !s.ok()) return s;
   }
   return plan;
+}
+
+absl::StatusOr<bool> EngineImpl::CommittedBefore(Store& store,
+                                                 const PartitionPlan& plan) {
+  absl::StatusOr<LiveLookup> committed = LookupLiveRecords(
+      store, absl::MakeConstSpan(&*plan.own_key, 1), plan.now_micros);
+  if (!committed.ok()) return committed.status();
+  return (*committed)[0].has_value();
 }
 
 absl::StatusOr<std::optional<int64_t>> EngineImpl::CheckPartitionCommit(
@@ -280,9 +287,9 @@ absl::Status EngineImpl::BuildPartitionOffset(
   const std::string offset_key =
       EncodeOffsetKey(commit.source, commit.partition);
   if (commit.offset.has_value()) {
-    return FromRocksStatus(batch.Put(store.offsets, offset_key,
-                                     EncodeOffsetValue(*commit.offset)),
-                           commit.what);
+    return FromRocksStatus(
+        batch.Put(store.offsets, offset_key, EncodeOffsetValue(*commit.offset)),
+        commit.what);
   }
   if (commit.replace && current.has_value()) {
     // allow_rewind to no offset at all

@@ -300,37 +300,13 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
       if (!*fired) break;  // a transient failure ends the round
       last_key = timer.queue_key;
     }
-    if (!split.empty()) {
-      // Deliberately broken: the deletions land before, and apart from,
-      // the effects.
-      rocksdb::WriteBatch deletions;
-      if (absl::Status s = split.Build(store.timers, stream_times_, deletions);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = Write(store, &deletions); !s.ok()) return s;
-    }
-    // Validate, build, queue and write it, as a message commit
-    // (engine/engine_commit.cc).
-    rocksdb::WriteBatch batch;
-    CommitQueue::Writer writer(&batch);
-    InFlightCommit commit_in_flight(&queue_, &versions_, store.db, &writer);
-    const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-    TimerCommit timer_commit{timers, timer_reads, store.timers};
-    absl::StatusOr<Queued> queued =
-        QueueCommit(commit, reads, StoredOffsets(), batch, batch,
-                    commit_in_flight, rerun_turn, &timer_commit);
-    if (!queued.ok()) return queued.status();
-    if (*queued == Queued::kStale) {
+    // Validate, build, queue and write it.
+    absl::StatusOr<bool> landed = CommitFireRound(pass, rerun_turn);
+    if (!landed.ok()) return landed.status();
+    if (!*landed) {  // a read went stale: the handlers run again
       handler_reruns_.fetch_add(pass.handlers, std::memory_order_relaxed);
       rerun_turn.Take();
       continue;
-    }
-    rerun_turn.Release();
-    if (absl::Status s = WriteQueued(store, *queued, commit_in_flight, batch,
-                                     failed_syncs, timer_commit);
-        !s.ok()) {
-      return s;
     }
     if (!last_key.empty()) {
       timer_cursors_.Advance(queue_start, cursor, last_key);
@@ -340,6 +316,40 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
     outbox_emitted_.fetch_add(commit.emitted(), std::memory_order_relaxed);
     return pass.round;
   }
+}
+
+absl::StatusOr<bool> EngineImpl::CommitFireRound(FirePass& pass,
+                                                 RerunTurn& rerun_turn) {
+  Store& store = pass.store;
+  if (!pass.split.empty()) {
+    // Deliberately broken: the deletions land before, and apart from,
+    // the effects.
+    rocksdb::WriteBatch deletions;
+    if (absl::Status s =
+            pass.split.Build(store.timers, stream_times_, deletions);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = Write(store, &deletions); !s.ok()) return s;
+  }
+  // As a message commit's (engine/engine_commit.cc).
+  rocksdb::WriteBatch batch;
+  CommitQueue::Writer writer(&batch);
+  InFlightCommit in_flight(&queue_, &versions_, store.db, &writer);
+  const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
+  TimerCommit timer_commit{pass.timers, pass.timer_reads, store.timers};
+  absl::StatusOr<Queued> queued =
+      QueueCommit(pass.commit, pass.reads, StoredOffsets(), batch, batch,
+                  in_flight, rerun_turn, &timer_commit);
+  if (!queued.ok()) return queued.status();
+  if (*queued == Queued::kStale) return false;
+  rerun_turn.Release();
+  if (absl::Status s = WriteQueued(store, *queued, in_flight, batch,
+                                   failed_syncs, timer_commit);
+      !s.ok()) {
+    return s;
+  }
+  return true;
 }
 
 absl::StatusOr<bool> EngineImpl::FireOne(FirePass& pass, TimerFire& fire,
