@@ -1,7 +1,8 @@
 // RunBatch handles one received batch for DeliveryLoop
-// (idem/brokers/delivery_loop.h): it runs the deliveries through
-// Engine::ProcessBatch, retries transient failures, dead-letters what is
-// given up on through the outbox and waits until every outcome is durable.
+// (idem/brokers/delivery_loop.h): it runs the deliveries through the retry
+// and dead-letter machine the consumers share (retry/retry_rounds.h), which
+// retries transient failures, dead-letters what is given up on through the
+// outbox and waits until every outcome is durable.
 // It knows nothing of acks, so it is tested through the loop with a fake
 // broker. Thread-compatible.
 

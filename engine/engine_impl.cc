@@ -1,12 +1,9 @@
 #include "engine/engine_impl.h"
 
 #include <algorithm>
-#include <chrono>
 #include <memory>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
 #include "engine/batch_txn.h"
@@ -24,27 +21,6 @@
 #include "engine/validate.h"
 
 namespace idem {
-namespace {
-
-// The WriteBatch header, and the bytes a commit reserves per message: a
-// dedupe record (tag, family, 16-byte key, 13-byte value, lengths) and a
-// short state write.
-constexpr size_t kBatchHeaderBytes = 12;
-constexpr size_t kBatchBytesPerMessage = 80;
-
-// A commit whose write failed while a WAL sync failed (engine/wal_watch.h):
-// its record may have reached the log, which the next reopen replays.
-absl::Status CommitOutcomeUnknown(const rocksdb::Status& s) {
-  return absl::UnknownError(absl::StrCat(
-      "committing: the outcome is unknown: the write reached the write-ahead "
-      "log but syncing it failed, so the commit may be recovered by the "
-      "reopen or lost; retrying is safe: a retry returns the committed "
-      "outcome (kDuplicate with its result) if it was kept, and runs the "
-      "message otherwise (",
-      s.ToString(), ")"));
-}
-
-}  // namespace
 
 EngineImpl::EngineImpl(std::string path, const Options& options,
                        std::shared_ptr<EngineClock> time,
@@ -227,72 +203,6 @@ absl::StatusOr<Result> EngineImpl::Process(const Message& message,
   return std::move(results->front());
 }
 
-absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
-    absl::Span<const Message> messages, Handler handler) {
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (absl::Status s = ValidateMessage(messages[i]); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("message ", i, ": ", s.message()));
-    }
-  }
-  if (absl::Status s = RejectInsideHandler("ProcessBatch"); !s.ok()) return s;
-  if (absl::Status s = RejectIfReadOnly("ProcessBatch"); !s.ok()) return s;
-  if (messages.empty()) return std::vector<Result>();
-  // Under kBuffered a sync about to start waits for this commit to join it.
-  std::optional<WalSyncer::CommitScope> in_flight;
-  if (options_.durability == Durability::kBuffered) in_flight.emplace(&syncer_);
-  if (needs_reopen_.load()) {
-    CommitLock commit_lock(this);
-    if (absl::Status s = RecoverIfNeeded(); !s.ok()) return s;
-  }
-  // Buckets change only under the store lock held exclusively, at an engine
-  // time read before the change; a commit reads the engine time under its
-  // shared hold, so that time covers every bucket dropped before, and none
-  // is dropped until its write landed. Most commits neither drop nor create
-  // a bucket; the others make the change and look again (twice at most,
-  // then commit: a missing bucket fails the commit with kInternal).
-  constexpr int kMaxBucketChanges = 2;
-  for (int changes = 0;; ++changes) {
-    absl::StatusOr<int64_t> now_micros;
-    RecordPlacements placements;
-    // Set by a commit whose merges, timers or values that expire need a
-    // newer store format.
-    int needs_format = 0;
-    {
-      absl::ReaderMutexLock store_lock(&store_mu_);
-      absl::StatusOr<Store*> store = CurrentStore();
-      if (!store.ok()) return store.status();
-      now_micros = clock_->NowMicros();
-      if (!now_micros.ok()) return now_micros.status();
-      // Each record's expiry and bucket, once for the whole commit.
-      placements = PlaceRecords(options_, messages, *now_micros);
-      // Messages that will write a stream time mark the store first, before
-      // their handlers run (so that these do not run again).
-      if (!(*store)->read_only &&
-          (*store)->format_version < kTimerFormatVersion &&
-          CarriesStreamTime(messages, *now_micros)) {
-        needs_format = kTimerFormatVersion;
-      } else if ((*store)->read_only || changes == kMaxBucketChanges ||
-                 !BucketsChange(**store, placements, *now_micros)) {
-        // A read-only store fails the commit itself.
-        absl::StatusOr<std::vector<Result>> results = CommitBatch(
-            **store, messages, placements, handler, *now_micros, needs_format);
-        if (needs_format == 0) return results;
-      }
-    }
-    CommitLock commit_lock(this);
-    if (needs_format != 0) {
-      // Once per store: its handlers run (again) on the marked store.
-      if (absl::Status s = MarkFormat(needs_format); !s.ok()) return s;
-      --changes;
-      continue;
-    }
-    if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
-      return s;
-    }
-  }
-}
-
 absl::Status EngineImpl::MarkFormat(int version) {
   absl::MutexLock lock(&store_mu_);
   absl::StatusOr<Store*> store = CurrentStore();
@@ -382,147 +292,6 @@ absl::Status EngineImpl::DropEndedBuckets(Store& store, int64_t now_micros) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
-    Store& store, absl::Span<const Message> messages,
-    absl::Span<const RecordPlacement> placements, Handler handler,
-    int64_t now_micros, int& needs_format) {
-  // The key of each message's record (its ID's hash, or its partition and
-  // the hash), which also names the message's emits.
-  absl::InlinedVector<RecordKey, 1> record_keys;
-  record_keys.reserve(messages.size());
-  for (const Message& message : messages) {
-    record_keys.push_back(RecordKeyFor(store.partition_scope, message,
-                                       HashMessageId(message.id)));
-  }
-  // A delivery of an ID in flight in another commit waits here for that
-  // commit's outcome. Once claimed, nothing else writes these records, so
-  // one lookup per message before any handler runs stays true for the whole
-  // batch.
-  InflightIds::Claim claim =
-      inflight_.Acquire(record_keys, !hooks_.skip_inflight_ids);
-  absl::StatusOr<LiveLookup> stored =
-      LookupLiveRecords(store, record_keys, now_micros);
-  if (!stored.ok()) return stored.status();
-  // A malformed offset fails the call before any handler runs. Commits
-  // queued since are newer; QueueCommit compares with those.
-  absl::StatusOr<StoredOffsets> stored_offsets =
-      ReadStoredOffsets(store.db, store.offsets, messages);
-  if (!stored_offsets.ok()) return stored_offsets.status();
-  // Each message's fingerprint, hashed once, when conflicts are detected.
-  std::vector<uint64_t> fingerprints;
-  if (options_.detect_conflicts && !hooks_.ignore_conflicts) {
-    fingerprints.reserve(messages.size());
-    for (const Message& message : messages) {
-      fingerprints.push_back(MessageFingerprint(message));
-    }
-  }
-
-  // Handlers run again while a read went stale, taking turns with other
-  // handlers that run again, with priority after kRerunsBeforePriority.
-  RerunTurn rerun_turn(this);
-  for (int reruns = 0;; ++reruns) {
-    if (reruns == kRerunsBeforePriority && !hooks_.no_rerun_priority) {
-      rerun_turn.TakePriority();
-    }
-    if (absl::Status s = LoadStreamTimes(store, messages); !s.ok()) return s;
-    CommitBuilder commit(store.state, store.offsets, store.outbox);
-    commit.set_state_enveloped(store.format_version >= kStateTtlFormatVersion);
-    commit.Reserve(messages.size());
-    DuplicateAges ages;
-    StateReads reads;
-    TimerWrites timers;
-    StateReads timer_reads;
-    HandlePass pass{.store = store,
-                    .timers = timers,
-                    .timer_reads = timer_reads,
-                    .messages = messages,
-                    .placements = placements,
-                    .record_keys = record_keys,
-                    .stored = *stored,
-                    .fingerprints = fingerprints,
-                    .handler = handler,
-                    .now_micros = now_micros,
-                    .commit = commit,
-                    .ages = ages,
-                    .reads = reads};
-    absl::StatusOr<std::vector<Result>> results = HandleMessages(pass);
-    if (!results.ok()) return results.status();
-    if (commit.state().has_expiry() &&
-        store.format_version < kStateTtlFormatVersion) {
-      // Values that expire need format 5: mark the store, then run again.
-      needs_format = kStateTtlFormatVersion;
-      return results;
-    }
-    if (commit.state().has_merges() &&
-        store.format_version < kMergeFormatVersion) {
-      // Merge operands need format 4: mark the store, then run again.
-      needs_format = kMergeFormatVersion;
-      return results;
-    }
-    if (!timers.empty() && store.format_version < kTimerFormatVersion) {
-      needs_format = kTimerFormatVersion;
-      return results;
-    }
-    TimerCommit timer_commit{timers, timer_reads, store.timers};
-
-    // One WriteBatch: state, dedupe records and offsets commit together.
-    // Sized for a dedupe record and a small state write per message, so
-    // that a typical batch is built without growing.
-    rocksdb::WriteBatch batch(kBatchHeaderBytes +
-                              kBatchBytesPerMessage * messages.size());
-    // Only with hooks_.split_commit: the second write of a broken variant.
-    std::optional<rocksdb::WriteBatch> split_records;
-    if (hooks_.split_commit) split_records.emplace();
-    CommitQueue::Writer writer(&batch);
-    InFlightCommit in_flight(&queue_, &versions_, store.db, &writer);
-    // Before the commit can join a group write: a sync failing after this
-    // may be this commit's.
-    const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-    auto queue = [&] {
-      return QueueCommit(
-          commit, reads, *stored_offsets, batch,
-          split_records.has_value() ? *split_records : batch, in_flight,
-          rerun_turn.priority(),
-          timers.empty() && timer_reads.empty() ? nullptr : &timer_commit);
-    };
-    absl::StatusOr<Queued> queued = queue();
-    while (queued.ok() && *queued == Queued::kYield) {
-      rerun_turn.AwaitPriority();
-      queued = queue();
-    }
-    if (!queued.ok()) return queued.status();
-    if (*queued == Queued::kStale) {
-      handler_reruns_.fetch_add(ages.handlers, std::memory_order_relaxed);
-      rerun_turn.Take();
-      continue;
-    }
-    rerun_turn.Release();
-    if (hooks_.after_queue) hooks_.after_queue();
-    if (*queued == Queued::kBarrier) {
-      if (absl::Status s = AwaitWrite(store, in_flight, batch, failed_syncs);
-          !s.ok()) {
-        return s;
-      }
-    } else if (*queued == Queued::kQueued) {
-      // A duration, not an expiry decision: the steady clock, not
-      // Options::clock.
-      const auto write_start = std::chrono::steady_clock::now();
-      absl::Status written = AwaitWrite(store, in_flight, batch, failed_syncs);
-      TimersLanded(timer_commit, written.ok());
-      if (!written.ok()) return written;
-      absl::MutexLock lock(&durations_mu_);
-      commit_micros_.Add(std::chrono::duration<double, std::micro>(
-                             std::chrono::steady_clock::now() - write_start)
-                             .count());
-    }
-    if (split_records.has_value()) {
-      if (absl::Status s = Write(store, &*split_records); !s.ok()) return s;
-    }
-    CountOutcomes(store, *results, ages, commit.emitted());
-    return results;
-  }
-}
-
 absl::StatusOr<rocksdb::ColumnFamilyHandle*> EngineImpl::FamilyFor(
     const Store& store, const RecordPlacement& placement) const {
   if (!placement.bucket_end.has_value()) return store.dedupe;
@@ -537,76 +306,6 @@ absl::StatusOr<LiveLookup> EngineImpl::LookupLiveRecords(
     Store& store, absl::Span<const RecordKey> keys, int64_t now_micros) {
   return LookupLive(store.db, LiveDedupeFamilies(store, now_micros), keys,
                     now_micros);
-}
-
-absl::Status EngineImpl::Write(Store& store, rocksdb::WriteBatch* batch) {
-  if (batch->Count() == 0) return absl::OkStatus();
-  CommitQueue::Writer writer(batch);
-  const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-  bool writes_state = false;
-  for (;;) {
-    {
-      PlainMutexLock order(&order_mu_);
-      // Its keys unknown, it waits while a commit's handlers run with
-      // priority.
-      if (!priority_) {
-        writes_state = NoteQueuedWrites(store, *batch);
-        if (writes_state) versions_.PendAll();
-        queue_.Add(&writer);
-        break;
-      }
-    }
-    RerunTurn(this).AwaitPriority();
-  }
-  // Published whatever ends the wait.
-  absl::Cleanup publish = [&] {
-    if (writes_state) versions_.PublishAll();
-  };
-  return Landed(store, queue_.Wait(store.db, &writer), *batch, failed_syncs);
-}
-
-absl::Status EngineImpl::Landed(Store& store, const rocksdb::Status& s,
-                                const rocksdb::WriteBatch& batch,
-                                uint64_t failed_syncs) {
-  if (!s.ok()) {
-    needs_reopen_.store(true);
-    if (parts_.wal_watch->failed_syncs() != failed_syncs) {
-      return CommitOutcomeUnknown(s);
-    }
-    return FromRocksStatus(s, "committing (nothing committed)");
-  }
-  // Concurrent writers land in order; the highest sequence read wins.
-  const uint64_t latest = store.db->GetLatestSequenceNumber();
-  uint64_t issued = issued_sequence_.load();
-  while (issued < latest &&
-         !issued_sequence_.compare_exchange_weak(issued, latest)) {
-  }
-  user_bytes_.fetch_add(batch.GetDataSize(), std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status EngineImpl::WaitDurable(uint64_t sequence) {
-  if (absl::Status s = PrepareOutsideCommit("WaitDurable"); !s.ok()) return s;
-  ReadLock lock(this);
-  absl::StatusOr<Store*> store = CurrentStore();
-  if (!store.ok()) return store.status();
-  const uint64_t latest = (*store)->db->GetLatestSequenceNumber();
-  if (sequence > latest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sequence ", sequence, " was never issued (latest is ", latest, ")"));
-  }
-  return MakeDurable(**store, sequence);
-}
-
-absl::Status EngineImpl::MakeDurable(Store& store, uint64_t sequence) {
-  // Under kSync every commit was synced before its outcome was returned; a
-  // read-only engine has nothing to make durable.
-  if (options_.durability == Durability::kSync || options_.read_only) {
-    return absl::OkStatus();
-  }
-  absl::Status s = syncer_.WaitDurable(store.db, sequence);
-  if (!s.ok()) needs_reopen_.store(true);
-  return s;
 }
 
 absl::StatusOr<std::vector<OutboxEntry>> EngineImpl::ReadOutbox(

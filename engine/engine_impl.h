@@ -1,7 +1,7 @@
 // EngineImpl is the Engine behind Engine::Open: the commit path (duplicate
-// check, handler, one WriteBatch per call), reads, durability, recovery from
-// I/O errors, stats and maintenance. Thread-safety as documented on
-// idem::Engine.
+// check, handler, one WriteBatch per call; engine/engine_commit.cc reads top
+// to bottom as its steps), reads, durability, recovery from I/O errors,
+// stats and maintenance. Thread-safety as documented on idem::Engine.
 //
 // Concurrency (docs/design.md, "Concurrency"): commits run their handlers in
 // parallel. A commit claims its messages' IDs (engine/inflight_ids.h), so a
@@ -37,6 +37,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/commit_batch.h"
 #include "engine/commit_queue.h"
@@ -46,6 +47,7 @@
 #include "engine/inflight_ids.h"
 #include "engine/latency_histogram.h"
 #include "engine/outbox_record.h"
+#include "engine/partition_commit.h"
 #include "engine/plain_mutex.h"
 #include "engine/record.h"
 #include "engine/state_versions.h"
@@ -133,31 +135,7 @@ class EngineImpl : public Engine {
       std::string_view source, int32_t partition, TimeDomain domain) override;
 
  private:
-  // One commit to a partition's copy: ImportPartition's or
-  // ApplyPartitionChanges' (engine/engine_partition.cc). Views into the
-  // caller's snapshot or changes.
-  struct PartitionCommit {
-    const char* what = "";  // the API's name, for errors
-    std::string_view source;
-    int32_t partition = 0;
-    std::optional<int64_t> offset;
-    // Drop the partition's state and records first, and its offset when
-    // `offset` is nullopt.
-    bool replace = false;
-    // A dedupe record of the commit's own under this ID: a repeat of the
-    // commit writes nothing.
-    std::optional<std::string_view> commit_id;
-    std::vector<std::pair<std::string_view, std::optional<std::string_view>>>
-        writes;  // nullopt: delete
-    absl::Span<const PartitionRecord> records;
-    // The partition's stream time (µs) to record (a replace: kNoStreamTime
-    // records none; otherwise only a later one is written) and, for a
-    // replace, its timers.
-    int64_t stream_micros = kNoStreamTime;
-    absl::Span<const TimerFire> timers;
-    // The expiries of writes with a TTL, by key (PartitionSnapshot's).
-    const std::map<std::string, absl::Time>* expires_at = nullptr;
-  };
+  class RerunTurn;
   // Adds the timer side of `commit` to `batch`: for a replace, the
   // partition's timers, stream time and dead-lettered timers deleted and
   // the commit's written; the commit's stream time if later than `stored`.
@@ -169,27 +147,58 @@ class EngineImpl : public Engine {
   absl::Status ExportTimers(const Store& store,
                             const rocksdb::ReadOptions& read,
                             PartitionSnapshot& snapshot) const;
-  // Writes `commit` under the commit lock: returns the sequence number to
-  // make durable.
+  // Writes `commit` under the commit lock (engine/engine_partition_commit.cc,
+  // whose top draws its steps): returns the sequence number to make durable.
   absl::StatusOr<uint64_t> CommitToPartition(const PartitionCommit& commit,
                                              const ImportOptions& options)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
+  // Whether the commit's own record (`plan.own_key`) is live in `store`: a
+  // repeat of the commit.
+  absl::StatusOr<bool> CommittedBefore(Store& store, const PartitionPlan& plan)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // CommitToPartition's steps. PlanPartitionCommit also marks the store
+  // formats the commit needs and creates the buckets it places records in.
+  absl::StatusOr<PartitionPlan> PlanPartitionCommit(
+      const PartitionCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(store_mu_);
+  // kFailedPrecondition if `store` cannot take `commit` (records into a
+  // store-scoped store, an offset behind the stored one without
+  // allow_rewind); else the stored offset.
+  absl::StatusOr<std::optional<int64_t>> CheckPartitionCommit(
+      const Store& store, const PartitionCommit& commit,
+      const ImportOptions& options) const;
+  // Add to `batch`: the partition's state (for a replace, the old state and
+  // records deleted first); its live records and the commit's own; its
+  // offset (deleted by a replace without one, `current` being stored).
+  absl::Status BuildPartitionState(const PartitionCommit& commit,
+                                   const Store& store,
+                                   rocksdb::WriteBatch& batch) const;
+  absl::Status BuildPartitionRecords(const PartitionCommit& commit,
+                                     const PartitionPlan& plan,
+                                     const Store& store,
+                                     rocksdb::WriteBatch& batch) const;
+  absl::Status BuildPartitionOffset(const PartitionCommit& commit,
+                                    const std::optional<int64_t>& current,
+                                    const Store& store,
+                                    rocksdb::WriteBatch& batch) const;
   // SetCommittedOffset's write, under the commit lock: returns the sequence
   // number to make durable.
   absl::StatusOr<uint64_t> CommitOffset(std::string_view source,
                                         int32_t partition, int64_t offset)
       ABSL_LOCKS_EXCLUDED(commit_mu_, store_mu_);
 
-  // The commit path of ProcessBatch, after validation, at `now_micros` (the
-  // engine time read under the store lock), each message's record placed
-  // by `placements` (PlaceRecords, engine/commit_batch.h): claims the IDs,
-  // reads the live records and stored offsets, runs HandleMessages, queues
-  // the commit (QueueCommit; again from HandleMessages if a read went
-  // stale) and waits for its write. If the handlers merged into a store of
-  // a format older than merges (or timers and stream times) need, or wrote
-  // values that expire into one older than format 6, commits nothing and
-  // sets `needs_format` to the format needed (the caller marks the store
-  // and calls again).
+  // The commit path of ProcessBatch (engine/engine_commit.cc, whose top
+  // draws its steps), after validation, at `now_micros` (the engine time
+  // read under the store lock), each message's record placed by
+  // `placements` (PlaceRecords, engine/commit_batch.h): claims the IDs,
+  // reads the live records and stored offsets (ReadStored), runs the
+  // handlers (RunHandlers), then validates, builds, queues and writes the
+  // commit (WriteCommit; the handlers run again if a read went stale) and
+  // publishes its outcomes. If the handlers merged into a store of a format
+  // older than merges (or timers and stream times) need, or wrote values
+  // that expire into one older than format 6, commits nothing and sets
+  // `needs_format` to the format needed (FormatNeeded; the caller marks the
+  // store and calls again).
   absl::StatusOr<std::vector<Result>> CommitBatch(
       Store& store, absl::Span<const Message> messages,
       absl::Span<const RecordPlacement> placements, Handler handler,
@@ -263,29 +272,69 @@ class EngineImpl : public Engine {
     kStale,    // a read of `reads` may be stale: run the handlers again
     kYield,    // another commit's handlers run with priority: wait for its
                // turn to end (RerunTurn::AwaitPriority), then queue again
+               // (QueueCommit does)
     kNothing,  // the commit writes nothing: nothing queued
     kBarrier,  // it writes nothing, but its handlers read values of
                // commits in flight: its empty writer is queued behind
                // them, wait for it
     kQueued,   // `writer` is queued: wait for it
   };
-  // The ordered critical section of a commit: validates `reads`, then builds
-  // `commit` into `batch` (`records` gets the dedupe records; it is `batch`
+  // The ordered critical section of a commit (QueueInOrder), taken again
+  // while it must yield (kYield: another commit's handlers run with
+  // priority; `rerun_turn` waits for its turn to end), so it never returns
+  // kYield. A commit without priority (RerunTurn::priority) that writes
+  // state yields while another has it.
+  absl::StatusOr<Queued> QueueCommit(
+      CommitBuilder& commit, StateReads& reads, const StoredOffsets& stored,
+      rocksdb::WriteBatch& batch, rocksdb::WriteBatch& records,
+      InFlightCommit& in_flight, RerunTurn& rerun_turn,
+      TimerCommit* timers = nullptr) ABSL_LOCKS_EXCLUDED(order_mu_);
+  // The ordered critical section of a commit, in three steps under
+  // order_mu_: validates `reads` (ValidateReads), builds `commit` into
+  // `batch` (BuildBatch; `records` gets the dedupe records; it is `batch`
   // except for the split_commit hook) at the next outbox positions and with
   // each partition's offset only if above the latest one queued or stored
-  // (`stored`: read before the handlers), registers its state writes as in
-  // flight and queues its writer (both through `in_flight`). A commit
-  // without `priority` that writes state yields while another has it.
-  // With `timers`, also validates its reads and event-time timers
-  // (engine/timer_writes.h), builds its writes and registers its index
-  // writes (TimerCommit::version). Fails only as CommitBuilder::Build.
-  absl::StatusOr<Queued> QueueCommit(CommitBuilder& commit, StateReads& reads,
-                                     const StoredOffsets& stored,
-                                     rocksdb::WriteBatch& batch,
-                                     rocksdb::WriteBatch& records,
-                                     InFlightCommit& in_flight, bool priority,
-                                     TimerCommit* timers = nullptr)
+  // (LatestOffsets; `stored`: read before the handlers), then registers its
+  // state writes as in flight and queues its writer (Enqueue, both through
+  // `in_flight`). With `timers`, also validates its reads and event-time
+  // timers (engine/timer_writes.h), builds its writes and registers its
+  // index writes (TimerCommit::version). Fails only as CommitBuilder::Build.
+  absl::StatusOr<Queued> QueueInOrder(CommitBuilder& commit, StateReads& reads,
+                                      const StoredOffsets& stored,
+                                      rocksdb::WriteBatch& batch,
+                                      rocksdb::WriteBatch& records,
+                                      InFlightCommit& in_flight, bool priority,
+                                      TimerCommit* timers)
       ABSL_LOCKS_EXCLUDED(order_mu_);
+  // kYield or kStale if the commit may not queue now, nullopt if it may.
+  std::optional<Queued> ValidateReads(const CommitBuilder& commit,
+                                      const StateReads& reads, bool priority,
+                                      const TimerCommit* timers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_);
+  // Per offset key `commit` writes, the offset to compare with: the latest
+  // queued, else the stored one.
+  StoredOffsets LatestOffsets(const CommitBuilder& commit,
+                              const StoredOffsets& stored)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_);
+  absl::Status BuildBatch(CommitBuilder& commit, const StoredOffsets& latest,
+                          const OutboxCursor& outbox,
+                          rocksdb::WriteBatch& batch,
+                          rocksdb::WriteBatch& records, TimerCommit* timers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_);
+  // The offsets and outbox positions `commit` takes become the latest
+  // queued; its writes are registered as in flight and its writer queued.
+  void Enqueue(const CommitBuilder& commit, StateReads& reads,
+               const StoredOffsets& latest, const OutboxCursor& outbox,
+               InFlightCommit& in_flight, TimerCommit* timers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(order_mu_);
+  // Waits for the write of a commit that QueueCommit `queued` (a barrier's
+  // wait, a write's and then TimersLanded; nothing for kNothing): OK or the
+  // write's error (AwaitWrite).
+  absl::Status WriteQueued(Store& store, Queued queued,
+                           InFlightCommit& in_flight,
+                           rocksdb::WriteBatch& batch, uint64_t failed_syncs,
+                           const TimerCommit& timers)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // After the write of a commit with `timers` landed (or failed): publishes
   // its index writes and lowers the cursors below the timers it put.
@@ -320,6 +369,37 @@ class EngineImpl : public Engine {
                                             const std::string& partition_key,
                                             int64_t limit_micros, size_t max,
                                             TimerHandler handler)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+
+  // One round's run of its due timers' handlers (FireOne): what it reads
+  // (the partition's index entries in flight, `in_flight`, read at its
+  // start) and where it puts what they do.
+  struct FirePass {
+    Store& store;
+    const TimerFire& partition;
+    const std::string& partition_key;
+    TimerHandler handler;
+    const StateVersions::RangeRead& in_flight;
+    StateReads& timer_reads;
+    CommitBuilder& commit;
+    StateReads& reads;
+    TimerWrites& timers;
+    TimerWrites& split;  // EngineHooks::fire_outside_commit's deletions
+    FireRound round = {};
+    uint64_t dead = 0;      // dead-lettered (a PermanentError)
+    uint64_t handlers = 0;  // handlers run
+  };
+  // Writes the commit of `pass` (and, under EngineHooks::fire_outside_commit,
+  // its deletions apart first): true once written, false if a read went
+  // stale (nothing queued: the handlers run again).
+  absl::StatusOr<bool> CommitFireRound(FirePass& pass, RerunTurn& rerun_turn)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
+  // Runs the handler of the due timer `fire` (queue key `queue_key`) into
+  // `pass`, unless an earlier fire of the round or a commit in flight moved
+  // or cancelled it: true to go on, false after a transient failure
+  // (FireRound::failure), which ends the round.
+  absl::StatusOr<bool> FireOne(FirePass& pass, TimerFire& fire,
+                               const std::string& queue_key)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
   // Holds rerun_mu_ from Take until Release or its end: the turn of a
@@ -417,6 +497,50 @@ class EngineImpl : public Engine {
     DuplicateAges& ages;
     StateReads& reads;
   };
+
+  // A commit's messages and what it learns of them before its handlers run:
+  // their records' keys (each message's ID claimed under it), each one's
+  // live stored record, the stored offsets of their partitions, and each
+  // one's fingerprint when conflicts are detected (else empty). Views into
+  // CommitBatch's arguments.
+  struct CommitInput {
+    absl::Span<const Message> messages;
+    absl::Span<const RecordPlacement> placements;
+    Handler handler;
+    int64_t now_micros = 0;
+    absl::InlinedVector<RecordKey, 1> record_keys = {};
+    LiveLookup stored = {};
+    StoredOffsets stored_offsets = {};
+    std::vector<uint64_t> fingerprints = {};
+  };
+  // One run of a commit's handlers: what they wrote (the commit, its timer
+  // writes), what they read, and what HandleMessages found besides.
+  struct HandlerRun {
+    HandlerRun(const Store& store, size_t messages);
+    CommitBuilder commit;
+    DuplicateAges ages;
+    StateReads reads;
+    TimerWrites timers;
+    StateReads timer_reads;
+  };
+  // CommitBatch's steps (engine/engine_commit.cc). ReadStored fills `in`'s
+  // stored records, offsets and fingerprints.
+  absl::Status ReadStored(Store& store, CommitInput& in)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // Runs the handlers of `in` into `run` (HandleMessages): the outcomes.
+  absl::StatusOr<std::vector<Result>> RunHandlers(Store& store,
+                                                  const CommitInput& in,
+                                                  HandlerRun& run)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
+  // The store format what `run` wrote needs, if `store` is older; else 0.
+  int FormatNeeded(const Store& store, const HandlerRun& run) const;
+  // Validates, builds and queues `run` (QueueCommit), then waits for its
+  // write (WriteQueued) and, with the split_commit hook, writes its records
+  // apart: true once written, false if a read went stale (nothing queued:
+  // the handlers run again).
+  absl::StatusOr<bool> WriteCommit(Store& store, const CommitInput& in,
+                                   HandlerRun& run, RerunTurn& rerun_turn)
+      ABSL_SHARED_LOCKS_REQUIRED(store_mu_) ABSL_LOCKS_EXCLUDED(order_mu_);
 
   // The duplicate check and handler of each message in order
   // (engine/engine_handle.cc). A success adds its state writes and dedupe

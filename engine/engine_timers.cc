@@ -276,133 +276,147 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
                    queue_end, max, partition_key.size(), partition);
     if (!due.ok()) return due.status();
     if (due->empty()) return FireRound();
+    // Run the due timers' handlers into one commit.
     CommitBuilder commit(store.state, store.offsets, store.outbox);
     StateReads reads;
     TimerWrites timers;
     // The fired timers' deletions alone, for the broken variant that writes
     // them apart from their effects.
     TimerWrites split;
-    FireRound round;
-    uint64_t dead = 0;
-    uint64_t handlers = 0;
+    FirePass pass{.store = store,
+                  .partition = partition,
+                  .partition_key = partition_key,
+                  .handler = handler,
+                  .in_flight = in_flight,
+                  .timer_reads = timer_reads,
+                  .commit = commit,
+                  .reads = reads,
+                  .timers = timers,
+                  .split = split};
     std::string last_key;
     for (DueTimer& timer : *due) {
-      BatchTxn txn(&commit.state(), store.db, store.state, &versions_, &reads);
-      TimerScope scope{.family = store.timers,
-                       .versions = &timer_versions_,
-                       .reads = &timer_reads,
-                       .batch = &timers,
-                       .stream_times = &stream_times_,
-                       .partition_key = partition_key,
-                       .source = {},
-                       .partition = 0,
-                       .event_micros = kNoStreamTime};
-      txn.set_timers(&scope);
-      const std::string index_key =
-          TimerIndexKey(partition_key, timer.fire.timer_key);
-      timer_reads.Add(index_key, in_flight.version);
-      if (!QueuedTimerCurrent(
-              {&timers.index(), &in_flight.in_flight}, index_key,
-              TimerIndex{partition.domain,
-                         absl::ToUnixMicros(timer.fire.fire_at)})) {
-        // An earlier fire of this round, or a commit in flight, moves or
-        // cancels it.
-        last_key = timer.queue_key;
-        continue;
-      }
-      // The deletion first: the handler may set the same key again.
-      txn.timer_writes().DeleteQueued(timer.queue_key);
-      txn.timer_writes().index().Delete(index_key);
-      if (hooks_.fire_outside_commit) {
-        split.DeleteQueued(timer.queue_key);
-        split.index().Delete(index_key);
-      }
-      const RecordKey fire_key = FireRecordKey(timer.queue_key);
-      absl::Status status;
-      ++handlers;
-      {
-        HandlerScope handler_scope(this, txn, fire_key.hash());
-        status = CallUserCode("the timer handler",
-                              [&] { return handler(timer.fire, txn); });
-      }
-      if (!txn.read_error().ok()) return txn.read_error();
-      const bool permanent = IsPermanentError(status);
-      if (status.ok()) status = txn.Apply(&commit.state());
-      if (!status.ok() && !permanent) {
-        timer_failures_.fetch_add(1, std::memory_order_relaxed);
-        round.failure = std::move(status);
-        break;
-      }
-      if (permanent) {
-        // Dead-lettered: deleted and recorded, without its effects.
-        TimerWrites dropped;
-        dropped.DeleteQueued(timer.queue_key);
-        dropped.index().Delete(index_key);
-        dropped.PutDead(DeadTimerKey(partition_key, partition.domain,
-                                     absl::ToUnixMicros(timer.fire.fire_at),
-                                     timer.fire.timer_key),
-                        EncodeDeadTimer(status, timer.fire.payload));
-        timers.Absorb(std::move(dropped));
-        ++dead;
-      } else {
-        timers.Absorb(std::move(txn.timer_writes()));
-        commit.AddEmits(fire_key, std::move(txn.emitted()));
-      }
-      ++round.fired;
+      absl::StatusOr<bool> fired = FireOne(pass, timer.fire, timer.queue_key);
+      if (!fired.ok()) return fired.status();
+      if (!*fired) break;  // a transient failure ends the round
       last_key = timer.queue_key;
     }
-    if (!split.empty()) {
-      // Deliberately broken: the deletions land before, and apart from,
-      // the effects.
-      rocksdb::WriteBatch deletions;
-      if (absl::Status s = split.Build(store.timers, stream_times_, deletions);
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = Write(store, &deletions); !s.ok()) return s;
-    }
-    rocksdb::WriteBatch batch;
-    CommitQueue::Writer writer(&batch);
-    InFlightCommit commit_in_flight(&queue_, &versions_, store.db, &writer);
-    const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
-    TimerCommit timer_commit{timers, timer_reads, store.timers};
-    auto queue = [&] {
-      return QueueCommit(commit, reads, StoredOffsets(), batch, batch,
-                         commit_in_flight, rerun_turn.priority(),
-                         &timer_commit);
-    };
-    absl::StatusOr<Queued> queued = queue();
-    while (queued.ok() && *queued == Queued::kYield) {
-      rerun_turn.AwaitPriority();
-      queued = queue();
-    }
-    if (!queued.ok()) return queued.status();
-    if (*queued == Queued::kStale) {
-      handler_reruns_.fetch_add(handlers, std::memory_order_relaxed);
+    // Validate, build, queue and write it.
+    absl::StatusOr<bool> landed = CommitFireRound(pass, rerun_turn);
+    if (!landed.ok()) return landed.status();
+    if (!*landed) {  // a read went stale: the handlers run again
+      handler_reruns_.fetch_add(pass.handlers, std::memory_order_relaxed);
       rerun_turn.Take();
       continue;
-    }
-    rerun_turn.Release();
-    if (*queued == Queued::kBarrier) {
-      if (absl::Status s =
-              AwaitWrite(store, commit_in_flight, batch, failed_syncs);
-          !s.ok()) {
-        return s;
-      }
-    } else if (*queued == Queued::kQueued) {
-      absl::Status written =
-          AwaitWrite(store, commit_in_flight, batch, failed_syncs);
-      TimersLanded(timer_commit, written.ok());
-      if (!written.ok()) return written;
     }
     if (!last_key.empty()) {
       timer_cursors_.Advance(queue_start, cursor, last_key);
     }
-    timers_fired_.fetch_add(round.fired, std::memory_order_relaxed);
-    timers_dead_lettered_.fetch_add(dead, std::memory_order_relaxed);
+    timers_fired_.fetch_add(pass.round.fired, std::memory_order_relaxed);
+    timers_dead_lettered_.fetch_add(pass.dead, std::memory_order_relaxed);
     outbox_emitted_.fetch_add(commit.emitted(), std::memory_order_relaxed);
-    return round;
+    return pass.round;
   }
+}
+
+absl::StatusOr<bool> EngineImpl::CommitFireRound(FirePass& pass,
+                                                 RerunTurn& rerun_turn) {
+  Store& store = pass.store;
+  if (!pass.split.empty()) {
+    // Deliberately broken: the deletions land before, and apart from,
+    // the effects.
+    rocksdb::WriteBatch deletions;
+    if (absl::Status s =
+            pass.split.Build(store.timers, stream_times_, deletions);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = Write(store, &deletions); !s.ok()) return s;
+  }
+  // As a message commit's (engine/engine_commit.cc).
+  rocksdb::WriteBatch batch;
+  CommitQueue::Writer writer(&batch);
+  InFlightCommit in_flight(&queue_, &versions_, store.db, &writer);
+  const uint64_t failed_syncs = parts_.wal_watch->failed_syncs();
+  TimerCommit timer_commit{pass.timers, pass.timer_reads, store.timers};
+  absl::StatusOr<Queued> queued =
+      QueueCommit(pass.commit, pass.reads, StoredOffsets(), batch, batch,
+                  in_flight, rerun_turn, &timer_commit);
+  if (!queued.ok()) return queued.status();
+  if (*queued == Queued::kStale) return false;
+  rerun_turn.Release();
+  if (absl::Status s = WriteQueued(store, *queued, in_flight, batch,
+                                   failed_syncs, timer_commit);
+      !s.ok()) {
+    return s;
+  }
+  return true;
+}
+
+absl::StatusOr<bool> EngineImpl::FireOne(FirePass& pass, TimerFire& fire,
+                                         const std::string& queue_key) {
+  BatchTxn txn(&pass.commit.state(), pass.store.db, pass.store.state,
+               &versions_, &pass.reads);
+  TimerScope scope{.family = pass.store.timers,
+                   .versions = &timer_versions_,
+                   .reads = &pass.timer_reads,
+                   .batch = &pass.timers,
+                   .stream_times = &stream_times_,
+                   .partition_key = pass.partition_key,
+                   .source = {},
+                   .partition = 0,
+                   .event_micros = kNoStreamTime};
+  txn.set_timers(&scope);
+  const std::string index_key =
+      TimerIndexKey(pass.partition_key, fire.timer_key);
+  pass.timer_reads.Add(index_key, pass.in_flight.version);
+  if (!QueuedTimerCurrent({&pass.timers.index(), &pass.in_flight.in_flight},
+                          index_key,
+                          TimerIndex{pass.partition.domain,
+                                     absl::ToUnixMicros(fire.fire_at)})) {
+    // An earlier fire of this round, or a commit in flight, moves or
+    // cancels it.
+    return true;
+  }
+  // The deletion first: the handler may set the same key again.
+  txn.timer_writes().DeleteQueued(queue_key);
+  txn.timer_writes().index().Delete(index_key);
+  if (hooks_.fire_outside_commit) {
+    pass.split.DeleteQueued(queue_key);
+    pass.split.index().Delete(index_key);
+  }
+  const RecordKey fire_key = FireRecordKey(queue_key);
+  absl::Status status;
+  ++pass.handlers;
+  {
+    HandlerScope handler_scope(this, txn, fire_key.hash());
+    status = CallUserCode("the timer handler",
+                          [&] { return pass.handler(fire, txn); });
+  }
+  if (!txn.read_error().ok()) return txn.read_error();
+  const bool permanent = IsPermanentError(status);
+  if (status.ok()) status = txn.Apply(&pass.commit.state());
+  if (!status.ok() && !permanent) {
+    timer_failures_.fetch_add(1, std::memory_order_relaxed);
+    pass.round.failure = std::move(status);
+    return false;
+  }
+  if (permanent) {
+    // Dead-lettered: deleted and recorded, without its effects.
+    TimerWrites dropped;
+    dropped.DeleteQueued(queue_key);
+    dropped.index().Delete(index_key);
+    dropped.PutDead(
+        DeadTimerKey(pass.partition_key, pass.partition.domain,
+                     absl::ToUnixMicros(fire.fire_at), fire.timer_key),
+        EncodeDeadTimer(status, fire.payload));
+    pass.timers.Absorb(std::move(dropped));
+    ++pass.dead;
+  } else {
+    pass.timers.Absorb(std::move(txn.timer_writes()));
+    pass.commit.AddEmits(fire_key, std::move(txn.emitted()));
+  }
+  ++pass.round.fired;
+  return true;
 }
 
 }  // namespace idem

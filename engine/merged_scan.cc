@@ -78,6 +78,37 @@ bool HeldByALayer(absl::Span<const StateLayer* const> layers,
 }
 
 // Whether `a` comes before `b` in scan order.
+// Moves `store` to its first key in scan order, or one key on.
+void SeekStoreStart(rocksdb::Iterator* store, bool reverse) {
+  if (reverse) {
+    store->SeekToLast();
+  } else {
+    store->SeekToFirst();
+  }
+}
+void StepStore(rocksdb::Iterator* store, bool reverse) {
+  if (reverse) {
+    store->Prev();
+  } else {
+    store->Next();
+  }
+}
+
+// [begin, end), or, where the scan stopped early, cut at the key it stopped
+// at (what it covered).
+ScanExtent ScanExtentOf(std::string_view begin, std::string_view end,
+                        std::optional<std::string> stopped_at, bool reverse) {
+  ScanExtent extent{std::string(begin), std::string(end)};
+  if (stopped_at.has_value()) {
+    if (reverse) {
+      extent.begin = *std::move(stopped_at);
+    } else {
+      extent.end = *std::move(stopped_at) + '\0';
+    }
+  }
+  return extent;
+}
+
 bool Before(std::string_view a, std::string_view b, bool reverse) {
   return reverse ? b < a : a < b;
 }
@@ -93,13 +124,7 @@ absl::StatusOr<ScanExtent> MergedScan(
   for (const StateLayer* layer : layers) {
     cursors.emplace_back(layer->points(), begin, end, reverse);
   }
-  if (store != nullptr) {
-    if (reverse) {
-      store->SeekToLast();
-    } else {
-      store->SeekToFirst();
-    }
-  }
+  if (store != nullptr) SeekStoreStart(store, reverse);
   auto store_valid = [&] { return store != nullptr && store->Valid(); };
   size_t visited = 0;
   std::optional<std::string> stopped_at;
@@ -133,11 +158,7 @@ absl::StatusOr<ScanExtent> MergedScan(
                (options.limit != 0 && visited == options.limit);
       }
       if (stop) stopped_at = std::string(next);  // before the iterator moves
-      if (reverse) {
-        store->Prev();
-      } else {
-        store->Next();
-      }
+      StepStore(store, reverse);
       if (stop) break;
       continue;
     }
@@ -159,13 +180,7 @@ absl::StatusOr<ScanExtent> MergedScan(
     for (LayerCursor& cursor : cursors) {
       if (!cursor.done() && cursor.key() == key) cursor.Next();
     }
-    if (store_here) {
-      if (reverse) {
-        store->Prev();
-      } else {
-        store->Next();
-      }
-    }
+    if (store_here) StepStore(store, reverse);
     if (!value.has_value()) continue;
     ++visited;
     const bool go_on = visit(key, *value);
@@ -177,15 +192,7 @@ absl::StatusOr<ScanExtent> MergedScan(
   if (store != nullptr && !store->status().ok()) {
     return FromRocksStatus(store->status(), "scanning state");
   }
-  ScanExtent extent{std::string(begin), std::string(end)};
-  if (stopped_at.has_value()) {
-    if (reverse) {
-      extent.begin = *std::move(stopped_at);
-    } else {
-      extent.end = *std::move(stopped_at) + '\0';
-    }
-  }
-  return extent;
+  return ScanExtentOf(begin, end, std::move(stopped_at), reverse);
 }
 
 }  // namespace idem

@@ -161,6 +161,38 @@ absl::Status CheckWriteAheadLogs(const std::string& dir,
   return replayed.status();
 }
 
+// No store at `path` yet (`kind`: missing, empty, or an unfinished
+// creation): creates it, unless `read_only` or !create_if_missing
+// (kNotFound), and returns what its directory holds then.
+absl::StatusOr<DirectoryState> CreateMissingStore(
+    const std::string& path, const Options& options, const StoreParts& parts,
+    rocksdb::Env* env, const rocksdb::DBOptions& db_options, DirectoryKind kind,
+    bool read_only) {
+  const char* what = kind == DirectoryKind::kInterruptedCreation
+                         ? " (only an unfinished creation, which a "
+                           "writable Open with create_if_missing finishes)"
+                         : "";
+  if (read_only) {
+    return absl::NotFoundError(absl::StrCat("no idem store at ", path, what,
+                                            "; a read-only open creates none"));
+  }
+  if (!options.create_if_missing) {
+    return absl::NotFoundError(absl::StrCat("no idem store at ", path, what,
+                                            " and create_if_missing is false"));
+  }
+  if (absl::Status s = EnsureStoreDirectory(env, path); !s.ok()) return s;
+  const std::string dir = CanonicalStorePath(path);
+  if (absl::Status s = CreateStoreInDirectory(
+          env, dir, path,
+          [&](const std::string& staging) {
+            return BuildEmptyStore(staging, options, parts, env, db_options);
+          });
+      !s.ok()) {
+    return s;
+  }
+  return InspectStoreDirectory(env, dir, path);
+}
+
 }  // namespace
 
 std::string FormatColumnFamilyName(int version) {
@@ -390,36 +422,11 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& path,
           "without a database); refusing to open it"));
     case DirectoryKind::kMissing:
     case DirectoryKind::kEmpty:
-    case DirectoryKind::kInterruptedCreation: {
-      const char* what = state->kind == DirectoryKind::kInterruptedCreation
-                             ? " (only an unfinished creation, which a "
-                               "writable Open with create_if_missing finishes)"
-                             : "";
-      if (read_only) {
-        return absl::NotFoundError(
-            absl::StrCat("no idem store at ", path, what,
-                         "; a read-only open creates none"));
-      }
-      if (!options.create_if_missing) {
-        return absl::NotFoundError(
-            absl::StrCat("no idem store at ", path, what,
-                         " and create_if_missing is false"));
-      }
-      if (absl::Status s = EnsureStoreDirectory(env, path); !s.ok()) return s;
-      const std::string dir = CanonicalStorePath(path);
-      if (absl::Status s = CreateStoreInDirectory(
-              env, dir, path,
-              [&](const std::string& staging) {
-                return BuildEmptyStore(staging, options, parts, env,
-                                       db_options);
-              });
-          !s.ok()) {
-        return s;
-      }
-      state = InspectStoreDirectory(env, dir, path);
+    case DirectoryKind::kInterruptedCreation:
+      state = CreateMissingStore(path, options, parts, env, db_options,
+                                 state->kind, read_only);
       if (!state.ok()) return state.status();
       break;
-    }
     case DirectoryKind::kStore:
       break;
   }

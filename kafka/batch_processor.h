@@ -1,9 +1,10 @@
-// ProcessRecords runs one polled batch of Kafka records through
-// Engine::ProcessBatch: it derives their IDs, retries failed records (with
-// the records after them in the same partition, so each partition's offset
-// only moves past handled records), hands records that keep failing to the
-// dead-letter function, and waits until the batch is durable. It knows
-// nothing of librdkafka, so it is tested on its own. Thread-compatible.
+// ProcessRecords runs one polled batch of Kafka records through the retry
+// and dead-letter machine the consumers share (retry/retry_rounds.h): it
+// derives their IDs, retries failed records (with the records after them in
+// the same partition, so each partition's offset only moves past handled
+// records), hands records that keep failing to the dead-letter function or
+// topic, and waits until the batch is durable. It knows nothing of
+// librdkafka, so it is tested on its own. Thread-compatible.
 
 #ifndef IDEM_KAFKA_BATCH_PROCESSOR_H_
 #define IDEM_KAFKA_BATCH_PROCESSOR_H_
@@ -21,6 +22,7 @@
 #include "idem/engine.h"
 #include "idem/kafka/consumer_options.h"
 #include "idem/kafka/consumer_stats.h"
+#include "retry/retry_rounds.h"
 
 namespace idem::kafka {
 
@@ -39,11 +41,7 @@ struct ProcessedBatch {
 // dead_lettered, retries, non_retriable) to `sum`.
 inline void AddRecordCounts(const BatchReport& batch, BatchReport& sum) {
   sum.records += batch.records;
-  sum.processed += batch.processed;
-  sum.duplicates += batch.duplicates;
-  sum.dead_lettered += batch.dead_lettered;
-  sum.retries += batch.retries;
-  sum.non_retriable += batch.non_retriable;
+  retry::AddCounts(batch, sum);
 }
 
 // How a consumer's worker runs a group of records

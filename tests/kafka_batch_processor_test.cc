@@ -1,5 +1,7 @@
-// ProcessRecords without Kafka: retries, per-partition order behind a failed
-// record, dead-lettering and offsets, on hand-made Records.
+// ProcessRecords without Kafka, on hand-made Records: what the Kafka adapter
+// adds to the retry machine (retry/retry_rounds.h, whose rules
+// tests/retry_rounds_test.cc holds): record IDs, per-partition order,
+// the dead-letter function and topic, offsets.
 
 #include <map>
 #include <stdexcept>
@@ -122,127 +124,31 @@ TEST_F(BatchProcessorTest, LaterRecordsOfAPartitionWaitForAFailedOne) {
   EXPECT_EQ(Offset(1), 0);
 }
 
-TEST_F(BatchProcessorTest, GivesUpAfterMaxAttemptsAndMovesPastTheRecord) {
-  specs_ = {{0, 0, "a", "x"}, {0, 1, "poison", "x"}, {0, 2, "b", "x"}};
-  options_.max_attempts = 3;
-  std::vector<std::string> dead;
-  dead_letter_ = [&](const Record& r, const absl::Status& error) {
-    dead.push_back(absl::StrCat(r.offset, " ", error.message()));
-    return absl::OkStatus();
-  };
-  int poison_calls = 0;
-  auto ok = Process([&](const Record& r, Txn& txn) {
-    if (r.id == "poison") {
-      ++poison_calls;
-      return absl::InternalError("bad payload");
-    }
-    txn.Put(std::string(r.id), "done");
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(poison_calls, 3);
-  EXPECT_THAT(dead, ElementsAre("1 bad payload"));
-  EXPECT_EQ(ok->report.processed, 2);
-  EXPECT_EQ(ok->report.dead_lettered, 1);
-  EXPECT_EQ(Offset(0), 2);
-  auto seen = engine_->Seen("poison");
-  ASSERT_TRUE(seen.ok());
-  EXPECT_FALSE(*seen);  // a corrected redelivery will run
-  auto b = engine_->GetState("b");
-  ASSERT_TRUE(b.ok());
-  EXPECT_EQ(*b, "done");
-}
-
-// A handler error with a non-retriable code (ConsumerOptions::
-// non_retriable_codes) is dead-lettered at its first attempt; other codes
-// are retried. Clearing the list retries every code.
-TEST_F(BatchProcessorTest, NonRetriableHandlerErrorsAreDeadLetteredAtOnce) {
-  specs_ = {{0, 0, "bad", "x"}, {1, 0, "flaky", "x"}, {2, 0, "ok", "x"}};
-  options_.max_attempts = 3;
+// ConsumerOptions' max_attempts and non_retriable_codes are the retry
+// machine's policy.
+TEST_F(BatchProcessorTest, ConsumerOptionsSetHowOftenARecordIsTried) {
+  specs_ = {{0, 0, "missing", "x"}, {1, 0, "flaky", "x"}};
+  options_.max_attempts = 2;
+  options_.non_retriable_codes = {absl::StatusCode::kNotFound};
   std::map<std::string, int> calls;
-  std::vector<std::pair<std::string, absl::StatusCode>> dead;
-  dead_letter_ = [&](const Record& r, const absl::Status& error) {
-    dead.emplace_back(std::string(r.id), error.code());
-    return absl::OkStatus();
-  };
-  auto handler = [&](const Record& r, Txn&) {
-    ++calls[std::string(r.id)];
-    if (r.id == "bad") return absl::InvalidArgumentError("no such account");
-    if (r.id == "flaky") return absl::UnavailableError("try later");
-    return absl::OkStatus();
-  };
-  auto ok = Process(handler);
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(calls["bad"], 1);
-  EXPECT_EQ(calls["flaky"], 3);
-  EXPECT_EQ(ok->report.non_retriable, 1);
-  EXPECT_EQ(ok->report.dead_lettered, 2);
-  EXPECT_EQ(ok->report.retries, 2);
-  EXPECT_THAT(dead, ElementsAre(Pair("bad", absl::StatusCode::kInvalidArgument),
-                                Pair("flaky", absl::StatusCode::kUnavailable)));
-
-  // With no non-retriable codes, kInvalidArgument is retried too (a
-  // dead-lettered ID is not marked seen, so "bad" runs again).
-  options_.non_retriable_codes.clear();
-  calls.clear();
-  dead.clear();
-  specs_ = {{3, 0, "bad", "x"}};
-  auto retried = Process(handler);
-  ASSERT_TRUE(retried.ok()) << retried.status();
-  EXPECT_EQ(calls["bad"], 3);
-  EXPECT_EQ(retried->report.non_retriable, 0);
-  EXPECT_EQ(retried->report.dead_lettered, 1);
-}
-
-// A handler's PermanentError (idem/message.h) is dead-lettered at its
-// first attempt, whatever its code, through the non-retriable path.
-TEST_F(BatchProcessorTest, PermanentErrorsAreDeadLetteredAtOnce) {
-  specs_ = {{0, 0, "bad", "x"}, {0, 1, "ok", "x"}};
-  options_.max_attempts = 3;
   std::vector<std::string> dead;
-  dead_letter_ = [&](const Record& r, const absl::Status& error) {
-    dead.push_back(std::string(r.id) + " " + std::string(error.message()));
+  dead_letter_ = [&](const Record& r, const absl::Status&) {
+    dead.push_back(std::string(r.id));
     return absl::OkStatus();
   };
-  int bad_calls = 0;
   auto ok = Process([&](const Record& r, Txn&) {
-    if (r.id != "bad") return absl::OkStatus();
-    ++bad_calls;
-    // kUnavailable would be retried; permanent wins.
-    return PermanentError(absl::UnavailableError("never valid"));
+    ++calls[std::string(r.id)];
+    if (r.id == "missing") return absl::NotFoundError("no such account");
+    return absl::UnavailableError("try later");
   });
   ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(bad_calls, 1);
-  EXPECT_THAT(dead, ElementsAre("bad never valid"));
+  EXPECT_EQ(calls["missing"], 1);
+  EXPECT_EQ(calls["flaky"], 2);
+  EXPECT_THAT(dead, ElementsAre("missing", "flaky"));
+  EXPECT_EQ(ok->report.records, 2);
   EXPECT_EQ(ok->report.non_retriable, 1);
-  EXPECT_EQ(ok->report.dead_lettered, 1);
-  EXPECT_EQ(ok->report.retries, 0);
-  EXPECT_EQ(Offset(0), 1);
-}
-
-// Under Options::detect_conflicts, a record whose ID was processed with
-// other content is dead-lettered with reason "conflict"; the offset moves
-// past it and its handler does not run.
-TEST_F(BatchProcessorTest, ConflictsAreDeadLettered) {
-  ASSERT_NO_FATAL_FAILURE(UseConflictDetectingEngine());
-  specs_ = {{0, 0, "a", "first"}, {0, 1, "a", "second"}, {0, 2, "b", "x"}};
-  std::vector<std::pair<std::string, std::string>> dead;
-  dead_letter_ = [&](const Record& r, const absl::Status& error) {
-    dead.emplace_back(absl::StrCat(r.offset),
-                      std::string(error.message().substr(0, 9)));
-    return absl::OkStatus();
-  };
-  std::vector<std::string> ran;
-  auto ok = Process([&](const Record& r, Txn&) {
-    ran.push_back(std::string(r.value));
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_THAT(ran, ElementsAre("first", "x"));
-  EXPECT_THAT(dead, ElementsAre(Pair("1", "conflict:")));
-  EXPECT_EQ(ok->report.processed, 2);
-  EXPECT_EQ(ok->report.dead_lettered, 1);
-  EXPECT_EQ(Offset(0), 2);
+  EXPECT_EQ(ok->report.retries, 1);
+  EXPECT_EQ(ok->report.dead_lettered, 2);
 }
 
 // Through dead_letter_topic the conflict's dead letter is emitted in a commit
