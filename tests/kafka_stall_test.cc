@@ -373,8 +373,11 @@ class KafkaStallTest : public test::ChangelogTestBase {
     for (int i = 0; i < 2; ++i) {
       run.membership_lost[i] = members[i]->view().membership_lost;
       run.outbox_dropped[i] = members[i]->view().outbox_dropped;
+      std::fprintf(stderr, "%s member %d closes\n", Now().c_str(), i);
       members[i]->Close();
     }
+    std::fprintf(stderr, "%s a member with an empty store restores\n",
+                 Now().c_str());
     RestoreAndCount(setup, run);
     return run;
   }
