@@ -1,5 +1,6 @@
 #include "kafka/changelog_standby.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -8,17 +9,16 @@
 namespace idem::kafka {
 
 absl::Status StandbyCopies::Read(const std::string& topic, int32_t partition,
-                                 StandbyCopy& copy, absl::Duration timeout) {
-  absl::StatusOr<bool> read =
-      ReadStep(topic, partition, copy, /*limit=*/0, timeout);
+                                 StandbyCopy& copy, absl::Duration timeout,
+                                 CopyReadEnd end_at) {
+  absl::StatusOr<bool> read = ReadStep(topic, partition, copy, /*limit=*/0,
+                                       timeout, /*read=*/nullptr, end_at);
   return read.ok() ? absl::OkStatus() : read.status();
 }
 
-absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
-                                             int32_t partition,
-                                             StandbyCopy& copy, int64_t limit,
-                                             absl::Duration timeout,
-                                             int64_t* read) {
+absl::StatusOr<bool> StandbyCopies::ReadStep(
+    const std::string& topic, int32_t partition, StandbyCopy& copy,
+    int64_t limit, absl::Duration timeout, int64_t* read, CopyReadEnd end_at) {
   const int64_t chunk = hooks_->restore_chunk_records > 0
                             ? hooks_->restore_chunk_records
                             : kChunkRecords;
@@ -36,12 +36,28 @@ absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
     if (hooks_->restore_step && copy.applied) hooks_->restore_step("chunk");
     return absl::OkStatus();
   };
+  auto read_some = [&](const std::string& from_topic, int64_t from, bool whole,
+                       int64_t most,
+                       absl::FunctionRef<absl::Status(const LogRecord&)> visit)
+      -> absl::StatusOr<ReadProgress> {
+    absl::StatusOr<ReadProgress> progress =
+        end_at == CopyReadEnd::kStable
+            ? reader_->ReadSomeToStable(from_topic, partition, from, whole,
+                                        most, timeout, visit)
+            : reader_->ReadSome(from_topic, partition, from, whole, most,
+                                timeout, visit);
+    if (progress.ok() && progress->at_end && hooks_->standby_takes_log_end &&
+        end_at == CopyReadEnd::kStable) {
+      progress->next = std::max(progress->next, progress->log_end);
+    }
+    return progress;
+  };
   // The changelog must be whole from where the copy stands (a compacted
   // topic keeps every key's last record; retention would drop some), but
   // the dedupe topic's records older than the window expire by design.
-  absl::StatusOr<ReadProgress> changelog = reader_->ReadSome(
-      target_->changelog_topic, partition, copy.changelog_next,
-      /*whole=*/!hooks_->changelog_restore_reads_truncated, limit, timeout,
+  absl::StatusOr<ReadProgress> changelog = read_some(
+      target_->changelog_topic, copy.changelog_next,
+      /*whole=*/!hooks_->changelog_restore_reads_truncated, limit,
       [&](const LogRecord& r) {
         if (absl::Status s = copy.builder.AddChangelogRecord(r); !s.ok()) {
           return s;
@@ -53,9 +69,9 @@ absl::StatusOr<bool> StandbyCopies::ReadStep(const std::string& topic,
   if (!changelog->at_end) return false;
   copy.changelog_end = changelog->high;
   if (limit > 0 && visited == limit) return false;
-  absl::StatusOr<ReadProgress> dedupe = reader_->ReadSome(
-      target_->dedupe_topic, partition, copy.dedupe_next, /*whole=*/false,
-      limit > 0 ? limit - visited : 0, timeout, [&](const LogRecord& r) {
+  absl::StatusOr<ReadProgress> dedupe = read_some(
+      target_->dedupe_topic, copy.dedupe_next, /*whole=*/false,
+      limit > 0 ? limit - visited : 0, [&](const LogRecord& r) {
         if (absl::Status s = copy.builder.AddDedupeRecord(r); !s.ok()) {
           return s;
         }
@@ -142,7 +158,8 @@ absl::StatusOr<int64_t> StandbyCopies::CatchUp(const std::string& topic,
   std::unique_ptr<StandbyCopy>& copy = copies_[partition];
   if (copy == nullptr) copy = std::make_unique<StandbyCopy>();
   const int64_t read_before = copy->records_read;
-  absl::Status status = Read(topic, partition, *copy, timeout);
+  absl::Status status =
+      Read(topic, partition, *copy, timeout, CopyReadEnd::kStable);
   if (status.ok()) status = Apply(topic, partition, *copy, std::nullopt);
   if (!status.ok()) {
     copies_.erase(partition);

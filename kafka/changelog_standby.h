@@ -39,13 +39,27 @@
 
 namespace idem::kafka {
 
+// Where a read of a copy ends.
+enum class CopyReadEnd {
+  // The end of the log, once every transaction open there is decided
+  // (PartitionReader::ReadSome): a check or restore that takes the copy
+  // over needs the previous owner's last commit.
+  kDecided,
+  // The last stable offset, without waiting (PartitionReader::
+  // ReadSomeToStable): a standby copy, which reads on at its next round,
+  // applies none of an open transaction's records and reads them once it
+  // committed, without holding up the consumer's poll meanwhile.
+  kStable,
+};
+
 // One partition's copy: where it stands in both changelog topics, the
 // builder that folds what it read, and what it did so far.
 struct StandbyCopy {
   int64_t changelog_next = 0;  // the next offset to read of each topic
   int64_t dedupe_next = 0;
-  // The changelog topic's high watermark when it was last read to its end:
-  // the copy holds everything before it.
+  // Where the changelog topic was last read to its end (its high watermark
+  // then, or its last stable offset for CopyReadEnd::kStable): the copy
+  // holds everything before it.
   int64_t changelog_end = 0;
   ChangelogImageBuilder builder;
   // The engine holds the copy (the changes the builder handed out), at
@@ -69,7 +83,8 @@ class StandbyCopies {
  public:
   // All borrowed; they must outlive this. `hooks`: restore_chunk_records
   // (a smaller chunk), restore_step ("chunk" after each chunk applied
-  // during a read) and standby_without_dedupe (the broken variant).
+  // during a read), and the broken variants standby_without_dedupe and
+  // standby_takes_log_end.
   StandbyCopies(Engine* engine, PartitionReader* reader,
                 const ChangelogTarget* target, Clock* clock,
                 const ConsumerHooks* hooks)
@@ -80,12 +95,13 @@ class StandbyCopies {
         hooks_(hooks) {}
 
   // Reads both changelog topics of (topic, partition) from where `copy`
-  // left off to their ends, applying what completed every chunk of
-  // records (Apply without an epoch). What completed in the last chunk
-  // stays for the caller's Apply. On an error the copy is to be dropped:
-  // where it stands in the topics is only updated on success.
+  // left off to their ends (as `end_at` says), applying what completed
+  // every chunk of records (Apply without an epoch). What completed in the
+  // last chunk stays for the caller's Apply. On an error the copy is to be
+  // dropped: where it stands in the topics is only updated on success.
   absl::Status Read(const std::string& topic, int32_t partition,
-                    StandbyCopy& copy, absl::Duration timeout);
+                    StandbyCopy& copy, absl::Duration timeout,
+                    CopyReadEnd end_at = CopyReadEnd::kDecided);
 
   // As Read, but stops once `limit` records were read (0: no limit):
   // true once both topics were read to their ends, false if a next step
@@ -93,8 +109,8 @@ class StandbyCopies {
   // error the copy is to be dropped.
   absl::StatusOr<bool> ReadStep(const std::string& topic, int32_t partition,
                                 StandbyCopy& copy, int64_t limit,
-                                absl::Duration timeout,
-                                int64_t* read = nullptr);
+                                absl::Duration timeout, int64_t* read = nullptr,
+                                CopyReadEnd end_at = CopyReadEnd::kDecided);
 
   // Applies to the engine what completed in `copy` since its last Apply,
   // with `epoch` (if set) as the partition's epoch in the same commit.
@@ -105,8 +121,9 @@ class StandbyCopies {
                      StandbyCopy& copy, std::optional<int64_t> epoch);
 
   // One round for the copy of (topic, partition) this member keeps while
-  // another holds the partition (created cold if there is none): Read, then
-  // Apply. Returns the records read. On an error the copy is dropped (the
+  // another holds the partition (created cold if there is none): Read to
+  // the last stable offsets (CopyReadEnd::kStable), then Apply. Returns the
+  // records read. On an error the copy is dropped (the
   // next round starts it cold).
   absl::StatusOr<int64_t> CatchUp(const std::string& topic, int32_t partition,
                                   absl::Duration timeout);

@@ -71,6 +71,12 @@ struct ConsumerHooks {
   // Standby copies, broken: apply the changelog's state and offsets but
   // leave its dedupe records out.
   bool standby_without_dedupe = false;
+  // Standby copies, broken: a copy's read ends at the last stable offset,
+  // as it should, but the copy then takes the end of the log (its high
+  // watermark) as read, as a reader that reads read_committed to the
+  // brokers' end of partition and notes the high watermark: the records of
+  // a transaction open then are never applied, also once it commits.
+  bool standby_takes_log_end = false;
   // Restores and standby copies apply what they read every this many
   // records (0: the default, 100,000), so tests can make a restore take
   // several chunks.
@@ -95,6 +101,13 @@ struct ConsumerHooks {
   // (REBALANCE_IN_PROGRESS) counts as fenced
   // (OutboxRelayHooks::retriable_errors_fence).
   bool relay_retriable_errors_fence = false;
+  // With transactional_output, broken: the relay's transactions carry no
+  // group offsets (OutboxRelayHooks::transaction_offsets unset), as a
+  // consumer that commits its offsets outside the transaction: the brokers
+  // have no generation to check, so a member stalled past
+  // max.poll.interval.ms that publishes after its successor (with
+  // changelog_skip_membership_check) commits its stale outputs.
+  bool relay_offsets_outside_transaction = false;
   // With transactional_output: a relay round after every batch, ignoring
   // ConsumerOptions::transaction_interval (as before it existed).
   bool rounds_every_batch = false;

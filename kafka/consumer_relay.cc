@@ -118,7 +118,9 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
         absl::StrCat("idem.", options_.group_id, ".", *member);
     relay_options.progress_topic = options_.relay_progress_topic;
     relay_options.transaction_timeout = options_.transaction_timeout;
-    relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
+    if (!hooks_.relay_offsets_outside_transaction) {
+      relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
+    }
     relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
     relay_hooks.retriable_errors_fence = hooks_.relay_retriable_errors_fence;
     if (changelog != nullptr && !hooks_.rounds_split_commits) {

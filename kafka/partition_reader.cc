@@ -65,9 +65,9 @@ absl::StatusOr<std::unique_ptr<PartitionReader>> PartitionReader::Create(
       *std::move(handle), *std::move(log_end), std::move(hooks)));
 }
 
-absl::StatusOr<int64_t> PartitionReader::DecidedEnd(const std::string& topic,
-                                                    int32_t partition,
-                                                    absl::Duration timeout) {
+absl::StatusOr<int64_t> PartitionReader::LogEnd(const std::string& topic,
+                                                int32_t partition,
+                                                absl::Duration timeout) {
   int64_t low = 0, end = 0;
   if (absl::Status s =
           FromKafkaError(rd_kafka_query_watermark_offsets(
@@ -77,21 +77,39 @@ absl::StatusOr<int64_t> PartitionReader::DecidedEnd(const std::string& topic,
       !s.ok()) {
     return s;
   }
+  return end;
+}
+
+absl::StatusOr<int64_t> PartitionReader::StableOffset(const std::string& topic,
+                                                      int32_t partition,
+                                                      int64_t end,
+                                                      absl::Duration timeout) {
+  // A read_committed reader's high watermark is the last stable offset.
+  absl::StatusOr<Watermarks> committed =
+      GetWatermarks(topic, partition, timeout);
+  if (!committed.ok()) return committed.status();
+  int64_t stable = committed->high;
+  if (hooks_.stable_offset) {
+    stable = hooks_.stable_offset(topic, partition, stable, end);
+  }
+  return std::min(stable, end);
+}
+
+absl::StatusOr<int64_t> PartitionReader::DecidedEnd(const std::string& topic,
+                                                    int32_t partition,
+                                                    int64_t end,
+                                                    absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    absl::StatusOr<Watermarks> committed =
-        GetWatermarks(topic, partition, timeout);
-    if (!committed.ok()) return committed.status();
-    int64_t stable = committed->high;
-    if (hooks_.stable_offset) {
-      stable = hooks_.stable_offset(partition, stable, end);
-    }
-    if (hooks_.stable_offset_is_the_end) return stable;
-    if (stable >= end) return end;
+    absl::StatusOr<int64_t> stable =
+        StableOffset(topic, partition, end, timeout);
+    if (!stable.ok()) return stable.status();
+    if (hooks_.stable_offset_is_the_end) return *stable;
+    if (*stable >= end) return end;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "reading ", topic, "/", partition, ": its last stable offset stayed ",
-          "at ", stable, ", below the end of the log at ", end, ", for ",
+          "at ", *stable, ", below the end of the log at ", end, ", for ",
           absl::FormatDuration(timeout),
           ": a transaction there is still open (the brokers abort it after "
           "its producer's transaction.timeout.ms)"));
@@ -149,10 +167,32 @@ absl::StatusOr<ReadProgress> PartitionReader::ReadSome(
     const std::string& topic, int32_t partition, int64_t from, bool whole,
     int64_t limit, absl::Duration timeout,
     absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
+  return ReadRange(topic, partition, from, whole, limit, timeout, End::kDecided,
+                   visit);
+}
+
+absl::StatusOr<ReadProgress> PartitionReader::ReadSomeToStable(
+    const std::string& topic, int32_t partition, int64_t from, bool whole,
+    int64_t limit, absl::Duration timeout,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
+  return ReadRange(topic, partition, from, whole, limit, timeout, End::kStable,
+                   visit);
+}
+
+absl::StatusOr<ReadProgress> PartitionReader::ReadRange(
+    const std::string& topic, int32_t partition, int64_t from, bool whole,
+    int64_t limit, absl::Duration timeout, End end_at,
+    absl::FunctionRef<absl::Status(const LogRecord&)> visit) {
   absl::StatusOr<Watermarks> marks = GetWatermarks(topic, partition, timeout);
   if (!marks.ok()) return marks.status();
-  // Read up to the end of the log once every transaction there is decided.
-  absl::StatusOr<int64_t> end = DecidedEnd(topic, partition, timeout);
+  absl::StatusOr<int64_t> log_end = LogEnd(topic, partition, timeout);
+  if (!log_end.ok()) return log_end.status();
+  // Up to the end of the log once every transaction there is decided, or
+  // up to where the undecided ones begin.
+  absl::StatusOr<int64_t> end =
+      end_at == End::kDecided
+          ? DecidedEnd(topic, partition, *log_end, timeout)
+          : StableOffset(topic, partition, *log_end, timeout);
   if (!end.ok()) return end.status();
   marks->high = *end;
   if (whole && marks->low > from) {
@@ -165,6 +205,7 @@ absl::StatusOr<ReadProgress> PartitionReader::ReadSome(
   }
   ReadProgress progress;
   progress.high = marks->high;
+  progress.log_end = *log_end;
   progress.next = std::max(from, marks->low);
   if (progress.next >= marks->high) {
     progress.at_end = true;

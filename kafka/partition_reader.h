@@ -50,18 +50,24 @@ struct Watermarks {
 
 // Where a bounded read (PartitionReader::ReadSome) stopped.
 struct ReadProgress {
-  int64_t next = 0;     // the offset to read from next
-  int64_t high = 0;     // the high watermark read when the call started
+  int64_t next = 0;  // the offset to read from next
+  // Where the read ended: the end of the log when the call started (or,
+  // for ReadSomeToStable, its last stable offset then).
+  int64_t high = 0;
   bool at_end = false;  // every record before `high` was read
+  // The end of the log when the call started (its read_uncommitted high
+  // watermark); above `high` while a transaction is open before it.
+  int64_t log_end = 0;
 };
 
 // Stand-ins for tests: librdkafka's mock cluster keeps no last stable
 // offset (it equals the high watermark), and a broken variant.
 struct PartitionReaderHooks {
   // If set, what the brokers answer for the last stable offset of
-  // `partition`, given the real one and the end of the log, e.g. an offset
-  // before the end while an emulated transaction is open.
-  std::function<int64_t(int32_t partition, int64_t stable, int64_t end)>
+  // (`topic`, `partition`), given the real one and the end of the log, e.g.
+  // an offset before the end while an emulated transaction is open.
+  std::function<int64_t(const std::string& topic, int32_t partition,
+                        int64_t stable, int64_t end)>
       stable_offset;
   // Broken: a read ends at the last stable offset, as if nothing came after
   // it, rather than waiting for it to pass the end of the log.
@@ -119,6 +125,18 @@ class PartitionReader {
       int64_t limit, absl::Duration timeout,
       absl::FunctionRef<absl::Status(const LogRecord&)> visit);
 
+  // As ReadSome, but the read ends at the last stable offset when the call
+  // starts, without waiting for it to pass the end of the log: what a
+  // reader that reads on later needs (a standby copy). Records of a
+  // transaction open there are neither visited nor passed: `next` and
+  // `high` stay at most that offset, so a later read from `next` visits
+  // them once the transaction committed. `timeout` bounds only the wait
+  // for records that are due.
+  absl::StatusOr<ReadProgress> ReadSomeToStable(
+      const std::string& topic, int32_t partition, int64_t from, bool whole,
+      int64_t limit, absl::Duration timeout,
+      absl::FunctionRef<absl::Status(const LogRecord&)> visit);
+
  private:
   PartitionReader(HandlePtr handle, HandlePtr log_end,
                   PartitionReaderHooks hooks)
@@ -126,10 +144,33 @@ class PartitionReader {
         log_end_(std::move(log_end)),
         hooks_(std::move(hooks)) {}
 
-  // The end of the log (the read_uncommitted high watermark), once the last
-  // stable offset reached it, waiting at most `timeout` for that.
+  // Where a read ends.
+  enum class End {
+    kDecided,  // the end of the log, once the last stable offset passed it
+    kStable,   // the last stable offset, without waiting
+  };
+
+  // The end of the log (the read_uncommitted high watermark).
+  absl::StatusOr<int64_t> LogEnd(const std::string& topic, int32_t partition,
+                                 absl::Duration timeout);
+
+  // The last stable offset (PartitionReaderHooks::stable_offset's answer if
+  // set), given the end of the log `end`.
+  absl::StatusOr<int64_t> StableOffset(const std::string& topic,
+                                       int32_t partition, int64_t end,
+                                       absl::Duration timeout);
+
+  // The end of the log `end`, once the last stable offset reached it,
+  // waiting at most `timeout` for that.
   absl::StatusOr<int64_t> DecidedEnd(const std::string& topic,
-                                     int32_t partition, absl::Duration timeout);
+                                     int32_t partition, int64_t end,
+                                     absl::Duration timeout);
+
+  // ReadSome and ReadSomeToStable: the read ends as `end_at` says.
+  absl::StatusOr<ReadProgress> ReadRange(
+      const std::string& topic, int32_t partition, int64_t from, bool whole,
+      int64_t limit, absl::Duration timeout, End end_at,
+      absl::FunctionRef<absl::Status(const LogRecord&)> visit);
 
   // Read and ReadAllFrom: ReadSome without a limit; `*end`, the high
   // watermark.

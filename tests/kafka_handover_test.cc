@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -43,7 +44,8 @@ kafka::PartitionReaderHooks OpenOnPartitionZero() {
   };
   auto open = std::make_shared<Open>();
   kafka::PartitionReaderHooks hooks;
-  hooks.stable_offset = [open](int32_t partition, int64_t stable, int64_t end) {
+  hooks.stable_offset = [open](const std::string&, int32_t partition,
+                               int64_t stable, int64_t end) {
     if (partition != 0 || end == 0) return stable;
     absl::MutexLock lock(&open->mu);
     if (!open->until.has_value()) open->until = absl::Now() + kOpenFor;

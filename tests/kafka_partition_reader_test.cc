@@ -68,7 +68,8 @@ class KafkaPartitionReaderTest : public ::testing::Test {
   static PartitionReaderHooks OpenFor(absl::Duration open_for) {
     PartitionReaderHooks hooks;
     hooks.stable_offset = [until = absl::Now() + open_for](
-                              int32_t, int64_t stable, int64_t end) {
+                              const std::string&, int32_t, int64_t stable,
+                              int64_t end) {
       return absl::Now() < until ? end - 2 : stable;
     };
     return hooks;

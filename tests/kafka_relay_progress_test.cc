@@ -62,7 +62,8 @@ std::pair<std::string, std::string> IdsApart(int32_t partitions) {
 // decided).
 PartitionReaderHooks OpenOn(int32_t partition) {
   PartitionReaderHooks hooks;
-  hooks.stable_offset = [partition](int32_t p, int64_t stable, int64_t end) {
+  hooks.stable_offset = [partition](const std::string&, int32_t p,
+                                    int64_t stable, int64_t end) {
     return p == partition && end > 0 ? end - 1 : stable;
   };
   return hooks;
