@@ -38,9 +38,9 @@ std::optional<int> PrepareShard(Request& request, const std::string& command,
   }
   std::optional<int64_t> shard = ParseNonNegative(*flag, kMaxShards - 1);
   if (!shard.has_value()) {
-    return UsageError(err, absl::StrCat("--shard: '", *flag,
-                                        "' is not a shard number (0 to ",
-                                        kMaxShards - 1, ")"));
+    return UsageError(
+        err, absl::StrCat("--shard: '", *flag, "' is not a shard number (0 to ",
+                          kMaxShards - 1, ")"));
   }
   if (request.position.has_value()) {
     return UsageError(err,
@@ -64,9 +64,9 @@ std::optional<int> CheckShard(Engine& engine, const std::string& command,
   request.shard_count = engine.shard_count();
   const std::string range = ShardRange(request.shard_count);
   if (request.shard.has_value() && *request.shard >= request.shard_count) {
-    return UsageError(err, absl::StrCat("--shard=", *request.shard,
-                                        ": the store at '", request.args.store,
-                                        "' has ", range));
+    return UsageError(
+        err, absl::StrCat("--shard=", *request.shard, ": the store at '",
+                          request.args.store, "' has ", range));
   }
   if (scope == ShardScope::kOne && request.shard_count > 1 &&
       !request.shard.has_value() && !request.position.has_value()) {

@@ -53,18 +53,16 @@ class IdemctlShardsTest : public ::testing::Test {
     ASSERT_TRUE(engine.ok()) << engine.status();
     for (int32_t p = 0; p < kPartitions; ++p) {
       const std::string id = absl::StrCat("m", p);
-      ASSERT_TRUE((*engine)
-                      ->Process({.id = id,
-                                 .source = "orders",
-                                 .partition = p,
-                                 .offset = 5},
-                                [](const Message& m, Txn& txn) {
-                                  txn.Put(absl::StrCat("key/", m.partition),
-                                          "v");
-                                  txn.Put("last", m.id);
-                                  return absl::OkStatus();
-                                })
-                      .ok());
+      ASSERT_TRUE(
+          (*engine)
+              ->Process(
+                  {.id = id, .source = "orders", .partition = p, .offset = 5},
+                  [](const Message& m, Txn& txn) {
+                    txn.Put(absl::StrCat("key/", m.partition), "v");
+                    txn.Put("last", m.id);
+                    return absl::OkStatus();
+                  })
+              .ok());
     }
   }
 
@@ -208,8 +206,7 @@ TEST_F(IdemctlShardsTest, ScanReadsOneShard) {
 // themselves, and checkpoint copies every shard: --shard is refused.
 TEST_F(IdemctlShardsTest, WholeStoreSubcommandsFindThePartitionsShard) {
   EXPECT_EQ(Run({"seen", "m1"}, {.partition = "orders:1"}).code, kExitOk);
-  EXPECT_EQ(Run({"seen", "m1"}, {.partition = "orders:3"}).code,
-            kExitNotFound);
+  EXPECT_EQ(Run({"seen", "m1"}, {.partition = "orders:3"}).code, kExitNotFound);
   EXPECT_EQ(Run({"set-offset", "orders", "3", "9"}).code, kExitOk);
   bool found = false;
   const json offsets = RunJson({"offsets"}, {.shard = "1"});
@@ -220,8 +217,8 @@ TEST_F(IdemctlShardsTest, WholeStoreSubcommandsFindThePartitionsShard) {
     }
   }
   EXPECT_TRUE(found);
-  const json exported = RunJson({"export", dir_.Sub("p1.jsonl")},
-                                {.partition = "orders:1"});
+  const json exported =
+      RunJson({"export", dir_.Sub("p1.jsonl")}, {.partition = "orders:1"});
   EXPECT_EQ(exported.value("state_entries", uint64_t{0}), 0u)
       << "the test writes no partition-prefixed state";
   EXPECT_EQ(exported.value("dedupe_records", uint64_t{0}), 1u);
