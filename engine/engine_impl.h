@@ -571,7 +571,7 @@ class EngineImpl : public Engine {
   // failed, so none is in flight at the Reset, and each that read a value
   // of the failed write (in flight, StateVersions) was queued behind it
   // and failed with it (EngineCommitTest.
-  // CommitsRacingTheReopenAfterAFailedWriteReadNothingItWrote).
+  // ReopenAfterAFailedWriteLetsNoDirtyReadOut).
   absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
 

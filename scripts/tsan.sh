@@ -25,7 +25,8 @@ esac
 # state_serializable_test (scans validated as ranges, range deletions) and
 # engine_commit_test (the path of a commit that writes nothing, a throw
 # between queueing and landing, bounded reruns, CompactExpired during a slow
-# handler; its broken twins are left out here to bound the run, and so are
+# handler, a reopen after a failed write while a commit that read its value
+# is in flight; its broken twins are left out here to bound the run, and so are
 # its commits racing the expiry sweep and a reopen: the flushes and log
 # purges they start run on RocksDB's background threads, ordered by its
 # uninstrumented locks, and TSan reports their use of idem's file wrappers
