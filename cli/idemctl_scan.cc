@@ -52,7 +52,7 @@ int RunScan(Engine& engine, const Request& r, std::ostream& out,
       options);
   if (!s.ok()) return Fail(err, "scanning the state", s);
   if (r.args.json) {
-    JsonWriter j;
+    util::JsonWriter j;
     j.BeginObject();
     j.Key("prefix");
     j.Bytes(prefix);
