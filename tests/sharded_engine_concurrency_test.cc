@@ -31,7 +31,8 @@ constexpr int kConcurrentShards = 3;
 constexpr int kConcurrentPartitions = 6;
 constexpr int kShardThreads = 4;
 constexpr int kShardBatches = 40;
-constexpr int kShardBatchSize = 4;  // partitions t .. t + 3: every batch spans shards
+constexpr int kShardBatchSize =
+    4;  // partitions t .. t + 3: every batch spans shards
 
 // Thread `t`'s batch `b`: messages of partitions t, t + 1, ... (modulo
 // kConcurrentPartitions) at offset b, each incrementing its shard's
@@ -66,9 +67,9 @@ int DeliverShardBatches(Engine& engine, int t) {
   return errors;
 }
 
-// Runs kShardThreads threads of DeliverShardBatches on a fresh sharded store opened
-// with `hooks`, then returns what differs from every message counted once
-// in its shard and every partition's offset at the last batch's; empty if
+// Runs kShardThreads threads of DeliverShardBatches on a fresh sharded store
+// opened with `hooks`, then returns what differs from every message counted
+// once in its shard and every partition's offset at the last batch's; empty if
 // nothing does.
 std::string RunParallelBatches(const EngineHooks& hooks) {
   util::TempDir dir;
@@ -83,8 +84,9 @@ std::string RunParallelBatches(const EngineHooks& hooks) {
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kShardThreads; ++t) {
-    threads.emplace_back(
-        [&engine, &errors, t] { errors.fetch_add(DeliverShardBatches(engine, t)); });
+    threads.emplace_back([&engine, &errors, t] {
+      errors.fetch_add(DeliverShardBatches(engine, t));
+    });
   }
   for (std::thread& thread : threads) thread.join();
   std::string differences;
@@ -104,8 +106,7 @@ std::string RunParallelBatches(const EngineHooks& hooks) {
     absl::StatusOr<std::optional<std::string>> counter =
         engine.shard(s)->GetState("counter");
     int64_t counted = 0;
-    if (!counter.ok() ||
-        !absl::SimpleAtoi(counter->value_or("0"), &counted) ||
+    if (!counter.ok() || !absl::SimpleAtoi(counter->value_or("0"), &counted) ||
         counted != expected[s]) {
       absl::StrAppend(&differences, "shard ", s, " counted ", counted,
                       " messages of ", expected[s], "; ");
