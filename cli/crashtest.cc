@@ -45,6 +45,8 @@ bool ParseSelfTest(const std::string& s, crash::SelfTest* self_test) {
     *self_test = crash::SelfTest::kSkipRangeValidation;
   else if (s == "fire_outside_commit")
     *self_test = crash::SelfTest::kFireOutsideCommit;
+  else if (s == "wrong_shard")
+    *self_test = crash::SelfTest::kWrongShard;
   else
     return false;
   return true;
@@ -55,10 +57,10 @@ std::string ReproduceCommand(const CrashtestArgs& a) {
       "idem-crashtest --workload=%s --cycles=%d --mode=%s --durability=%s "
       "--seed=%d --threads=%d --messages=%d --partitions=%d --batch=%d "
       "--recovery_crash_rate=%g --self_test=%s --expiry_buckets=%d "
-      "--dedupe_scope=%s%s%s",
+      "--dedupe_scope=%s --shards=%d%s%s",
       a.workload, a.cycles, a.mode, a.durability, a.seed, a.threads, a.messages,
       a.partitions, a.batch, a.recovery_crash_rate, a.self_test,
-      a.expiry_buckets, a.dedupe_scope,
+      a.expiry_buckets, a.dedupe_scope, a.shards,
       a.detect_conflicts ? " --detect_conflicts" : "",
       a.refresh_on_duplicate ? " --refresh_on_duplicate" : "");
 }
@@ -67,8 +69,8 @@ void PrintText(const CrashtestArgs& a, const crash::CrashTestReport& r,
                std::ostream& out) {
   out << absl::StrFormat(
       "idem crash test: workload=%s mode=%s durability=%s threads=%d "
-      "seed=%d\n",
-      a.workload, a.mode, a.durability, a.threads, r.seed);
+      "shards=%d seed=%d\n",
+      a.workload, a.mode, a.durability, a.threads, r.shards, r.seed);
   out << absl::StrFormat(
       "cycles:     %d crash cycles in %d epoch(s): kill %d, power loss %d "
       "(torn "
@@ -153,8 +155,8 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   if (!ParseSelfTest(args.self_test, &options.self_test)) {
     err << "idem-crashtest: --self_test must be none, ack_before_durable, "
            "split_commit, emit_outside_commit, ack_before_publish, "
-           "lost_updates, ignore_conflicts, skip_range_validation or "
-           "fire_outside_commit, got '"
+           "lost_updates, ignore_conflicts, skip_range_validation, "
+           "fire_outside_commit or wrong_shard, got '"
         << args.self_test << "'\n";
     return 2;
   }
@@ -185,6 +187,7 @@ int RunCrashtest(const CrashtestArgs& args, std::ostream& out,
   options.detect_conflicts = args.detect_conflicts;
   options.refresh_on_duplicate = args.refresh_on_duplicate;
   options.recovery_crash_rate = args.recovery_crash_rate;
+  options.shards = args.shards;
   // The option names are the flag names, but for max_batch (--batch).
   if (absl::Status s = crash::ValidateCrashTestOptions(options, **workload);
       !s.ok()) {

@@ -36,12 +36,16 @@ struct CrashtestArgs {
   std::string dedupe_scope = "store";  // store | partition
   bool detect_conflicts = false;       // Options::detect_conflicts
   bool refresh_on_duplicate = false;   // Options::refresh_on_duplicate
-  double recovery_crash_rate = 0.2;    // in [0, 1]
+  // Options::shards, in [1, 256]; above 1 with dedupe_scope "partition"
+  // and the ledger or transfers workload.
+  int shards = 1;
+  double recovery_crash_rate = 0.2;  // in [0, 1]
   // none | ack_before_durable | split_commit | emit_outside_commit |
   // ack_before_publish (these two with the pipeline workload) |
   // lost_updates (with threads >= 2) | ignore_conflicts (with
   // detect_conflicts) | skip_range_validation (with threads >= 2) |
-  // fire_outside_commit (with the windows workload)
+  // fire_outside_commit (with the windows workload) | wrong_shard (with
+  // shards >= 2)
   std::string self_test = "none";
 };
 

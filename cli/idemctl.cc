@@ -76,6 +76,7 @@ std::optional<int32_t> ParsePartition(absl::string_view text) {
 
 namespace {
 
+using idemctl::CheckShard;
 using idemctl::Fail;
 using idemctl::ParseNonNegative;
 using idemctl::ParsePartition;
@@ -85,13 +86,18 @@ using idemctl::PrepareImport;
 using idemctl::PrepareMetrics;
 using idemctl::PrepareScan;
 using idemctl::PrepareSetOffset;
+using idemctl::PrepareShard;
 using idemctl::Request;
+using idemctl::RunDump;
 using idemctl::RunExport;
 using idemctl::RunImport;
 using idemctl::RunMetrics;
 using idemctl::RunOffsets;
 using idemctl::RunScan;
 using idemctl::RunSetOffset;
+using idemctl::RunVerify;
+using idemctl::ShardScope;
+using idemctl::Target;
 using idemctl::UsageError;
 
 using Json = nlohmann::json;
@@ -99,8 +105,10 @@ using util::JsonWriter;
 
 enum class Access { kReadOnly, kWritable };
 
-// Whether a subcommand takes --source/--partition.
-enum class PositionFlags { kNone, kOptional, kRequired };
+// Whether a subcommand takes --source/--partition: not at all, to name a
+// record's partition in a partition-scoped store (kOptional), always, or to
+// name the shard to read (kShard: optional; ShardScope::kOne).
+enum class PositionFlags { kNone, kOptional, kRequired, kShard };
 
 // One subcommand.
 struct Command {
@@ -109,6 +117,7 @@ struct Command {
   std::string_view help;
   Access access;
   PositionFlags position;
+  ShardScope shards;
   // Checks and parses the arguments before the store is opened: nullopt to
   // go on, or the exit code to return. nullptr: nothing beyond the generic
   // checks of RunIdemctl.
@@ -182,13 +191,13 @@ std::optional<int> ParsePositionFlags(const Command& command, Request& request,
   return std::nullopt;
 }
 
-std::string FormatUtc(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone());
-}
-
-void PrintStatsJson(const Stats& s, std::ostream& out) {
+// The figures, and the store's shard count ("shards") and, with --shard,
+// the shard they are of ("shard").
+void PrintStatsJson(const Stats& s, const Request& r, std::ostream& out) {
   JsonWriter j;
   j.BeginObject();
+  j.Field("shards", r.shard_count);
+  if (r.shard.has_value()) j.Field("shard", *r.shard);
   const std::pair<const char*, uint64_t> counts[] = {
       {"processed", s.processed},
       {"duplicates", s.duplicates},
@@ -231,17 +240,28 @@ void PrintStatsJson(const Stats& s, std::ostream& out) {
   out << j.str() << "\n";
 }
 
+// Which shards the figures cover: "all 4 (summed)", "2 of 4", "1".
+std::string ShardsCovered(const Request& r) {
+  if (r.shard.has_value()) {
+    return absl::StrCat(*r.shard, " of ", r.shard_count);
+  }
+  return r.shard_count == 1
+             ? "1"
+             : absl::StrCat("all ", r.shard_count, " (figures summed)");
+}
+
 int RunStats(Engine& engine, const Request& r, std::ostream& out,
              std::ostream& err) {
-  absl::StatusOr<Stats> stats = engine.GetStats();
+  absl::StatusOr<Stats> stats = Target(engine, r).GetStats();
   if (!stats.ok()) return Fail(err, "reading stats", stats.status());
   const Stats& s = *stats;
   if (r.args.json) {
-    PrintStatsJson(s, out);
+    PrintStatsJson(s, r, out);
     return kExitOk;
   }
   out << absl::StrFormat(
       "store                     %s\n"
+      "shards                    %s\n"
       "estimated dedupe records  %d (live and expired, not yet compacted)\n"
       "expiry buckets            %d (dropped since opened: %d)\n"
       "outbox entries pending    %d\n"
@@ -251,11 +271,12 @@ int RunStats(Engine& engine, const Request& r, std::ostream& out,
       "counters since this idem-ctl opened the store:\n"
       "  processed %d, duplicates %d, failed %d, expired dropped %d\n"
       "  user bytes %d; written: WAL %d, flush %d, compaction %d\n",
-      r.args.store, s.estimated_live_records, s.expiry_buckets,
-      s.expiry_buckets_dropped, s.outbox_pending, s.live_sst_bytes,
-      s.memtable_bytes, s.block_cache_bytes, s.table_reader_bytes, s.processed,
-      s.duplicates, s.failed, s.expired_dropped, s.user_bytes, s.wal_bytes,
-      s.flush_bytes, s.compaction_bytes);
+      r.args.store, ShardsCovered(r), s.estimated_live_records,
+      s.expiry_buckets, s.expiry_buckets_dropped, s.outbox_pending,
+      s.live_sst_bytes, s.memtable_bytes, s.block_cache_bytes,
+      s.table_reader_bytes, s.processed, s.duplicates, s.failed,
+      s.expired_dropped, s.user_bytes, s.wal_bytes, s.flush_bytes,
+      s.compaction_bytes);
   return kExitOk;
 }
 
@@ -340,13 +361,20 @@ int RunForget(Engine& engine, const Request& r, std::ostream& out,
 int RunGet(Engine& engine, const Request& r, std::ostream& out,
            std::ostream& err) {
   const std::string& key = r.args.command[1];
-  absl::StatusOr<std::optional<std::string>> value = engine.GetState(key);
+  // A partition names its shard (Engine::GetState(source, partition, key)).
+  absl::StatusOr<std::optional<std::string>> value =
+      r.position.has_value()
+          ? engine.GetState(r.position->source, r.position->partition, key)
+          : Target(engine, r).GetState(key);
   if (!value.ok()) return Fail(err, "reading the state", value.status());
   if (r.args.json) {
     JsonWriter j;
     j.BeginObject();
     j.Key("key");
     j.Bytes(key);
+    if (std::optional<int> shard = idemctl::TargetShard(engine, r)) {
+      j.Field("shard", *shard);
+    }
     j.Field("found", value->has_value());
     j.Key("value");
     if (value->has_value()) {
@@ -364,8 +392,9 @@ int RunGet(Engine& engine, const Request& r, std::ostream& out,
   return value->has_value() ? kExitOk : kExitNotFound;
 }
 
-int RunCompact(Engine& engine, const Request& r, std::ostream& out,
+int RunCompact(Engine& store, const Request& r, std::ostream& out,
                std::ostream& err) {
+  Engine& engine = Target(store, r);
   absl::StatusOr<Stats> before = engine.GetStats();
   if (!before.ok()) return Fail(err, "reading stats", before.status());
   if (absl::Status s = engine.CompactExpired(); !s.ok()) {
@@ -410,151 +439,13 @@ int RunCheckpoint(Engine& engine, const Request& r, std::ostream& out,
   return kExitOk;
 }
 
-// One line of `dump`: the entry as a JSON object; keys, values and results
-// as byte strings (JsonQuoteBytes).
-std::string DumpEntryJson(const DumpEntry& e) {
-  JsonWriter j;
-  j.BeginObject();
-  switch (e.kind) {
-    case DumpEntry::Kind::kDedupe:
-      j.Field("kind", "dedupe");
-      j.Key("key");
-      j.Bytes(e.key);
-      j.Key("result");
-      j.Bytes(e.value);
-      j.Field("expires_at", FormatUtc(e.expires_at));
-      j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
-      j.Field("expired", e.expired);
-      j.Field("record_version", e.record_version);
-      if (e.first_processed_at != absl::InfinitePast()) {
-        j.Field("first_processed_at", FormatUtc(e.first_processed_at));
-      }
-      if (e.fingerprint.has_value()) {
-        j.Field("fingerprint", absl::StrFormat("%016x", *e.fingerprint));
-      }
-      if (!e.failure.ok()) {
-        j.Field("failure_code", absl::StatusCodeToString(e.failure.code()));
-        j.Key("failure");
-        const absl::string_view message = e.failure.message();
-        j.Bytes(std::string_view(message.data(), message.size()));
-      }
-      if (!e.source.empty() || e.partition != 0) {  // partition-scoped
-        j.Key("source");
-        j.Bytes(e.source);
-        j.Field("partition", e.partition);
-      }
-      break;
-    case DumpEntry::Kind::kState:
-      j.Field("kind", "state");
-      j.Key("key");
-      j.Bytes(e.key);
-      j.Key("value");
-      j.Bytes(e.value);
-      if (e.expires_at != absl::InfiniteFuture() &&
-          e.expires_at != absl::InfinitePast()) {  // a value with a TTL
-        j.Field("expires_at", FormatUtc(e.expires_at));
-        j.Field("expires_at_unix_micros", absl::ToUnixMicros(e.expires_at));
-        j.Field("expired", e.expired);
-      }
-      break;
-    case DumpEntry::Kind::kOffset:
-      j.Field("kind", "offset");
-      j.Key("source");
-      j.Bytes(e.key);
-      j.Field("partition", e.partition);
-      j.Field("offset", e.offset);
-      break;
-    case DumpEntry::Kind::kOutbox:
-      j.Field("kind", "outbox");
-      j.Field("position", e.position);
-      j.Key("message_id");
-      j.Bytes(e.message_id);
-      j.Key("destination");
-      j.Bytes(e.destination);
-      j.Field("partition", e.partition);
-      j.Key("key");
-      j.Bytes(e.key);
-      j.Key("value");
-      j.Bytes(e.value);
-      j.Key("headers");
-      j.BeginArray();
-      for (const auto& [name, value] : e.headers) {
-        j.BeginArray();
-        j.Bytes(name);
-        j.Bytes(value);
-        j.EndArray();
-      }
-      j.EndArray();
-      break;
-  }
-  j.EndObject();
-  return j.str();
-}
-
-int RunDump(Engine& engine, const Request& /*r*/, std::ostream& out,
-            std::ostream& err) {
-  absl::Status s = engine.Dump([&out](const DumpEntry& e) {
-    out << DumpEntryJson(e) << "\n";
-    return out.good() ? absl::OkStatus()
-                      : absl::UnavailableError("output stream failed");
-  });
-  if (!s.ok()) return Fail(err, "dumping the store", s);
-  return kExitOk;
-}
-
-int RunVerify(Engine& engine, const Request& r, std::ostream& out,
-              std::ostream& err) {
-  uint64_t dedupe = 0, expired = 0, state = 0, offsets = 0, outbox = 0;
-  absl::Status s = engine.Dump([&](const DumpEntry& e) {
-    switch (e.kind) {
-      case DumpEntry::Kind::kDedupe:
-        ++dedupe;
-        if (e.expired) ++expired;
-        break;
-      case DumpEntry::Kind::kState:
-        ++state;
-        break;
-      case DumpEntry::Kind::kOffset:
-        ++offsets;
-        break;
-      case DumpEntry::Kind::kOutbox:
-        ++outbox;
-        break;
-    }
-    return absl::OkStatus();
-  });
-  if (r.args.json) {
-    JsonWriter j;
-    j.BeginObject();
-    j.Field("intact", s.ok());
-    if (s.ok()) {
-      j.Field("dedupe_records", dedupe);
-      j.Field("expired_dedupe_records", expired);
-      j.Field("state_entries", state);
-      j.Field("offsets", offsets);
-      j.Field("outbox_entries", outbox);
-    } else {
-      j.Field("error", s.ToString());
-    }
-    j.EndObject();
-    out << j.str() << "\n";
-  }
-  if (!s.ok()) return Fail(err, "the store is damaged", s);
-  if (!r.args.json) {
-    out << absl::StrFormat(
-        "intact: %d dedupe records (%d expired), %d state entries, %d "
-        "offsets, %d outbox entries\n",
-        dedupe, expired, state, offsets, outbox);
-  }
-  return kExitOk;
-}
-
 constexpr Command kCommands[] = {
     {"stats",
      {},
      "Store size figures and counters.",
      Access::kReadOnly,
      PositionFlags::kNone,
+     ShardScope::kEach,
      nullptr,
      RunStats},
     {"seen",
@@ -564,6 +455,7 @@ constexpr Command kCommands[] = {
      "store.",
      Access::kReadOnly,
      PositionFlags::kOptional,
+     ShardScope::kWhole,
      nullptr,
      RunSeen},
     {"forget",
@@ -572,21 +464,26 @@ constexpr Command kCommands[] = {
      "(--source/--partition as for seen).",
      Access::kWritable,
      PositionFlags::kOptional,
+     ShardScope::kWhole,
      nullptr,
      RunForget},
     {"get",
      {"KEY"},
-     "The committed state value of KEY (exit 1: no value).",
+     "The committed state value of KEY (exit 1: no value); in a sharded "
+     "store, of --shard=N or of the partition's shard (--source/--partition).",
      Access::kReadOnly,
-     PositionFlags::kNone,
+     PositionFlags::kShard,
+     ShardScope::kOne,
      nullptr,
      RunGet},
     {"scan",
      {},
      "The committed state keys under --prefix (default: all) in key order, "
-     "with their values; --limit=N, --reverse.",
+     "with their values; --limit=N, --reverse; in a sharded store, of one "
+     "shard, as for get.",
      Access::kReadOnly,
-     PositionFlags::kNone,
+     PositionFlags::kShard,
+     ShardScope::kOne,
      PrepareScan,
      RunScan},
     {"offsets",
@@ -594,6 +491,7 @@ constexpr Command kCommands[] = {
      "Every stored (source, partition, offset).",
      Access::kReadOnly,
      PositionFlags::kNone,
+     ShardScope::kEach,
      nullptr,
      RunOffsets},
     {"set-offset",
@@ -602,6 +500,7 @@ constexpr Command kCommands[] = {
      "state and dedupe records stay).",
      Access::kWritable,
      PositionFlags::kNone,
+     ShardScope::kWhole,
      PrepareSetOffset,
      RunSetOffset},
     {"compact",
@@ -609,6 +508,7 @@ constexpr Command kCommands[] = {
      "Flush and compact, dropping expired dedupe records.",
      Access::kWritable,
      PositionFlags::kNone,
+     ShardScope::kEach,
      nullptr,
      RunCompact},
     {"checkpoint",
@@ -616,6 +516,7 @@ constexpr Command kCommands[] = {
      "Write a consistent copy of the store to DIR (must not exist).",
      Access::kWritable,
      PositionFlags::kNone,
+     ShardScope::kWhole,
      nullptr,
      RunCheckpoint},
     {"dump",
@@ -623,6 +524,7 @@ constexpr Command kCommands[] = {
      "Every dedupe record, state entry and offset as JSON lines.",
      Access::kReadOnly,
      PositionFlags::kNone,
+     ShardScope::kEach,
      nullptr,
      RunDump},
     {"verify",
@@ -630,6 +532,7 @@ constexpr Command kCommands[] = {
      "Decode every stored record; exit 0 if intact, 3 naming the damaged key.",
      Access::kReadOnly,
      PositionFlags::kNone,
+     ShardScope::kEach,
      nullptr,
      RunVerify},
     {"metrics",
@@ -638,6 +541,7 @@ constexpr Command kCommands[] = {
      "count from this idem-ctl's open, so read 0).",
      Access::kReadOnly,
      PositionFlags::kNone,
+     ShardScope::kEach,
      PrepareMetrics,
      RunMetrics},
     {"export",
@@ -646,6 +550,7 @@ constexpr Command kCommands[] = {
      "lines: its state, offset and dedupe records.",
      Access::kReadOnly,
      PositionFlags::kRequired,
+     ShardScope::kWhole,
      nullptr,
      RunExport},
     {"import",
@@ -654,6 +559,7 @@ constexpr Command kCommands[] = {
      "one commit.",
      Access::kWritable,
      PositionFlags::kNone,
+     ShardScope::kWhole,
      PrepareImport,
      RunImport},
 };
@@ -667,6 +573,25 @@ bool IsPartitionScoped(const std::string& path) {
       rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &families);
   return s.ok() && std::find(families.begin(), families.end(),
                              kPartitionScopeColumnFamily) != families.end();
+}
+
+// How `command` opens the store at `path`: never creating it; read-only for
+// inspection, which works on a store a consumer holds open; writable for
+// changes, which need it alone and the store's own dedupe scope; with the
+// store's shard count (a sharded store is partition-scoped).
+absl::StatusOr<Options> OpenOptions(const Command& command,
+                                    const std::string& path) {
+  absl::StatusOr<int> shards = idemctl::StoreShardCount(path);
+  if (!shards.ok()) return shards.status();
+  Options options;
+  options.create_if_missing = false;
+  options.durability = Durability::kSync;
+  options.read_only = command.access == Access::kReadOnly;
+  options.shards = *shards;
+  if (options.shards > 1 || (!options.read_only && IsPartitionScoped(path))) {
+    options.dedupe_scope = DedupeScope::kPartition;
+  }
+  return options;
 }
 
 }  // namespace
@@ -701,6 +626,9 @@ std::string IdemctlUsage() {
          "  | import FILE\n"
          "In a partition-scoped store seen and forget need the message's\n"
          "partition: --source=S --partition=P (or --partition=S:P).\n"
+         "In a sharded store get and scan read one shard: --shard=N, or the\n"
+         "partition's (--source=S --partition=P); stats, offsets, compact, "
+         "dump,\nverify and metrics cover every shard, or --shard=N alone.\n"
          "\n"
          "Exit codes: 0 success (seen: the ID was seen), 1 not found (seen: "
          "the ID was\nnot seen; get: KEY has no value; export: nothing stored "
@@ -761,26 +689,26 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
   if (std::optional<int> code = ParsePositionFlags(*command, request, err)) {
     return *code;
   }
+  if (std::optional<int> code =
+          PrepareShard(request, name, command->shards, err)) {
+    return *code;
+  }
   if (command->prepare != nullptr) {
     if (std::optional<int> code = command->prepare(request, err)) return *code;
   }
 
-  Options options;
-  options.create_if_missing = false;
-  options.durability = Durability::kSync;
-  // Inspection works on a store a consumer holds open; changes need it
-  // alone, and a writable open needs the store's own dedupe scope.
-  options.read_only = command->access == Access::kReadOnly;
-  if (!options.read_only && IsPartitionScoped(args.store)) {
-    options.dedupe_scope = DedupeScope::kPartition;
+  absl::StatusOr<Options> options = OpenOptions(*command, args.store);
+  if (!options.ok()) {
+    return Fail(err, absl::StrCat("reading the store at '", args.store, "'"),
+                options.status());
   }
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Open(args.store, options);
+      Engine::Open(args.store, *options);
   if (!engine.ok()) {
     std::string what = absl::StrCat("cannot open store at '", args.store, "'");
     if (absl::IsNotFound(engine.status())) {
       absl::StrAppend(&what, " (idem-ctl never creates a store)");
-    } else if (!options.read_only &&
+    } else if (!options->read_only &&
                absl::IsFailedPrecondition(engine.status()) &&
                (absl::StrContains(engine.status().message(), "lock") ||
                 absl::StrContains(engine.status().message(),
@@ -801,6 +729,10 @@ int RunIdemctl(const IdemctlArgs& args, std::ostream& out, std::ostream& err) {
                           "' on a partition-scoped store needs the message's "
                           "partition: --source=S --partition=P (or "
                           "--partition=S:P)"));
+  }
+  if (std::optional<int> code =
+          CheckShard(**engine, name, command->shards, request, err)) {
+    return *code;
   }
   return command->run(**engine, request, out, err);
 }

@@ -10,6 +10,17 @@
 // partition-scoped store (DedupeScope::kPartition), whose records are kept per
 // partition; export names its partition the same way.
 //
+// A sharded store (Options::shards > 1; its directory holds SHARDS and
+// shard-000, shard-001, ...) is opened with its shard count. seen, forget,
+// set-offset, export and import find each partition's shard themselves and
+// checkpoint copies every shard: they take no --shard. stats, offsets,
+// compact, dump, verify and metrics cover every shard (stats and metrics
+// summed, dump's lines each with a "shard" member), or with --shard=N that
+// shard alone. get and scan read one shard's state: --shard=N, or the
+// shard of the partition --source/--partition name; on a sharded store
+// without either they fail with a usage error naming both. On an unsharded
+// store --shard=0 is the store itself.
+//
 // RunIdemctl is the whole tool minus flag parsing (tools/idemctl_main.cc), so
 // tests drive it directly. It opens the store with create_if_missing = false
 // and Durability::kSync, runs one subcommand, writes results to `out` and
@@ -27,7 +38,8 @@
 //   {"kind":"state","key":"...","value":"..."}
 //   {"kind":"offset","source":"...","partition":N,"offset":N}
 // (a partition-scoped store's dedupe lines also carry "source" and
-// "partition"; unacknowledged outbox entries follow as "kind":"outbox").
+// "partition"; unacknowledged outbox entries follow as "kind":"outbox"; a
+// sharded store's lines start with "shard":N, shard after shard).
 //
 // `export` writes one partition (Engine::ExportPartition) to FILE as JSON
 // lines, which `import` reads back (Engine::ImportPartition):
@@ -91,9 +103,11 @@ namespace idem::cli {
 // idem-ctl's exit codes: kExitOk (0) on success; kExitUsage (2, cli/
 // exit_codes.h) when the command line was wrong (missing --store, unknown
 // subcommand, wrong number of arguments, an ID, partition or offset out of
-// range; flag syntax errors are reported by ParseToolFlags before RunIdemctl
-// runs); and kExitNotFound (1) when what was asked about is absent: `seen ID`
-// when the ID was not seen, `get KEY` when the key has no value.
+// range, --shard out of range, or neither --shard nor a partition where a
+// sharded store needs one; flag syntax errors are reported by ParseToolFlags
+// before RunIdemctl runs); and kExitNotFound (1) when what was asked about is
+// absent: `seen ID` when the ID was not seen, `get KEY` when the key has no
+// value.
 inline constexpr int kExitNotFound = 1;
 inline constexpr int kExitNotSeen = kExitNotFound;
 // The command was understood but failed (store missing or open elsewhere,
@@ -111,6 +125,10 @@ struct IdemctlArgs {
   // last ':'), P a number >= 0; nullopt when the flag was not given.
   std::optional<std::string> source;
   std::optional<std::string> partition;
+  // --shard (stats, get, scan, offsets, compact, dump, verify, metrics): the
+  // shard of a sharded store to run on, a number below its shard count;
+  // nullopt when the flag was not given.
+  std::optional<std::string> shard;
   // --prefix, --limit and --reverse (scan only): the keys to visit, at most
   // how many (a whole number; 0 or unset: all), and in reverse order.
   std::optional<std::string> prefix;

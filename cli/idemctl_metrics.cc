@@ -1,6 +1,8 @@
 // idem-ctl metrics: the store's figures as idem::PrometheusCollector
 // (idem/prometheus/collector.h) registers them, in Prometheus' text
-// exposition format, or as JSON with --json. Without prometheus-cpp
+// exposition format, or as JSON with --json: the whole store's (a sharded
+// store's summed), or with --shard=N that shard's, labelled shard="N".
+// Without prometheus-cpp
 // (IDEM_HAVE_PROMETHEUS off) the subcommand fails before opening the store.
 
 #include <optional>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "idem/prometheus/collector.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
@@ -110,8 +113,11 @@ std::optional<int> PrepareMetrics(Request&, std::ostream&) {
 int RunMetrics(Engine& engine, const Request& r, std::ostream& out,
                std::ostream& err) {
   prometheus::Registry registry;
+  // One shard's series carry its number.
+  PrometheusCollectorOptions options;
+  if (r.shard.has_value()) options.labels = {{"shard", absl::StrCat(*r.shard)}};
   absl::StatusOr<std::unique_ptr<PrometheusCollector>> collector =
-      PrometheusCollector::Create(&engine, registry);
+      PrometheusCollector::Create(&Target(engine, r), registry, options);
   if (!collector.ok()) return Fail(err, "collecting", collector.status());
   if (absl::Status s = (*collector)->Update(); !s.ok()) {
     return Fail(err, "reading stats", s);

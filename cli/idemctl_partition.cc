@@ -48,7 +48,7 @@ std::string SnapshotText(const PartitionSnapshot& s) {
 int RunOffsets(Engine& engine, const Request& r, std::ostream& out,
                std::ostream& err) {
   std::vector<DumpEntry> offsets;
-  absl::Status s = engine.Dump([&offsets](const DumpEntry& e) {
+  absl::Status s = Target(engine, r).Dump([&offsets](const DumpEntry& e) {
     if (e.kind == DumpEntry::Kind::kOffset) offsets.push_back(e);
     return absl::OkStatus();
   });

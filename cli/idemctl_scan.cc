@@ -1,5 +1,6 @@
 // idem-ctl's subcommand scan: the committed state keys under a prefix, in
-// key order (Engine::ScanState).
+// key order (Engine::ScanState), of the store or, in a sharded store, of
+// one shard (Target).
 
 #include <cstdint>
 #include <limits>
@@ -42,7 +43,7 @@ int RunScan(Engine& engine, const Request& r, std::ostream& out,
   options.limit = r.limit;
   std::vector<std::pair<std::string, std::string>> entries;
   // A view of the committed state: a consumer may hold the store meanwhile.
-  const absl::Status s = engine.ScanState(
+  const absl::Status s = Target(engine, r).ScanState(
       prefix, KeyRangeEnd(prefix),
       [&](std::string_view key, std::string_view value) {
         entries.emplace_back(key, value);
@@ -51,13 +52,16 @@ int RunScan(Engine& engine, const Request& r, std::ostream& out,
       options);
   if (!s.ok()) return Fail(err, "scanning the state", s);
   if (r.args.json) {
-    JsonWriter j;
+    util::JsonWriter j;
     j.BeginObject();
     j.Key("prefix");
     j.Bytes(prefix);
     j.Field("reverse", options.reverse);
     j.Field("limit", static_cast<uint64_t>(options.limit));
     j.Field("count", static_cast<uint64_t>(entries.size()));
+    if (std::optional<int> shard = TargetShard(engine, r)) {
+      j.Field("shard", *shard);
+    }
     j.Key("entries");
     j.BeginArray();
     for (const auto& [key, value] : entries) {

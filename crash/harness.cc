@@ -176,6 +176,7 @@ class Run {
                       500 * static_cast<size_t>(std::max(options_.cycles, 1)))),
         rng_(options.seed) {
     report_.seed = options_.seed;
+    report_.shards = options_.shards;
     names_.assign(std::begin(kInvariantNames), std::end(kInvariantNames));
     if (!downstream_.empty()) {
       names_.insert(names_.end(), std::begin(kOutboxInvariantNames),
@@ -408,24 +409,32 @@ class Run {
     return plan;
   }
 
-  // The worker of run `plan`: it starts at the acknowledged offsets, and a
-  // kill-point run arms its kill point.
-  WorkerConfig WorkerConfigFor(const RunPlan& plan) {
+  // What every process that opens the stores needs: their paths, the
+  // engine's options, the journal.
+  WorkerConfig StoreConfig() const {
     WorkerConfig config;
     config.store_path = store_;
     config.downstream_path = downstream_;
-    config.log_path = plan.log_path;
     config.durability = options_.durability;
-    config.self_test = options_.self_test;
-    config.threads = options_.threads;
-    config.max_batch = options_.max_batch;
     config.expiry_buckets = options_.expiry_buckets;
     config.dedupe_scope = options_.dedupe_scope;
     config.detect_conflicts = options_.detect_conflicts;
     config.refresh_on_duplicate = options_.refresh_on_duplicate;
+    config.shards = options_.shards;
+    config.crash_fs.journal_path = journal_;
+    return config;
+  }
+
+  // The worker of run `plan`: it starts at the acknowledged offsets, and a
+  // kill-point run arms its kill point.
+  WorkerConfig WorkerConfigFor(const RunPlan& plan) {
+    WorkerConfig config = StoreConfig();
+    config.log_path = plan.log_path;
+    config.self_test = options_.self_test;
+    config.threads = options_.threads;
+    config.max_batch = options_.max_batch;
     config.concurrent_duplicate_rate = options_.concurrent_duplicate_rate;
     config.seed = options_.seed * 1000003 + static_cast<uint64_t>(runs_);
-    config.crash_fs.journal_path = journal_;
     for (int p = 0; p < options_.partitions; ++p) {
       config.start_offsets.push_back(acked_offsets_[p] + 1);
     }
@@ -601,17 +610,15 @@ class Run {
   // Forks a recovery (Open of the stores) and crashes it as the worker was:
   // at a kill point, or by a SIGKILL within 40 ms.
   absl::Status CrashRecovery(const RunPlan& plan) {
-    CrashFsOptions recovery_fs;
-    recovery_fs.journal_path = journal_;
-    if (plan.crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery_fs);
+    WorkerConfig recovery = StoreConfig();
+    if (plan.crash == CycleCrash::kKillPoint) ArmKillPoint(&recovery.crash_fs);
     const pid_t rpid = ::fork();
     if (rpid < 0) {
       return absl::UnavailableError(
           absl::StrCat("fork: ", std::strerror(errno)));
     }
     if (rpid == 0) {
-      RunRecovery(store_, downstream_, recovery_fs, options_.durability,
-                  options_.expiry_buckets, options_.dedupe_scope);
+      RunRecovery(recovery);
     }
     if (plan.crash != CycleCrash::kKillPoint) {
       absl::SleepFor(RandomDelay(absl::Milliseconds(40)));
@@ -629,6 +636,7 @@ class Run {
     VerifyInput input;
     input.stream = &stream_;
     input.dedupe_scope = options_.dedupe_scope;
+    input.shards = options_.shards;
     input.workload = &workload_;
     input.delivered = &delivered_;
     input.acked = &acked_;
@@ -705,6 +713,7 @@ std::string CrashTestReportToJson(const CrashTestReport& r) {
   JsonWriter j;
   j.BeginObject();
   j.Field("seed", r.seed);
+  j.Field("shards", r.shards);
   j.Field("passed", r.passed());
   j.Field("cycles", r.cycles);
   j.Field("epochs", r.epochs);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "engine/validate.h"  // kMaxShards, Options::shards' bound
 #include "idem/crash/harness.h"
 
 namespace idem::crash {
@@ -61,6 +62,15 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
     return absl::InvalidArgumentError(
         "dedupe_scope is not a DedupeScope value");
   }
+  if (o.shards < 1 || o.shards > kMaxShards) {
+    return OutOfRange("shards", 1, kMaxShards, o.shards);
+  }
+  if (o.shards > 1 && o.dedupe_scope != DedupeScope::kPartition) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shards = ", o.shards,
+        " needs dedupe_scope = partition: a sharded engine keeps each "
+        "message's dedupe record in its partition's shard"));
+  }
   const std::pair<const char*, double> rates[] = {
       {"producer_duplicate_rate", o.producer_duplicate_rate},
       {"concurrent_duplicate_rate", o.concurrent_duplicate_rate},
@@ -82,6 +92,10 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& o) {
   if (o.self_test == SelfTest::kIgnoreConflicts && !o.detect_conflicts) {
     return absl::InvalidArgumentError(
         "self_test=ignore_conflicts needs detect_conflicts");
+  }
+  if (o.self_test == SelfTest::kWrongShard && o.shards < 2) {
+    return absl::InvalidArgumentError(
+        "self_test=wrong_shard needs shards >= 2");
   }
   if (o.max_kill_delay < absl::ZeroDuration() ||
       o.max_kill_delay > kMaxKillDelay) {
@@ -111,6 +125,13 @@ absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
     return absl::InvalidArgumentError(
         absl::StrCat("self_test=fire_outside_commit needs a workload whose "
                      "handler sets timers (e.g. windows), got ",
+                     workload.name()));
+  }
+  if (options.shards > 1 && !workload.supports_shards()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards = ", options.shards,
+                     " needs a workload whose state is "
+                     "partition-local (ledger or transfers), got ",
                      workload.name()));
   }
   return absl::OkStatus();

@@ -4,6 +4,14 @@
 // serializable state (a handler whose read changed under it runs again)
 // must keep every balance equal to the committed transfers and the total at
 // zero; SelfTest::kLostUpdates turns that off to show the check fails.
+//
+// On a sharded engine (CrashTestOptions::shards > 1) state is
+// partition-local, so a transfer must stay within its partition's shard:
+// the account keys name accounts of the shard the transfer commits in, each
+// shard has its own four, and a transfer moves an amount between two of
+// them. Each shard's balances must equal its committed transfers and total
+// zero. Partitions that share a shard (partition modulo shards) share its
+// accounts, so threads that deliver them still contend.
 
 #include <cstdint>
 #include <random>
@@ -53,6 +61,8 @@ std::string TransferKey(std::string_view id) {
 class TransfersWorkload : public Workload {
  public:
   std::string name() const override { return "transfers"; }
+
+  bool supports_shards() const override { return true; }
 
   std::vector<StreamMessage> Generate(uint64_t seed,
                                       size_t count) const override {

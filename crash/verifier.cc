@@ -15,22 +15,31 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "crash/outbox_verifier.h"
+#include "engine/sharded_engine.h"  // kShardShift
 #include "idem/engine.h"
 
 namespace idem::crash {
 namespace {
 
+// The engine that holds the state of `partition`'s messages: its shard
+// (what Engine::GetState(source, partition, key) reads); the engine itself
+// when it has one shard.
+Engine& StateOf(Engine& engine, int32_t partition) {
+  return *engine.shard(engine.ShardOf(partition));
+}
+
 // Checks stream message `m`'s dedupe record (looked up on `partition` under
-// partition scope) against its effect and against what the event logs say
-// was delivered, acknowledged and in flight: no_lost_ack, no_phantom,
-// atomicity and bounded_in_flight. Returns whether the record is present
-// (false if it could not be read).
+// partition scope) against its effect (in `partition`'s shard) and against what
+// the event logs say was delivered, acknowledged and in flight: no_lost_ack,
+// no_phantom, atomicity and bounded_in_flight. Returns whether the record is
+// present (false if it could not be read).
 bool CheckRecord(Engine& engine, const VerifyInput& in, const StreamMessage& m,
                  int32_t partition, Checker& check) {
   absl::StatusOr<bool> seen = in.dedupe_scope == DedupeScope::kPartition
                                   ? engine.Seen(m.id, kStreamSource, partition)
                                   : engine.Seen(m.id);
-  absl::StatusOr<bool> effect = in.workload->EffectPresent(engine, m);
+  absl::StatusOr<bool> effect =
+      in.workload->EffectPresent(StateOf(engine, partition), m);
   if (!seen.ok() || !effect.ok()) {
     check.Violation(
         "atomicity",
@@ -82,17 +91,27 @@ std::vector<bool> CheckRecords(Engine& engine, const VerifyInput& in,
 }
 
 // exactly_once_effect: the workload's state is the effects of exactly the
-// `present` messages.
+// `present` messages; shard by shard, the effects of the present messages of
+// the shard's partitions.
 void CheckEffects(Engine& engine, const VerifyInput& in,
                   const std::vector<bool>& present, Checker& check) {
   const Stream& stream = *in.stream;
-  std::vector<StreamMessage> applied;
+  const std::vector<int32_t> partition_of = MessagePartitions(stream);
+  std::vector<std::vector<StreamMessage>> applied(engine.shard_count());
   for (size_t i = 0; i < stream.messages.size(); ++i) {
-    if (present[i]) applied.push_back(stream.messages[i]);
+    if (present[i]) {
+      applied[engine.ShardOf(partition_of[i])].push_back(stream.messages[i]);
+    }
   }
   check.Evaluated("exactly_once_effect");
-  if (absl::Status s = in.workload->Verify(engine, applied); !s.ok()) {
-    check.Violation("exactly_once_effect", s.ToString());
+  for (int shard = 0; shard < engine.shard_count(); ++shard) {
+    absl::Status s = in.workload->Verify(*engine.shard(shard), applied[shard]);
+    if (s.ok()) continue;
+    check.Violation("exactly_once_effect",
+                    engine.shard_count() == 1
+                        ? s.ToString()
+                        : absl::StrCat("shard ", shard, ": ", s.ToString()));
+    return;
   }
 }
 
@@ -139,14 +158,17 @@ std::vector<const CycleEvents::Commit*> InCommitOrder(
 }
 
 // commit_prefix: each of the run's commits survived whole or not at all,
-// and none survived after one that was lost. A commit's logged sequence is
-// the store's latest when its batch returned (Result::sequence), which a
-// concurrent commit that landed just after it may have raised: two commits
-// that logged the same sequence are in no known order.
+// and none survived after one of its shard that was lost (shards have write
+// paths of their own: a crash may cut one shard's and not another's). A
+// commit's logged sequence is the store's latest when its batch returned
+// (Result::sequence), which a concurrent commit that landed just after it
+// may have raised: two commits that logged the same sequence are in no
+// known order.
 void CheckCommitPrefix(const Stream& stream,
                        const std::vector<CycleEvents::Commit>& all,
                        const std::vector<bool>& present, Checker& check) {
   check.Evaluated("commit_prefix");
+  // Sorted by sequence, so by shard (the top bits) and in each shard's order.
   const std::vector<const CycleEvents::Commit*> commits = InCommitOrder(all);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < stream.messages.size(); ++i) {
@@ -154,6 +176,10 @@ void CheckCommitPrefix(const Stream& stream,
   }
   const CycleEvents::Commit* first_missing = nullptr;
   for (const CycleEvents::Commit* c : commits) {
+    if (first_missing != nullptr && (first_missing->sequence >> kShardShift) !=
+                                        (c->sequence >> kShardShift)) {
+      first_missing = nullptr;  // another shard's commits
+    }
     size_t found = 0;
     for (const std::string& id : c->processed) {
       if (auto it = index.find(id); it != index.end() && present[it->second]) {
@@ -246,6 +272,7 @@ VerifyOutput VerifyStore(const std::string& store_path,
   Options options;
   options.create_if_missing = false;
   options.dedupe_scope = input.dedupe_scope;
+  options.shards = input.shards;
   check.Evaluated("recovery_opens");
   const absl::Time start = absl::Now();
   absl::StatusOr<std::unique_ptr<Engine>> engine =

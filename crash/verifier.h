@@ -27,7 +27,8 @@ inline constexpr const char* kInvariantNames[] = {
                             // present
     "bounded_in_flight",    // present but unacknowledged IDs were in flight
     "commit_prefix",        // the surviving commits of a cycle are a prefix
-                            // of its commit order
+                            // of its commit order (each shard's of that
+                            // shard's)
     "worker_errors",        // no worker saw a storage or handler error
     "final_complete",       // after the final crash-free run, every unique ID
                             // is present (and, with a Downstream, the
@@ -58,6 +59,10 @@ struct VerifyInput {
   // The worker's Options::dedupe_scope: under kPartition a message's record
   // is looked up on the partition the stream put it in.
   DedupeScope dedupe_scope = DedupeScope::kStore;
+  // The worker's Options::shards: with more than one, a message's state is
+  // read in its partition's shard, and each shard's state is checked
+  // against the messages of its partitions.
+  int shards = 1;
   // Over all cycles so far.
   const absl::flat_hash_set<std::string>* delivered = nullptr;
   const absl::flat_hash_set<std::string>* acked = nullptr;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -17,6 +18,7 @@
 #include "crash/fire_timers.h"
 #include "crash/relay.h"
 #include "engine/engine_hooks.h"
+#include "engine/sharded_engine.h"  // kShardShift
 #include "rocksdb/env.h"
 
 namespace idem::crash {
@@ -30,6 +32,7 @@ EngineHooks HooksFor(SelfTest self_test) {
   hooks.skip_read_validation = self_test == SelfTest::kLostUpdates;
   hooks.skip_range_validation = self_test == SelfTest::kSkipRangeValidation;
   hooks.fire_outside_commit = self_test == SelfTest::kFireOutsideCommit;
+  hooks.wrong_shard = self_test == SelfTest::kWrongShard;
   return hooks;
 }
 
@@ -40,39 +43,37 @@ struct OpenedStores {
   std::unique_ptr<Engine> downstream;  // null without a downstream path
 };
 
-// Opens the store with `self_test`'s hooks, and the downstream store (if
-// `downstream_path` is not empty) without, through one CrashFileSystem: one
-// journal, and kill points counted over both.
+// Opens the store with `config`'s self-test hooks, and the downstream store
+// (if `downstream_path` is not empty) without, through one CrashFileSystem
+// configured by `config.crash_fs`: one journal, and kill points counted over
+// both (and over every shard of a sharded store).
 absl::StatusOr<OpenedStores> OpenThroughCrashFs(
-    const std::string& path, const std::string& downstream_path,
-    const CrashFsOptions& crash_fs, Durability durability, int expiry_buckets,
-    DedupeScope dedupe_scope, SelfTest self_test,
-    const WorkerConfig* policies = nullptr) {
+    const WorkerConfig& config, const std::string& downstream_path) {
   auto fs = std::make_shared<CrashFileSystem>(rocksdb::FileSystem::Default(),
-                                              crash_fs);
+                                              config.crash_fs);
   if (!fs->status().ok()) return fs->status();
   OpenedStores opened;
   opened.env = rocksdb::NewCompositeEnv(fs);
   Options options;
-  options.durability = durability;
-  options.expiry_buckets = expiry_buckets;
-  options.dedupe_scope = dedupe_scope;
-  if (policies != nullptr) {
-    options.detect_conflicts = policies->detect_conflicts;
-    options.refresh_on_duplicate = policies->refresh_on_duplicate;
-  }
+  options.durability = config.durability;
+  options.expiry_buckets = config.expiry_buckets;
+  options.dedupe_scope = config.dedupe_scope;
+  options.detect_conflicts = config.detect_conflicts;
+  options.refresh_on_duplicate = config.refresh_on_duplicate;
+  options.shards = config.shards;
   options.env = opened.env.get();
   // Small memtables: flushes and compactions happen within a short cycle,
   // so crashes land in them too.
   options.write_buffer_bytes = size_t{256} << 10;
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      OpenEngineWithHooks(path, options, HooksFor(self_test));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = OpenEngineWithHooks(
+      config.store_path, options, HooksFor(config.self_test));
   if (!engine.ok()) return engine.status();
   opened.engine = std::move(*engine);
   if (!downstream_path.empty()) {
     // The downstream dedupes by the entries' message IDs, whatever the
-    // upstream's scope.
+    // upstream's scope, in one store.
     options.dedupe_scope = DedupeScope::kStore;
+    options.shards = 1;
     absl::StatusOr<std::unique_ptr<Engine>> downstream =
         Engine::Open(downstream_path, options);
     if (!downstream.ok()) {
@@ -278,7 +279,8 @@ class Worker {
 
   // Delivers one batch and acknowledges it once durable. A conflicting
   // redelivery (Batch::conflicting) must be kConflict; any other outcome is
-  // logged for the conflicts_rejected invariant.
+  // logged for the conflicts_rejected invariant. A batch that spans shards
+  // committed one write per shard: each is logged as a commit of its own.
   bool Deliver(int partition, int64_t last_offset, const Batch& batch) {
     const std::vector<std::string>& ids = batch.ids;
     log_.Invoke(ids);
@@ -286,7 +288,8 @@ class Worker {
         batch.messages,
         [this](const Message& m, Txn& txn) { return Handle(m, txn); });
     if (!results.ok()) return Fail(results.status().ToString());
-    std::vector<std::string> processed;
+    // By shard (the top bits of a sequence, kShardShift).
+    std::map<uint64_t, CycleEvents::Commit> commits;
     uint64_t duplicates = 0;
     uint64_t conflicts = 0;
     uint64_t sequence = 0;
@@ -296,7 +299,9 @@ class Worker {
         return Fail(
             absl::StrCat("message ", ids[i], " failed: ", r.error.ToString()));
       }
-      if (r.outcome == Outcome::kProcessed) processed.push_back(ids[i]);
+      CycleEvents::Commit& commit = commits[r.sequence >> kShardShift];
+      commit.sequence = std::max(commit.sequence, r.sequence);
+      if (r.outcome == Outcome::kProcessed) commit.processed.push_back(ids[i]);
       if (r.outcome == Outcome::kDuplicate) ++duplicates;
       if (r.outcome == Outcome::kConflict) ++conflicts;
       if (batch.conflicting[i] && r.outcome != Outcome::kConflict) {
@@ -307,7 +312,11 @@ class Worker {
       sequence = std::max(sequence, r.sequence);
     }
     if (conflicts > 0) log_.Conflicts(conflicts);
-    log_.Commit(sequence, duplicates, processed);
+    for (const auto& [shard, commit] : commits) {
+      log_.Commit(commit.sequence, duplicates, commit.processed);
+      duplicates = 0;  // counted once
+    }
+    // The largest sequence covers every shard's part (Engine::WaitDurable).
     if (absl::Status s = engine_.WaitDurable(sequence); !s.ok()) {
       return Fail(s.ToString());
     }
@@ -341,9 +350,7 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
   EventLogWriter log(config.log_path);
   const Downstream* downstream = workload.downstream();
   absl::StatusOr<OpenedStores> opened = OpenThroughCrashFs(
-      config.store_path, downstream != nullptr ? config.downstream_path : "",
-      config.crash_fs, config.durability, config.expiry_buckets,
-      config.dedupe_scope, config.self_test, &config);
+      config, downstream != nullptr ? config.downstream_path : "");
   if (!opened.ok()) {
     log.Error(absl::StrCat("open: ", opened.status().ToString()));
     ::_exit(3);
@@ -369,13 +376,11 @@ void RunWorker(const WorkerConfig& config, const Stream& stream,
   ::_exit(ok ? 0 : 4);
 }
 
-void RunRecovery(const std::string& store_path,
-                 const std::string& downstream_path,
-                 const CrashFsOptions& crash_fs, Durability durability,
-                 int expiry_buckets, DedupeScope dedupe_scope) {
+void RunRecovery(const WorkerConfig& config) {
+  WorkerConfig recovery = config;
+  recovery.self_test = SelfTest::kNone;
   absl::StatusOr<OpenedStores> opened =
-      OpenThroughCrashFs(store_path, downstream_path, crash_fs, durability,
-                         expiry_buckets, dedupe_scope, SelfTest::kNone);
+      OpenThroughCrashFs(recovery, recovery.downstream_path);
   if (!opened.ok()) ::_exit(3);
   opened->downstream.reset();
   opened->engine.reset();

@@ -33,6 +33,7 @@ struct WorkerConfig {
   DedupeScope dedupe_scope = DedupeScope::kStore;  // Options::dedupe_scope
   bool detect_conflicts = false;                   // Options::detect_conflicts
   bool refresh_on_duplicate = false;  // Options::refresh_on_duplicate
+  int shards = 1;                     // Options::shards
   double concurrent_duplicate_rate = 0;
   uint64_t seed = 0;
   // Per partition, the first offset to deliver (the broker's acknowledged
@@ -49,15 +50,12 @@ struct WorkerConfig {
 [[noreturn]] void RunWorker(const WorkerConfig& config, const Stream& stream,
                             const Workload& workload);
 
-// Opens the store (and, unless `downstream_path` is empty, the downstream
-// store) through a CrashFileSystem configured by `crash_fs`, then closes
+// Opens the store (and, unless `config.downstream_path` is empty, the
+// downstream store) as a worker of `config` would, without its self-test,
+// through a CrashFileSystem configured by `config.crash_fs`, then closes
 // them and exits the process (0, or 3 if an Open failed): a recovery that
-// the harness may kill part-way.
-[[noreturn]] void RunRecovery(const std::string& store_path,
-                              const std::string& downstream_path,
-                              const CrashFsOptions& crash_fs,
-                              Durability durability, int expiry_buckets,
-                              DedupeScope dedupe_scope);
+// the harness may kill part-way. Only the store fields of `config` are used.
+[[noreturn]] void RunRecovery(const WorkerConfig& config);
 
 }  // namespace idem::crash
 

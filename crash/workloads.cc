@@ -90,6 +90,10 @@ class LedgerWorkload : public Workload {
 
   std::string name() const override { return name_; }
 
+  // Payments add to balances of the shard they commit in: each shard holds
+  // its own accounts.
+  bool supports_shards() const override { return true; }
+
   std::vector<StreamMessage> Generate(uint64_t seed,
                                       size_t count) const override {
     examples::LedgerStreamOptions options;
@@ -161,6 +165,10 @@ class PipelineWorkload : public LedgerWorkload, public Downstream {
   PipelineWorkload() : LedgerWorkload("pipeline") {}
 
   const Downstream* downstream() const override { return this; }
+
+  // The relay reads one outbox (Engine::ReadOutbox); a sharded engine has
+  // one per shard.
+  bool supports_shards() const override { return false; }
 
   absl::Status Handle(const Message& message, Txn& txn) const override {
     if (absl::Status s = LedgerWorkload::Handle(message, txn); !s.ok()) {

@@ -63,6 +63,15 @@ struct EngineHooks {
   // lock shared, and every commit after it waits behind it (breaks "a slow
   // handler blocks no one", idem/txn.h).
   bool compact_always_locks_store = false;
+  // The reopen after a failed write clears the commit queue's failure
+  // (CommitQueue::Reset) before it takes the store lock exclusively, while
+  // commits that read the failed write's values may still be in flight:
+  // such a commit, queued after the failed write, then passes the queue as
+  // if nothing had failed, and returns an outcome its handlers decided on a
+  // value that never landed (breaks "no dirty read after a failed write":
+  // Reset runs only with store_mu_ held exclusively, EngineImpl::
+  // RecoverIfNeeded).
+  bool reset_queue_before_store_lock = false;
   // Not a broken variant: called after a commit is queued, before it waits
   // for its write. A test makes it throw, as an allocation failing there
   // would, to show nothing is left in flight.

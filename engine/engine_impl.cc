@@ -77,6 +77,9 @@ void EngineImpl::LogEvent(LogSeverity severity,
 
 absl::Status EngineImpl::RecoverIfNeeded() {
   if (!needs_reopen_.load()) return absl::OkStatus();
+  // The broken order (EngineHooks::reset_queue_before_store_lock): no
+  // writer is queued now, but commits may be in flight.
+  if (hooks_.reset_queue_before_store_lock) queue_.Reset();
   absl::MutexLock lock(&store_mu_);
   if (commits_lost_) return store_error_;
   LogEvent(LogSeverity::kWarning,

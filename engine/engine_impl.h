@@ -692,7 +692,15 @@ class EngineImpl : public Engine {
   // file (read-only engines: nowhere). Best effort: never fails.
   void LogEvent(LogSeverity severity, std::string_view message) const;
 
-  // Reopens the store if an earlier failure asked for it.
+  // Reopens the store if an earlier failure asked for it, and only then
+  // clears the commit queue's failure (CommitQueue::Reset), with store_mu_
+  // held exclusively. That is the invariant that makes a dirty read after a
+  // failed write impossible: every commit holds store_mu_ shared from its
+  // handlers' first read until its write (or barrier) has landed or
+  // failed, so none is in flight at the Reset, and each that read a value
+  // of the failed write (in flight, StateVersions) was queued behind it
+  // and failed with it (EngineCommitTest.
+  // ReopenAfterAFailedWriteLetsNoDirtyReadOut).
   absl::Status RecoverIfNeeded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
       ABSL_LOCKS_EXCLUDED(store_mu_);
 
@@ -755,6 +763,8 @@ class EngineImpl : public Engine {
   StateVersions timer_versions_;
   StreamTimes stream_times_;
   TimerCursors timer_cursors_;
+  // Its failure is cleared only by RecoverIfNeeded, under store_mu_ held
+  // exclusively.
   CommitQueue queue_;
   std::unique_ptr<Store> store_ ABSL_GUARDED_BY(store_mu_);
   // Set by a failed write or sync; cleared by a successful reopen.

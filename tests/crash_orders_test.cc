@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/crash/harness.h"
+#include "tests/testing/crash_report.h"
 #include "util/temp_dir.h"
 
 namespace idem::crash {
@@ -29,16 +29,6 @@ CrashTestOptions OrdersRun(const util::TempDir& dir, CrashMode mode) {
   return options;
 }
 
-std::string OrdersFailures(const CrashTestReport& report) {
-  std::string out;
-  for (const InvariantResult& r : report.invariants) {
-    if (!r.passed) {
-      absl::StrAppend(&out, r.name, ": ", r.first_counterexample, "\n");
-    }
-  }
-  return out;
-}
-
 class CrashOrdersTest : public ::testing::TestWithParam<CrashMode> {};
 
 TEST_P(CrashOrdersTest, ScansAndMergesMatchASerialReplayAcrossCrashes) {
@@ -47,7 +37,7 @@ TEST_P(CrashOrdersTest, ScansAndMergesMatchASerialReplayAcrossCrashes) {
   absl::StatusOr<CrashTestReport> report =
       RunCrashTest(OrdersRun(dir, GetParam()), *workload);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_TRUE(report->passed()) << OrdersFailures(*report);
+  EXPECT_TRUE(report->passed()) << test::FailedInvariants(*report);
   EXPECT_GT(report->acknowledged, 0u);
 }
 
@@ -81,7 +71,7 @@ TEST(CrashOrdersBrokenVariantTest, ReportsPhantomsWithoutRangeValidation) {
   absl::StatusOr<CrashTestReport> report = RunCrashTest(options, *workload);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->passed());
-  EXPECT_THAT(OrdersFailures(*report),
+  EXPECT_THAT(test::FailedInvariants(*report),
               HasSubstr("a serial run in commit order counts"));
 }
 

@@ -1,7 +1,8 @@
 // The idem-crashtest tool (cli/crashtest.h): flags out of bounds are
 // refused before anything runs, --cycles=N runs N crash cycles and one
 // final run, as its progress and report say, the pipeline workload runs
-// with its outbox invariants, and the windows workload with a JSON report.
+// with its outbox invariants, the windows workload with a JSON report,
+// and --shards runs a sharded engine.
 
 #include <stdlib.h>
 
@@ -82,6 +83,12 @@ TEST(CrashtestToolTest, FlagsOutOfBoundsExitWithUsageCodeAndNameTheFlag) {
        [](CrashtestArgs& a) { a.recovery_crash_rate = 1.5; }},
       {"--recovery_crash_rate must be in [0, 1], got -0.1",
        [](CrashtestArgs& a) { a.recovery_crash_rate = -0.1; }},
+      {"--shards must be in [1, 256], got 257",
+       [](CrashtestArgs& a) { a.shards = 257; }},
+      {"--shards = 4 needs dedupe_scope = partition",
+       [](CrashtestArgs& a) { a.shards = 4; }},
+      {"--self_test=wrong_shard needs shards >= 2",
+       [](CrashtestArgs& a) { a.self_test = "wrong_shard"; }},
   };
   for (const Case& c : cases) {
     CrashtestArgs args;
@@ -151,6 +158,23 @@ TEST(CrashtestToolTest, RunsThePipelineWorkload) {
        {"no_lost_emit", "one_content_per_id", "downstream_exactly_once"}) {
     EXPECT_THAT(r.out, HasSubstr(std::string("PASS ") + name)) << r.out;
   }
+  EXPECT_THAT(r.out, HasSubstr("verdict: PASS"));
+}
+
+// --shards runs the worker's engine sharded; the report and the command
+// that reproduces it name the count.
+TEST(CrashtestToolTest, ShardedRunNamesItsShardCount) {
+  util::TempDir tmp;
+  CrashtestArgs args;
+  args.shards = 2;
+  args.dedupe_scope = "partition";
+  args.cycles = 1;
+  args.messages = 200;
+  args.dir = tmp.Sub("run");
+  const ToolRun r = RunTool(args);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr(" shards=2 "));
+  EXPECT_THAT(r.out, HasSubstr("--dedupe_scope=partition --shards=2"));
   EXPECT_THAT(r.out, HasSubstr("verdict: PASS"));
 }
 

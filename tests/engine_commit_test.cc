@@ -5,7 +5,8 @@
 // read waiting; a handler that keeps losing conflicts runs with priority
 // after EngineImpl::kRerunsBeforePriority reruns and so reruns at most
 // EngineImpl::kMaxReruns times; CompactExpired during a slow handler stalls
-// no other commit.
+// no other commit; a commit that read the value of a write that failed
+// never returns an outcome decided on it, even as the store is reopened.
 //
 // The subtle ones are checks run against the real engine and against a
 // deliberately broken one (engine/engine_hooks.h), which they must catch.
@@ -287,6 +288,108 @@ TEST(EngineCommitBrokenVariantTest, CompactHoldingTheStoreLockStallsCommits) {
        .check = CheckCompactLetsOthersCommit,
        .failure = "waited for the slow handler"},
       Options{});
+}
+
+// ---- No dirty read after a failed write ----------------------------------
+
+// Commit P holds the log for 500 ms (a slow sync); commit A, queued behind
+// it, puts "balance" = 100. B's handler reads that value in flight, then
+// waits. The log fails, so A's write fails (the engine must reopen the
+// store); the fault clears, and C's commit reopens the store while B is
+// still in its handler. B then fails transiently, writing nothing, on the
+// value it read: it must not return that outcome, since A's value never
+// landed. (The queue remembers A's failure until the reopen clears it, and
+// the reopen waits for B: B's barrier fails.) Run under ThreadSanitizer
+// too (scripts/tsan.sh): its stores are small, so the reopen starts no
+// flush or compaction on RocksDB's threads.
+::testing::AssertionResult CheckNoDirtyReadAfterAFailedWrite(EngineHarness& h) {
+  Findings f;
+  absl::Notification p_queued, a_queued;
+  std::atomic<int> queued{0};
+  EngineHooks hooks = h.hooks();
+  hooks.after_queue = [&] {
+    const int n = queued.fetch_add(1);
+    if (n == 0) p_queued.Notify();
+    if (n == 1) a_queued.Notify();
+  };
+  h.set_hooks(hooks);
+  if (!f.Ok(h.Open(), "Open")) return f.Result();
+  Engine& engine = h.engine();
+  auto put = [](const char* key, const char* value) {
+    return [=](const Message&, Txn& txn) {
+      txn.Put(key, value);
+      return absl::OkStatus();
+    };
+  };
+  h.fs().SetWalSyncDelay(absl::Milliseconds(500));
+  std::thread p(
+      [&] { (void)engine.Process(Message{.id = "p"}, put("x", "1")); });
+  p_queued.WaitForNotification();
+  absl::SleepFor(absl::Milliseconds(20));  // P's write is syncing
+  absl::Status a_status;
+  std::thread a([&] {
+    a_status =
+        engine.Process(Message{.id = "a"}, put("balance", "100")).status();
+  });
+  a_queued.WaitForNotification();
+  absl::Notification b_read, b_go;
+  std::optional<std::string> read;
+  absl::StatusOr<Result> b = absl::UnknownError("not run");
+  std::thread bt([&] {
+    b = engine.Process(
+        Message{.id = "b"}, [&](const Message&, Txn& txn) -> absl::Status {
+          absl::StatusOr<std::optional<std::string>> v = txn.Get("balance");
+          if (!v.ok()) return v.status();
+          read = *v;
+          b_read.Notify();
+          b_go.WaitForNotification();
+          return absl::UnavailableError("the balance is too low, retry later");
+        });
+  });
+  b_read.WaitForNotification();
+  h.fs().SetFault(absl::StatusCode::kUnavailable);
+  p.join();
+  a.join();
+  h.fs().SetFault(absl::StatusCode::kOk);
+  h.fs().SetWalSyncDelay(absl::ZeroDuration());
+  absl::Status c_status;
+  std::thread c([&] {
+    c_status = engine.Process(Message{.id = "c"}, put("y", "1")).status();
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // C waits to reopen the store
+  b_go.Notify();
+  bt.join();
+  c.join();
+  f.Expect(read == std::optional<std::string>("100"),
+           "B's handler did not read A's value in flight");
+  f.Expect(!a_status.ok(), "A's write did not fail");
+  f.Ok(c_status, "commit C, which reopens the store");
+  f.Expect(!b.ok(),
+           "B returned an outcome its handler decided on A's value, which "
+           "never landed (a dirty read)");
+  absl::StatusOr<std::optional<std::string>> landed =
+      engine.GetState("balance");
+  if (f.Ok(landed.status(), "GetState")) {
+    f.Expect(!landed->has_value(), "A's failed write landed after all");
+  }
+  return f.Result();
+}
+
+TEST(EngineCommitTest, ReopenAfterAFailedWriteLetsNoDirtyReadOut) {
+  EngineHarness h(SyncedCommits(), EngineHarness::Storage::kCrashFileSystem);
+  EXPECT_TRUE(CheckNoDirtyReadAfterAFailedWrite(h));
+}
+
+TEST(EngineCommitBrokenVariantTest, ResetBeforeTheStoreLockLetsADirtyReadOut) {
+  test::ExpectCaught(
+      {.name = "reset_queue_before_store_lock",
+       .hooks =
+           [](Clock*) {
+             return HooksWith(&EngineHooks::reset_queue_before_store_lock);
+           },
+       .check = CheckNoDirtyReadAfterAFailedWrite,
+       .failure = "(a dirty read)"},
+      SyncedCommits(), EngineHarness::Storage::kCrashFileSystem);
 }
 
 // ---- Commits racing maintenance ----------------------------------------

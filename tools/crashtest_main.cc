@@ -74,6 +74,12 @@ int main(int argc, char** argv) {
                 "which must all be rejected (invariant conflicts_rejected).");
   app->add_flag("--refresh_on_duplicate", args.refresh_on_duplicate,
                 "Options::refresh_on_duplicate of the worker's engine.");
+  app->add_option("--shards", args.shards,
+                  "Options::shards of the worker's engine, in [1, 256]: each "
+                  "shard a store with its own write-ahead log, crashed and "
+                  "power-failed with the others, checked shard by shard. "
+                  "Above 1 it needs --dedupe_scope=partition and the ledger "
+                  "or transfers workload (state is partition-local).");
   app->add_option("--recovery_crash_rate", args.recovery_crash_rate,
                   "Fraction of crash cycles whose recovery is crashed too, "
                   "in [0, 1].");
@@ -90,9 +96,11 @@ int main(int argc, char** argv) {
                   "--detect_conflicts ignore_conflicts (conflicting "
                   "redeliveries answered as duplicates), "
                   "skip_range_validation (scanned ranges not checked at "
-                  "commit; with --threads >= 2 and --workload=orders), and "
-                  "with --workload=windows fire_outside_commit (fired timers "
-                  "deleted in a write apart from their effects).");
+                  "commit; with --threads >= 2 and --workload=orders), "
+                  "wrong_shard (partitions routed to another shard at each "
+                  "open; with --shards >= 2), and with --workload=windows "
+                  "fire_outside_commit (fired timers deleted in a write "
+                  "apart from their effects).");
   if (std::optional<int> code =
           idem::cli::ParseToolFlags(*app, argc, argv, std::cout, std::cerr)) {
     return *code;

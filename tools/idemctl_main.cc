@@ -28,7 +28,14 @@ int main(int argc, char** argv) {
       "store.");
   CLI::Option* partition_flag = app->add_option(
       "--partition", partition,
-      "seen, forget, export: the partition, P (with --source) or SOURCE:P.");
+      "seen, forget, export: the partition, P (with --source) or SOURCE:P; "
+      "get, scan: in a sharded store, the partition whose shard to read.");
+  std::string shard;
+  CLI::Option* shard_flag = app->add_option(
+      "--shard", shard,
+      "A sharded store's shard N (0 to shards - 1) for stats, offsets, "
+      "compact, dump, verify and metrics (default: every shard) and for get "
+      "and scan (which need it, or --partition, in a sharded store).");
   std::string prefix, limit;
   CLI::Option* prefix_flag =
       app->add_option("--prefix", prefix,
@@ -60,6 +67,7 @@ int main(int argc, char** argv) {
   }
   if (source_flag->count() > 0) args.source = source;
   if (partition_flag->count() > 0) args.partition = partition;
+  if (shard_flag->count() > 0) args.shard = shard;
   if (prefix_flag->count() > 0) args.prefix = prefix;
   if (limit_flag->count() > 0) args.limit = limit;
   const std::vector<std::string> extras = app->remaining();

@@ -58,6 +58,7 @@ class EngineHarness {
 
   // For every later Open; may use clock() (a broken TTL filter reads it).
   void set_hooks(const EngineHooks& hooks) { hooks_ = hooks; }
+  const EngineHooks& hooks() const { return hooks_; }
   // The options of every later Open, to change between opens.
   Options& options() { return options_; }
 

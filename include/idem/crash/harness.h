@@ -136,6 +136,16 @@ class Workload {
     (void)fire, (void)txn;
     return absl::UnimplementedError("Workload::FireTimer");
   }
+
+  // Whether the workload runs on a sharded engine (CrashTestOptions::shards
+  // > 1), where state is partition-local: a handler reads and writes only
+  // its message's shard (Engine::ShardOf of its partition). The verifier
+  // then calls EffectPresent with the shard of the message's partition and
+  // Verify once per shard, with that shard's engine (Engine::shard) and the
+  // applied messages of its partitions, so the workload's checks must hold
+  // shard by shard. RunCrashTest refuses shards > 1 for a workload that
+  // returns false (the default).
+  virtual bool supports_shards() const { return false; }
 };
 
 // The built-in workloads: "ledger" (each message is a payment that adds an
@@ -156,6 +166,11 @@ class Workload {
 // event times, counted in tumbling windows with grace whose timers the
 // worker fires: every (key, window) is emitted once with exactly its
 // accepted events, and none is lost).
+// The ledger and transfers run sharded too (CrashTestOptions::shards):
+// each shard then holds its own accounts, which the messages of its
+// partitions pay into or move amounts between, so a transfer never crosses
+// shards; each shard's balances must equal its applied messages, and each
+// shard's transfers total zero.
 std::unique_ptr<Workload> NewLedgerWorkload();
 std::unique_ptr<Workload> NewOrdersWorkload();
 std::unique_ptr<Workload> NewTransfersWorkload();
@@ -202,6 +217,11 @@ enum class SelfTest {
   kFireOutsideCommit,    // FireTimers deletes the fired timers in a write
                          // of their own, before their effects' (needs a
                          // workload that fires timers, e.g. "windows")
+  kWrongShard,           // the sharded engine routes each partition to
+                         // another shard than Engine::ShardOf's, a new one
+                         // at each open, so a message's state, dedupe
+                         // record and offset land away from where its
+                         // partition's are read (needs shards >= 2)
 };
 
 // What RunCrashTest reports after each run of a worker, for progress
@@ -286,6 +306,13 @@ struct CrashTestOptions {
   // conflicts_rejected).
   bool detect_conflicts = false;
   bool refresh_on_duplicate = false;
+  // Options::shards of the worker's engine: with more than one, each shard
+  // is a store of its own (its own write-ahead log, synced and cut by a
+  // power loss on its own), a batch whose messages span shards commits one
+  // write per shard, and the verifier checks each shard's commits for a
+  // prefix of that shard's commit order. Needs dedupe_scope kPartition and
+  // a workload whose supports_shards() is true. In [1, 256].
+  int shards = 1;
   // Fraction of crash cycles whose recovery is crashed once before
   // verifying. In [0, 1].
   double recovery_crash_rate = 0.2;
@@ -301,7 +328,8 @@ struct CrashTestOptions {
 absl::Status ValidateCrashTestOptions(const CrashTestOptions& options);
 // As above, and kInvalidArgument naming self_test for a self-test of the
 // outbox (kEmitOutsideCommit, kAckBeforePublish) with a workload without a
-// Downstream, or kFireOutsideCommit with one that fires no timers.
+// Downstream, kFireOutsideCommit with one that fires no timers, and naming
+// shards for shards > 1 with a workload whose supports_shards() is false.
 absl::Status ValidateCrashTestOptions(const CrashTestOptions& options,
                                       const Workload& workload);
 
@@ -314,6 +342,7 @@ struct InvariantResult {
 
 struct CrashTestReport {
   uint64_t seed = 0;
+  int shards = 1;  // CrashTestOptions::shards
   // Crash cycles run, each ended by a crash (kills + power_losses +
   // kill_points). Equals CrashTestOptions::cycles, unless a worker stopped
   // on its own before the end of its stream (an error or an unexpected
