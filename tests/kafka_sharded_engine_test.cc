@@ -5,12 +5,16 @@
 // shard's offset, a rebalance between two members moves partitions with no
 // record applied twice, and every shard's outbox is relayed, each output
 // once (with transactional output too, each shard's relay under its own
-// transactional.id). Changelog mode refuses a sharded engine. A broken
-// consumer that reads every partition's offset from shard 0 is caught.
+// transactional.id), and a shard whose round fails holds back no other.
+// Changelog mode refuses a sharded engine. Broken variants caught: a
+// consumer that reads every partition's offset from shard 0, and shard
+// relays sharing one transactional.id.
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -429,6 +433,39 @@ TEST_P(KafkaShardedEngineTest, OneTransactionalIdForEveryShardIsCaught) {
   broken.one_transactional_id_for_every_shard = true;
   const ProgressRun run = RestartTransactionalRelay(bed_, *engine, broken);
   EXPECT_THAT(test::NotOnce(run.counts), Not(IsEmpty()));
+}
+
+// A shard whose round fails does not hold back the others: each shard's
+// relay gets its round, the failed one's entries stay for the next, and the
+// error names the shard.
+TEST_P(KafkaShardedEngineTest, FailingShardDoesNotHoldBackTheOthers) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), ShardedOptions(shards()));
+  for (int32_t p = 0; p < shards(); ++p) {
+    ASSERT_NO_FATAL_FAILURE(CommitEmits(*engine, p, 4));
+  }
+  OutboxRelayOptions options;
+  options.brokers = bed_.cluster->bootstrap_servers();
+  options.kafka_config = {{"log_level", "3"}};
+  auto relay = CreateShardedOutboxRelay(engine.get(), options, [](int shard) {
+    OutboxRelayHooks hooks;
+    if (shard == 0) {
+      hooks.between_publish_and_ack = [] {
+        return absl::UnavailableError("shard 0 stops before its ack");
+      };
+    }
+    return hooks;
+  });
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  absl::Status s = (*relay)->Drain().status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("shard 0"));
+  EXPECT_EQ((*relay)->stats().acknowledged, 4 * (shards() - 1));
+  for (int i = 0; i < shards(); ++i) {
+    absl::StatusOr<std::vector<OutboxEntry>> left =
+        engine->shard(i)->ReadOutbox(100);
+    ASSERT_TRUE(left.ok()) << left.status();
+    EXPECT_THAT(*left, SizeIs(i == 0 ? 4 : 0)) << "shard " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, KafkaShardedEngineTest,
