@@ -505,13 +505,6 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
   }
-  if (engine->shard_count() > 1 && !options.changelog_topic.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Consumer::Create: changelog_topic with an engine of ",
-        engine->shard_count(),
-        " shards (Options::shards): changelog mode takes an engine with one "
-        "shard (docs/kafka.md, \"Sharded engines\")"));
-  }
   if (absl::Status s =
           ValidateConsumerOptions(options, hooks.plain_transactional_output);
       !s.ok()) {

@@ -4,11 +4,12 @@
 // records and offsets there), a restart resumes every partition from its
 // shard's offset, a rebalance between two members moves partitions with no
 // record applied twice, and every shard's outbox is relayed, each output
-// once (with transactional output too, each shard's relay under its own
-// transactional.id), and a shard whose round fails holds back no other.
-// Changelog mode refuses a sharded engine. Broken variants caught: a
-// consumer that reads every partition's offset from shard 0, and shard
-// relays sharing one transactional.id.
+// once (with transactional output too, in changelog mode as well, each
+// shard's relay under its own transactional.id), and a shard whose round
+// fails holds back no other. A changelog restore into sharded stores is in
+// tests/kafka_changelog_test.cc. Broken variants caught: a consumer that
+// reads every partition's offset from shard 0, and shard relays sharing one
+// transactional.id.
 
 #include <atomic>
 #include <functional>
@@ -28,6 +29,7 @@
 #include "idem/kafka/consumer.h"
 #include "idem/kafka/outbox_relay.h"
 #include "idem/partition_state.h"
+#include "kafka/changelog_format.h"
 #include "kafka/consumer_hooks.h"
 #include "kafka/outbox_relay_hooks.h"
 #include "kafka/sharded_outbox_relay.h"
@@ -317,29 +319,49 @@ TEST_P(KafkaShardedEngineTest, RebalanceMovesPartitionsWithoutDuplicates) {
   }
 }
 
+// How RelayEveryShard's consumer publishes.
+enum class Output {
+  kAtLeastOnce,
+  // transactional_output on one store, without a changelog (the test hook
+  // ConsumerHooks::plain_transactional_output).
+  kTransactionalOneStore,
+  kTransactionalChangelog,  // transactional_output in changelog mode
+};
+
 // The consumer relays every shard's outbox after its batches: each output
 // reaches the downstream topic once, with transactional output too (each
-// shard's relay a transactional producer of its own).
+// shard's relay a transactional producer of its own), and in changelog mode
+// with the changelog's entries in the same shard relays' transactions.
 void RelayEveryShard(KafkaTestBed& bed, util::TempDir& dir, int shards,
-                     bool transactional) {
+                     Output output) {
   const ProducedStream stream = MakeStream(bed.topic, kPartitions, 180, 0, 5);
   ASSERT_TRUE(bed.producer->Produce(stream.records).ok());
   ASSERT_OPEN(engine, dir.Sub("store"), ShardedOptions(shards));
   ConsumerOptions options = TestConsumerOptions(bed, "stage");
   options.relay_outbox = true;
-  options.transactional_output = transactional;
+  options.transactional_output = output != Output::kAtLeastOnce;
   ConsumerHooks one_store;  // every member on one store: plain mode is exact
-  one_store.plain_transactional_output = transactional;
+  one_store.plain_transactional_output =
+      output == Output::kTransactionalOneStore;
+  const bool changelog = output == Output::kTransactionalChangelog;
+  // Changelog mode writes through PartitionTxn.
+  auto handler = [changelog](const Record& r, Txn& txn) {
+    return changelog ? test::ApplyInPartitionAndForward(r, txn, kDownstream)
+                     : test::ApplyAndForward(r, txn, kDownstream);
+  };
+  if (changelog) {
+    options.changelog_topic = "orders-state";
+    ASSERT_TRUE(bed.cluster->CreateTopic("orders-state", kPartitions).ok());
+    ASSERT_TRUE(
+        bed.cluster->CreateTopic(DedupeTopicOf("orders-state"), kPartitions)
+            .ok());
+  }
   auto consumer = CreateConsumerWithHooks(engine.get(), options, one_store);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
   absl::Status s = PollUntil(
-      **consumer,
-      [](const Record& r, Txn& txn) {
-        return test::ApplyAndForward(r, txn, kDownstream);
-      },
-      [&] { return (*consumer)->stats().outbox_published == 180; });
+      **consumer, handler, [&] { return Committed(*engine, bed.topic, 180); });
   ASSERT_TRUE(s.ok()) << s;
-  ASSERT_TRUE((*consumer)->Close().ok());
+  ASSERT_TRUE((*consumer)->Close().ok());  // publishes what is left
   EXPECT_EQ(engine->GetStats()->outbox_pending, 0u);
   const std::map<std::string, int> counts = test::MessageIdCounts(
       bed.cluster->bootstrap_servers(), kDownstream, "read_committed");
@@ -348,12 +370,17 @@ void RelayEveryShard(KafkaTestBed& bed, util::TempDir& dir, int shards,
 }
 
 TEST_P(KafkaShardedEngineTest, ConsumerRelaysEveryShardsOutputsOnce) {
-  RelayEveryShard(bed_, dir_, shards(), /*transactional=*/false);
+  RelayEveryShard(bed_, dir_, shards(), Output::kAtLeastOnce);
 }
 
 TEST_P(KafkaShardedEngineTest,
        TransactionalConsumerRelaysEveryShardsOutputsOnce) {
-  RelayEveryShard(bed_, dir_, shards(), /*transactional=*/true);
+  RelayEveryShard(bed_, dir_, shards(), Output::kTransactionalOneStore);
+}
+
+TEST_P(KafkaShardedEngineTest,
+       TransactionalChangelogConsumerRelaysEveryShardsOutputsOnce) {
+  RelayEveryShard(bed_, dir_, shards(), Output::kTransactionalChangelog);
 }
 
 // Commits `count` messages of `partition`, each emitting one record.
@@ -475,20 +502,6 @@ TEST(KafkaShardedEngineOptionsTest, ShardsGetTheirOwnTransactionalIds) {
   EXPECT_EQ(ShardTransactionalId("idem.g.m", 0), "idem.g.m-shard-000");
   EXPECT_EQ(ShardTransactionalId("idem.g.m", 17), "idem.g.m-shard-017");
   EXPECT_NE(ShardTransactionalId("x", 1), ShardTransactionalId("x", 2));
-}
-
-TEST(KafkaShardedEngineOptionsTest, ChangelogModeRefusesAShardedEngine) {
-  util::TempDir dir;
-  ASSERT_OPEN(engine, dir.Sub("store"), ShardedOptions(2));
-  ConsumerOptions consumer;
-  consumer.brokers = "localhost:1";
-  consumer.group_id = "g";
-  consumer.topics = {"t"};
-  consumer.changelog_topic = "t-state";
-  absl::Status s = Consumer::Create(engine.get(), consumer).status();
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("2 shards"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("changelog_topic"));
 }
 
 }  // namespace
