@@ -495,6 +495,34 @@ TEST_P(KafkaShardedEngineTest, FailingShardDoesNotHoldBackTheOthers) {
   }
 }
 
+// OutboxRelay::Run on a sharded engine drains every shard's outbox until
+// Stop.
+TEST_P(KafkaShardedEngineTest, RelayRunDrainsEveryShardUntilStopped) {
+  ASSERT_OPEN(engine, dir_.Sub("store"), ShardedOptions(shards()));
+  for (int32_t p = 0; p < kPartitions; ++p) {
+    ASSERT_NO_FATAL_FAILURE(CommitEmits(*engine, p, 5));
+  }
+  OutboxRelayOptions options;
+  options.brokers = bed_.cluster->bootstrap_servers();
+  options.kafka_config = {{"log_level", "3"}};
+  options.idle_wait = absl::Milliseconds(10);
+  auto relay = OutboxRelay::Create(engine.get(), options);
+  ASSERT_TRUE(relay.ok()) << relay.status();
+  absl::Status ran;
+  std::thread run([&] { ran = (*relay)->Run(); });
+  EXPECT_TRUE(
+      test::WaitUntil([&] { return engine->GetStats()->outbox_pending == 0; },
+                      absl::Seconds(30)));
+  (*relay)->Stop();
+  run.join();
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ((*relay)->stats().published, 5 * kPartitions);
+  const std::map<std::string, int> counts = test::MessageIdCounts(
+      bed_.cluster->bootstrap_servers(), kDownstream, "read_committed");
+  EXPECT_THAT(counts, SizeIs(5 * kPartitions));
+  EXPECT_THAT(test::NotOnce(counts), IsEmpty());
+}
+
 INSTANTIATE_TEST_SUITE_P(Shards, KafkaShardedEngineTest,
                          ::testing::Values(2, 4));
 
