@@ -113,8 +113,15 @@ absl::StatusOr<std::vector<Result>> ShardedEngine::ProcessBatch(
   std::vector<Result> results(messages.size());
   for (size_t index = 0; index < shards_.size(); ++index) {
     if (per_shard[index].empty()) continue;
+    // The handler sees the caller's messages, not the shard's copies (a
+    // caller may find a message's place in its batch by its address).
+    const std::vector<Message>& copies = per_shard[index];
+    const std::vector<size_t>& slot = slots[index];
+    auto callers = [&](const Message& copy, Txn& txn) {
+      return handler(messages[slot[&copy - copies.data()]], txn);
+    };
     absl::StatusOr<std::vector<Result>> part =
-        shards_[index]->ProcessBatch(per_shard[index], handler);
+        shards_[index]->ProcessBatch(copies, callers);
     if (!part.ok()) return part.status();
     for (size_t j = 0; j < part->size(); ++j) {
       results[slots[index][j]] =

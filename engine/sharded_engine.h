@@ -11,8 +11,9 @@
 // GetState(source, partition, key) or through shard(i)); the outbox is per
 // shard, and its positions too, so ReadOutbox, ReadOutboxAfter and
 // AckOutbox are kFailedPrecondition (relay each shard's outbox through
-// shard(i)); CompactExpired, Dump and GetStats cover every shard (stats
-// summed), Checkpoint writes every shard's checkpoint under one directory.
+// shard(i), as idem::kafka::OutboxRelay does); CompactExpired, Dump and
+// GetStats cover every shard (stats summed), Checkpoint writes every
+// shard's checkpoint under one directory.
 // WaitDurable of any sequence a shard returned makes every shard durable up
 // to its latest commit, so the largest sequence of a batch covers the whole
 // batch. Thread-safety as idem::Engine.

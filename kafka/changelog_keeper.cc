@@ -117,7 +117,7 @@ ChangelogKeeper::ChangelogKeeper(Engine* engine, const ConsumerOptions& options,
 absl::StatusOr<std::optional<int64_t>> ChangelogKeeper::ReadEpoch(
     const std::string& topic, int32_t partition) {
   absl::StatusOr<std::optional<std::string>> stored =
-      engine_->GetState(EpochKey(topic, partition));
+      engine_->GetState(topic, partition, EpochKey(topic, partition));
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::nullopt;
   int64_t epoch = 0;
@@ -316,7 +316,7 @@ absl::StatusOr<bool> ChangelogKeeper::CurrentFromCheckpoint(
 absl::StatusOr<std::optional<ChangelogCheckpoint>>
 ChangelogKeeper::ReadCheckpoint(const std::string& topic, int32_t partition) {
   absl::StatusOr<std::optional<std::string>> stored =
-      engine_->GetState(CheckpointKey(topic, partition));
+      engine_->GetState(topic, partition, CheckpointKey(topic, partition));
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::nullopt;
   return DecodeCheckpoint(**stored);
@@ -406,7 +406,7 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
   const std::string prefix = PartitionStatePrefix(topic, partition);
   for (const std::string& key : orphans) {
     absl::StatusOr<std::optional<std::string>> value =
-        engine_->GetState(prefix + key);
+        engine_->GetState(topic, partition, prefix + key);
     if (!value.ok()) return value.status();
     set_back.emplace(key, *std::move(value));
   }

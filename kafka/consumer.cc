@@ -297,7 +297,7 @@ ConsumerStats ConsumerImpl::stats() const {
       lag.high_watermark = high;
     }
     absl::StatusOr<std::optional<int64_t>> offset =
-        engine_->CommittedOffset(tp.first, tp.second);
+        EngineOffset(tp.first, tp.second);
     if (offset.ok() && offset->has_value()) lag.next_offset = **offset + 1;
     if (lag.high_watermark >= 0) {
       lag.lag = lag.next_offset >= 0
@@ -504,12 +504,6 @@ absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     const ConsumerHooks& hooks) {
   if (engine == nullptr) {
     return absl::InvalidArgumentError("Consumer::Create: engine is null");
-  }
-  if (engine->shard_count() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Consumer::Create: the engine has ", engine->shard_count(),
-        " shards (Options::shards); the Kafka consumer does not map "
-        "partitions to shards yet, so it takes an engine with one shard"));
   }
   if (absl::Status s =
           ValidateConsumerOptions(options, hooks.plain_transactional_output);

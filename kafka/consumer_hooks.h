@@ -130,6 +130,12 @@ struct ConsumerHooks {
   // stops the consumer for good when they come later.
   bool seek_waits_for_replies = false;
 
+  // Broken: every engine offset the consumer reads (where an assigned
+  // partition starts, the offsets it commits to Kafka on revocation and in
+  // transactions, lag) comes from shard 0 of a sharded engine, whatever the
+  // partition's shard: partitions of other shards look unprocessed.
+  bool offsets_of_shard_zero = false;
+
   // Not a broken variant: lets transactional_output go without
   // changelog_topic (which Consumer::Create refuses), for tests whose every
   // member runs on one store: there a partition's commits never meet

@@ -46,6 +46,7 @@
 #include "kafka/consumer_hooks.h"
 #include "kafka/parallel_runner.h"
 #include "kafka/rdkafka_util.h"
+#include "kafka/sharded_outbox_relay.h"
 #include "kafka/transactional_producer.h"
 
 namespace idem::kafka {
@@ -71,6 +72,10 @@ class ConsumerImpl final : public Consumer {
   // relay's.
   absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateRelay(
       ChangelogKeeper* changelog);
+
+  // With shards (Options::shards > 1): the hooks of each shard's relay,
+  // `hooks` with transactions that carry that shard's offsets.
+  ShardRelayHooks ShardHooks(const OutboxRelayHooks& hooks);
 
   absl::StatusOr<BatchReport> PollBatch(Handler handler) override;
 
@@ -382,8 +387,16 @@ class ConsumerImpl final : public Consumer {
 
   // transactional_output: what each relay transaction commits with its
   // records, the engine's offsets of the held partitions under this
-  // member's group metadata.
-  absl::StatusOr<GroupOffsets> TransactionOffsets();
+  // member's group metadata. With shards, shard `shard`'s relay commits
+  // those of the held partitions of that shard only (Engine::ShardOf),
+  // whose outputs its transactions carry; -1: every held partition.
+  absl::StatusOr<GroupOffsets> TransactionOffsets(int shard);
+
+  // The engine's offset of `partition` (Engine::CommittedOffset, which
+  // reads it in the partition's shard): what every start offset, commit to
+  // Kafka and lag figure is taken from.
+  absl::StatusOr<std::optional<int64_t>> EngineOffset(const std::string& topic,
+                                                      int32_t partition) const;
 
   // Changelog mode, after this member found it may no longer own its
   // partitions, or a publication failed: none of its changelog entries is

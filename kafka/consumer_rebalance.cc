@@ -67,7 +67,7 @@ void ConsumerImpl::Assign(rd_kafka_topic_partition_list_t* partitions) {
     }
     const absl::Time begin = absl::Now();
     absl::StatusOr<std::optional<int64_t>> engine_offset =
-        engine_->CommittedOffset(tp.topic, tp.partition);
+        EngineOffset(tp.topic, tp.partition);
     stats_.engine_time += absl::Now() - begin;
     assignment_.emplace(tp.topic, tp.partition);
     unknown_since_.erase(start.topic);  // the topic exists
@@ -280,7 +280,7 @@ void ConsumerImpl::CommitEngineOffsets(
     // A partition restored halfway holds a copy of no member's.
     if (restoring_.contains({tp.topic, tp.partition})) continue;
     absl::StatusOr<std::optional<int64_t>> offset =
-        engine_->CommittedOffset(tp.topic, tp.partition);
+        EngineOffset(tp.topic, tp.partition);
     if (!offset.ok() || !offset->has_value()) continue;
     rd_kafka_topic_partition_list_add(offsets.get(), tp.topic, tp.partition)
         ->offset = **offset + 1;

@@ -21,6 +21,7 @@
 #include "kafka/consumer_impl.h"
 #include "kafka/outbox_relay_hooks.h"
 #include "kafka/record_ids.h"
+#include "kafka/sharded_outbox_relay.h"
 
 namespace idem::kafka {
 
@@ -119,7 +120,9 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     relay_options.progress_topic = options_.relay_progress_topic;
     relay_options.transaction_timeout = options_.transaction_timeout;
     if (!hooks_.relay_offsets_outside_transaction) {
-      relay_hooks.transaction_offsets = [this] { return TransactionOffsets(); };
+      relay_hooks.transaction_offsets = [this] {
+        return TransactionOffsets(-1);
+      };
     }
     relay_hooks.ignore_progress = hooks_.relay_ignores_progress;
     relay_hooks.retriable_errors_fence = hooks_.relay_retriable_errors_fence;
@@ -131,7 +134,10 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
     AddRelaySteps(hooks_.relay_step, relay_hooks);
   }
   absl::StatusOr<std::unique_ptr<OutboxRelay>> created =
-      CreateOutboxRelayWithHooks(engine_, relay_options, relay_hooks);
+      engine_->shard_count() > 1
+          ? CreateShardedOutboxRelay(engine_, relay_options,
+                                     ShardHooks(relay_hooks))
+          : CreateOutboxRelayWithHooks(engine_, relay_options, relay_hooks);
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat("ConsumerOptions: the outbox relay: ",
@@ -140,15 +146,16 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> ConsumerImpl::CreateRelay(
   return created;
 }
 
-absl::StatusOr<GroupOffsets> ConsumerImpl::TransactionOffsets() {
+absl::StatusOr<GroupOffsets> ConsumerImpl::TransactionOffsets(int shard) {
   GroupOffsets offsets;
   offsets.offsets.reset(rd_kafka_topic_partition_list_new(0));
   if (rk_ == nullptr) return offsets;
   offsets.group.reset(rd_kafka_consumer_group_metadata(rk_.get()));
   if (offsets.group == nullptr) return offsets;  // not in a group (yet)
   for (const TopicPartition& tp : assignment_) {
+    if (shard >= 0 && engine_->ShardOf(tp.second) != shard) continue;
     absl::StatusOr<std::optional<int64_t>> offset =
-        engine_->CommittedOffset(tp.first, tp.second);
+        EngineOffset(tp.first, tp.second);
     if (!offset.ok()) return offset.status();
     if (!offset->has_value()) continue;
     rd_kafka_topic_partition_list_add(offsets.offsets.get(), tp.first.c_str(),
@@ -169,13 +176,34 @@ void ConsumerImpl::Unfence() {
 }
 
 void ConsumerImpl::DropOutbox() {
-  while (true) {
-    absl::StatusOr<std::vector<OutboxEntry>> entries =
-        engine_->ReadOutbox(static_cast<size_t>(options_.max_batch));
-    if (!entries.ok() || entries->empty()) return;
-    if (!engine_->AckOutbox(entries->back().position).ok()) return;
-    stats_.outbox_dropped += static_cast<int64_t>(entries->size());
+  for (int i = 0; i < engine_->shard_count(); ++i) {
+    Engine* shard = engine_->shard(i);
+    while (true) {
+      absl::StatusOr<std::vector<OutboxEntry>> entries =
+          shard->ReadOutbox(static_cast<size_t>(options_.max_batch));
+      if (!entries.ok() || entries->empty()) break;
+      if (!shard->AckOutbox(entries->back().position).ok()) break;
+      stats_.outbox_dropped += static_cast<int64_t>(entries->size());
+    }
   }
+}
+
+absl::StatusOr<std::optional<int64_t>> ConsumerImpl::EngineOffset(
+    const std::string& topic, int32_t partition) const {
+  Engine* store = hooks_.offsets_of_shard_zero ? engine_->shard(0) : engine_;
+  return store->CommittedOffset(topic, partition);
+}
+
+ShardRelayHooks ConsumerImpl::ShardHooks(const OutboxRelayHooks& hooks) {
+  return [this, hooks](int shard) {
+    OutboxRelayHooks of_shard = hooks;
+    if (of_shard.transaction_offsets) {
+      of_shard.transaction_offsets = [this, shard] {
+        return TransactionOffsets(shard);
+      };
+    }
+    return of_shard;
+  };
 }
 
 bool ConsumerImpl::RoundDue() const {
@@ -249,7 +277,7 @@ bool ConsumerImpl::MembershipHolds() {
   PartitionListPtr offsets(rd_kafka_topic_partition_list_new(0));
   for (const TopicPartition& tp : assignment_) {
     absl::StatusOr<std::optional<int64_t>> offset =
-        engine_->CommittedOffset(tp.first, tp.second);
+        EngineOffset(tp.first, tp.second);
     if (!offset.ok() || !offset->has_value()) continue;
     rd_kafka_topic_partition_list_add(offsets.get(), tp.first.c_str(),
                                       tp.second)

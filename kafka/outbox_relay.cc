@@ -20,6 +20,7 @@
 #include "kafka/outbox_relay_hooks.h"
 #include "kafka/rdkafka_util.h"
 #include "kafka/relay_progress.h"
+#include "kafka/sharded_outbox_relay.h"
 #include "kafka/transactional_producer.h"
 
 namespace idem::kafka {
@@ -679,10 +680,9 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
     return absl::InvalidArgumentError("OutboxRelay::Create: engine is null");
   }
   if (engine->shard_count() > 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "OutboxRelay::Create: the engine has ", engine->shard_count(),
-        " shards, each with its own outbox: relay each through "
-        "engine->shard(i)"));
+    // One relay per shard's outbox (kafka/sharded_outbox_relay.h).
+    return CreateShardedOutboxRelay(engine, options,
+                                    [&hooks](int) { return hooks; });
   }
   if (absl::Status s = ValidateRelayOptions(options); !s.ok()) return s;
   // Keyed entries without a partition land where Java's producer puts

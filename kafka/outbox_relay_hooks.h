@@ -43,6 +43,11 @@ struct OutboxRelayHooks {
   // fenced: the round fails with kAborted and the producer is created
   // again, rather than the round being aborted and run again.
   bool retriable_errors_fence = false;
+  // With transactional_id on a sharded engine, broken: every shard's relay
+  // is created with transactional_id itself rather than its shard's
+  // (ShardTransactionalId), so the shards' progress records overwrite each
+  // other and a restarted relay takes another shard's progress for its own.
+  bool one_transactional_id_for_every_shard = false;
   // With transactional_id, set by a Consumer in changelog mode: whether an
   // entry is the last of an engine commit (its changelog mark). A round then
   // ends only after such an entry, or where the outbox ends (a commit

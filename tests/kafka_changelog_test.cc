@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +47,40 @@ using ::testing::Not;
 
 class KafkaChangelogTest : public test::ChangelogTestBase {
  protected:
+  // Member A processes a stream alone and leaves; B (each with workers_
+  // workers and shards_ shards) restores every partition from the changelog
+  // and processes a second stream, with a producer duplicate of A's first
+  // record. Both stores are checked exact, and the changelog's marks never
+  // go back. Returns B's store.
+  std::unique_ptr<Engine> RestoreByWorkers() {
+    Stream all = MakeStream("first", 90);
+    Produce(all);
+    std::unique_ptr<Engine> a = OpenStore("a");
+    EXPECT_NE(a, nullptr);
+    if (a == nullptr) return nullptr;
+    std::vector<RestoreReport> a_reports;
+    ConsumeUntil(*a, Handled(all), &a_reports);
+    ExpectExact(*a, all);
+
+    Stream second = MakeStream("second", 45);
+    AddMessage(second, "first-0", 0, 1, true);  // only A processed the first
+    Produce(second);
+    Append(all, second);
+    std::unique_ptr<Engine> b = OpenStore("b");
+    EXPECT_NE(b, nullptr);
+    if (b == nullptr) return nullptr;
+    std::vector<RestoreReport> b_reports;
+    ConsumeUntil(*b, Handled(all), &b_reports);
+    EXPECT_EQ(b_reports.size(), static_cast<size_t>(kPartitions));
+    for (const RestoreReport& r : b_reports) {
+      EXPECT_TRUE(r.restored);
+      EXPECT_GT(r.dedupe_records, 0);
+    }
+    ExpectExact(*b, all);
+    EXPECT_THAT(MarksGoingBack(), IsEmpty());
+    return b;
+  }
+
   // Member A processes a first stream but publishes none of it (as if
   // killed after each commit); B restores (nothing), processes it and a
   // second stream, and leaves. A returns with its stale store and pending
@@ -231,25 +266,27 @@ TEST_F(KafkaChangelogTest, ChangelogRestoreMovesStateDedupeAndOffset) {
 // exactly what A committed.
 TEST_F(KafkaChangelogTest, ChangelogWithParallelWorkersRestoresExactly) {
   workers_ = 3;
-  Stream all = MakeStream("first", 90);
-  Produce(all);
-  std::unique_ptr<Engine> a = OpenStore("a");
-  ASSERT_NE(a, nullptr);
-  std::vector<RestoreReport> a_reports;
-  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*a, Handled(all), &a_reports));
-  ExpectExact(*a, all);
+  ASSERT_NO_FATAL_FAILURE(RestoreByWorkers());
+}
 
-  Stream second = MakeStream("second", 45);
-  Produce(second);
-  Append(all, second);
-  std::unique_ptr<Engine> b = OpenStore("b");
+// As above on stores of 2 shards: each partition's changelog restores into
+// its shard of B's store (its state there only), and B's totals are exact.
+TEST_F(KafkaChangelogTest, ChangelogRestoresEachPartitionIntoItsShard) {
+  workers_ = 3;
+  shards_ = 2;
+  std::unique_ptr<Engine> b;
+  ASSERT_NO_FATAL_FAILURE(b = RestoreByWorkers());
   ASSERT_NE(b, nullptr);
-  std::vector<RestoreReport> b_reports;
-  ASSERT_NO_FATAL_FAILURE(ConsumeUntil(*b, Handled(all), &b_reports));
-  ASSERT_EQ(b_reports.size(), static_cast<size_t>(kPartitions));
-  for (const RestoreReport& r : b_reports) EXPECT_TRUE(r.restored);
-  ExpectExact(*b, all);
-  EXPECT_THAT(MarksGoingBack(), IsEmpty());
+  for (int32_t p = 0; p < kPartitions; ++p) {
+    const std::string total = PartitionStatePrefix(kTopic, p) + "total";
+    for (int i = 0; i < b->shard_count(); ++i) {
+      absl::StatusOr<std::optional<std::string>> got =
+          b->shard(i)->GetState(total);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->has_value(), i == b->ShardOf(p))
+          << "partition " << p << " in shard " << i;
+    }
+  }
 }
 
 // A, killed mid-stream (SIGKILL, in a process of its own), leaves commits it

@@ -375,6 +375,13 @@ TEST_F(KafkaStandbyTest, StandbyCopyIsTheOwnersAndTakesOverFromTheTail) {
   EXPECT_EQ(TakeOverAfterALeaves({}), 1);
 }
 
+// As above on stores of 2 shards: each standby copy goes into its
+// partition's shard, and the takeover from it is as exact.
+TEST_F(KafkaStandbyTest, StandbyCopyOnShardedStoresTakesOverExactly) {
+  shards_ = 2;
+  EXPECT_EQ(TakeOverAfterALeaves({}), 1);
+}
+
 // The broken variant: copies without the dedupe records. The duplicate is
 // applied a second time, which the test above would catch.
 TEST_F(KafkaStandbyTest, StandbyBrokenVariantWithoutDedupeIsCaught) {

@@ -24,6 +24,8 @@ namespace idem {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::SizeIs;
+using ::testing::UnorderedElementsAre;
 
 Options ShardedOptions(int shards) {
   Options options;
@@ -180,6 +182,33 @@ TEST_F(ShardedEngineTest, BatchAcrossShardsKeepsItsOrderAndRejectsBadInput) {
   EXPECT_EQ(engine->ProcessBatch(bad, PutLast).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(*engine->Seen("c0", "orders", 0));
+}
+
+// A caller (the Kafka consumer's batches) finds a message's place in its
+// batch by the address the handler is given: the shards pass the caller's
+// messages, not their own copies.
+TEST_F(ShardedEngineTest, BatchHandlerSeesTheCallersMessages) {
+  std::unique_ptr<Engine> engine = OpenShards(2);
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(absl::StrCat("h", i));
+  std::vector<Message> batch;
+  for (int i = 0; i < 5; ++i) {
+    batch.push_back(OnPartition(ids[i], i % 3, i, "x"));
+  }
+  std::vector<size_t> seen;
+  absl::StatusOr<std::vector<Result>> results =
+      engine->ProcessBatch(batch, [&](const Message& message, Txn&) {
+        seen.push_back(static_cast<size_t>(&message - batch.data()));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(results.ok()) << results.status();
+  ASSERT_THAT(seen, SizeIs(5));
+  for (size_t place : seen) {
+    ASSERT_LT(place, batch.size());
+    EXPECT_EQ(batch[place].id, ids[place]);
+  }
+  EXPECT_THAT(seen, UnorderedElementsAre(0, 1, 2, 3, 4));
 }
 
 TEST_F(ShardedEngineTest, OutboxIsRelayedPerShard) {

@@ -153,8 +153,10 @@ class Engine {
   // earlier messages of the batch. Per (source, partition) the recorded offset
   // is the highest offset of a kProcessed, kDuplicate, kConflict or permanent
   // kFailed message that comes before the partition's first transient kFailed
-  // message in the batch. Errors as for Process; any invalid message rejects
-  // the whole batch before anything runs.
+  // message in the batch. The handler is given the elements of `messages`
+  // themselves (a message's place in the batch is its address minus
+  // messages.data()). Errors as for Process; any invalid message rejects the
+  // whole batch before anything runs.
   virtual absl::StatusOr<std::vector<Result>> ProcessBatch(
       absl::Span<const Message> messages, Handler handler) = 0;
 

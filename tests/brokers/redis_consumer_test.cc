@@ -49,6 +49,21 @@ TEST_F(RedisConsumerTest, RejectsBadOptionsNamingTheField) {
               testing::HasSubstr("max_batch"));
 }
 
+// A broker consumer relays one outbox: a sharded engine, whose outbox is
+// per shard, is refused before anything connects.
+TEST_F(RedisConsumerTest, RefusesAShardedEngineNamingItsShards) {
+  Options sharded;
+  sharded.shards = 2;
+  sharded.dedupe_scope = DedupeScope::kPartition;
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Open(dir_.Sub("sharded"), sharded);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
+      Consumer::Create(engine->get(), BaseOptions("s", "c"));
+  EXPECT_EQ(consumer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(consumer.status().message(), testing::HasSubstr("2 shards"));
+}
+
 TEST_F(RedisConsumerTest, UnreachableServerIsUnavailable) {
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions("s", "c");

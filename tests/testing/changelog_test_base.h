@@ -102,6 +102,7 @@ class ChangelogTestBase : public ::testing::Test {
     ::idem::Options options;
     options.dedupe_scope = DedupeScope::kPartition;
     options.clock = clock;
+    options.shards = shards_;
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         Engine::Open(dir_.Sub(name), options);
     EXPECT_TRUE(engine.ok()) << engine.status();
@@ -249,6 +250,7 @@ class ChangelogTestBase : public ::testing::Test {
   util::TempDir dir_;
   KafkaTestBed bed_;
   int workers_ = 1;  // ConsumerOptions::workers of the members
+  int shards_ = 1;   // Options::shards of the stores OpenStore opens
   std::set<std::string> dead_lettered_;
   test::RecordingLogger logger_;
 };

@@ -147,8 +147,8 @@ std::vector<std::string> TotalErrors(Engine& engine, const std::string& topic,
                                      const std::map<int32_t, int64_t>& totals) {
   std::vector<std::string> errors;
   for (const auto& [partition, total] : totals) {
-    absl::StatusOr<std::optional<std::string>> got =
-        engine.GetState(PartitionStatePrefix(topic, partition) + "total");
+    absl::StatusOr<std::optional<std::string>> got = engine.GetState(
+        topic, partition, PartitionStatePrefix(topic, partition) + "total");
     const std::string want = absl::StrCat(total);
     if (!got.ok() || *got != want) {
       errors.push_back(absl::StrCat(

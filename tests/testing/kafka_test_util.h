@@ -79,8 +79,9 @@ absl::Status ApplyInPartitionAndForward(const kafka::Record& record, Txn& txn,
 std::map<std::string, int> AppliedCounts(Engine& engine);
 
 // The partitions of `topic` whose "total" (the partition's state, as
-// ApplyRecord and ApplyInPartition keep it) in `engine` differs from
-// `totals`, as "p<partition> total <got> != <want>"; empty if none.
+// ApplyRecord and ApplyInPartition keep it) in `engine` (in the
+// partition's shard) differs from `totals`, as "p<partition> total <got> !=
+// <want>"; empty if none.
 std::vector<std::string> TotalErrors(Engine& engine, const std::string& topic,
                                      const std::map<int32_t, int64_t>& totals);
 

@@ -26,6 +26,13 @@
 // for an engine that no Consumer drains, or see docs/outbox.md for writing a
 // relay to another broker.
 //
+// On an engine with shards (Options::shards > 1) each shard has its own
+// outbox, and the relay is one relay per shard, each with its own producer
+// (and, with transactional_id, its own transactional.id,
+// "<transactional_id>-shard-NNN", and progress record), run one after
+// another: one input partition's outputs keep their order, and a failing
+// shard does not hold back the others (docs/kafka.md, "Sharded engines").
+//
 // Requires the optional idem::kafka library. An OutboxRelay is not
 // thread-safe: call it from one thread at a time; only Stop may be called
 // from any thread. Several relays may drain one engine (each entry is then
