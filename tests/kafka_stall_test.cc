@@ -87,8 +87,8 @@ using ::testing::Not;
 constexpr char kStallDownstream[] = "ledger-entries";
 // New input messages per cycle, over every partition.
 constexpr int kStallPerCycle = 30;
-constexpr int16_t kTxnOffsetCommit = 28;
-constexpr int32_t kIllegalGeneration = 22;
+using ::idem::test::kIllegalGeneration;
+using ::idem::test::kTxnOffsetCommit;
 
 // The time of day, for the test's log.
 std::string Now() {

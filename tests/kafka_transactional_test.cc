@@ -60,11 +60,10 @@ using ::testing::SizeIs;
 constexpr int kRelayPartitions = 3;
 constexpr char kRelayDownstream[] = "ledger-entries";
 constexpr char kRelayProgress[] = "idem.relay.progress";
-// Kafka protocol: API keys and error codes the tests inject.
-constexpr int16_t kEndTxn = 26;
-constexpr int16_t kTxnOffsetCommit = 28;
-constexpr int32_t kProducerFenced = 90;
-constexpr int32_t kIllegalGeneration = 22;
+using ::idem::test::kEndTxn;
+using ::idem::test::kIllegalGeneration;
+using ::idem::test::kProducerFenced;
+using ::idem::test::kTxnOffsetCommit;
 
 class KafkaTransactionalTest : public ::testing::Test {
  protected:
