@@ -239,6 +239,14 @@ absl::Status JetStreamBroker::Connect() {
   if (s == NATS_OK && !options_.token.empty()) {
     s = natsOptions_SetToken(nats_options, options_.token.c_str());
   }
+  if (s == NATS_OK && !options_.nkey.empty()) {
+    s = natsOptions_SetNKeyFromSeed(nats_options, options_.nkey.c_str(),
+                                    options_.nkey_seed_file.c_str());
+  }
+  if (s == NATS_OK && !options_.credentials_file.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(
+        nats_options, options_.credentials_file.c_str(), nullptr);
+  }
   if (s == NATS_OK && options_.tls)
     s = natsOptions_SetSecure(nats_options, true);
   if (s == NATS_OK && !options_.tls_ca_file.empty()) {
