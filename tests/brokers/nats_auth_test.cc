@@ -60,7 +60,8 @@ TEST_F(NatsConsumerTest, AuthenticationOptionsAreValidatedNamingTheField) {
   const std::string seed = dir_.Sub("user.nk");
   WriteFile(seed, kAdmittedSeed);
   auto refused = [&](const ConsumerOptions& options, const std::string& what) {
-    const absl::Status status = Consumer::Create(engine.get(), options).status();
+    const absl::Status status =
+        Consumer::Create(engine.get(), options).status();
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     EXPECT_THAT(status.message(), testing::HasSubstr(what));
   };
