@@ -141,8 +141,13 @@ void EngineOnlyLoop(benchmark::State& state) {
 }  // namespace
 
 void BrokerBenchRuns(benchmark::internal::Benchmark* b) {
-  b->Arg(100)->Arg(500)->Arg(2000)->Iterations(3)->UseRealTime()->Unit(
-      benchmark::kMillisecond);
+  b->Arg(100)
+      ->Arg(500)
+      ->Arg(2000)
+      ->Iterations(3)
+      ->UseRealTime()
+      ->MeasureProcessCPUTime()
+      ->Unit(benchmark::kMillisecond);
 }
 
 int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {

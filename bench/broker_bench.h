@@ -119,7 +119,10 @@ using IdemLoop = void (*)(benchmark::State& state, Durability durability);
 using PlainLoop = void (*)(benchmark::State& state, bool ack_each);
 
 // What every broker benchmark runs: batch 100, 500 and 2000, three
-// iterations each, wall time in milliseconds.
+// iterations each, wall time in milliseconds; the CPU column is the whole
+// process's CPU time (user + sys of every thread: the client library's,
+// RocksDB's), which leaves out the server, a process of its own. Per
+// message: the CPU column's milliseconds / kBrokerBenchMessages.
 void BrokerBenchRuns(benchmark::internal::Benchmark* b);
 
 // The benchmarks' main: registers, under the same names for every broker,

@@ -1,6 +1,8 @@
 #include "idem/nats/consumer.h"
 
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,38 @@
 
 namespace idem::nats {
 namespace {
+
+// At most one way to log in; an NKey needs both its halves; the files
+// named are readable. The message names the fields.
+absl::Status CheckAuthentication(const ConsumerOptions& options) {
+  const bool nkey = !options.nkey.empty() || !options.nkey_seed_file.empty();
+  const int ways = !options.user.empty() + !options.token.empty() + nkey +
+                   !options.credentials_file.empty();
+  if (ways > 1) {
+    return absl::InvalidArgumentError(
+        "user, token, nkey and credentials_file are exclusive");
+  }
+  if (nkey && (options.nkey.empty() || options.nkey_seed_file.empty())) {
+    return absl::InvalidArgumentError("nkey and nkey_seed_file go together");
+  }
+  if (nkey && options.nkey[0] != 'U') {
+    return absl::InvalidArgumentError(
+        "nkey must be a user's public key (starting with 'U')");
+  }
+  for (const std::string* file :
+       {&options.nkey_seed_file, &options.credentials_file}) {
+    if (file->empty()) continue;
+    if (std::FILE* f = std::fopen(file->c_str(), "r"); f != nullptr) {
+      std::fclose(f);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file == &options.nkey_seed_file ? "nkey_seed_file"
+                                                       : "credentials_file",
+                       " cannot be read: ", *file));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ValidateOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
@@ -21,8 +55,8 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return d > absl::ZeroDuration() && d != absl::InfiniteDuration();
   };
   if (options.url.empty()) return invalid("url is required");
-  if (!options.token.empty() && !options.user.empty()) {
-    return invalid("user and token are exclusive");
+  if (absl::Status s = CheckAuthentication(options); !s.ok()) {
+    return invalid(std::string(s.message()));
   }
   if (!options.tls_ca_file.empty() && !options.tls) {
     return invalid("tls_ca_file needs tls");

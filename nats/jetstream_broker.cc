@@ -1,6 +1,8 @@
 #include "nats/jetstream_broker.h"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 #include <system_error>
@@ -239,6 +241,14 @@ absl::Status JetStreamBroker::Connect() {
   if (s == NATS_OK && !options_.token.empty()) {
     s = natsOptions_SetToken(nats_options, options_.token.c_str());
   }
+  if (s == NATS_OK && !options_.nkey.empty()) {
+    s = natsOptions_SetNKeyFromSeed(nats_options, options_.nkey.c_str(),
+                                    options_.nkey_seed_file.c_str());
+  }
+  if (s == NATS_OK && !options_.credentials_file.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(
+        nats_options, options_.credentials_file.c_str(), nullptr);
+  }
   if (s == NATS_OK && options_.tls)
     s = natsOptions_SetSecure(nats_options, true);
   if (s == NATS_OK && !options_.tls_ca_file.empty()) {
@@ -453,6 +463,37 @@ void JetStreamBroker::ReturnPrefetched() {
   }
 }
 
+std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
+  constexpr size_t kMaxTokens = 13;
+  std::array<std::string_view, kMaxTokens> tokens;
+  size_t count = 0;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = reply.find('.', start);
+    if (count == kMaxTokens) return std::nullopt;
+    tokens[count++] = reply.substr(start, dot - start);
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (count < 9 || tokens[0] != "$JS" || tokens[1] != "ACK" || count == 10) {
+    return std::nullopt;
+  }
+  const size_t first = count == 9 ? 4 : 6;  // <delivered>'s token
+  AckSubject parsed;
+  auto number = [&](size_t i, auto* out) {
+    const std::string_view token = tokens[i];
+    const char* end = token.data() + token.size();
+    const std::from_chars_result r = std::from_chars(token.data(), end, *out);
+    return !token.empty() && r.ec == std::errc() && r.ptr == end;
+  };
+  if (!number(first, &parsed.delivered) ||
+      !number(first + 1, &parsed.stream_sequence) ||
+      !number(first + 3, &parsed.timestamp)) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
 brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   brokers::Delivery delivery;
   delivery.source = options_.stream;
@@ -460,20 +501,27 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) {
     delivery.receipt = reply;
   }
-  jsMsgMetaData* meta = nullptr;
-  if (natsMsg_GetMetaData(&meta, msg) == NATS_OK) {
-    delivery.offset = static_cast<int64_t>(meta->Sequence.Stream);
-    // When the stream stored it, in nanoseconds since the epoch.
-    if (meta->Timestamp > 0) {
-      delivery.event_time = absl::FromUnixNanos(meta->Timestamp);
+  std::optional<AckSubject> meta = ParseAckSubject(delivery.receipt);
+  if (!meta.has_value()) {
+    jsMsgMetaData* nats_meta = nullptr;
+    if (natsMsg_GetMetaData(&nats_meta, msg) == NATS_OK) {
+      meta = AckSubject{nats_meta->NumDelivered, nats_meta->Sequence.Stream,
+                        nats_meta->Timestamp};
+      jsMsgMetaData_Destroy(nats_meta);
     }
-    if (meta->NumDelivered > 1) ++redelivered_;
+  }
+  if (meta.has_value()) {
+    delivery.offset = static_cast<int64_t>(meta->stream_sequence);
+    // When the stream stored it, in nanoseconds since the epoch.
+    if (meta->timestamp > 0) {
+      delivery.event_time = absl::FromUnixNanos(meta->timestamp);
+    }
+    if (meta->delivered > 1) ++redelivered_;
     // The server delivers it no more: the loop dead-letters it unless it
     // was processed.
     delivery.final_delivery =
         max_deliver_ > 0 &&
-        meta->NumDelivered >= static_cast<uint64_t>(max_deliver_);
-    jsMsgMetaData_Destroy(meta);
+        meta->delivered >= static_cast<uint64_t>(max_deliver_);
   }
   const char** keys = nullptr;
   int key_count = 0;

@@ -37,6 +37,14 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
     return invalid("payload_field must not be empty");
   }
   if (options.output_max_len < 0) return invalid("output_max_len must be >= 0");
+  if (options.output_max_age < absl::ZeroDuration() ||
+      options.output_max_age == absl::InfiniteDuration()) {
+    return invalid("output_max_age must be >= 0 and finite");
+  }
+  if (options.output_max_age > absl::ZeroDuration() &&
+      options.output_max_len > 0) {
+    return invalid("output_max_len and output_max_age are exclusive");
+  }
   if (options.claim_idle < absl::ZeroDuration() ||
       options.claim_idle == absl::InfiniteDuration()) {
     return invalid("claim_idle must be >= 0 and finite");

@@ -2,6 +2,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <string_view>
 #include <utility>
 
@@ -234,6 +236,13 @@ absl::Status StreamBroker::Publish(const OutboxEntry& entry) {
       entry.destination != options_.delivery.dead_letter_destination) {
     argv.insert(argv.end(),
                 {"MAXLEN", "~", absl::StrCat(options_.output_max_len)});
+  }
+  if (options_.output_max_age > absl::ZeroDuration() &&
+      entry.destination != options_.delivery.dead_letter_destination) {
+    const int64_t min_ms = std::max<int64_t>(
+        0, absl::ToUnixMillis(absl::Now()) -
+               absl::ToInt64Milliseconds(options_.output_max_age));
+    argv.insert(argv.end(), {"MINID", "~", absl::StrCat(min_ms, "-0")});
   }
   argv.insert(argv.end(), {"*", id_field, entry.message_id,
                            options_.payload_field, entry.value});

@@ -477,12 +477,37 @@ TEST_F(RedisConsumerTest, DeadLettersAndRelayThroughADownstreamConsumer) {
   test::ExpectBalances(*downstream, expected, true);
 }
 
+// The server's stream-node-max-entries (entries per macro node), or 0.
+int64_t NodeEntries(Connection& connection) {
+  Reply node =
+      RedisCommand(connection, {"CONFIG", "GET", "stream-node-max-entries"});
+  int64_t node_entries = 0;
+  if (node == nullptr || node->elements != 2 ||
+      !absl::SimpleAtoi(std::string(ReplyString(node->element[1])),
+                        &node_entries)) {
+    return 0;
+  }
+  return node_entries;
+}
+
 // With output_max_len, the relay's XADD trims each output stream to about
 // that many entries (MAXLEN ~: whole nodes of stream-node-max-entries go),
 // but never the dead letter stream. The twin without output_max_len shows
 // the output stream holding every entry.
 class RedisTrimTest : public RedisConsumerTest,
-                      public ::testing::WithParamInterface<bool> {};
+                      public ::testing::WithParamInterface<bool> {
+ protected:
+  // Drains `stream`, dead-lettering every other message (a poison) and
+  // forwarding the rest to `out`.
+  void DrainForwardingHalf(Consumer& consumer, const std::string& stream,
+                           const std::string& out) {
+    int index = 0;
+    Drain(consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
+      if (index++ % 2 == 0) return absl::InvalidArgumentError("poison");
+      return test::ApplyAndForward(out, d, txn);
+    });
+  }
+};
 
 TEST_P(RedisTrimTest, OutputStreamsAreTrimmedButNotTheDeadLetterStream) {
   const bool trim = GetParam();
@@ -491,22 +516,14 @@ TEST_P(RedisTrimTest, OutputStreamsAreTrimmedButNotTheDeadLetterStream) {
   constexpr int kMessages = 400;
   constexpr int64_t kMaxLen = 50;
   Produce(*connection_, stream, Ledger(31, kMessages, 10), 10, 0);
-  Reply node =
-      RedisCommand(*connection_, {"CONFIG", "GET", "stream-node-max-entries"});
-  ASSERT_TRUE(node != nullptr && node->elements == 2);
-  int64_t node_entries = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(std::string(ReplyString(node->element[1])),
-                               &node_entries));
+  const int64_t node_entries = NodeEntries(*connection_);
+  ASSERT_GT(node_entries, 0);
   std::unique_ptr<Engine> engine = OpenEngine("db");
   ConsumerOptions options = BaseOptions(stream, "c");
   if (trim) options.output_max_len = kMaxLen;
   auto consumer = Consumer::Create(engine.get(), options);
   ASSERT_TRUE(consumer.ok()) << consumer.status();
-  int index = 0;
-  Drain(**consumer, stream, [&](const Delivery& d, Txn& txn) -> absl::Status {
-    if (index++ % 2 == 0) return absl::InvalidArgumentError("poison");
-    return test::ApplyAndForward(out, d, txn);
-  });
+  DrainForwardingHalf(**consumer, stream, out);
   const ConsumerStats stats = (*consumer)->stats();
   ASSERT_EQ(stats.dead_lettered, kMessages / 2);
   ASSERT_EQ(stats.outbox_published, kMessages);
@@ -526,6 +543,77 @@ INSTANTIATE_TEST_SUITE_P(TrimmedAndNot, RedisTrimTest,
                          ::testing::Values(true, false), [](const auto& info) {
                            return info.param ? "MaxLen" : "Unbounded";
                          });
+
+// With output_max_age, the relay's XADD drops the output stream's entries
+// older than that (MINID ~: whole nodes go, so at most one node of old
+// entries stays) and keeps every new one; the dead letter stream keeps its
+// old entries. The twin without output_max_age keeps every old entry.
+using RedisAgeTrimTest = RedisTrimTest;
+
+TEST_P(RedisAgeTrimTest, OutputEntriesOlderThanTheAgeAreTrimmed) {
+  const bool trim = GetParam();
+  const std::string stream = prefix_ + "payments";
+  const std::string out = prefix_ + "out";
+  const std::string dead = prefix_ + "dead";
+  constexpr int kMessages = 200;
+  const int64_t node_entries = NodeEntries(*connection_);
+  ASSERT_GT(node_entries, 0);
+  // Entries of 1970: IDs <ms>-0 with ms from 1 to 2 nodes' worth.
+  const int64_t old_entries = 2 * node_entries;
+  for (int64_t ms = 1; ms <= old_entries; ++ms) {
+    for (const std::string& s : {out, dead}) {
+      ASSERT_NE(RedisCommand(*connection_, {"XADD", s, absl::StrCat(ms, "-0"),
+                                            "payload", "old"}),
+                nullptr);
+    }
+  }
+  auto old_left = [&](const std::string& s) {
+    Reply range = RedisCommand(
+        *connection_, {"XRANGE", s, "-", absl::StrCat(old_entries, "-0")});
+    return range == nullptr ? int64_t{-1}
+                            : static_cast<int64_t>(range->elements);
+  };
+  Produce(*connection_, stream, Ledger(31, kMessages, 10), 10, 0);
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions(stream, "c");
+  if (trim) options.output_max_age = absl::Hours(1);
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  DrainForwardingHalf(**consumer, stream, out);
+  ASSERT_EQ((*consumer)->stats().outbox_published, kMessages);
+  const int64_t outputs =
+      static_cast<int64_t>(Entries(*connection_, out).size());
+  if (trim) {
+    EXPECT_LE(old_left(out), node_entries);
+    EXPECT_EQ(outputs - old_left(out), kMessages / 2);
+  } else {
+    EXPECT_EQ(old_left(out), old_entries);
+  }
+  EXPECT_EQ(old_left(dead), old_entries);
+}
+
+INSTANTIATE_TEST_SUITE_P(TrimmedAndNot, RedisAgeTrimTest,
+                         ::testing::Values(true, false), [](const auto& info) {
+                           return info.param ? "MaxAge" : "Unbounded";
+                         });
+
+// output_max_age is validated, and excludes output_max_len.
+TEST_F(RedisConsumerTest, OutputMaxAgeIsValidatedAndExcludesMaxLen) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions(prefix_ + "payments", "c");
+  for (absl::Duration age : {-absl::Seconds(1), absl::InfiniteDuration()}) {
+    options.output_max_age = age;
+    const absl::Status status =
+        Consumer::Create(engine.get(), options).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), testing::HasSubstr("output_max_age"));
+  }
+  options.output_max_age = absl::Hours(1);
+  options.output_max_len = 10;
+  const absl::Status status = Consumer::Create(engine.get(), options).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), testing::HasSubstr("exclusive"));
+}
 
 // The relay writes the message ID, the payload and the key to fields of
 // their own: an output's headers named like them (a handler's, or those a

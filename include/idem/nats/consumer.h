@@ -71,6 +71,17 @@ struct ConsumerOptions {
   std::string user;
   std::string password;
   std::string token;
+  // Or an NKey: `nkey` the user's public key ("U...", as the server's
+  // `authorization { users = [ { nkey: ... } ] }` names it) and
+  // `nkey_seed_file` the file holding its seed ("SU..."), with which the
+  // client signs the server's challenge. Both or neither.
+  std::string nkey;
+  std::string nkey_seed_file;
+  // Or a credentials file (.creds: a user JWT and its NKey seed, as `nsc`
+  // writes it) for a server in operator (JWT) mode.
+  // user, token, nkey and credentials_file exclude each other. A seed or
+  // credentials file that cannot be read: kInvalidArgument naming it.
+  std::string credentials_file;
   // Connect with TLS, verifying the server's certificate against the CA
   // certificates in tls_ca_file (PEM; empty: the system's). A handshake
   // that fails (a server without TLS, a certificate not trusted):

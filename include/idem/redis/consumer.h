@@ -114,6 +114,12 @@ struct ConsumerOptions {
   // them: keep it above what downstream consumers may lag behind. Zero:
   // never trim. Must be >= 0. Default: 0.
   int64_t output_max_len = 0;
+  // Or trims by age: the relay's XADD drops entries older than this
+  // (MINID ~ <now - output_max_age in ms>-0, by the entry IDs' time part;
+  // whole macro nodes go, so a few older entries may stay). The same
+  // exceptions and caution as output_max_len, which it excludes (XADD
+  // takes one). Zero: never. Must be >= 0 and finite. Default: 0.
+  absl::Duration output_max_age = absl::ZeroDuration();
 
   // ---- Redeliveries ----
 
