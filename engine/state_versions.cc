@@ -92,8 +92,27 @@ void StateVersions::AwaitBasesLocked(std::string_view begin,
   mu_.Await(absl::Condition(&Wait::Ready, &wait));
 }
 
+std::optional<uint64_t> StateVersions::QuietVersion(
+    const StateReads& reads) const {
+  // The pass's own thread set versions_ when it opened the pass.
+  if (reads.versions_ != this) return std::nullopt;
+  const uint64_t quiet = quiet_version_.load(std::memory_order_acquire);
+  if (quiet == kNotQuiet) return std::nullopt;
+  return quiet;
+}
+
+void StateVersions::PublishQuietLocked() {
+  const bool quiet = in_flight_.empty() && in_flight_ranges_.empty();
+  quiet_version_.store(quiet || quiet_ignores_in_flight_ ? counter_ : kNotQuiet,
+                       std::memory_order_release);
+}
+
 StateVersions::Read StateVersions::ReadKey(std::string_view key,
                                            StateReads& reads) {
+  if (std::optional<uint64_t> quiet = QuietVersion(reads)) {
+    // Nothing in flight: the store has the latest, nothing to wait for.
+    return Read{*quiet, std::nullopt};
+  }
   absl::MutexLock lock(&mu_);
   OpenPass(reads);
   Read read;
@@ -115,6 +134,11 @@ StateVersions::Read StateVersions::ReadKey(std::string_view key,
 StateVersions::RangeRead StateVersions::ReadRange(std::string_view begin,
                                                   std::string_view end,
                                                   StateReads& reads) {
+  if (std::optional<uint64_t> quiet = QuietVersion(reads)) {
+    RangeRead read;
+    read.version = *quiet;
+    return read;
+  }
   absl::MutexLock lock(&mu_);
   OpenPass(reads);
   RangeRead read;
@@ -259,6 +283,7 @@ void StateVersions::PruneLocked() {
     deleted_ranges_.clear();
     floor_ = ++counter_;
   }
+  PublishQuietLocked();
 }
 
 void StateVersions::PendAll() {
@@ -270,6 +295,7 @@ void StateVersions::PublishAll() {
   absl::MutexLock lock(&mu_);
   floor_ = ++counter_;
   --all_pending_;
+  PublishQuietLocked();
 }
 
 void StateVersions::AwaitAllPublished() {

@@ -38,8 +38,10 @@
 #ifndef IDEM_ENGINE_STATE_VERSIONS_H_
 #define IDEM_ENGINE_STATE_VERSIONS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -171,6 +173,15 @@ class StateVersions {
   // The number of versions remembered (for tests).
   size_t remembered() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A broken variant (EngineHooks::quiet_reads_ignore_in_flight): the quiet
+  // version is published while commits are in flight too, so a read of a
+  // pass already open misses their values and reads the store's older
+  // ones, which validation then takes for current (lost updates). Set
+  // before the first read.
+  void set_quiet_reads_ignore_in_flight(bool broken) {
+    quiet_ignores_in_flight_ = broken;
+  }
+
  private:
   friend class StateReads;
 
@@ -207,6 +218,14 @@ class StateVersions {
 
   // Forgets the versions no open pass can be stale against.
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the quiet version: counter_ if no commit is in flight, else
+  // kNotQuiet. After every change of either.
+  void PublishQuietLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The version a read of `reads`'s pass notes if the table is quiet and
+  // the pass already open; nullopt: take the mutex.
+  std::optional<uint64_t> QuietVersion(const StateReads& reads) const;
+
+  static constexpr uint64_t kNotQuiet = std::numeric_limits<uint64_t>::max();
 
   mutable absl::Mutex mu_;
   uint64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
@@ -229,6 +248,10 @@ class StateVersions {
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 0;
   // PendAll calls not yet published.
   uint32_t all_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // counter_ while no commit is in flight, else kNotQuiet; stored only
+  // under mu_ (PublishQuietLocked), loaded without it.
+  std::atomic<uint64_t> quiet_version_{0};
+  bool quiet_ignores_in_flight_ = false;  // constant after the first read
 };
 
 }  // namespace idem
