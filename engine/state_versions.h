@@ -77,7 +77,11 @@ class StateReads {
   StateReads& operator=(const StateReads&) = delete;
   ~StateReads();
 
+  // Versions noted by one pass never decrease, and a read is stale at a
+  // version whenever it is at a higher one: a key read again right after
+  // its last note needs no note of its own.
   void Add(std::string_view key, uint64_t version) {
+    if (!reads_.empty() && reads_.back().first == key) return;
     reads_.emplace_back(std::string(key), version);
   }
   void AddRange(std::string_view begin, std::string_view end,
