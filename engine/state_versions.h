@@ -39,6 +39,7 @@
 #define IDEM_ENGINE_STATE_VERSIONS_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -52,7 +53,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/synchronization/mutex.h"
+#include "engine/plain_mutex.h"
 #include "engine/state_layer.h"
 
 namespace idem {
@@ -231,7 +232,10 @@ class StateVersions {
 
   static constexpr uint64_t kNotQuiet = std::numeric_limits<uint64_t>::max();
 
-  mutable absl::Mutex mu_;
+  mutable PlainMutex mu_;
+  // Notified when commits land (Publish) and when a writer of unknown keys
+  // is published (PublishAll): what the waits under mu_ wait for.
+  std::condition_variable landed_;
   uint64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
   // The version of the last commit that wrote each key, and of each range
   // deletion, with the keys in version order for pruning.
