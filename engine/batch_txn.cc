@@ -3,6 +3,10 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/absl_view.h"
@@ -42,12 +46,19 @@ absl::StatusOr<std::optional<std::string>> BatchTxn::Get(std::string_view key) {
       return value.has_value() ? read.Over(*value) : read.Over(std::nullopt);
     }
   }
-  rocksdb::PinnableSlice value;
+  std::string value;
   rocksdb::Status s =
       db_->Get(rocksdb::ReadOptions(), state_, ToSlice(key), &value);
   if (s.IsNotFound()) return read.Over(std::nullopt);
   if (!s.ok()) return NoteReadError(FromRocksStatus(s, "reading state"));
-  return read.Over(LiveStateValue(value.ToStringView(), time_.read));
+  const std::optional<std::string_view> live =
+      LiveStateValue(value, time_.read);
+  if (read.has_merges()) return read.Over(live);
+  // Nothing to fold over it: the value is the stored bytes, or their prefix
+  // (an envelope's), returned without another copy.
+  if (!live.has_value()) return std::nullopt;
+  value.resize(live->size());
+  return std::optional<std::string>(std::move(value));
 }
 
 int64_t BatchTxn::ExpiryOf(absl::Duration ttl) const {

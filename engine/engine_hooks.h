@@ -36,6 +36,13 @@ struct EngineHooks {
   // inserts one below a limit can commit alongside another that did the
   // same: write skew (breaks serializable scans).
   bool skip_range_validation = false;
+  // A handler's reads of state after its first take the quiet path of
+  // engine/state_versions.h even while commits are in flight: such a read
+  // of a key a commit in flight writes gets the store's older value, which
+  // validation then takes for current, so a read-modify-write overwrites
+  // the commit in flight (breaks "a handler reads the values of the commits
+  // in flight", and serializable state with it).
+  bool quiet_reads_ignore_in_flight = false;
   // Compares a commit's offsets only with the stored ones its commit read
   // before its handlers ran, not with those of commits queued since: a
   // commit of a lower offset that lands after a higher one moves the

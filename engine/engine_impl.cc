@@ -37,6 +37,8 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
       queue_(options.durability == Durability::kSync && !hooks.skip_wal_sync),
       store_(std::move(store)) {
   syncer_.set_skip_sync_for_testing(hooks_.skip_wal_sync);
+  versions_.set_quiet_reads_ignore_in_flight(
+      hooks_.quiet_reads_ignore_in_flight);
   issued_sequence_.store(store_->db->GetLatestSequenceNumber());
   outbox_issued_.store(outbox.issued);
   outbox_acked_.store(outbox.acked);

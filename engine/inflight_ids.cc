@@ -44,20 +44,23 @@ InflightIds::Claim InflightIds::Acquire(absl::Span<const RecordKey> keys,
     }
     return true;
   };
-  absl::MutexLock lock(&mu_, absl::Condition(&none_held));
+  PlainMutexLock lock(&mu_);
+  mu_.Await(released_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return none_held();  // runs with mu_ held (PlainMutex::Await)
+  });
   held_.insert(claim.keys_.begin(), claim.keys_.end());
   claim.table_ = this;
   return claim;
 }
 
 void InflightIds::Release(absl::Span<const RecordKey> keys) {
-  // Unlocking re-evaluates the conditions of the waiting claims.
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   for (const RecordKey& key : keys) held_.erase(key);
+  released_.notify_all();  // the waiting claims check their keys again
 }
 
 size_t InflightIds::held_for_testing() const {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return held_.size();
 }
 

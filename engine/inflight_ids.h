@@ -14,13 +14,14 @@
 #ifndef IDEM_ENGINE_INFLIGHT_IDS_H_
 #define IDEM_ENGINE_INFLIGHT_IDS_H_
 
+#include <condition_variable>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "engine/plain_mutex.h"
 #include "engine/record.h"
 
 namespace idem {
@@ -62,7 +63,10 @@ class InflightIds {
  private:
   void Release(absl::Span<const RecordKey> keys) ABSL_LOCKS_EXCLUDED(mu_);
 
-  mutable absl::Mutex mu_;
+  // A PlainMutex: taken twice a commit (engine/plain_mutex.h).
+  mutable PlainMutex mu_;
+  // Notified when a claim releases its keys.
+  std::condition_variable released_;
   absl::flat_hash_set<RecordKey> held_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -1,5 +1,7 @@
 #include "engine/merge_operator.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -79,14 +81,83 @@ void PendingMerges::Append(const PendingMerges& later) {
   if (later.written_.has_value()) written_ = later.written_;
 }
 
+MergeFold::MergeFold(std::optional<std::string_view> base) {
+  if (base.has_value()) {
+    state_ = State::kBytes;
+    bytes_.assign(*base);
+  }
+}
+
+int64_t MergeFold::AsInt() const {
+  if (state_ == State::kInt) return int_;
+  if (bytes_.size() != 8) return 0;
+  return static_cast<int64_t>(GetFixed64LE(bytes_.data()));
+}
+
+void MergeFold::Apply(MergeOp op, std::string_view operand) {
+  const bool int_op = op == MergeOp::kAddInt64 || op == MergeOp::kMaxInt64 ||
+                      op == MergeOp::kMinInt64;
+  if ((int_op && operand.size() != 8) || (!int_op && op != MergeOp::kAppend)) {
+    // Invalid: ApplyMerge keeps the base, an absent one as empty bytes.
+    if (state_ == State::kAbsent) {
+      state_ = State::kBytes;
+      bytes_.clear();
+    }
+    return;
+  }
+  if (op == MergeOp::kAppend) {
+    if (state_ == State::kInt) {
+      bytes_ = Int64Operand(int_);
+    } else if (state_ == State::kAbsent) {
+      bytes_.clear();
+    }
+    state_ = State::kBytes;
+    bytes_.append(operand);
+    return;
+  }
+  const auto x = static_cast<int64_t>(GetFixed64LE(operand.data()));
+  if (state_ == State::kAbsent) {
+    int_ = x;  // 0 + x, max(x), min(x)
+  } else {
+    const int64_t b = AsInt();
+    switch (op) {
+      case MergeOp::kAddInt64:
+        // Two's-complement wrap-around, without signed overflow.
+        int_ = static_cast<int64_t>(static_cast<uint64_t>(b) +
+                                    static_cast<uint64_t>(x));
+        break;
+      case MergeOp::kMaxInt64:
+        int_ = std::max(b, x);
+        break;
+      case MergeOp::kMinInt64:
+        int_ = std::min(b, x);
+        break;
+      case MergeOp::kAppend:
+        break;
+    }
+  }
+  state_ = State::kInt;
+}
+
+std::optional<std::string> MergeFold::Take() {
+  const State state = state_;
+  state_ = State::kAbsent;
+  switch (state) {
+    case State::kAbsent:
+      return std::nullopt;
+    case State::kInt:
+      return Int64Operand(int_);
+    case State::kBytes:
+      return std::move(bytes_);
+  }
+  return std::nullopt;
+}
+
 std::string PendingMerges::FoldOnto(
     std::optional<std::string_view> base) const {
-  std::optional<std::string> value;
-  if (base.has_value()) value.emplace(*base);
-  for (const auto& [op, operand] : operands_) {
-    value = ApplyMerge(value, op, operand);
-  }
-  return value.value_or(std::string());
+  MergeFold value(base);
+  for (const auto& [op, operand] : operands_) value.Apply(op, operand);
+  return value.Take().value_or(std::string());
 }
 
 namespace {
@@ -108,14 +179,15 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
                    MergeOperationOutput* out) const override {
     const bool enveloped = context_ != nullptr &&
                            context_->enveloped.load(std::memory_order_acquire);
-    std::optional<std::string> value;
+    std::optional<std::string_view> base_value;
     int64_t expires_micros = kNeverExpires;
     if (in.existing_value != nullptr) {
       const StateValue base =
           DecodeStateValue(in.existing_value->ToStringView(), enveloped);
-      value.emplace(base.value);
+      base_value = base.value;
       expires_micros = base.expires_micros;
     }
+    MergeFold value(base_value);
     for (const rocksdb::Slice& stored : in.operand_list) {
       // An operand that does not decode is skipped: never fail.
       std::optional<ParsedOperand> parsed =
@@ -123,15 +195,15 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
       if (!parsed.has_value()) continue;
       if (WrittenAt(*parsed) >= expires_micros) {
         // Written once the value had expired: it starts a new one.
-        value.reset();
+        value.Reset();
         expires_micros = kNeverExpires;
       }
-      value = ApplyMerge(value, parsed->op, parsed->operand);
+      value.Apply(parsed->op, parsed->operand);
       if (parsed->expires_micros.has_value()) {
         expires_micros = *parsed->expires_micros;
       }
     }
-    out->new_value = EncodeStateValue(value.value_or(std::string()),
+    out->new_value = EncodeStateValue(value.Take().value_or(std::string()),
                                       expires_micros, enveloped);
     return true;
   }

@@ -59,6 +59,34 @@ struct ParsedOperand {
 // not decode.
 std::optional<ParsedOperand> ParseStoredOperand(std::string_view stored);
 
+// A value folded operand by operand exactly as repeated ApplyMerge calls
+// fold it (value = ApplyMerge(value, op, operand)), but without encoding an
+// int64 between operands or copying the value at each: the one fold of the
+// reads (PendingMerges::FoldOnto) and of the state family's merge operator.
+// A value type, not thread-safe.
+class MergeFold {
+ public:
+  // Starts from `base` (nullopt: absent).
+  explicit MergeFold(std::optional<std::string_view> base);
+  // Folds in one operand, as ApplyMerge does (an invalid one keeps the
+  // value, an absent one becoming empty).
+  void Apply(MergeOp op, std::string_view operand);
+  // The value is absent again (an expired base, say).
+  void Reset() { state_ = State::kAbsent; }
+  // The folded value (nullopt: absent). The fold is left absent.
+  std::optional<std::string> Take();
+
+ private:
+  enum class State : uint8_t { kAbsent, kInt, kBytes };
+  // The value as an int64, as ApplyMerge reads a base that is one: any
+  // other bytes as 0.
+  int64_t AsInt() const;
+
+  State state_ = State::kAbsent;
+  int64_t int_ = 0;    // kInt
+  std::string bytes_;  // kBytes
+};
+
 // A key's merges, oldest first, not yet folded into a value.
 class PendingMerges {
  public:

@@ -6,12 +6,16 @@
 // instructions per Lock and Unlock pair with nothing contended. The ordering
 // lock (EngineImpl::order_mu_), taken once per commit, and the commit lock
 // (EngineImpl::commit_mu_) use this instead (docs/performance.md, "Per-call
-// costs and the hashed memtable"); every other lock, and every lock that
-// needs absl::Condition or shared holders, stays an absl::Mutex.
+// costs and the hashed memtable"), and so do the locks of
+// engine/state_versions.h (three or four times a commit) and
+// engine/inflight_ids.h (twice), whose waits use Await with a condition
+// variable; every other lock, and every lock that needs shared holders,
+// stays an absl::Mutex.
 
 #ifndef IDEM_ENGINE_PLAIN_MUTEX_H_
 #define IDEM_ENGINE_PLAIN_MUTEX_H_
 
+#include <condition_variable>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
@@ -27,6 +31,16 @@ class ABSL_LOCKABLE PlainMutex {
 
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() { mu_.lock(); }
   void Unlock() ABSL_UNLOCK_FUNCTION() { mu_.unlock(); }
+
+  // Waits, releasing the mutex meanwhile, until `ready()` holds; each
+  // change that can make it hold must notify `changed`. REQUIRES: held by
+  // the caller (`ready` runs with it held).
+  template <typename Ready>
+  void Await(std::condition_variable& changed, Ready ready) {
+    std::unique_lock<std::mutex> held(mu_, std::adopt_lock);
+    changed.wait(held, ready);
+    held.release();  // still held, by the caller
+  }
 
  private:
   std::mutex mu_;

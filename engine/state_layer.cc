@@ -98,7 +98,7 @@ void StateLayer::Absorb(StateLayer&& newer) {
   newer.has_expiry_ = false;
 }
 
-StateLayer::Lookup StateLayer::Find(std::string_view key) const {
+StateLayer::Lookup StateLayer::FindIn(std::string_view key) const {
   Lookup found;
   if (auto it = points_.find(key); it != points_.end()) {
     found.write = &it->second;

@@ -74,7 +74,10 @@ class StateLayer {
   // this layer holds of their key. `newer` is left empty.
   void Absorb(StateLayer&& newer);
 
-  Lookup Find(std::string_view key) const;
+  Lookup Find(std::string_view key) const {
+    if (empty()) return Lookup();  // most layers of most reads
+    return FindIn(key);
+  }
 
   const Points& points() const { return points_; }
   const std::vector<KeyRange>& ranges() const { return ranges_; }
@@ -87,6 +90,7 @@ class StateLayer {
   bool has_expiry() const { return has_expiry_; }
 
  private:
+  Lookup FindIn(std::string_view key) const;
   // Folds `merges` into `key`'s write.
   void MergeAll(std::string_view key, const PendingMerges& merges);
   bool RangeDeleted(std::string_view key) const;

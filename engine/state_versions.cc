@@ -16,7 +16,7 @@ void StateVersions::OpenPass(StateReads& reads) {
 }
 
 void StateVersions::ClosePass(uint64_t start) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   if (auto it = open_passes_.find(start); it != open_passes_.end()) {
     open_passes_.erase(it);
   }
@@ -78,23 +78,34 @@ bool StateVersions::MergesWithoutBaseLocked(std::string_view begin,
 
 void StateVersions::AwaitBasesLocked(std::string_view begin,
                                      std::string_view end, uint64_t version) {
-  struct Wait {
-    const StateVersions* versions;
-    std::string_view begin;
-    std::string_view end;
-    uint64_t version;
-    static bool Ready(Wait* wait) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      // Evaluated by Await with mu_ held.
-      return !wait->versions->MergesWithoutBaseLocked(wait->begin, wait->end,
-                                                      wait->version);
-    }
-  } wait{this, begin, end, version};
-  mu_.Await(absl::Condition(&Wait::Ready, &wait));
+  // Runs with mu_ held (PlainMutex::Await).
+  mu_.Await(landed_, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !MergesWithoutBaseLocked(begin, end, version);
+  });
+}
+
+std::optional<uint64_t> StateVersions::QuietVersion(
+    const StateReads& reads) const {
+  // The pass's own thread set versions_ when it opened the pass.
+  if (reads.versions_ != this) return std::nullopt;
+  const uint64_t quiet = quiet_version_.load(std::memory_order_acquire);
+  if (quiet == kNotQuiet) return std::nullopt;
+  return quiet;
+}
+
+void StateVersions::PublishQuietLocked() {
+  const bool quiet = in_flight_.empty() && in_flight_ranges_.empty();
+  quiet_version_.store(quiet || quiet_ignores_in_flight_ ? counter_ : kNotQuiet,
+                       std::memory_order_release);
 }
 
 StateVersions::Read StateVersions::ReadKey(std::string_view key,
                                            StateReads& reads) {
-  absl::MutexLock lock(&mu_);
+  if (std::optional<uint64_t> quiet = QuietVersion(reads)) {
+    // Nothing in flight: the store has the latest, nothing to wait for.
+    return Read{*quiet, std::nullopt};
+  }
+  PlainMutexLock lock(&mu_);
   OpenPass(reads);
   Read read;
   read.version = counter_;
@@ -115,7 +126,12 @@ StateVersions::Read StateVersions::ReadKey(std::string_view key,
 StateVersions::RangeRead StateVersions::ReadRange(std::string_view begin,
                                                   std::string_view end,
                                                   StateReads& reads) {
-  absl::MutexLock lock(&mu_);
+  if (std::optional<uint64_t> quiet = QuietVersion(reads)) {
+    RangeRead read;
+    read.version = *quiet;
+    return read;
+  }
+  PlainMutexLock lock(&mu_);
   OpenPass(reads);
   RangeRead read;
   read.version = counter_;
@@ -143,7 +159,7 @@ StateVersions::RangeRead StateVersions::ReadRange(std::string_view begin,
 
 bool StateVersions::Changed(const StateReads& reads, bool ranges) const {
   if (reads.empty()) return false;
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   if (all_pending_ > 0) return true;
   // Whether a range deletion registered after `version` covers `key`, or
   // overlaps [begin, end) (`end` empty: no upper bound). Newest last.
@@ -191,7 +207,7 @@ uint64_t StateVersions::Pend(const StateLayer& writes, StateReads* reads) {
   if (writes.empty() && (reads == nullptr || reads->versions_ == nullptr)) {
     return 0;
   }
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   // Validated: nothing later can make its reads stale.
   if (reads != nullptr) ClosePassLocked(*reads);
   if (writes.empty()) {
@@ -218,7 +234,7 @@ uint64_t StateVersions::Pend(const StateLayer& writes, StateReads* reads) {
 
 void StateVersions::Publish(const StateLayer& writes, uint64_t version) {
   if (writes.empty()) return;
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   // Writes land in queue order: every commit at or below `version` has
   // landed (or failed) too.
   for (const auto& [key, write] : writes.points()) {
@@ -236,6 +252,7 @@ void StateVersions::Publish(const StateLayer& writes, uint64_t version) {
                      [&](const auto& r) { return r.first <= version; }),
       in_flight_ranges_.end());
   PruneLocked();
+  landed_.notify_all();  // reads waiting for merges' bases
 }
 
 void StateVersions::PruneLocked() {
@@ -259,29 +276,32 @@ void StateVersions::PruneLocked() {
     deleted_ranges_.clear();
     floor_ = ++counter_;
   }
+  PublishQuietLocked();
 }
 
 void StateVersions::PendAll() {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   ++all_pending_;
 }
 
 void StateVersions::PublishAll() {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   floor_ = ++counter_;
   --all_pending_;
+  PublishQuietLocked();
+  landed_.notify_all();  // AwaitAllPublished
 }
 
 void StateVersions::AwaitAllPublished() {
-  absl::MutexLock lock(&mu_);
-  auto none_pending = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  PlainMutexLock lock(&mu_);
+  // Runs with mu_ held (PlainMutex::Await).
+  mu_.Await(landed_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return all_pending_ == 0;
-  };
-  mu_.Await(absl::Condition(&none_pending));
+  });
 }
 
 size_t StateVersions::remembered() const {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return versions_.size();
 }
 

@@ -38,8 +38,11 @@
 #ifndef IDEM_ENGINE_STATE_VERSIONS_H_
 #define IDEM_ENGINE_STATE_VERSIONS_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,7 +53,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/btree_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/synchronization/mutex.h"
+#include "engine/plain_mutex.h"
 #include "engine/state_layer.h"
 
 namespace idem {
@@ -75,7 +78,11 @@ class StateReads {
   StateReads& operator=(const StateReads&) = delete;
   ~StateReads();
 
+  // Versions noted by one pass never decrease, and a read is stale at a
+  // version whenever it is at a higher one: a key read again right after
+  // its last note needs no note of its own.
   void Add(std::string_view key, uint64_t version) {
+    if (!reads_.empty() && reads_.back().first == key) return;
     reads_.emplace_back(std::string(key), version);
   }
   void AddRange(std::string_view begin, std::string_view end,
@@ -171,6 +178,15 @@ class StateVersions {
   // The number of versions remembered (for tests).
   size_t remembered() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A broken variant (EngineHooks::quiet_reads_ignore_in_flight): the quiet
+  // version is published while commits are in flight too, so a read of a
+  // pass already open misses their values and reads the store's older
+  // ones, which validation then takes for current (lost updates). Set
+  // before the first read.
+  void set_quiet_reads_ignore_in_flight(bool broken) {
+    quiet_ignores_in_flight_ = broken;
+  }
+
  private:
   friend class StateReads;
 
@@ -207,8 +223,19 @@ class StateVersions {
 
   // Forgets the versions no open pass can be stale against.
   void PruneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the quiet version: counter_ if no commit is in flight, else
+  // kNotQuiet. After every change of either.
+  void PublishQuietLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The version a read of `reads`'s pass notes if the table is quiet and
+  // the pass already open; nullopt: take the mutex.
+  std::optional<uint64_t> QuietVersion(const StateReads& reads) const;
 
-  mutable absl::Mutex mu_;
+  static constexpr uint64_t kNotQuiet = std::numeric_limits<uint64_t>::max();
+
+  mutable PlainMutex mu_;
+  // Notified when commits land (Publish) and when a writer of unknown keys
+  // is published (PublishAll): what the waits under mu_ wait for.
+  std::condition_variable landed_;
   uint64_t counter_ ABSL_GUARDED_BY(mu_) = 0;
   // The version of the last commit that wrote each key, and of each range
   // deletion, with the keys in version order for pruning.
@@ -229,6 +256,10 @@ class StateVersions {
   uint64_t floor_ ABSL_GUARDED_BY(mu_) = 0;
   // PendAll calls not yet published.
   uint32_t all_pending_ ABSL_GUARDED_BY(mu_) = 0;
+  // counter_ while no commit is in flight, else kNotQuiet; stored only
+  // under mu_ (PublishQuietLocked), loaded without it.
+  std::atomic<uint64_t> quiet_version_{0};
+  bool quiet_ignores_in_flight_ = false;  // constant after the first read
 };
 
 }  // namespace idem

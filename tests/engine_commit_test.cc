@@ -117,6 +117,70 @@ TEST(EngineCommitBrokenVariantTest, WithoutTheWaitNothingReturnsEarly) {
       SyncedCommits(), EngineHarness::Storage::kCrashFileSystem);
 }
 
+// ---- Reads of an open pass see the commits in flight ----------------------
+
+// Commit A increments "counter" under kSync on a slow device; while its
+// write is syncing, commit B's handler reads another key first (its pass is
+// then open, and later reads may take the quiet path of
+// engine/state_versions.h), then increments "counter" too. B must read A's
+// value in flight, so the counter ends at 2, not 1.
+::testing::AssertionResult CheckOpenPassReadsSeeCommitsInFlight(
+    EngineHarness& h) {
+  Findings f;
+  if (!f.Ok(h.Open(), "Open")) return f.Result();
+  Engine& engine = h.engine();
+  auto increment = [](Txn& txn) -> absl::Status {
+    absl::StatusOr<std::optional<std::string>> v = txn.Get("counter");
+    if (!v.ok()) return v.status();
+    txn.Put("counter",
+            Int64Operand(ReadInt64(v->value_or("")).value_or(0) + 1));
+    return absl::OkStatus();
+  };
+  h.fs().SetWalSyncDelay(absl::Milliseconds(300));
+  std::thread a([&] {
+    absl::StatusOr<Result> r = engine.Process(
+        Message{.id = "a"},
+        [&](const Message&, Txn& txn) { return increment(txn); });
+    f.Ok(r.status(), "commit A");
+  });
+  // A's handler is quick; its write then spends 300 ms in its sync.
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<Result> b = engine.Process(
+      Message{.id = "b"}, [&](const Message&, Txn& txn) -> absl::Status {
+        if (absl::Status s = txn.Get("elsewhere").status(); !s.ok()) return s;
+        return increment(txn);
+      });
+  a.join();
+  h.fs().SetWalSyncDelay(absl::ZeroDuration());
+  absl::StatusOr<std::optional<std::string>> counter =
+      engine.GetState("counter");
+  if (!f.Ok(b.status(), "commit B") || !f.Ok(counter.status(), "GetState")) {
+    return f.Result();
+  }
+  f.Expect(
+      counter->has_value() && ReadInt64(**counter) == std::optional<int64_t>(2),
+      "an increment was lost: B read the store under A's write in flight");
+  return f.Result();
+}
+
+TEST(EngineCommitTest, ReadsAfterAPassesFirstSeeTheCommitsInFlight) {
+  EngineHarness h(SyncedCommits(), EngineHarness::Storage::kCrashFileSystem);
+  EXPECT_TRUE(CheckOpenPassReadsSeeCommitsInFlight(h));
+}
+
+TEST(EngineCommitBrokenVariantTest,
+     QuietReadsIgnoringCommitsInFlightLoseAnIncrement) {
+  test::ExpectCaught(
+      {.name = "quiet_reads_ignore_in_flight",
+       .hooks =
+           [](Clock*) {
+             return HooksWith(&EngineHooks::quiet_reads_ignore_in_flight);
+           },
+       .check = CheckOpenPassReadsSeeCommitsInFlight,
+       .failure = "an increment was lost"},
+      SyncedCommits(), EngineHarness::Storage::kCrashFileSystem);
+}
+
 // ---- Exceptions leave nothing in flight ------------------------------------
 
 TEST(EngineCommitTest, AThrowBetweenQueueingAndLandingLeavesNothingInFlight) {

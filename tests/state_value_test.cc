@@ -204,6 +204,42 @@ TEST(StateValueTest, MergeOperatorIsTotalOnArbitraryBytes) {
   }
 }
 
+TEST(StateValueTest, MergeFoldFoldsExactlyAsRepeatedApplyMerge) {
+  std::mt19937 random(11);
+  const MergeOp ops[] = {MergeOp::kAddInt64, MergeOp::kMaxInt64,
+                         MergeOp::kMinInt64, MergeOp::kAppend,
+                         static_cast<MergeOp>(9)};  // unknown: invalid
+  auto bytes = [&](size_t size) {
+    std::string s(size, '\0');
+    for (char& c : s) c = static_cast<char>(random());
+    return s;
+  };
+  for (int i = 0; i < 5000; ++i) {
+    std::optional<std::string> base;
+    // Absent, an int64, or other bytes (which fold as 0).
+    if (const int kind = static_cast<int>(random() % 3); kind == 1) {
+      base = bytes(8);
+    } else if (kind == 2) {
+      base = bytes(random() % 12);
+    }
+    std::optional<std::string> expected = base;
+    MergeFold fold(base);
+    for (size_t n = random() % 6; n > 0; --n) {
+      const MergeOp op = ops[random() % 5];
+      // Mostly valid operands; sometimes a wrong-sized int64 one.
+      const std::string operand = bytes(
+          op == MergeOp::kAppend ? random() % 4 : (random() % 8 == 0 ? 3 : 8));
+      expected = ApplyMerge(expected, op, operand);
+      fold.Apply(op, operand);
+      if (random() % 10 == 0) {
+        expected.reset();
+        fold.Reset();
+      }
+    }
+    EXPECT_EQ(fold.Take(), expected) << "case " << i;
+  }
+}
+
 TEST(StateValueTest,
      FilterCutsExpiredValuesToMarkersAndRemovesThemBelowTheHorizon) {
   using Decision = rocksdb::CompactionFilter::Decision;

@@ -74,6 +74,43 @@ TEST(StateVersionsTest, ReadOfAKeyInFlightGetsTheInFlightValue) {
   EXPECT_FALSE(versions.Changed(reads));
 }
 
+// A pass already open reads without the mutex while nothing is in flight:
+// a commit pended since must still be seen, and its value read.
+void ReadOfOpenPassAfterAPend(StateVersions& versions, bool& saw_in_flight,
+                              bool& changed) {
+  StateReads reads;
+  ReadInto(versions, reads, "other");  // opens the pass
+  EXPECT_FALSE(ReadInto(versions, reads, "a").in_flight.has_value());
+  const StateLayer a = Writes({"a"});
+  const uint64_t version = versions.Pend(a);
+  StateVersions::Read read = ReadInto(versions, reads, "a");
+  saw_in_flight = read.in_flight == std::optional<std::optional<std::string>>(
+                                        std::optional<std::string>("v-a"));
+  changed = versions.Changed(reads);
+  versions.Publish(a, version);
+  // Landed: quiet again, and the read taken now is current.
+  EXPECT_FALSE(ReadInto(versions, reads, "a").in_flight.has_value());
+}
+
+TEST(StateVersionsTest, ReadOfAnOpenPassSeesACommitPendedSinceItsFirstRead) {
+  StateVersions versions;
+  bool saw_in_flight = false;
+  bool changed = true;
+  ReadOfOpenPassAfterAPend(versions, saw_in_flight, changed);
+  EXPECT_TRUE(saw_in_flight);
+  // The earlier read of "a", before the pend, is stale.
+  EXPECT_TRUE(changed);
+}
+
+TEST(StateVersionsBrokenVariantTest, QuietReadsIgnoringInFlightMissTheValue) {
+  StateVersions versions;
+  versions.set_quiet_reads_ignore_in_flight(true);
+  bool saw_in_flight = true;
+  bool changed = true;
+  ReadOfOpenPassAfterAPend(versions, saw_in_flight, changed);
+  EXPECT_FALSE(saw_in_flight);
+}
+
 TEST(StateVersionsTest, MergesInFlightFoldOverAValueInFlight) {
   StateVersions versions;
   StateLayer put;
