@@ -32,11 +32,11 @@ TEST(NatsAckSubjectTest, ReadsTheFieldsOfTheFormWithDomainAndAccount) {
 }
 
 TEST(NatsAckSubjectTest, OtherSubjectsAreNotRead) {
-  for (const char* subject :
-       {"", "_INBOX.abc", "$JS.ACK.orders.d.3.42.40.17", "$JS.NAK.s.d.1.2.3.4.5",
-        "$JS.ACK.orders.d.x.42.40.1700000000123456789.7",
-        "$JS.ACK.a.b.orders.d.1.2.3.4",
-        "$JS.ACK.a.b.orders.d.1.2.3.4.5.6.7.8"}) {
+  for (const char* subject : {"", "_INBOX.abc", "$JS.ACK.orders.d.3.42.40.17",
+                              "$JS.NAK.s.d.1.2.3.4.5",
+                              "$JS.ACK.orders.d.x.42.40.1700000000123456789.7",
+                              "$JS.ACK.a.b.orders.d.1.2.3.4",
+                              "$JS.ACK.a.b.orders.d.1.2.3.4.5.6.7.8"}) {
     EXPECT_FALSE(ParseAckSubject(subject).has_value()) << subject;
   }
 }
