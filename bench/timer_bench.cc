@@ -12,6 +12,17 @@
 //   BM_FireAfterTombstones: firing 100 timers after 100,000 earlier timers
 //     of the same partition were fired (and deleted), against firing 100
 //     timers of a fresh partition; time of each and the ratio.
+//   BM_WindowCountVsLedger: a tumbling-window count (TumblingWindows::Add
+//     of the message's key, 1-minute windows, no grace, and after each
+//     batch a TimerPump firing the windows that closed, as a consumer's
+//     timer_handler does: Close emits each key's count) against the
+//     ledger's handler (examples/ledger.h: a Get and a Put of the account's
+//     balance), each on a fresh store fed the same stream of 360,000
+//     messages in ProcessBatch calls of 500: partition 0 of one source,
+//     10,000 keys each once per 10,000 messages, event times 1 ms apart
+//     (so six windows close, each emitting 10,000 counts); the two sides
+//     alternate every 10 batches; messages per second of each (wall time
+//     of the ProcessBatch and pump calls) and the ratio windows / ledger.
 // All under Durability::kBuffered. Figures are of the machine and run they
 // come from: noisy.
 //
@@ -24,13 +35,20 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "benchmark/benchmark.h"
+#include "examples/ledger.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
+#include "idem/stats.h"
+#include "idem/timer_pump.h"
+#include "idem/windows.h"
 #include "rocksdb/db.h"
 #include "util/temp_dir.h"
 
@@ -231,6 +249,145 @@ void BM_FireAfterTombstones(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FireAfterTombstones)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+constexpr int kPairKeys = 10000;
+constexpr int kPairBatch = 500;
+constexpr int64_t kPairMessages = 360000;
+// kPairMessages is a multiple of kPairBatch * kPairBatchesPerTurn.
+constexpr int kPairBatchesPerTurn = 10;
+constexpr int64_t kPairMessagesPerWindow = 60000;  // 1 minute at 1 ms each
+// Minute-aligned, so that the last message's event time closes the sixth
+// window.
+const absl::Time kPairBase = absl::FromUnixSeconds(60 * 26'666'667);
+
+// The key of the pair's message `i`: each of the kPairKeys once per
+// kPairKeys messages (7919 is prime to kPairKeys), spread over the range.
+int PairKey(int64_t i) { return static_cast<int>(i * 7919 % kPairKeys); }
+
+// One side of BM_WindowCountVsLedger: a fresh store, the pair's stream (on
+// `source`, with `payloads[key]` as the payload of a message for `key`)
+// and the time its batches took.
+struct PairSide {
+  std::unique_ptr<TimerStore> store;
+  std::string source;
+  std::vector<std::string> payloads;
+  std::vector<std::string> ids = std::vector<std::string>(kPairBatch);
+  std::vector<Message> batch = std::vector<Message>(kPairBatch);
+  int64_t next = 0;
+  double seconds = 0;
+
+  // Builds the stream's next batch (untimed).
+  void FillBatch() {
+    for (int i = 0; i < kPairBatch; ++i, ++next) {
+      ids[i] = absl::StrCat(source, "-", next);
+      batch[i] =
+          Message{.id = ids[i],
+                  .payload = payloads[PairKey(next)],
+                  .source = source,
+                  .partition = 0,
+                  .offset = next,
+                  .event_time = kPairBase + absl::Milliseconds(next + 1)};
+    }
+  }
+
+  // Runs the next batch through `handler`, then `pump` (if any) on the
+  // partition; adds the time both took. False if a message did not commit
+  // as new or a pump failed.
+  bool RunBatch(Handler handler, TimerPump* pump) {
+    FillBatch();
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<Result>> results =
+        store->engine->ProcessBatch(batch, handler);
+    TimerPump::Pumped pumped;
+    if (pump != nullptr) pumped = pump->Pump(source, 0, store->clock.Now());
+    seconds += SecondsSince(start);
+    if (!results.ok() || pumped.failures > 0) return false;
+    for (const Result& r : *results) {
+      if (r.outcome != Outcome::kProcessed) return false;
+    }
+    return true;
+  }
+};
+
+std::vector<std::string> LedgerPayloads() {
+  std::vector<std::string> payloads;
+  for (int key = 0; key < kPairKeys; ++key) {
+    payloads.push_back(examples::EncodePayment({.account = key, .amount = 1}));
+  }
+  return payloads;
+}
+
+std::vector<std::string> WindowPayloads() {
+  std::vector<std::string> payloads;
+  for (int key = 0; key < kPairKeys; ++key) {
+    payloads.push_back(examples::AccountName(key));
+  }
+  return payloads;
+}
+
+// Runs the pair's stream through both sides, taking turns of
+// kPairBatchesPerTurn batches each: the ledger's handler on `ledger`, `add`
+// and `pump` on `count`. False if a batch failed.
+bool RunPair(PairSide& ledger, PairSide& count, Handler add, TimerPump& pump) {
+  while (ledger.next < kPairMessages) {
+    for (int b = 0; b < kPairBatchesPerTurn; ++b) {
+      if (!ledger.RunBatch(examples::HandlePayment, nullptr)) return false;
+    }
+    for (int b = 0; b < kPairBatchesPerTurn; ++b) {
+      if (!count.RunBatch(add, &pump)) return false;
+    }
+  }
+  return true;
+}
+
+void BM_WindowCountVsLedger(benchmark::State& state) {
+  absl::StatusOr<TumblingWindows> windows = TumblingWindows::Create(
+      {.size = absl::Minutes(1), .name = "count", .destination = "counts"});
+  if (!windows.ok()) return state.SkipWithError("bad window options");
+  const auto add = [&](const Message& m, Txn& txn) -> absl::Status {
+    absl::StatusOr<WindowAdd> added = windows->Add(m, txn, m.payload);
+    if (!added.ok()) return added.status();
+    if (*added != WindowAdd::kAccepted) return absl::InternalError("late");
+    return absl::OkStatus();
+  };
+  int64_t closed = 0;
+  const auto close = [&](const TimerFire& fire, Txn& txn) -> absl::Status {
+    absl::StatusOr<bool> closes = windows->Close(fire, txn);
+    if (!closes.ok()) return closes.status();
+    if (!*closes) return absl::InternalError("not a window's timer");
+    ++closed;
+    return absl::OkStatus();
+  };
+  for (auto _ : state) {
+    PairSide ledger{.store = TimerStore::Open(),
+                    .source = "ledger",
+                    .payloads = LedgerPayloads()};
+    PairSide count{.store = TimerStore::Open(),
+                   .source = "events",
+                   .payloads = WindowPayloads()};
+    if (ledger.store == nullptr || count.store == nullptr) {
+      return state.SkipWithError("cannot open the stores");
+    }
+    TimerPump pump(count.store->engine.get(), close, kPairBatch);
+    closed = 0;
+    if (!RunPair(ledger, count, add, pump)) {
+      return state.SkipWithError("a batch failed");
+    }
+    if (closed != kPairMessages / kPairMessagesPerWindow) {
+      return state.SkipWithError("not every window closed");
+    }
+    // Each closed window emitted a count for each key.
+    absl::StatusOr<Stats> stats = count.store->engine->GetStats();
+    if (!stats.ok() ||
+        stats->outbox_pending != static_cast<uint64_t>(closed) * kPairKeys) {
+      return state.SkipWithError("the windows emitted other than one a key");
+    }
+    state.counters["ledger_msgs_per_s"] = kPairMessages / ledger.seconds;
+    state.counters["window_msgs_per_s"] = kPairMessages / count.seconds;
+    state.counters["window_over_ledger"] = ledger.seconds / count.seconds;
+  }
+}
+BENCHMARK(BM_WindowCountVsLedger)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace idem
