@@ -152,13 +152,27 @@ class EngineImpl : public Engine {
     absl::Span<const TimerFire> timers;
     // The expiries of writes with a TTL, by key (PartitionSnapshot's).
     const std::map<std::string, absl::Time>* expires_at = nullptr;
+    // Not for a replace: timers set or deleted on top of the partition's
+    // (PartitionChanges::timers).
+    absl::Span<const std::pair<std::string, std::optional<TimerFire>>>
+        timer_changes;
   };
   // Adds the timer side of `commit` to `batch`: for a replace, the
   // partition's timers, stream time and dead-lettered timers deleted and
-  // the commit's written; the commit's stream time if later than `stored`.
+  // the commit's written; otherwise the commit's timer changes, each
+  // replacing the key's timer; the commit's stream time if later than
+  // `stored`.
   absl::Status BuildPartitionTimers(const PartitionCommit& commit,
                                     const Store& store, int64_t stored,
                                     rocksdb::WriteBatch& batch) const;
+  // Adds to `batch` the change of one timer of a partition (nullopt:
+  // delete it), moving the key's current timer out of the queue.
+  absl::Status BuildTimerChange(const Store& store,
+                                const std::string& partition_key,
+                                const std::string& timer_key,
+                                const std::optional<TimerFire>& timer,
+                                const char* what,
+                                rocksdb::WriteBatch& batch) const;
   // Reads the partition's stream time and timers through `read` into
   // `snapshot`.
   absl::Status ExportTimers(const Store& store,

@@ -161,9 +161,22 @@ absl::Status ValidateChanges(const PartitionChanges& changes) {
       !s.ok()) {
     return s;
   }
+  std::vector<TimerFire> set;
+  for (const auto& [key, timer] : changes.timers) {
+    if (!timer.has_value()) continue;
+    TimerFire& checked = set.emplace_back(*timer);
+    checked.source = changes.source;
+    checked.partition = changes.partition;
+    checked.timer_key = key;
+  }
   if (absl::Status s = ValidatePartitionTimers(
           "ApplyPartitionChanges", changes.source, changes.partition,
-          changes.stream_time.value_or(absl::InfinitePast()), {});
+          changes.stream_time.value_or(absl::InfinitePast()), set);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          RejectRepeatedKeys("ApplyPartitionChanges: timers", changes.timers);
       !s.ok()) {
     return s;
   }
@@ -328,7 +341,8 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
                          .records = snapshot.records,
                          .stream_micros = StreamMicros(snapshot.stream_time),
                          .timers = snapshot.timers,
-                         .expires_at = &snapshot.expires_at};
+                         .expires_at = &snapshot.expires_at,
+                         .timer_changes = {}};
   commit.writes.reserve(snapshot.entries.size());
   for (const auto& [key, value] : snapshot.entries) {
     commit.writes.emplace_back(key, value);
@@ -369,7 +383,9 @@ absl::Status EngineImpl::ApplyPartitionChanges(const PartitionChanges& changes,
       .records = changes.records,
       .stream_micros =
           StreamMicros(changes.stream_time.value_or(absl::InfinitePast())),
-      .timers = {}};
+      .timers = {},
+      .expires_at = &changes.expires_at,
+      .timer_changes = changes.timers};
   commit.writes.reserve(changes.writes.size());
   for (const auto& [key, value] : changes.writes) {
     commit.writes.emplace_back(key, value);
@@ -416,7 +432,8 @@ absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
   if (absl::Status s = MaintainBuckets(placements, *now_micros); !s.ok()) {
     return s;
   }
-  if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty()) &&
+  if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty() ||
+       !commit.timer_changes.empty()) &&
       !options_.read_only) {
     if (absl::Status s = MarkFormat(kTimerFormatVersion); !s.ok()) return s;
   }
@@ -595,7 +612,8 @@ absl::Status EngineImpl::BuildPartitionTimers(
     const PartitionCommit& commit, const Store& store, int64_t stored,
     rocksdb::WriteBatch& batch) const {
   if (store.timers == nullptr) {
-    if (commit.stream_micros == kNoStreamTime && commit.timers.empty()) {
+    if (commit.stream_micros == kNoStreamTime && commit.timers.empty() &&
+        commit.timer_changes.empty()) {
       return absl::OkStatus();
     }
     return absl::FailedPreconditionError(
@@ -640,12 +658,59 @@ absl::Status EngineImpl::BuildPartitionTimers(
       }
     }
   }
+  for (const auto& [timer_key, timer] : commit.timer_changes) {
+    if (absl::Status s = BuildTimerChange(store, partition_key, timer_key,
+                                          timer, commit.what, batch);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (commit.stream_micros != kNoStreamTime &&
       (commit.replace || commit.stream_micros > stored)) {
     return check(batch.Put(store.timers, StreamTimeKey(partition_key),
                            EncodeStreamTime(commit.stream_micros)));
   }
   return absl::OkStatus();
+}
+
+absl::Status EngineImpl::BuildTimerChange(const Store& store,
+                                          const std::string& partition_key,
+                                          const std::string& timer_key,
+                                          const std::optional<TimerFire>& timer,
+                                          const char* what,
+                                          rocksdb::WriteBatch& batch) const {
+  auto check = [&](const rocksdb::Status& s) {
+    return FromRocksStatus(s, what);
+  };
+  // The key's timer, if it has one, leaves its place in the queue.
+  const std::string index_key = TimerIndexKey(partition_key, timer_key);
+  std::string value;
+  rocksdb::Status got =
+      store.db->Get(rocksdb::ReadOptions(), store.timers, index_key, &value);
+  if (!got.ok() && !got.IsNotFound()) return check(got);
+  if (got.ok()) {
+    std::optional<TimerIndex> index = DecodeTimerIndex(value);
+    if (!index.has_value()) {
+      return absl::DataLossError("undecodable timer index entry");
+    }
+    if (absl::Status s = check(batch.Delete(
+            store.timers, TimerQueueKey(partition_key, index->domain,
+                                        index->fire_at_micros, timer_key)));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!timer.has_value()) return check(batch.Delete(store.timers, index_key));
+  const int64_t fire_at = absl::ToUnixMicros(timer->fire_at);
+  if (absl::Status s = check(batch.Put(
+          store.timers,
+          TimerQueueKey(partition_key, timer->domain, fire_at, timer_key),
+          timer->payload));
+      !s.ok()) {
+    return s;
+  }
+  return check(batch.Put(store.timers, index_key,
+                         EncodeTimerIndex(timer->domain, fire_at)));
 }
 
 absl::Status EngineImpl::ExportTimers(const Store& store,
