@@ -26,7 +26,11 @@
 // so that a restored copy expires when the original does.
 // A timer's fire is a commit of its own: its state changes, the timer's
 // tombstone (or its new time, if the handler set it again) and an "o/"
-// record whose offset is the partition's committed offset, unchanged.
+// record whose offset is the partition's committed offset, unchanged; each
+// of its records carries the header kChangelogFireHeader ("1"), so that a
+// member that finds its copy current at that offset still publishes the
+// fires it committed after it (they share the offset of a commit the
+// changelog already holds).
 // Dedupe topic (changelog_topic + ".dedupe", time-retained):
 //   key: 32 lowercase hex digits of the message ID's XXH3-128 hash;
 //   value: the record's expiry as the engine computed it (Txn::
@@ -65,6 +69,7 @@ inline constexpr char kChangelogFormatVersionText[] = "2";
 inline constexpr char kChangelogStreamTimeHeader[] =
     "idem.changelog.stream_time";
 inline constexpr char kChangelogExpiresHeader[] = "idem.changelog.expires";
+inline constexpr char kChangelogFireHeader[] = "idem.changelog.fire";
 
 // The state key (relative to the partition's PartitionTxn prefix) where a
 // member keeps its epoch of the partition. Handlers cannot write it.

@@ -621,14 +621,22 @@ bool ChangelogKeeper::Skip(const OutboxEntry& entry) const {
   }
   if (hooks_.changelog_unfenced) return false;
   std::optional<ChangelogMark> mark;
+  bool fire = false;
   for (const auto& [name, value] : entry.headers) {
     if (name == kChangelogMarkHeader) mark = DecodeMark(value);
+    if (name == kChangelogFireHeader) fire = true;
   }
   absl::MutexLock lock(&fences_mu_);
   auto fence = fences_.find(entry.partition);
   if (fence == fences_.end()) return true;
-  return !mark.has_value() || mark->epoch != fence->second.epoch ||
-         mark->offset <= fence->second.published_up_to;
+  if (!mark.has_value() || mark->epoch != fence->second.epoch) return true;
+  // A fire at the offset of the changelog's last commit came after that
+  // commit (perhaps published already: then its records repeat, a complete
+  // commit again, which changes nothing).
+  if (fire && !hooks_.changelog_skips_fires) {
+    return mark->offset < fence->second.published_up_to;
+  }
+  return mark->offset <= fence->second.published_up_to;
 }
 
 bool ChangelogKeeper::EndsCommit(const OutboxEntry& entry) const {

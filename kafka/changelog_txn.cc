@@ -1,5 +1,7 @@
 #include "kafka/changelog_txn.h"
 
+#include <vector>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -151,9 +153,13 @@ std::string ChangelogTxn::DedupeKeyHex() const {
 absl::Status ChangelogTxn::FinishInto(Txn& out) {
   if (!refused_.ok()) return refused_;
   const std::string mark = EncodeMark({epoch_, record_.offset});
-  const Header headers[] = {
+  // A fire's records say so (kChangelogFireHeader) after the usual two.
+  const Header all_headers[] = {
       {kChangelogMarkHeader, mark},
-      {kChangelogVersionHeader, kChangelogFormatVersionText}};
+      {kChangelogVersionHeader, kChangelogFormatVersionText},
+      {kChangelogFireHeader, "1"}};
+  const absl::Span<const Header> headers =
+      absl::MakeConstSpan(all_headers, fire_ ? 3 : 2);
   const int32_t p = record_.partition;
   // The dedupe record first: its topic is published before the changelog
   // (OutboxRelayOptions::publish_first), so a complete commit's record is
@@ -171,16 +177,14 @@ absl::Status ChangelogTxn::FinishInto(Txn& out) {
     if (expiry != expiries_.end()) {
       expires_text = EncodeTimeHeader(absl::FromUnixMicros(expiry->second));
     }
-    const Header expiring[] = {
-        {kChangelogMarkHeader, mark},
-        {kChangelogVersionHeader, kChangelogFormatVersionText},
-        {kChangelogExpiresHeader, expires_text}};
+    std::vector<Header> expiring(headers.begin(), headers.end());
+    expiring.emplace_back(kChangelogExpiresHeader, expires_text);
     out.EmitWithOptions(
         target_.changelog_topic, StateRecordKey(key), value.value_or(""),
         {.partition = p,
          .tombstone = !value.has_value(),
-         .headers = expires_text.empty() ? absl::MakeConstSpan(headers)
-                                         : absl::MakeConstSpan(expiring)});
+         .headers =
+             expires_text.empty() ? headers : absl::MakeConstSpan(expiring)});
   }
   for (const auto& [key, timer] : timers_) {
     out.EmitWithOptions(
@@ -194,15 +198,13 @@ absl::Status ChangelogTxn::FinishInto(Txn& out) {
   if (stream_time != absl::InfinitePast()) {
     stream_text = EncodeTimeHeader(stream_time);
   }
-  const Header mark_headers[] = {
-      {kChangelogMarkHeader, mark},
-      {kChangelogVersionHeader, kChangelogFormatVersionText},
-      {kChangelogStreamTimeHeader, stream_text}};
+  std::vector<Header> mark_headers(headers.begin(), headers.end());
+  if (!stream_text.empty()) {
+    mark_headers.emplace_back(kChangelogStreamTimeHeader, stream_text);
+  }
   out.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch_),
                       absl::StrCat(record_.offset),
-                      {.partition = p,
-                       .headers = absl::MakeConstSpan(
-                           mark_headers, stream_text.empty() ? 2 : 3)});
+                      {.partition = p, .headers = mark_headers});
   return absl::OkStatus();
 }
 
