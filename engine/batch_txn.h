@@ -150,10 +150,12 @@ class BatchTxn : public Txn {
   // destination empty or over kMaxSourceBytes): the message must fail.
   absl::Status Apply(BatchOverlay* overlay);
 
- private:
-  // The expiry of a write with `ttl` (infinite: Options::state_ttl's).
+  // The expiry (µs since the Unix epoch, engine time) of a write with `ttl`
+  // (infinite: Options::state_ttl's), kNeverExpires for none: what a Put
+  // with that ttl stores (the changelog carries it too).
   int64_t ExpiryOf(absl::Duration ttl) const;
 
+ private:
   absl::Time record_expires_at_ = absl::InfiniteFuture();
   StateTime time_;
   const BatchOverlay* const overlay_;

@@ -233,7 +233,7 @@ absl::Status EngineImpl::ReadStored(Store& store, CommitInput& in) {
   return absl::OkStatus();
 }
 
-EngineImpl::HandlerRun::HandlerRun(const Store& store, size_t messages)
+HandlerRun::HandlerRun(const Store& store, size_t messages)
     : commit(store.state, store.offsets, store.outbox) {
   commit.set_state_enveloped(store.format_version >= kStateTtlFormatVersion);
   commit.Reserve(messages);

@@ -40,6 +40,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/commit_batch.h"
+#include "engine/commit_pass.h"
 #include "engine/commit_queue.h"
 #include "engine/dedupe_policy.h"
 #include "engine/engine_clock.h"
@@ -138,7 +139,9 @@ class EngineImpl : public Engine {
   class RerunTurn;
   // Adds the timer side of `commit` to `batch`: for a replace, the
   // partition's timers, stream time and dead-lettered timers deleted and
-  // the commit's written; the commit's stream time if later than `stored`.
+  // the commit's written; otherwise the commit's timer changes, each
+  // replacing the key's timer; the commit's stream time if later than
+  // `stored`.
   absl::Status BuildPartitionTimers(const PartitionCommit& commit,
                                     const Store& store, int64_t stored,
                                     rocksdb::WriteBatch& batch) const;
@@ -461,68 +464,11 @@ class EngineImpl : public Engine {
       const Store& store, std::string_view id,
       std::optional<SourcePartition> where) const;
 
-  // What HandleMessages found besides the outcomes, for the counters once
-  // the commit is written: the ages of the records at their duplicates
-  // (those that know their first processing) and how many came late; and
-  // how many handlers ran (for Stats::handler_reruns when they run again).
-  struct DuplicateAges {
-    std::vector<int64_t> ages_micros;
-    uint64_t late = 0;
-    uint64_t handlers = 0;
-  };
-
   // Counts the outcomes (and `emitted` outbox entries) of a landed commit
   // and sets the outcomes' sequence.
   void CountOutcomes(Store& store, std::vector<Result>& results,
                      const DuplicateAges& ages, uint64_t emitted);
 
-  // One batch's pass through its handlers: what HandleMessages reads, and
-  // where it puts what it decides. `stored` holds the live stored record per
-  // message (looked up before any handler ran), `record_keys` the keys of
-  // their records, `fingerprints` each message's fingerprint when conflicts
-  // are detected (else empty); `reads` gets the handlers' store reads.
-  struct HandlePass {
-    Store& store;
-    // The timer writes and timer index reads of the batch's handlers.
-    TimerWrites& timers;
-    StateReads& timer_reads;
-    absl::Span<const Message> messages;
-    absl::Span<const RecordPlacement> placements;
-    absl::Span<const RecordKey> record_keys;
-    absl::Span<const std::optional<LiveRecord>> stored;
-    absl::Span<const uint64_t> fingerprints;
-    Handler handler;
-    int64_t now_micros;
-    CommitBuilder& commit;
-    DuplicateAges& ages;
-    StateReads& reads;
-  };
-
-  // A commit's messages and what it learns of them before its handlers run:
-  // their records' keys (each message's ID claimed under it), each one's
-  // live stored record, the stored offsets of their partitions, and each
-  // one's fingerprint when conflicts are detected (else empty). Views into
-  // CommitBatch's arguments.
-  struct CommitInput {
-    absl::Span<const Message> messages;
-    absl::Span<const RecordPlacement> placements;
-    Handler handler;
-    int64_t now_micros = 0;
-    absl::InlinedVector<RecordKey, 1> record_keys = {};
-    LiveLookup stored = {};
-    StoredOffsets stored_offsets = {};
-    std::vector<uint64_t> fingerprints = {};
-  };
-  // One run of a commit's handlers: what they wrote (the commit, its timer
-  // writes), what they read, and what HandleMessages found besides.
-  struct HandlerRun {
-    HandlerRun(const Store& store, size_t messages);
-    CommitBuilder commit;
-    DuplicateAges ages;
-    StateReads reads;
-    TimerWrites timers;
-    StateReads timer_reads;
-  };
   // CommitBatch's steps (engine/engine_commit.cc). ReadStored fills `in`'s
   // stored records, offsets and fingerprints.
   absl::Status ReadStored(Store& store, CommitInput& in)

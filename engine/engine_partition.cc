@@ -161,9 +161,22 @@ absl::Status ValidateChanges(const PartitionChanges& changes) {
       !s.ok()) {
     return s;
   }
+  std::vector<TimerFire> set;
+  for (const auto& [key, timer] : changes.timers) {
+    if (!timer.has_value()) continue;
+    TimerFire& checked = set.emplace_back(*timer);
+    checked.source = changes.source;
+    checked.partition = changes.partition;
+    checked.timer_key = key;
+  }
   if (absl::Status s = ValidatePartitionTimers(
           "ApplyPartitionChanges", changes.source, changes.partition,
-          changes.stream_time.value_or(absl::InfinitePast()), {});
+          changes.stream_time.value_or(absl::InfinitePast()), set);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          RejectRepeatedKeys("ApplyPartitionChanges: timers", changes.timers);
       !s.ok()) {
     return s;
   }
@@ -322,7 +335,8 @@ absl::Status EngineImpl::ImportPartition(const PartitionSnapshot& snapshot,
                          .records = snapshot.records,
                          .stream_micros = StreamMicros(snapshot.stream_time),
                          .timers = snapshot.timers,
-                         .expires_at = &snapshot.expires_at};
+                         .expires_at = &snapshot.expires_at,
+                         .timer_changes = {}};
   commit.writes.reserve(snapshot.entries.size());
   for (const auto& [key, value] : snapshot.entries) {
     commit.writes.emplace_back(key, value);
@@ -363,7 +377,9 @@ absl::Status EngineImpl::ApplyPartitionChanges(const PartitionChanges& changes,
       .records = changes.records,
       .stream_micros =
           StreamMicros(changes.stream_time.value_or(absl::InfinitePast())),
-      .timers = {}};
+      .timers = {},
+      .expires_at = &changes.expires_at,
+      .timer_changes = changes.timers};
   commit.writes.reserve(changes.writes.size());
   for (const auto& [key, value] : changes.writes) {
     commit.writes.emplace_back(key, value);

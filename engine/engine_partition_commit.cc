@@ -39,6 +39,47 @@ DedupeKey ToDedupeKey(std::string_view hash) {
   return key;
 }
 
+// Adds to `batch` the change of one timer of a partition (nullopt: delete
+// it), moving the key's current timer out of the queue.
+absl::Status BuildTimerChange(const Store& store,
+                              const std::string& partition_key,
+                              const std::string& timer_key,
+                              const std::optional<TimerFire>& timer,
+                              const char* what, rocksdb::WriteBatch& batch) {
+  auto check = [&](const rocksdb::Status& s) {
+    return FromRocksStatus(s, what);
+  };
+  // The key's timer, if it has one, leaves its place in the queue.
+  const std::string index_key = TimerIndexKey(partition_key, timer_key);
+  std::string value;
+  rocksdb::Status got =
+      store.db->Get(rocksdb::ReadOptions(), store.timers, index_key, &value);
+  if (!got.ok() && !got.IsNotFound()) return check(got);
+  if (got.ok()) {
+    std::optional<TimerIndex> index = DecodeTimerIndex(value);
+    if (!index.has_value()) {
+      return absl::DataLossError("undecodable timer index entry");
+    }
+    if (absl::Status s = check(batch.Delete(
+            store.timers, TimerQueueKey(partition_key, index->domain,
+                                        index->fire_at_micros, timer_key)));
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (!timer.has_value()) return check(batch.Delete(store.timers, index_key));
+  const int64_t fire_at = absl::ToUnixMicros(timer->fire_at);
+  if (absl::Status s = check(batch.Put(
+          store.timers,
+          TimerQueueKey(partition_key, timer->domain, fire_at, timer_key),
+          timer->payload));
+      !s.ok()) {
+    return s;
+  }
+  return check(batch.Put(store.timers, index_key,
+                         EncodeTimerIndex(timer->domain, fire_at)));
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> EngineImpl::CommitToPartition(
@@ -139,7 +180,8 @@ absl::StatusOr<PartitionPlan> EngineImpl::PlanPartitionCommit(
   if (absl::Status s = MaintainBuckets(plan.placements, *now_micros); !s.ok()) {
     return s;
   }
-  if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty()) &&
+  if ((commit.stream_micros != kNoStreamTime || !commit.timers.empty() ||
+       !commit.timer_changes.empty()) &&
       !options_.read_only) {
     if (absl::Status s = MarkFormat(kTimerFormatVersion); !s.ok()) return s;
   }
@@ -303,7 +345,8 @@ absl::Status EngineImpl::BuildPartitionTimers(
     const PartitionCommit& commit, const Store& store, int64_t stored,
     rocksdb::WriteBatch& batch) const {
   if (store.timers == nullptr) {
-    if (commit.stream_micros == kNoStreamTime && commit.timers.empty()) {
+    if (commit.stream_micros == kNoStreamTime && commit.timers.empty() &&
+        commit.timer_changes.empty()) {
       return absl::OkStatus();
     }
     return absl::FailedPreconditionError(
@@ -346,6 +389,13 @@ absl::Status EngineImpl::BuildPartitionTimers(
           !s.ok()) {
         return s;
       }
+    }
+  }
+  for (const auto& [timer_key, timer] : commit.timer_changes) {
+    if (absl::Status s = BuildTimerChange(store, partition_key, timer_key,
+                                          timer, commit.what, batch);
+        !s.ok()) {
+      return s;
     }
   }
   if (commit.stream_micros != kNoStreamTime &&

@@ -49,6 +49,10 @@ struct PartitionCommit {
   absl::Span<const TimerFire> timers;
   // The expiries of writes with a TTL, by key (PartitionSnapshot's).
   const std::map<std::string, absl::Time>* expires_at = nullptr;
+  // Not for a replace: timers set or deleted on top of the partition's
+  // (PartitionChanges::timers).
+  absl::Span<const std::pair<std::string, std::optional<TimerFire>>>
+      timer_changes;
 };
 
 // What CommitToPartition places: the commit's own record (`own`, whose

@@ -9,6 +9,7 @@ namespace {
 
 constexpr char kStatePrefix[] = "s/";
 constexpr char kOffsetPrefix[] = "o/";
+constexpr char kTimerPrefix[] = "t/";
 constexpr size_t kPrefixBytes = 2;
 
 // A non-negative decimal spelt without sign or leading zeros (so each value
@@ -77,8 +78,17 @@ std::string OffsetRecordKey(int64_t epoch) {
   return absl::StrCat(kOffsetPrefix, epoch);
 }
 
+std::string TimerRecordKey(std::string_view timer_key) {
+  return absl::StrCat(kTimerPrefix, AbslView(timer_key));
+}
+
 std::optional<ChangelogKey> DecodeChangelogKey(std::string_view key) {
   ChangelogKey decoded;
+  if (key.starts_with(kTimerPrefix)) {
+    decoded.kind = ChangelogKey::Kind::kTimer;
+    decoded.state_key = key.substr(kPrefixBytes);
+    return decoded;
+  }
   if (key.starts_with(kStatePrefix)) {
     decoded.kind = ChangelogKey::Kind::kState;
     decoded.state_key = key.substr(kPrefixBytes);
@@ -92,6 +102,40 @@ std::optional<ChangelogKey> DecodeChangelogKey(std::string_view key) {
     return decoded;
   }
   return std::nullopt;
+}
+
+std::string EncodeTimeHeader(absl::Time time) {
+  return absl::StrCat(absl::ToUnixMicros(time));
+}
+
+std::optional<absl::Time> DecodeTimeHeader(std::string_view text) {
+  const bool negative = text.starts_with('-');
+  std::optional<int64_t> magnitude =
+      ParseCount(negative ? text.substr(1) : text);
+  if (!magnitude.has_value() || (negative && *magnitude == 0)) {
+    return std::nullopt;
+  }
+  return absl::FromUnixMicros(negative ? -*magnitude : *magnitude);
+}
+
+std::string EncodeTimerValue(const ChangelogTimer& timer) {
+  std::string value(1, static_cast<char>(timer.domain));
+  PutFixed64LE(&value,
+               static_cast<uint64_t>(absl::ToUnixMicros(timer.fire_at)));
+  value.append(timer.payload);
+  return value;
+}
+
+std::optional<ChangelogTimer> DecodeTimerValue(std::string_view value) {
+  if (value.size() < 9) return std::nullopt;
+  const auto domain = static_cast<TimeDomain>(value[0]);
+  if (domain != TimeDomain::kEvent && domain != TimeDomain::kProcessing) {
+    return std::nullopt;
+  }
+  const uint64_t micros = GetFixed64LE(value.data() + 1);
+  return ChangelogTimer{domain,
+                        absl::FromUnixMicros(static_cast<int64_t>(micros)),
+                        std::string(value.substr(9))};
 }
 
 std::string EncodeDedupeValue(absl::Time expires_at, std::string_view result) {

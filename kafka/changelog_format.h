@@ -11,7 +11,26 @@
 //                  in each commit, so it marks the commit complete. E is the
 //                  writer's epoch (decimal, below 2^59), drawn at random
 //                  whenever a member restores the partition; compaction
-//                  keeps each epoch's last offset.
+//                  keeps each epoch's last offset. Since version 2 it
+//                  carries the header kChangelogStreamTimeHeader: the
+//                  partition's stream time after the commit (Engine::
+//                  StreamTime; decimal microseconds since the Unix
+//                  epoch), absent while it has none.
+//   key "t/" + T   value: the partition's timer named T (Txn::SetTimer) as
+//                  the commit left it: EncodeTimerValue (domain, fire_at,
+//                  payload); a tombstone when the commit cancelled or
+//                  fired it. Since version 2.
+// A "s/" record of a value that expires (PutOptions::ttl, Options::
+// state_ttl) carries, since version 2, the header kChangelogExpiresHeader:
+// its expiry (decimal microseconds since the Unix epoch, processing time),
+// so that a restored copy expires when the original does.
+// A timer's fire is a commit of its own: its state changes, the timer's
+// tombstone (or its new time, if the handler set it again) and an "o/"
+// record whose offset is the partition's committed offset, unchanged; each
+// of its records carries the header kChangelogFireHeader ("1"), so that a
+// member that finds its copy current at that offset still publishes the
+// fires it committed after it (they share the offset of a commit the
+// changelog already holds).
 // Dedupe topic (changelog_topic + ".dedupe", time-retained):
 //   key: 32 lowercase hex digits of the message ID's XXH3-128 hash;
 //   value: the record's expiry as the engine computed it (Txn::
@@ -37,14 +56,20 @@
 #include <string_view>
 
 #include "absl/time/time.h"
+#include "idem/timers.h"
 
 namespace idem::kafka {
 
 inline constexpr char kChangelogMarkHeader[] = "idem.changelog";
 inline constexpr char kChangelogVersionHeader[] = "idem.changelog.version";
 // The version this build writes, and the highest it reads.
-inline constexpr int kChangelogFormatVersion = 1;
-inline constexpr char kChangelogFormatVersionText[] = "1";
+// Version 2 added "t/" records and the stream time and expiry headers.
+inline constexpr int kChangelogFormatVersion = 2;
+inline constexpr char kChangelogFormatVersionText[] = "2";
+inline constexpr char kChangelogStreamTimeHeader[] =
+    "idem.changelog.stream_time";
+inline constexpr char kChangelogExpiresHeader[] = "idem.changelog.expires";
+inline constexpr char kChangelogFireHeader[] = "idem.changelog.fire";
 
 // The state key (relative to the partition's PartitionTxn prefix) where a
 // member keeps its epoch of the partition. Handlers cannot write it.
@@ -88,16 +113,38 @@ std::optional<int64_t> DecodeOffsetValue(std::string_view value);
 
 std::string StateRecordKey(std::string_view state_key);
 std::string OffsetRecordKey(int64_t epoch);
+std::string TimerRecordKey(std::string_view timer_key);
 
 // A changelog topic key, decoded.
 struct ChangelogKey {
-  enum class Kind { kState, kOffset };
+  enum class Kind { kState, kOffset, kTimer };
   Kind kind = Kind::kState;
-  std::string_view state_key;  // kState: K of "s/K" (a view into the key)
-  int64_t epoch = 0;           // kOffset
+  // kState: K of "s/K"; kTimer: T of "t/T" (a view into the key).
+  std::string_view state_key;
+  int64_t epoch = 0;  // kOffset
 };
 // nullopt for a key of neither form.
 std::optional<ChangelogKey> DecodeChangelogKey(std::string_view key);
+
+// A time header's value (kChangelogStreamTimeHeader,
+// kChangelogExpiresHeader): decimal microseconds since the Unix epoch, a
+// finite time.
+std::string EncodeTimeHeader(absl::Time time);
+// nullopt unless a decimal integer (perhaps negative) of a finite time.
+std::optional<absl::Time> DecodeTimeHeader(std::string_view text);
+
+// A timer as a "t/" record carries it.
+struct ChangelogTimer {
+  TimeDomain domain = TimeDomain::kEvent;
+  absl::Time fire_at = absl::InfinitePast();
+  std::string payload;
+  bool operator==(const ChangelogTimer&) const = default;
+};
+// The domain (1 byte), fire_at (int64 microseconds since the Unix epoch, 8
+// bytes little-endian), then the payload.
+std::string EncodeTimerValue(const ChangelogTimer& timer);
+// nullopt if shorter than 9 bytes or of an unknown domain.
+std::optional<ChangelogTimer> DecodeTimerValue(std::string_view value);
 
 std::string EncodeDedupeValue(absl::Time expires_at, std::string_view result);
 struct DedupeValue {

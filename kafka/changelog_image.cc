@@ -69,7 +69,15 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
     if (!offset.has_value()) {
       return Undecodable(r.topic, record, "an offset record without an offset");
     }
-    Mark(key->epoch, *offset);
+    std::optional<absl::Time> stream_time;
+    if (std::optional<std::string_view> text =
+            r.Header(kChangelogStreamTimeHeader)) {
+      stream_time = DecodeTimeHeader(*text);
+      if (!stream_time.has_value()) {
+        return Undecodable(r.topic, record, "a stream time that is no time");
+      }
+    }
+    Mark(key->epoch, *offset, stream_time);
     return absl::OkStatus();
   }
   std::optional<std::string_view> mark_text = r.Header(kChangelogMarkHeader);
@@ -80,55 +88,99 @@ absl::Status ChangelogImageBuilder::AddChangelogRecord(
   }
   // The broken variant (set_epochs_end(false)) folds every epoch as one.
   if (!epochs_end_) mark->epoch = 0;
+  if (key->kind == ChangelogKey::Kind::kTimer) {
+    return AddTimerRecord(record, key->state_key, *mark);
+  }
+  std::optional<absl::Time> expires_at;
+  if (std::optional<std::string_view> text =
+          r.Header(kChangelogExpiresHeader)) {
+    expires_at = DecodeTimeHeader(*text);
+    if (!expires_at.has_value()) {
+      return Undecodable(r.topic, record, "an expiry that is no time");
+    }
+  }
   if (over_.contains(mark->epoch)) {
     ++changes_.stale_records;
     dropped_.insert(std::string(key->state_key));
     return absl::OkStatus();
   }
-  std::optional<std::string> value;
-  if (!record.tombstone && keep_state_) value = std::string(r.value);
-  pending_[mark->epoch].insert_or_assign(std::string(key->state_key),
-                                         std::move(value));
+  StateWrite write;
+  if (!record.tombstone && keep_state_) write.value = std::string(r.value);
+  if (!record.tombstone) write.expires_at = expires_at;
+  pending_[mark->epoch].state.insert_or_assign(std::string(key->state_key),
+                                               std::move(write));
   return absl::OkStatus();
 }
 
-void ChangelogImageBuilder::Mark(int64_t epoch, int64_t offset) {
+absl::Status ChangelogImageBuilder::AddTimerRecord(const LogRecord& record,
+                                                   std::string_view key,
+                                                   const ChangelogMark& mark) {
+  std::optional<ChangelogTimer> timer;
+  if (!record.tombstone) {
+    timer = DecodeTimerValue(record.record.value);
+    if (!timer.has_value()) {
+      return Undecodable(record.record.topic, record, "not a timer record");
+    }
+  }
+  if (over_.contains(mark.epoch)) {
+    ++changes_.stale_records;
+    dropped_timers_.insert(std::string(key));
+    return absl::OkStatus();
+  }
+  if (!keep_state_ && timer.has_value()) timer->payload.clear();
+  pending_[mark.epoch].timers.insert_or_assign(std::string(key),
+                                               std::move(timer));
+  return absl::OkStatus();
+}
+
+void ChangelogImageBuilder::Complete(Writes& writes) {
+  for (auto& [state_key, write] : writes.state) {
+    dropped_.erase(state_key);
+    if (!keep_state_) continue;
+    if (write.expires_at.has_value()) {
+      changes_.expires_at.insert_or_assign(state_key, *write.expires_at);
+    } else {
+      changes_.expires_at.erase(state_key);
+    }
+    changes_.writes.insert_or_assign(state_key, std::move(write.value));
+  }
+  for (auto& [timer_key, timer] : writes.timers) {
+    dropped_timers_.erase(timer_key);
+    if (keep_state_)
+      changes_.timers.insert_or_assign(timer_key, std::move(timer));
+  }
+}
+
+void ChangelogImageBuilder::Mark(int64_t epoch, int64_t offset,
+                                 std::optional<absl::Time> stream_time) {
   if (!epochs_end_) {
     // The broken variant: every mark completes every pending write.
     auto writes = pending_.find(0);
     if (writes != pending_.end()) {
-      for (auto& [state_key, value] : writes->second) {
-        if (keep_state_) {
-          changes_.writes.insert_or_assign(state_key, std::move(value));
-        }
-      }
+      Complete(writes->second);
       pending_.erase(writes);
     }
-    changes_.last = ChangelogMark{epoch, offset};
-    last_offset_[epoch] = offset;
-    return;
-  }
-  if (over_.contains(epoch)) {
+  } else if (over_.contains(epoch)) {
     ++changes_.stale_records;
     DropPending(epoch);
     return;
-  }
-  if (changes_.last.has_value() && changes_.last->epoch != epoch) {
-    // A new owner: the epoch before it is over, and so is its unfinished
-    // commit.
-    over_.insert(changes_.last->epoch);
-    DropPending(changes_.last->epoch);
-  }
-  // A commit is complete: its changes join the state.
-  auto writes = pending_.find(epoch);
-  if (writes != pending_.end()) {
-    for (auto& [state_key, value] : writes->second) {
-      dropped_.erase(state_key);
-      if (keep_state_) {
-        changes_.writes.insert_or_assign(state_key, std::move(value));
-      }
+  } else {
+    if (changes_.last.has_value() && changes_.last->epoch != epoch) {
+      // A new owner: the epoch before it is over, and so is its unfinished
+      // commit.
+      over_.insert(changes_.last->epoch);
+      DropPending(changes_.last->epoch);
     }
-    pending_.erase(writes);
+    // A commit is complete: its changes join the state.
+    auto writes = pending_.find(epoch);
+    if (writes != pending_.end()) {
+      Complete(writes->second);
+      pending_.erase(writes);
+    }
+  }
+  if (stream_time.has_value() && (!changes_.stream_time.has_value() ||
+                                  *changes_.stream_time < *stream_time)) {
+    changes_.stream_time = stream_time;
   }
   changes_.last = ChangelogMark{epoch, offset};
   last_offset_[epoch] = offset;
@@ -137,8 +189,11 @@ void ChangelogImageBuilder::Mark(int64_t epoch, int64_t offset) {
 void ChangelogImageBuilder::DropPending(int64_t epoch) {
   auto writes = pending_.find(epoch);
   if (writes == pending_.end()) return;
-  for (const auto& [state_key, value] : writes->second) {
+  for (const auto& [state_key, write] : writes->second.state) {
     dropped_.insert(state_key);
+  }
+  for (const auto& [timer_key, timer] : writes->second.timers) {
+    dropped_timers_.insert(timer_key);
   }
   pending_.erase(writes);
 }
@@ -165,6 +220,7 @@ absl::Status ChangelogImageBuilder::AddDedupeRecord(const LogRecord& record) {
 ChangelogChanges ChangelogImageBuilder::TakeChanges(absl::Time now) {
   ChangelogChanges taken = std::exchange(changes_, ChangelogChanges());
   changes_.last = taken.last;
+  changes_.stream_time = taken.stream_time;
   // The latest complete record of each ID; the others wait.
   absl::btree_map<std::string, Dedupe*> latest;
   std::vector<Dedupe> waiting;
@@ -193,7 +249,19 @@ ChangelogChanges ChangelogImageBuilder::TakeChanges(absl::Time now) {
 absl::btree_set<std::string> ChangelogImageBuilder::Orphans() const {
   absl::btree_set<std::string> orphans = dropped_;
   for (const auto& [epoch, writes] : pending_) {
-    for (const auto& [state_key, value] : writes) orphans.insert(state_key);
+    for (const auto& [state_key, write] : writes.state) {
+      orphans.insert(state_key);
+    }
+  }
+  return orphans;
+}
+
+absl::btree_set<std::string> ChangelogImageBuilder::TimerOrphans() const {
+  absl::btree_set<std::string> orphans = dropped_timers_;
+  for (const auto& [epoch, writes] : pending_) {
+    for (const auto& [timer_key, timer] : writes.timers) {
+      orphans.insert(timer_key);
+    }
   }
   return orphans;
 }

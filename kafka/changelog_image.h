@@ -1,14 +1,15 @@
 // ChangelogImageBuilder folds the records of one changelog partition's two
 // topics (kafka/changelog_format.h) into what they say about the input
-// partition: the state, dedupe records and offset of the last complete
-// commit, without Kafka, so restores are tested on their own. Not
-// thread-safe.
+// partition: the state (with the expiries of values that expire), timers,
+// stream time, dedupe records and offset of the last complete commit,
+// without Kafka, so restores are tested on their own. Not thread-safe.
 //
 // Only complete commits count: a commit's changes (the records carrying its
 // epoch's mark) are handed out when its epoch's next "o/" record arrives.
 // Changes not followed by such a record are the remains of a commit whose
 // publication an owner did not finish (it was killed, or a delivery
-// failed); they are `orphans`, which the next owner sets back
+// failed); their keys (state keys, and timer keys apart) are `orphans`,
+// which the next owner sets back
 // (docs/scale-out.md). A dedupe record counts only if the commit that wrote
 // it is complete: its offset is at most the last offset of its epoch.
 //
@@ -49,6 +50,15 @@ struct ChangelogChanges {
   std::optional<ChangelogMark> last;
   // (key, value), or nullopt for a key deleted.
   absl::btree_map<std::string, std::optional<std::string>> writes;
+  // Of `writes`, the keys whose last write expires, with their expiry
+  // (format version 2); the other keys of `writes` never expire.
+  absl::btree_map<std::string, absl::Time> expires_at;
+  // (timer key, timer), or nullopt for a timer cancelled or fired (format
+  // version 2).
+  absl::btree_map<std::string, std::optional<ChangelogTimer>> timers;
+  // The partition's stream time as the last complete commit that carried
+  // one left it; nullopt if none did.
+  std::optional<absl::Time> stream_time;
   // The dedupe records whose commits completed, in id_hash order; the
   // latest of each ID, unless expired.
   std::vector<PartitionRecord> records;
@@ -83,6 +93,12 @@ class ChangelogImageBuilder {
   // Keys written by a commit not finished (yet), or by an epoch that was
   // over, and not written by a complete commit since.
   absl::btree_set<std::string> Orphans() const;
+  // The same for timer keys ("t/" records).
+  absl::btree_set<std::string> TimerOrphans() const;
+  // Whether there are orphans of either kind.
+  bool HasOrphans() const {
+    return !Orphans().empty() || !TimerOrphans().empty();
+  }
   // The last complete commit's mark so far; nullopt if none.
   std::optional<ChangelogMark> Last() const { return changes_.last; }
 
@@ -99,11 +115,26 @@ class ChangelogImageBuilder {
     std::string result;
   };
 
-  using Writes = absl::btree_map<std::string, std::optional<std::string>>;
+  // A state write (value nullopt: deleted) and its expiry, if it has one.
+  struct StateWrite {
+    std::optional<std::string> value;
+    std::optional<absl::Time> expires_at;
+  };
+  // One epoch's writes since its last "o/" record.
+  struct Writes {
+    absl::btree_map<std::string, StateWrite> state;
+    absl::btree_map<std::string, std::optional<ChangelogTimer>> timers;
+  };
 
   // The "o/" record of `epoch`: completes that epoch's pending writes, or,
   // for an epoch that is over, drops them.
-  void Mark(int64_t epoch, int64_t offset);
+  void Mark(int64_t epoch, int64_t offset,
+            std::optional<absl::Time> stream_time);
+  // Lays a complete commit's `writes` onto changes_.
+  void Complete(Writes& writes);
+  // A "t/" record of the epoch of `mark`, or a dropped one.
+  absl::Status AddTimerRecord(const LogRecord& record, std::string_view key,
+                              const ChangelogMark& mark);
   // Drops `epoch`'s pending writes; their keys become orphans.
   void DropPending(int64_t epoch);
 
@@ -114,6 +145,7 @@ class ChangelogImageBuilder {
   absl::flat_hash_map<int64_t, Writes> pending_;
   // Keys of dropped writes not written by a complete commit since.
   absl::btree_set<std::string> dropped_;
+  absl::btree_set<std::string> dropped_timers_;
   // Epochs that are over: another epoch's "o/" record followed theirs.
   absl::flat_hash_set<int64_t> over_;
   // The last offset of each epoch, from its last "o/" record.

@@ -241,7 +241,7 @@ absl::StatusOr<bool> ChangelogKeeper::ReadEnds(const std::string& topic,
   const std::optional<ChangelogMark> last = check.ends.Last();
   const std::optional<int64_t> epoch = check.before.epoch;
   const std::optional<int64_t> offset = check.before.offset;
-  if (last != EngineMark(*epoch, offset) || !check.ends.Orphans().empty()) {
+  if (last != EngineMark(*epoch, offset) || check.ends.HasOrphans()) {
     check.phase = PendingCheck::Phase::kRestore;  // from the start
     return false;
   }
@@ -295,7 +295,7 @@ absl::StatusOr<bool> ChangelogKeeper::CurrentFromCheckpoint(
   report.records_read += read.records_read;
   report.bytes_read += read.bytes_read;
   const ChangelogMark last = tail.Last().value_or(from.mark);
-  if (last != EngineMark(epoch, offset) || !tail.Orphans().empty()) {
+  if (last != EngineMark(epoch, offset) || tail.HasOrphans()) {
     return false;
   }
   {
@@ -397,6 +397,8 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
       NewEpoch(epoch, last.has_value() ? std::optional<int64_t>(last->epoch)
                                        : std::nullopt);
   const absl::btree_set<std::string> orphans = copy.builder.Orphans();
+  const absl::btree_set<std::string> timer_orphans =
+      copy.builder.TimerOrphans();
   if (absl::Status s = standby_.Apply(topic, partition, copy, new_epoch);
       !s.ok()) {
     return s;
@@ -408,7 +410,12 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
     absl::StatusOr<std::optional<std::string>> value =
         engine_->GetState(topic, partition, prefix + key);
     if (!value.ok()) return value.status();
-    set_back.emplace(key, *std::move(value));
+    set_back.state.emplace(key, *std::move(value));
+  }
+  if (absl::Status s =
+          SetTimersBack(topic, partition, timer_orphans, set_back.timers);
+      !s.ok()) {
+    return s;
   }
   // Everything up to the end the copy read is in the engine now; the
   // relay's records (the new epoch's mark first) are counted from there.
@@ -423,6 +430,26 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::Restore(const std::string& topic,
   if (last.has_value() && last->offset >= 0) changelog_offset = last->offset;
   return FinishRestore(topic, partition, new_epoch, changelog_offset, set_back,
                        std::move(report), check.start);
+}
+
+absl::Status ChangelogKeeper::SetTimersBack(
+    const std::string& topic, int32_t partition,
+    const absl::btree_set<std::string>& keys,
+    absl::btree_map<std::string, std::optional<ChangelogTimer>>& timers) {
+  if (keys.empty()) return absl::OkStatus();
+  // Rare (a half-published commit set or fired a timer): the engine's
+  // timers are read whole.
+  absl::StatusOr<PartitionSnapshot> copy =
+      engine_->ExportPartition(topic, partition);
+  if (!copy.ok()) return copy.status();
+  for (const std::string& key : keys) timers.emplace(key, std::nullopt);
+  for (TimerFire& timer : copy->timers) {
+    auto it = timers.find(timer.timer_key);
+    if (it == timers.end()) continue;
+    it->second =
+        ChangelogTimer{timer.domain, timer.fire_at, std::move(timer.payload)};
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(
@@ -446,7 +473,8 @@ absl::StatusOr<RestoreReport> ChangelogKeeper::FinishRestore(
   report.partition = partition;
   report.restored = true;
   report.offset = offset;
-  report.orphans = static_cast<int64_t>(set_back.size());
+  report.orphans =
+      static_cast<int64_t>(set_back.state.size() + set_back.timers.size());
   report.epoch = epoch;
   report.duration = absl::Now() - start;
   return report;
@@ -506,12 +534,20 @@ absl::Status ChangelogKeeper::CommitMark(const std::string& topic,
         const Txn::Header headers[] = {
             {kChangelogMarkHeader, mark},
             {kChangelogVersionHeader, kChangelogFormatVersionText}};
-        for (const auto& [key, value] : set_back) {
+        for (const auto& [key, value] : set_back.state) {
           txn.EmitWithOptions(target_.changelog_topic, StateRecordKey(key),
                               value.value_or(""),
                               {.partition = partition,
                                .tombstone = !value.has_value(),
                                .headers = headers});
+        }
+        for (const auto& [key, timer] : set_back.timers) {
+          txn.EmitWithOptions(
+              target_.changelog_topic, TimerRecordKey(key),
+              timer.has_value() ? EncodeTimerValue(*timer) : std::string(),
+              {.partition = partition,
+               .tombstone = !timer.has_value(),
+               .headers = headers});
         }
         txn.EmitWithOptions(target_.changelog_topic, OffsetRecordKey(epoch),
                             absl::StrCat(offset),
@@ -585,20 +621,60 @@ bool ChangelogKeeper::Skip(const OutboxEntry& entry) const {
   }
   if (hooks_.changelog_unfenced) return false;
   std::optional<ChangelogMark> mark;
+  bool fire = false;
   for (const auto& [name, value] : entry.headers) {
     if (name == kChangelogMarkHeader) mark = DecodeMark(value);
+    if (name == kChangelogFireHeader) fire = true;
   }
   absl::MutexLock lock(&fences_mu_);
   auto fence = fences_.find(entry.partition);
   if (fence == fences_.end()) return true;
-  return !mark.has_value() || mark->epoch != fence->second.epoch ||
-         mark->offset <= fence->second.published_up_to;
+  if (!mark.has_value() || mark->epoch != fence->second.epoch) return true;
+  // A fire at the offset of the changelog's last commit came after that
+  // commit (perhaps published already: then its records repeat, a complete
+  // commit again, which changes nothing).
+  if (fire && !hooks_.changelog_skips_fires) {
+    return mark->offset < fence->second.published_up_to;
+  }
+  return mark->offset <= fence->second.published_up_to;
 }
 
 bool ChangelogKeeper::EndsCommit(const OutboxEntry& entry) const {
   if (entry.destination != target_.changelog_topic) return false;
   std::optional<ChangelogKey> key = DecodeChangelogKey(entry.key);
   return key.has_value() && key->kind == ChangelogKey::Kind::kOffset;
+}
+
+absl::Status ChangelogKeeper::HandleFire(const TimerFire& fire, Txn& txn,
+                                         const TimerHandler& handler) {
+  int64_t epoch = 0;
+  int64_t offset = -1;
+  {
+    absl::MutexLock lock(&fences_mu_);
+    auto fence = fences_.find(fire.partition);
+    if (fence == fences_.end()) {
+      return absl::AbortedError(absl::StrCat(
+          "changelog mode: a timer of ", fire.source, "/", fire.partition,
+          ", which was not checked against its changelog"));
+    }
+    epoch = fence->second.epoch;
+    offset = fence->second.marked;
+  }
+  // The fire's commit is marked with the partition's committed offset,
+  // which it leaves as it is.
+  absl::StatusOr<std::optional<int64_t>> committed =
+      engine_->CommittedOffset(fire.source, fire.partition);
+  if (!committed.ok()) return committed.status();
+  if (committed->has_value()) offset = **committed;
+  Record record;
+  record.topic = fire.source;
+  record.partition = fire.partition;
+  record.offset = offset;
+  ChangelogTxn changelog(txn, record, target_, epoch);
+  changelog.ForFire(fire);
+  if (absl::Status s = handler(fire, changelog); !s.ok()) return s;
+  if (hooks_.changelog_drops_timers) changelog.DropTimers();
+  return changelog.Finish();
 }
 
 absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
@@ -619,6 +695,7 @@ absl::Status ChangelogKeeper::Handle(const Record& record, Txn& txn,
     expiry_override = clock_->Now() + ttl_;
   ChangelogTxn changelog(txn, record, target_, epoch, expiry_override);
   if (absl::Status s = handler(record, changelog); !s.ok()) return s;
+  if (hooks_.changelog_drops_timers) changelog.DropTimers();
   if (direct_ != nullptr) return ProduceOutsideCommit(changelog);
   if (absl::Status s = changelog.Finish(); !s.ok()) return s;
   // If this commit fails after all, the partition's next check restores it.

@@ -33,6 +33,7 @@
 #define IDEM_KAFKA_CHANGELOG_KEEPER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,6 +50,7 @@
 #include "idem/kafka/consumer_options.h"
 #include "idem/kafka/producer.h"
 #include "idem/outbox.h"
+#include "idem/timers.h"
 #include "kafka/changelog_checkpoint.h"
 #include "kafka/changelog_standby.h"
 #include "kafka/changelog_topics.h"
@@ -136,6 +138,15 @@ class ChangelogKeeper {
   // commit's changelog records. kAborted if the partition was not checked.
   absl::Status Handle(const Record& record, Txn& txn, Handler handler);
 
+  // Runs the timer handler `handler` on `fire` through a ChangelogTxn
+  // (ChangelogTxn::ForFire) and emits the fire's changelog records: its
+  // state changes, the timer's tombstone and a mark at the partition's
+  // committed offset, committed with the timer's deletion.
+  // kAborted if the partition was not checked.
+  using TimerHandler = std::function<absl::Status(const TimerFire&, Txn&)>;
+  absl::Status HandleFire(const TimerFire& fire, Txn& txn,
+                          const TimerHandler& handler);
+
   // After a batch committed: if the partition's committed offset is now
   // `offset` but its last changelog mark is older (the batch ended with
   // records that emit nothing: duplicates, dead letters), commits a mark
@@ -154,8 +165,17 @@ class ChangelogKeeper {
   };
 
   // Keys a half-published commit left, each with the value to set it back
-  // to (nullopt: deleted).
-  using SetBack = absl::btree_map<std::string, std::optional<std::string>>;
+  // to (nullopt: deleted); the same for timers.
+  struct SetBack {
+    absl::btree_map<std::string, std::optional<std::string>> state;
+    absl::btree_map<std::string, std::optional<ChangelogTimer>> timers;
+  };
+  // Fills `timers` with the engine's timer of each key of `keys` (nullopt
+  // for a key without one).
+  absl::Status SetTimersBack(
+      const std::string& topic, int32_t partition,
+      const absl::btree_set<std::string>& keys,
+      absl::btree_map<std::string, std::optional<ChangelogTimer>>& timers);
 
   // Commits a mark of (topic, partition) at `offset` (-1: none) under
   // `epoch`, after setting the keys of `set_back` back.

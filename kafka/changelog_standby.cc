@@ -1,6 +1,7 @@
 #include "kafka/changelog_standby.h"
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -82,6 +83,26 @@ absl::StatusOr<bool> StandbyCopies::ReadStep(
   return dedupe->at_end;
 }
 
+std::vector<TimerFire> StandbyCopies::SetTimers(
+    const std::string& topic, int32_t partition,
+    const absl::btree_map<std::string, std::optional<ChangelogTimer>>& timers) {
+  std::vector<TimerFire> set;
+  for (const auto& [key, timer] : timers) {
+    if (!timer.has_value()) continue;
+    set.push_back(TimerFire{.source = topic,
+                            .partition = partition,
+                            .domain = timer->domain,
+                            .timer_key = key,
+                            .fire_at = timer->fire_at,
+                            .payload = timer->payload});
+  }
+  std::sort(set.begin(), set.end(), [](const TimerFire& a, const TimerFire& b) {
+    return std::tie(a.domain, a.fire_at, a.timer_key) <
+           std::tie(b.domain, b.fire_at, b.timer_key);
+  });
+  return set;
+}
+
 absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
                                   StandbyCopy& copy,
                                   std::optional<int64_t> epoch) {
@@ -113,6 +134,10 @@ absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
     for (auto& [key, value] : changes.writes) {
       if (value.has_value()) snapshot.entries.emplace_back(key, *value);
     }
+    snapshot.expires_at.insert(changes.expires_at.begin(),
+                               changes.expires_at.end());
+    snapshot.stream_time = changes.stream_time.value_or(absl::InfinitePast());
+    snapshot.timers = SetTimers(topic, partition, changes.timers);
     snapshot.records = std::move(changes.records);
     // A rewinding import replaces the partition every time, also a repeat
     // of an earlier one (the partition was taken over here and given back
@@ -127,6 +152,7 @@ absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
     copy.records_applied += static_cast<int64_t>(snapshot.records.size());
   } else {
     if (changes.writes.empty() && changes.records.empty() &&
+        changes.timers.empty() && changes.stream_time == copy.stream_time &&
         offset == copy.applied_offset && !epoch.has_value()) {
       return absl::OkStatus();
     }
@@ -139,6 +165,21 @@ absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
       apply.writes.emplace_back(std::string(kEpochStateKey), epoch_value);
     }
     apply.records = std::move(changes.records);
+    apply.stream_time = changes.stream_time;
+    apply.expires_at.insert(changes.expires_at.begin(),
+                            changes.expires_at.end());
+    for (auto& [key, timer] : changes.timers) {
+      std::optional<TimerFire>& fire =
+          apply.timers.emplace_back(key, std::nullopt).second;
+      if (timer.has_value()) {
+        fire = TimerFire{.source = topic,
+                         .partition = partition,
+                         .domain = timer->domain,
+                         .timer_key = key,
+                         .fire_at = timer->fire_at,
+                         .payload = std::move(timer->payload)};
+      }
+    }
     if (absl::Status s =
             engine_->ApplyPartitionChanges(apply, {.allow_rewind = true});
         !s.ok()) {
@@ -149,6 +190,7 @@ absl::Status StandbyCopies::Apply(const std::string& topic, int32_t partition,
   }
   copy.applied = true;
   copy.applied_offset = offset;
+  copy.stream_time = changes.stream_time;
   return absl::OkStatus();
 }
 

@@ -25,13 +25,16 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "idem/clock.h"
 #include "idem/engine.h"
+#include "idem/timers.h"
 #include "kafka/changelog_image.h"
 #include "kafka/changelog_txn.h"
 #include "kafka/consumer_hooks.h"
@@ -66,6 +69,7 @@ struct StandbyCopy {
   // this offset.
   bool applied = false;
   std::optional<int64_t> applied_offset;
+  std::optional<absl::Time> stream_time;
   // Since the copy started: changelog records and their keys' and values'
   // bytes read; state writes and dedupe records applied.
   int64_t records_read = 0;
@@ -132,6 +136,12 @@ class StandbyCopies {
   std::unique_ptr<StandbyCopy> Take(int32_t partition);
 
  private:
+  // The timers `timers` sets, as PartitionSnapshot::timers lists them.
+  static std::vector<TimerFire> SetTimers(
+      const std::string& topic, int32_t partition,
+      const absl::btree_map<std::string, std::optional<ChangelogTimer>>&
+          timers);
+
   Engine* const engine_;
   PartitionReader* const reader_;
   const ChangelogTarget* const target_;

@@ -50,9 +50,16 @@ absl::Status ConsumerImpl::Init(std::unique_ptr<OutboxRelay> relay,
   }
   dead_letter_ = options_.dead_letter;
   if (options_.timer_handler) {
-    timer_pump_ =
-        std::make_unique<TimerPump>(engine_, options_.timer_handler,
-                                    static_cast<size_t>(options_.max_batch));
+    TimerPump::Handler fire = options_.timer_handler;
+    if (changelog_ != nullptr) {
+      // In changelog mode a fire's changes reach the changelog too.
+      fire = [keeper = changelog_.get(), handler = options_.timer_handler](
+                 const TimerFire& timer, Txn& txn) {
+        return keeper->HandleFire(timer, txn, handler);
+      };
+    }
+    timer_pump_ = std::make_unique<TimerPump>(
+        engine_, std::move(fire), static_cast<size_t>(options_.max_batch));
   }
   if (options_.workers > 1) {
     runner_ = std::make_unique<ParallelRunner>(

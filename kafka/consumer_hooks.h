@@ -64,6 +64,13 @@ struct ConsumerHooks {
   // Changelog mode, broken: produce each record's changelog records to
   // Kafka as soon as its handler returns, outside the engine's commit.
   bool changelog_outside_commit = false;
+  // Changelog mode, broken: commits emit no timer records ("t/"), so a
+  // member that restores the partition has none of its timers.
+  bool changelog_drops_timers = false;
+  // Changelog mode, broken: a fire's changelog records are held back like
+  // a record's when the partition's check found the copy current at their
+  // offset, so fires right after a restart never reach the changelog.
+  bool changelog_skips_fires = false;
   // Changelog mode, broken: restores and standby copies read a changelog
   // partition whose first records were deleted (retention) as if it were
   // whole, rather than failing with kDataLoss.

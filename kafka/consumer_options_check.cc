@@ -153,11 +153,6 @@ absl::Status CheckTransactionalOutput(const ConsumerOptions& options) {
 }
 
 absl::Status CheckStandbyPartitions(const ConsumerOptions& options) {
-  if (options.timer_handler && !options.changelog_topic.empty()) {
-    return Invalid(
-        "timer_handler cannot be used with changelog_topic (a fire's state "
-        "writes would not reach the changelog)");
-  }
   if (!options.standby_partitions.empty() && options.changelog_topic.empty()) {
     return Invalid("standby_partitions needs changelog_topic");
   }

@@ -192,7 +192,8 @@ TEST(CrashtestToolTest, RunsTheWindowsWorkloadWithAJsonReport) {
   args.dir = tmp.Sub("run");
   const ToolRun r = RunTool(args);
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
-  EXPECT_EQ(r.out.rfind("{\"seed\":1,\"passed\":true,", 0), 0u) << r.out;
+  EXPECT_EQ(r.out.rfind("{\"seed\":1,\"shards\":1,\"passed\":true,", 0), 0u)
+      << r.out;
   EXPECT_THAT(r.out, HasSubstr("{\"name\":\"exactly_once_effect\","
                                "\"passed\":true,"));
   EXPECT_EQ(Count(r.out, "\n"), 1) << r.out;

@@ -2,19 +2,22 @@
 // a merge is read, folded and written, so the changelog record of its key
 // holds the folded value; a range deletion is a deletion of each key it
 // removed, a tombstone each in the changelog; an invalid one fails the
-// message as the engine's Txn does; a Put with a ttl is refused
-// (changelog records carry no expiry), a zero ttl is kInvalidArgument, and
-// a Put with options but no ttl is a plain Put.
+// message as the engine's Txn does; a Put with a ttl carries the engine's
+// expiry in its changelog record (refused outside the engine's Txn), a zero
+// ttl is kInvalidArgument, and a Put with options but no ttl is a plain Put.
 
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "idem/kafka/record.h"
+#include "idem/partition_snapshot.h"
 #include "idem/partition_state.h"
 #include "kafka/changelog_format.h"
 #include "kafka/changelog_txn.h"
@@ -71,6 +74,27 @@ class ChangelogTxnStateTest : public ::testing::Test {
     return state;
   }
 
+  // The expiry header of the last changelog record of `key`; nullopt if
+  // it has none.
+  std::optional<std::string> ChangelogExpiry(const std::string& key) {
+    std::optional<std::string> expiry;
+    absl::StatusOr<std::vector<OutboxEntry>> entries =
+        engine_->ReadOutbox(1000);
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    if (!entries.ok()) return expiry;
+    for (const OutboxEntry& e : *entries) {
+      if (e.destination != target_.changelog_topic ||
+          e.key != StateRecordKey(key)) {
+        continue;
+      }
+      expiry.reset();
+      for (const auto& [name, value] : e.headers) {
+        if (name == kChangelogExpiresHeader) expiry = value;
+      }
+    }
+    return expiry;
+  }
+
   util::TempDir dir_;
   std::unique_ptr<Engine> engine_;
   const ChangelogTarget target_{"orders-state", "orders-dedupe"};
@@ -124,12 +148,21 @@ TEST_F(ChangelogTxnStateTest, InvalidMergeOrRangeFailsTheMessage) {
   EXPECT_EQ(r.outcome, Outcome::kFailed);
 }
 
-TEST_F(ChangelogTxnStateTest, PutWithTtlIsRefusedAndWithoutOneIsAPlainPut) {
+// A Put with a ttl, and under Options::state_ttl a plain Put, carries the
+// expiry the engine stored in its changelog record; a later Put without
+// one carries none.
+TEST_F(ChangelogTxnStateTest, PutWithTtlCarriesTheEnginesExpiry) {
   Result r = Run(0, [](Txn& txn) {
     return txn.Put("a", "1", PutOptions{.ttl = absl::Seconds(5)});
   });
-  EXPECT_EQ(r.outcome, Outcome::kFailed);
-  EXPECT_EQ(r.error.code(), absl::StatusCode::kUnimplemented);
+  ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
+  absl::StatusOr<PartitionSnapshot> copy =
+      engine_->ExportPartition("orders", 0);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  ASSERT_TRUE(copy->expires_at.contains("a"));
+  EXPECT_EQ(
+      ChangelogExpiry("a"),
+      std::optional<std::string>(EncodeTimeHeader(copy->expires_at.at("a"))));
   r = Run(1, [](Txn& txn) {
     (void)txn.Put("a", "1", PutOptions{.ttl = absl::ZeroDuration()});
     return absl::OkStatus();
@@ -139,8 +172,53 @@ TEST_F(ChangelogTxnStateTest, PutWithTtlIsRefusedAndWithoutOneIsAPlainPut) {
   r = Run(2, [](Txn& txn) { return txn.Put("a", "1", PutOptions()); });
   ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
   EXPECT_EQ(ChangelogState()["a"], std::optional<std::string>("1"));
+  EXPECT_EQ(ChangelogExpiry("a"), std::nullopt);
   EXPECT_EQ(*engine_->GetState(PartitionStatePrefix("orders", 0) + "a"),
             std::optional<std::string>("1"));
+
+  // Options::state_ttl: a plain Put expires too.
+  engine_.reset();
+  Options options;
+  options.state_ttl = absl::Hours(1);
+  auto engine = Engine::Open(dir_.Sub("db"), options);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  engine_ = *std::move(engine);
+  r = Run(3, [](Txn& txn) {
+    txn.Put("b", "2");
+    return absl::OkStatus();
+  });
+  ASSERT_EQ(r.outcome, Outcome::kProcessed) << r.error;
+  EXPECT_NE(ChangelogExpiry("b"), std::nullopt);
+}
+
+// Inside a Txn that is not the engine's, a ChangelogTxn cannot tell an
+// expiry: a Put with a ttl is refused rather than made immortal.
+TEST_F(ChangelogTxnStateTest, PutWithTtlOutsideTheEnginesTxnIsRefused) {
+  class Plain final : public Txn {
+   public:
+    absl::StatusOr<std::optional<std::string>> Get(std::string_view) override {
+      return std::nullopt;
+    }
+    using Txn::Put;
+    void Put(std::string_view, std::string_view) override {}
+    absl::Status Put(std::string_view, std::string_view,
+                     const PutOptions&) override {
+      return absl::OkStatus();
+    }
+    void Delete(std::string_view) override {}
+    void SetResult(std::string_view) override {}
+    void EmitWithOptions(std::string_view, std::string_view, std::string_view,
+                         const EmitOptions&) override {}
+  } plain;
+  Record record;
+  record.topic = "orders";
+  record.partition = 0;
+  ChangelogTxn changelog(plain, record, target_, /*epoch=*/1);
+  PartitionTxn state(changelog, "orders", 0);
+  EXPECT_EQ(state.Put("a", "1", PutOptions{.ttl = absl::Seconds(5)}).code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(changelog.FinishInto(plain).code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace

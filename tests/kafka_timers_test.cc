@@ -2,8 +2,8 @@
 // timer_handler): records' timestamps are their messages' event times, so a
 // partition's stream time follows them; event-time timers fire after the
 // batch that moves the stream time past them, processing-time ones on the
-// next poll, each with its handler's writes; and timer_handler with
-// changelog_topic is refused.
+// next poll, each with its handler's writes (with changelog_topic:
+// tests/kafka_changelog_timers_test.cc).
 
 #include <memory>
 #include <string>
@@ -11,7 +11,6 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
@@ -99,23 +98,6 @@ TEST(KafkaTimersTest, FiresTimersOnRecordTimestampsAndOnPolls) {
     EXPECT_EQ(*v, "yes") << key;
   }
   EXPECT_TRUE((*consumer)->Close().ok());
-}
-
-TEST(KafkaTimersTest, TimerHandlerWithAChangelogIsRefused) {
-  KafkaTestBed bed;
-  StartKafka("timers_changelog", 1, bed);
-  ASSERT_NE(bed.cluster, nullptr);
-  util::TempDir dir;
-  ASSERT_OPEN(engine, dir.Sub("store"), Options());
-  ConsumerOptions options = TestConsumerOptions(bed, "g");
-  options.changelog_topic = "timers.changelog";
-  options.timer_handler = [](const TimerFire&, Txn&) {
-    return absl::OkStatus();
-  };
-  auto consumer = Consumer::Create(engine.get(), options);
-  EXPECT_EQ(consumer.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(consumer.status().message()),
-              ::testing::HasSubstr("timer_handler"));
 }
 
 }  // namespace

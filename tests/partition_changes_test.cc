@@ -1,7 +1,8 @@
 // Engine::ApplyPartitionChanges: changes applied on top of a partition's
 // copy (what a standby copy following a changelog applies): state writes and
 // deletes, dedupe records added or replacing the ID's record wherever its
-// expiry placed it, the offset moved (back only with allow_rewind), nothing
+// expiry placed it, timers set and deleted, the stream time moved forward,
+// expiries kept, the offset moved (back only with allow_rewind), nothing
 // of other partitions touched, and bad changes refused with nothing written.
 
 #include <memory>
@@ -184,6 +185,66 @@ TEST_P(PartitionChangesTest, BadChangesAreRefusedWithNothingWritten) {
       });
   ASSERT_TRUE(inside.ok());
   EXPECT_EQ(inside->error.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Timers set on top of the copy replace the key's timer (leaving its old
+// place in the queue), deletions remove it, the stream time only moves
+// forward, and a write's expiry is kept: the value is invisible once it
+// passed.
+TEST_P(PartitionChangesTest, TimersStreamTimeAndExpiriesOnTopOfTheCopy) {
+  ProcessOne("a", 0, 10);
+  const absl::Time at = test::kStart + absl::Minutes(5);
+  auto timer = [&](TimeDomain domain, absl::Time fire_at) {
+    return std::optional<TimerFire>(
+        TimerFire{.domain = domain, .fire_at = fire_at, .payload = "p"});
+  };
+  PartitionChanges set = Changes(0);
+  set.timers = {{"close", timer(TimeDomain::kEvent, at)},
+                {"remind", timer(TimeDomain::kProcessing, at)}};
+  set.stream_time = at - absl::Minutes(1);
+  set.writes = {{"session", "open"}};
+  set.expires_at = {{"session", test::kStart + absl::Minutes(30)}};
+  ASSERT_TRUE(engine_->ApplyPartitionChanges(set, {}).ok());
+  PartitionChanges move = Changes(0);
+  move.timers = {{"close", timer(TimeDomain::kEvent, at + absl::Minutes(1))},
+                 {"remind", std::nullopt}};
+  move.stream_time = at - absl::Minutes(2);  // earlier: ignored
+  ASSERT_TRUE(engine_->ApplyPartitionChanges(move, {}).ok());
+
+  const PartitionSnapshot after = Export(0);
+  ASSERT_THAT(after.timers, SizeIs(1));
+  EXPECT_EQ(after.timers[0].timer_key, "close");
+  EXPECT_EQ(after.timers[0].fire_at, at + absl::Minutes(1));
+  EXPECT_EQ(after.timers[0].payload, "p");
+  EXPECT_EQ(after.stream_time, at - absl::Minutes(1));
+  EXPECT_THAT(after.expires_at,
+              ElementsAre(Pair("session", test::kStart + absl::Minutes(30))));
+  absl::StatusOr<std::optional<TimerFire>> next =
+      engine_->NextTimer("orders", 0, TimeDomain::kEvent);
+  ASSERT_TRUE(next.ok() && next->has_value());
+  EXPECT_EQ((*next)->fire_at, at + absl::Minutes(1));
+  EXPECT_EQ(*engine_->NextTimer("orders", 0, TimeDomain::kProcessing),
+            std::nullopt);
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(*engine_->GetState(PartitionStatePrefix("orders", 0) + "session"),
+            std::nullopt);
+}
+
+TEST_P(PartitionChangesTest, BadTimerChangesAreRefused) {
+  PartitionChanges infinite = Changes(0);
+  infinite.timers = {{"t", TimerFire{.fire_at = absl::InfiniteFuture()}}};
+  EXPECT_EQ(engine_->ApplyPartitionChanges(infinite, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  PartitionChanges twice = Changes(0);
+  twice.timers = {{"t", std::nullopt}, {"t", std::nullopt}};
+  EXPECT_EQ(engine_->ApplyPartitionChanges(twice, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  PartitionChanges domain = Changes(0);
+  domain.timers = {{"t", TimerFire{.domain = static_cast<TimeDomain>(9),
+                                   .fire_at = test::kStart}}};
+  EXPECT_EQ(engine_->ApplyPartitionChanges(domain, {}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Export(0).timers, SizeIs(0));
 }
 
 TEST_P(PartitionChangesTest, RecordsNeedAPartitionScopedStore) {

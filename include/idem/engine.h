@@ -368,16 +368,18 @@ class Engine {
   }
 
   // Applies `changes` on top of the partition's copy in one atomic commit,
-  // durable on return: writes and deletes its state keys, adds its dedupe
-  // records (those expired by the engine's time are left out) and records
-  // its offset. Unlike ImportPartition it replaces nothing else and writes
-  // no record of its own: applying the same changes twice leaves the same
-  // copy. kFailedPrecondition, changing nothing, if the engine has committed
-  // a higher offset for the partition than changes.offset (unless
+  // durable on return: writes and deletes its state keys (with their
+  // expiries), adds its dedupe records (those expired by the engine's time
+  // are left out), sets and deletes its timers, moves its stream time
+  // forward and records its offset. Unlike ImportPartition it replaces nothing
+  // else and writes no record of its own: applying the same changes twice
+  // leaves the same copy. kFailedPrecondition, changing nothing, if the engine
+  // has committed a higher offset for the partition than changes.offset (unless
   // options.allow_rewind), from inside a handler, on a read-only engine, or
   // for records into a store-scoped store; kInvalidArgument as for
-  // ImportPartition (a bad offset, a key or an id_hash twice). REQUIRES:
-  // nothing consumes the partition on this engine meanwhile. The default, for
+  // ImportPartition (a bad offset, a key, timer key or id_hash twice, a
+  // timer with a bad domain or an infinite fire_at). REQUIRES: nothing
+  // consumes the partition on this engine meanwhile. The default, for
   // Engine implementations outside idem, returns kUnimplemented.
   virtual absl::Status ApplyPartitionChanges(const PartitionChanges& changes,
                                              const ImportOptions& options) {

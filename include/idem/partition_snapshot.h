@@ -69,6 +69,15 @@ struct PartitionChanges {
   // The partition's new stream time, if later than its copy's; nullopt (or
   // InfinitePast) leaves it as it is.
   std::optional<absl::Time> stream_time;
+  // The expiry of each write in `writes` with a TTL, by key, as
+  // PartitionSnapshot::expires_at; the other writes never expire. An expiry
+  // for a key not written (or deleted) is ignored.
+  std::map<std::string, absl::Time> expires_at;
+  // (timer key, the timer to set, replacing the key's timer if any), or
+  // nullopt to delete the key's timer (none: nothing to delete). The
+  // timer's source and partition are the changes'; its timer_key is the
+  // pair's key. A fire_at finite, a valid domain, a key at most once.
+  std::vector<std::pair<std::string, std::optional<TimerFire>>> timers;
 };
 
 }  // namespace idem

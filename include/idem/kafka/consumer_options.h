@@ -361,8 +361,9 @@ struct ConsumerOptions {
   // PollBatch, before the outbox is published (the fires' emits go with the
   // batch's). A fire's transient failure is counted
   // (ConsumerStats::timer_failures) and the timer fires again on a later
-  // call. Not with changelog_topic (a fire's state writes would miss the
-  // changelog): kInvalidArgument. Default: unset (no timers fired).
+  // call. With changelog_topic, a fire's state changes and the timer's
+  // deletion reach the changelog in its commit, as a record's do
+  // (docs/scale-out.md, "The changelog"). Default: unset (no timers fired).
   std::function<absl::Status(const TimerFire&, Txn&)> timer_handler;
 
   // ---- Logs and statistics ----
