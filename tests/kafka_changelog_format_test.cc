@@ -95,7 +95,8 @@ TEST(ChangelogRecordsV2Test, TimerValuesAndTimeHeadersRoundTrip) {
     EXPECT_EQ(DecodeTimeHeader(bad), std::nullopt) << bad;
   }
 
-  std::optional<ChangelogKey> key = DecodeChangelogKey(TimerRecordKey("w/1"));
+  const std::string record_key = TimerRecordKey("w/1");  // key views it
+  std::optional<ChangelogKey> key = DecodeChangelogKey(record_key);
   ASSERT_TRUE(key.has_value());
   EXPECT_EQ(key->kind, ChangelogKey::Kind::kTimer);
   EXPECT_EQ(key->state_key, "w/1");
