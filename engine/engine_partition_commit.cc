@@ -39,6 +39,27 @@ DedupeKey ToDedupeKey(std::string_view hash) {
   return key;
 }
 
+// Adds to `batch` the timer `timer_key` of the partition `partition_key`
+// fires (its place in the queue, with its payload) and its index entry.
+absl::Status PutTimer(const Store& store, const std::string& partition_key,
+                      std::string_view timer_key, const TimerFire& timer,
+                      const char* what, rocksdb::WriteBatch& batch) {
+  const int64_t fire_at = absl::ToUnixMicros(timer.fire_at);
+  if (absl::Status s = FromRocksStatus(
+          batch.Put(
+              store.timers,
+              TimerQueueKey(partition_key, timer.domain, fire_at, timer_key),
+              timer.payload),
+          what);
+      !s.ok()) {
+    return s;
+  }
+  return FromRocksStatus(
+      batch.Put(store.timers, TimerIndexKey(partition_key, timer_key),
+                EncodeTimerIndex(timer.domain, fire_at)),
+      what);
+}
+
 // Adds to `batch` the change of one timer of a partition (nullopt: delete
 // it), moving the key's current timer out of the queue.
 absl::Status BuildTimerChange(const Store& store,
@@ -68,16 +89,7 @@ absl::Status BuildTimerChange(const Store& store,
     }
   }
   if (!timer.has_value()) return check(batch.Delete(store.timers, index_key));
-  const int64_t fire_at = absl::ToUnixMicros(timer->fire_at);
-  if (absl::Status s = check(batch.Put(
-          store.timers,
-          TimerQueueKey(partition_key, timer->domain, fire_at, timer_key),
-          timer->payload));
-      !s.ok()) {
-    return s;
-  }
-  return check(batch.Put(store.timers, index_key,
-                         EncodeTimerIndex(timer->domain, fire_at)));
+  return PutTimer(store, partition_key, timer_key, *timer, what, batch);
 }
 
 }  // namespace
@@ -374,18 +386,8 @@ absl::Status EngineImpl::BuildPartitionTimers(
       }
     }
     for (const TimerFire& timer : commit.timers) {
-      const int64_t fire_at = absl::ToUnixMicros(timer.fire_at);
-      if (absl::Status s =
-              check(batch.Put(store.timers,
-                              TimerQueueKey(partition_key, timer.domain,
-                                            fire_at, timer.timer_key),
-                              timer.payload));
-          !s.ok()) {
-        return s;
-      }
-      if (absl::Status s = check(batch.Put(
-              store.timers, TimerIndexKey(partition_key, timer.timer_key),
-              EncodeTimerIndex(timer.domain, fire_at)));
+      if (absl::Status s = PutTimer(store, partition_key, timer.timer_key,
+                                    timer, commit.what, batch);
           !s.ok()) {
         return s;
       }
