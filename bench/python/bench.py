@@ -8,15 +8,18 @@
   2. the same from Python against what a Python user would write instead:
      the inbox pattern on sqlite3 (INSERT OR IGNORE of the ID plus the state
      update per message, one transaction per batch of 500, WAL,
-     synchronous=FULL);
+     synchronous=FULL: like idem's "sync", each batch is on disk, one
+     fsync of the log, before the next starts), in alternating rounds, by
+     the wall clock and by the calling thread's CPU time per message;
   3. an empty handler from Python against C++ (BM_Cpp/put:0): the
      per-message overhead in microseconds, under both durabilities;
   4. the C API against C++ (BM_CApi against BM_Cpp), from the same binary.
 
 Each Python figure is the best of --rounds rounds of --messages messages on
 a fresh store; each batch's messages are built before the clock starts for
-it, as the C++ benchmark builds its batches outside the timing. Run from the checkout after
-building build/ with -DIDEM_BUILD_PYTHON=ON -DIDEM_BUILD_BENCH=ON:
+it, as the C++ benchmark builds its batches outside the timing. Run from
+the checkout after building build/ with -DIDEM_BUILD_PYTHON=ON and
+-DIDEM_BUILD_BENCH=ON:
 
     PYTHONPATH=build/python python3 bench/python/bench.py
 """
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import idem
 
@@ -38,6 +42,28 @@ BATCH = 500
 VALUE = b"v:0123456789"
 
 
+class Round(NamedTuple):
+    rate: float  # messages per second, wall clock
+    cpu_us: float  # CPU time of the calling thread per message
+
+
+class Clock:
+    """Adds up the wall-clock and calling-thread CPU time of its blocks."""
+
+    def __init__(self) -> None:
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __enter__(self) -> None:
+        self._wall = time.perf_counter()
+        self._cpu = time.thread_time()
+
+    def __exit__(self, *exc) -> None:
+        self.cpu += time.thread_time() - self._cpu
+        self.wall += time.perf_counter() - self._wall
+
+    def round(self, messages: int) -> Round:
+        return Round(messages / self.wall, self.cpu * 1e6 / messages)
 
 
 def put(txn, message):
@@ -48,36 +74,30 @@ def empty(txn, message):
     pass
 
 
-def idem_rate(handler, durability: str, messages: int, rounds: int) -> float:
-    best = 0.0
-    for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as tmp:
-            with idem.Engine.open(f"{tmp}/store",
-                                  durability=durability) as engine:
-                elapsed = 0.0
-                for first in range(0, messages, BATCH):
-                    batch = [idem.Message(f"m{i}")
-                             for i in range(first, first + BATCH)]
-                    start = time.perf_counter()
+def idem_round(handler, durability: str, messages: int) -> Round:
+    with tempfile.TemporaryDirectory() as tmp:
+        with idem.Engine.open(f"{tmp}/store",
+                              durability=durability) as engine:
+            clock = Clock()
+            for first in range(0, messages, BATCH):
+                batch = [idem.Message(f"m{i}")
+                         for i in range(first, first + BATCH)]
+                with clock:
                     engine.process_batch(batch, handler)
-                    elapsed += time.perf_counter() - start
-        best = max(best, messages / elapsed)
-    return best
+    return clock.round(messages)
 
 
-def sqlite_rate(messages: int, rounds: int) -> float:
-    best = 0.0
-    for _ in range(rounds):
-        with tempfile.TemporaryDirectory() as tmp:
-            db = sqlite3.connect(f"{tmp}/inbox.db", isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("CREATE TABLE inbox (id TEXT PRIMARY KEY)")
-            db.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value BLOB)")
-            work = [[f"m{i}" for i in range(s, s + BATCH)]
-                    for s in range(0, messages, BATCH)]
-            start = time.perf_counter()
-            for batch in work:
+def sqlite_round(messages: int) -> Round:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = sqlite3.connect(f"{tmp}/inbox.db", isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("CREATE TABLE inbox (id TEXT PRIMARY KEY)")
+        db.execute("CREATE TABLE state (key TEXT PRIMARY KEY, value BLOB)")
+        clock = Clock()
+        for first in range(0, messages, BATCH):
+            batch = [f"m{i}" for i in range(first, first + BATCH)]
+            with clock:
                 db.execute("BEGIN")
                 for message_id in batch:
                     cursor = db.execute(
@@ -87,11 +107,29 @@ def sqlite_rate(messages: int, rounds: int) -> float:
                         db.execute(
                             "INSERT OR REPLACE INTO state (key, value) "
                             "VALUES (?, ?)", (message_id, VALUE))
-                db.execute("COMMIT")
-            elapsed = time.perf_counter() - start
-            db.close()
-        best = max(best, messages / elapsed)
-    return best
+                db.execute("COMMIT")  # synchronous=FULL: fsyncs the WAL
+        db.close()
+    return clock.round(messages)
+
+
+def best(rounds: list[Round]) -> Round:
+    return Round(max(r.rate for r in rounds),
+                 min(r.cpu_us for r in rounds))
+
+
+def idem_rate(handler, durability: str, messages: int, rounds: int) -> Round:
+    return best([idem_round(handler, durability, messages)
+                 for _ in range(rounds)])
+
+
+def against_sqlite(messages: int, rounds: int) -> tuple[Round, Round]:
+    # Alternating rounds, so that a change in the machine's load (its fsync
+    # latency above all) falls on both.
+    py, lite = [], []
+    for _ in range(rounds):
+        lite.append(sqlite_round(messages))
+        py.append(idem_round(put, "sync", messages))
+    return best(py), best(lite)
 
 
 def cpp_rates(binary: pathlib.Path, min_time: float) -> dict[str, float]:
@@ -128,10 +166,13 @@ def main(argv: list[str]) -> int:
     if args.messages < BATCH or args.messages % BATCH:
         parser.error(f"--messages must be a positive multiple of {BATCH}")
     cpp = cpp_rates(pathlib.Path(args.bench_binary), args.min_time)
-    lite = sqlite_rate(args.messages, args.rounds)
+    py_sync, lite = against_sqlite(args.messages, args.rounds)
     for durability, flag in (("sync", 0), ("buffered", 1)):
-        py_put = idem_rate(put, durability, args.messages, args.rounds)
-        py_empty = idem_rate(empty, durability, args.messages, args.rounds)
+        py = (py_sync if durability == "sync" else
+              idem_rate(put, durability, args.messages, args.rounds))
+        py_put = py.rate
+        py_empty = idem_rate(empty, durability, args.messages,
+                             args.rounds).rate
         cpp_put = cpp[f"BM_Cpp/put:1/buffered:{flag}"]
         cpp_empty = cpp[f"BM_Cpp/put:0/buffered:{flag}"]
         c_put = cpp[f"BM_CApi/put:1/buffered:{flag}"]
@@ -145,13 +186,18 @@ def main(argv: list[str]) -> int:
             ("Python process_batch, empty handler", py_empty),
         ]
         if durability == "sync":
-            rows.append(("Python sqlite3 inbox (WAL, synchronous=FULL)", lite))
+            rows.append(("Python sqlite3 inbox (WAL, synchronous=FULL)",
+                         lite.rate))
         print(f"batch {BATCH}, durability {durability}; messages/s")
         for name, rate in rows:
             print(f"  {name:<46} {rate:>12,.0f}")
         print(f"  Python put / C++ put:          {py_put / cpp_put:.2f}x")
         if durability == "sync":
-            print(f"  Python idem / sqlite3 inbox:   {py_put / lite:.2f}x")
+            print(f"  Python idem / sqlite3 inbox:   "
+                  f"{py_put / lite.rate:.2f}x")
+            print(f"  CPU of the calling thread per message: Python idem "
+                  f"{py.cpu_us:.2f} us, sqlite3 inbox {lite.cpu_us:.2f} us "
+                  f"({lite.cpu_us / py.cpu_us:.2f}x)")
         print(f"  Python per-message overhead, empty handler: "
               f"{1e6 / py_empty - 1e6 / cpp_empty:+.2f} us "
               f"({1e6 / py_empty:.2f} against {1e6 / cpp_empty:.2f})")
