@@ -26,9 +26,11 @@ std::string DeadLetterId(const Delivery& delivery);
 // Handles `deliveries` with `handler` (`hooks`: a broken variant); fills
 // `report`'s processed, duplicates, dead_lettered, retries and non_retriable.
 // On OK every delivery's outcome (processed, duplicate or dead-lettered) is
-// committed and durable. Otherwise returns the engine's error, or kAborted for
-// a delivery given up on without options.dead_letter_destination; deliveries
-// before the error may be committed (duplicates when redelivered).
+// committed and durable. Otherwise returns the engine's error (also of the
+// check of a final delivery, Engine::Seen), kAborted for a delivery given up
+// on without options.dead_letter_destination, or kInternal for a dead-letter
+// marker whose commit failed; deliveries before the error may be committed
+// (duplicates when redelivered).
 // Each emit of the handler is checked with broker.CheckDestination: a
 // refused one fails its message with that error (kInvalidArgument).
 absl::Status RunBatch(Engine& engine, const Broker& broker,

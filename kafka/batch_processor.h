@@ -71,10 +71,11 @@ struct ProcessControls {
 // `dead_letter` if set, otherwise, with options.dead_letter_topic, by
 // emitting it to that topic in the commit that moves the offset past it.
 // Without either, a record given up on fails the call with kAborted.
-// Returns the engine's error, the dead-letter function's error or kAborted;
-// records before the error may be committed (the engine deduplicates them
-// when they are processed again). On success every record is committed
-// (processed, duplicate or dead-lettered) and, unless
+// Returns the engine's error, the dead-letter function's error, kAborted,
+// kCancelled (controls.cancelled) or kInternal (a dead-letter marker whose
+// commit failed); records before the error may be committed (the engine
+// deduplicates them when they are processed again). On success every
+// record is committed (processed, duplicate or dead-lettered) and, unless
 // controls.wait_durable is false, durable.
 absl::StatusOr<ProcessedBatch> ProcessRecords(
     Engine& engine, absl::Span<Record> records, const ConsumerOptions& options,

@@ -2,8 +2,9 @@
 // Consumer::Create, declared here so that its jobs live in files of their
 // own: the poll loop (consumer.cc), parallel workers (consumer_workers.cc),
 // rebalances and restores (consumer_rebalance.cc), publishing the outbox
-// (consumer_relay.cc), the errors of its input (consumer_input_errors.cc);
-// the option checks are in consumer_options_check.h.
+// (consumer_relay.cc), the errors of its input (consumer_input_errors.cc),
+// durable timers (consumer_timers.cc); the option checks are in
+// consumer_options_check.h.
 //
 // Polling, rebalance, error and commit callbacks run on the caller's
 // thread: they are served by rd_kafka_consumer_poll
@@ -289,8 +290,12 @@ class ConsumerImpl final : public Consumer {
                {rd_kafka_topic_name(message.rkt), message.partition});
   }
 
-  // Finishes the in-flight batch (with workers: SettleWorkers), commits the
-  // revoked partitions' offsets to Kafka synchronously, then releases them.
+  // Finishes the in-flight batch (with workers: SettleWorkers; the records
+  // of lost partitions are dropped), publishes the outbox in changelog mode
+  // or with transactional_output (the next owner restores or reads from
+  // it), commits the revoked partitions' offsets to Kafka synchronously
+  // (not for lost partitions, a member out of the group, or a close in
+  // changelog mode), then releases them.
   void Revoke(rd_kafka_topic_partition_list_t* partitions);
 
   // Revoke with workers: waits until the revoked partitions' records taken

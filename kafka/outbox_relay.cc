@@ -221,8 +221,28 @@ class OutboxRelayImpl final : public OutboxRelay {
 
   void Stop() override { stop_.store(true); }
 
-  // With transactional_id: creates the transactional producer.
-  absl::Status Start() { return StartTransactionalProducer(); }
+  // With transactional_id: creates the transactional producer (which
+  // fences older instances of the transactional.id and has the brokers
+  // abort what they left open), then reads the progress its last committed
+  // transaction recorded. Called by CreateOutboxRelayWithHooks, and by a
+  // round after the producer was dropped.
+  absl::Status StartTransactionalProducer() {
+    absl::StatusOr<std::unique_ptr<TransactionalProducer>> txn =
+        TransactionalProducer::Create(
+            options_.brokers, config_, options_.transactional_id,
+            options_.logger, options_.transaction_timeout, kTransactionTimeout);
+    if (!txn.ok()) return txn.status();
+    absl::StatusOr<RelayProgress> progress = ReadRelayProgress(
+        options_.brokers, options_.kafka_config, options_.progress_topic,
+        options_.transactional_id, kTransactionTimeout);
+    if (!progress.ok()) return progress.status();
+    if (restarted_) ++stats_.producer_restarts;
+    restarted_ = true;
+    txn_ = *std::move(txn);
+    published_up_to_ = hooks_.ignore_progress ? 0 : progress->position;
+    progress_partition_ = progress->partition;
+    return absl::OkStatus();
+  }
 
   RelayStats stats() const override { return stats_; }
 
@@ -524,27 +544,6 @@ class OutboxRelayImpl final : public OutboxRelay {
     return absl::OkStatus();
   }
 
-  // Creates the transactional producer (which fences older instances of
-  // the transactional.id and has the brokers abort what they left open),
-  // then reads the progress its last committed transaction recorded.
-  absl::Status StartTransactionalProducer() {
-    absl::StatusOr<std::unique_ptr<TransactionalProducer>> txn =
-        TransactionalProducer::Create(
-            options_.brokers, config_, options_.transactional_id,
-            options_.logger, options_.transaction_timeout, kTransactionTimeout);
-    if (!txn.ok()) return txn.status();
-    absl::StatusOr<RelayProgress> progress = ReadRelayProgress(
-        options_.brokers, options_.kafka_config, options_.progress_topic,
-        options_.transactional_id, kTransactionTimeout);
-    if (!progress.ok()) return progress.status();
-    if (restarted_) ++stats_.producer_restarts;
-    restarted_ = true;
-    txn_ = *std::move(txn);
-    published_up_to_ = hooks_.ignore_progress ? 0 : progress->position;
-    progress_partition_ = progress->partition;
-    return absl::OkStatus();
-  }
-
   // Aborts the round's transaction after `error` (unless the producer
   // failed for good) and drops the producer: the next round creates it
   // again, which settles a transaction whose commit's outcome is unknown (a
@@ -708,7 +707,7 @@ absl::StatusOr<std::unique_ptr<OutboxRelay>> CreateOutboxRelayWithHooks(
     // The brokers register the transactional.id (fencing older instances)
     // and the relay learns its progress now, so Create reports a missing
     // progress topic or unreachable brokers.
-    if (absl::Status s = relay->Start(); !s.ok()) return s;
+    if (absl::Status s = relay->StartTransactionalProducer(); !s.ok()) return s;
   }
   return std::unique_ptr<OutboxRelay>(std::move(relay));
 }

@@ -173,7 +173,8 @@ void ParallelRunner::WorkerLoop() {
     }
     // The state's flag outlives the group even if the state is erased.
     std::shared_ptr<std::atomic<bool>> cancelled = state.cancelled;
-    const RunGroup& function = run_;
+    // A copy, taken under the lock: run_ is mu_'s (Begin replaces it).
+    const RunGroup function = run_;
     mu_.Unlock();
 
     std::vector<Record> records;

@@ -22,7 +22,7 @@ class ProducerImpl final : public Producer {
 
   absl::Status Produce(absl::Span<const OutgoingRecord> records) override {
     size_t delivered = 0;
-    return ProduceCounted(records, &delivered);
+    return ProduceAndWait(rk_.get(), records, &delivered);
   }
 
   absl::Status ProduceCounted(absl::Span<const OutgoingRecord> records,

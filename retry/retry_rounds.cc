@@ -19,6 +19,9 @@ PartitionRef PartitionOf(const Message& message) {
   return {message.source, message.partition};
 }
 
+// One RunRounds call: each item's state and the result. RunRounds takes
+// the public steps in order: TakeIds, GiveUpEarly, then RunRound until no
+// item is left.
 class Rounds {
  public:
   Rounds(Engine& engine, RetryItems& items, const RetryPolicy& policy,
@@ -28,30 +31,6 @@ class Rounds {
         policy_(policy),
         result_(result),
         states_(items.size()) {}
-
-  absl::Status Run() {
-    TakeIds();
-    if (absl::Status s = GiveUpEarly(); !s.ok()) return s;
-    std::vector<size_t> round(states_.size());
-    std::iota(round.begin(), round.end(), 0);
-    while (!round.empty()) {
-      absl::StatusOr<std::vector<size_t>> next = RunRound(round);
-      if (!next.ok()) return next.status();
-      round = *std::move(next);
-    }
-    if (result_.max_sequence == 0 || !policy_.wait_durable) {
-      return absl::OkStatus();
-    }
-    return engine_.WaitDurable(result_.max_sequence);
-  }
-
- private:
-  // What one round's outcomes ask of the next round.
-  struct NextRound {
-    std::vector<size_t> items;  // they run again, in batch order
-    absl::flat_hash_set<PartitionRef> failed_partitions;
-    bool wait = false;  // an item is retried: back off first
-  };
 
   // Each item's ID, or why it has none.
   void TakeIds() {
@@ -114,6 +93,14 @@ class Rounds {
     if (next.wait) BackOff();
     return std::move(next.items);
   }
+
+ private:
+  // What one round's outcomes ask of the next round.
+  struct NextRound {
+    std::vector<size_t> items;  // they run again, in batch order
+    absl::flat_hash_set<PartitionRef> failed_partitions;
+    bool wait = false;  // an item is retried: back off first
+  };
 
   // The engine's messages for the items `round` names, in its order; none of
   // them is deferred until it runs.
@@ -294,7 +281,20 @@ absl::StatusOr<std::optional<EarlyGiveUp>> RetryItems::Screen(size_t) {
 
 absl::Status RunRounds(Engine& engine, RetryItems& items,
                        const RetryPolicy& policy, RoundsResult& result) {
-  return Rounds(engine, items, policy, result).Run();
+  Rounds rounds(engine, items, policy, result);
+  rounds.TakeIds();
+  if (absl::Status s = rounds.GiveUpEarly(); !s.ok()) return s;
+  std::vector<size_t> round(items.size());
+  std::iota(round.begin(), round.end(), 0);
+  while (!round.empty()) {
+    absl::StatusOr<std::vector<size_t>> next = rounds.RunRound(round);
+    if (!next.ok()) return next.status();
+    round = *std::move(next);
+  }
+  if (result.max_sequence == 0 || !policy.wait_durable) {
+    return absl::OkStatus();
+  }
+  return engine.WaitDurable(result.max_sequence);
 }
 
 }  // namespace idem::retry

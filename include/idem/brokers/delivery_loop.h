@@ -190,11 +190,11 @@ struct LoopOptions {
   // Where deliveries given up on go: emitted there through the outbox (the
   // payload as value, the ID as key, the delivery's headers plus idem.error
   // (at most kMaxDeadLetterErrorBytes), idem.reason ("id", "attempts",
-  // "non_retriable", "permanent" or "conflict"), idem.source,
-  // idem.source.receipt and, if it had one, idem.source.id), in the commit
-  // that records the delivery as handled under "idem.dead-letter/" + its ID
-  // (or source/receipt without one). The delivery's own ID is not marked
-  // seen: a corrected redelivery runs.
+  // "non_retriable", "permanent", "conflict" or "max_deliveries"),
+  // idem.source, idem.source.receipt and, if it had one, idem.source.id),
+  // in the commit that records the delivery as handled under
+  // "idem.dead-letter/" + its ID (or source/receipt without one). The
+  // delivery's own ID is not marked seen: a corrected redelivery runs.
   // Also where the relay sends an outbox entry the broker refused for good
   // (RefusedForGood): the entry's key, value and headers under its own
   // message ID, plus idem.error, idem.reason "refused" and
