@@ -10,8 +10,8 @@
 # instrumented; tests/tsan/absl_mutex_annotations.cc makes absl::Mutex
 # visible, and ignore_noninstrumented_modules=1 keeps the pthread locks
 # RocksDB takes visible while ignoring the libc accesses it makes (its
-# memtable's copies, ordered by atomics TSan cannot see). RocksDB is linked as its shared library: ThreadSanitizer needs
-# position-independent code.
+# memtable's copies, ordered by atomics TSan cannot see). RocksDB is linked
+# as its shared library: ThreadSanitizer needs position-independent code.
 # Usage: scripts/tsan.sh [--build-only]  (--build-only: builds, runs nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,9 +31,9 @@ esac
 # is in flight, commits racing the expiry sweep's bucket drops and reopens,
 # whose flushes and log purges run on RocksDB's background threads through
 # idem's info log and file wrappers; its broken twins are left out here to
-# bound the run), and the
-# sharded engine's batches across shards from parallel threads
-# (sharded_engine_concurrency_test; its broken twin left out too), and the
+# bound the run), and the sharded engine's batches across shards from
+# parallel threads (sharded_engine_concurrency_test; its broken twin left
+# out too), and the
 # Kafka consumer's workers (kafka_parallel_runner_test: lanes, and groups
 # through a real engine; the consumer itself cannot run under TSan with
 # Debian's librdkafka, see tests/CMakeLists.txt).
