@@ -160,10 +160,9 @@ std::vector<const CycleEvents::Commit*> InCommitOrder(
 // commit_prefix: each of the run's commits survived whole or not at all,
 // and none survived after one of its shard that was lost (shards have write
 // paths of their own: a crash may cut one shard's and not another's). A
-// commit's logged sequence is the store's latest when its batch returned
-// (Result::sequence), which a concurrent commit that landed just after it
-// may have raised: two commits that logged the same sequence are in no
-// known order.
+// commit's logged sequence is its own write's last record's
+// (Result::sequence), so the shard's commits are ordered by it exactly, and
+// two commits of one shard that logged one sequence are a violation too.
 void CheckCommitPrefix(const Stream& stream,
                        const std::vector<CycleEvents::Commit>& all,
                        const std::vector<bool>& present, Checker& check) {
@@ -175,11 +174,20 @@ void CheckCommitPrefix(const Stream& stream,
     index[stream.messages[i].id] = i;
   }
   const CycleEvents::Commit* first_missing = nullptr;
+  const CycleEvents::Commit* previous = nullptr;
   for (const CycleEvents::Commit* c : commits) {
     if (first_missing != nullptr && (first_missing->sequence >> kShardShift) !=
                                         (c->sequence >> kShardShift)) {
       first_missing = nullptr;  // another shard's commits
     }
+    if (previous != nullptr && previous->sequence == c->sequence) {
+      check.Violation(
+          "commit_prefix",
+          absl::StrCat("two commits (", previous->processed[0], ", ... and ",
+                       c->processed[0], ", ...) logged one sequence ",
+                       c->sequence, ": their order is unknown"));
+    }
+    previous = c;
     size_t found = 0;
     for (const std::string& id : c->processed) {
       if (auto it = index.find(id); it != index.end() && present[it->second]) {
@@ -193,8 +201,7 @@ void CheckCommitPrefix(const Stream& stream,
                        " of ", c->processed.size(), " IDs"));
     }
     if (found == 0 && first_missing == nullptr) first_missing = c;
-    if (found != 0 && first_missing != nullptr &&
-        c->sequence > first_missing->sequence) {
+    if (found != 0 && first_missing != nullptr) {
       check.Violation(
           "commit_prefix",
           absl::StrCat("commit ", c->sequence,

@@ -78,6 +78,9 @@ struct HandlerRun {
   StateReads reads;
   TimerWrites timers;
   StateReads timer_reads;
+  // Once the commit landed: the sequence of its write's last record
+  // (CommitQueue::Writer::last_sequence); 0 if it wrote nothing of its own.
+  uint64_t sequence = 0;
 };
 
 }  // namespace idem

@@ -20,6 +20,24 @@ constexpr size_t kCountOffset = 8;
 
 }  // namespace
 
+uint64_t CommitQueue::LastSequenceOf(const rocksdb::WriteBatch& written) {
+  // RocksDB 7.8 has no public getter for a batch's sequence
+  // (WriteBatchInternal::Sequence is internal), and DB::
+  // GetLatestSequenceNumber read after the write is not this write's: a
+  // later group may land before it is read. But DB::Write stamps the
+  // sequence of the batch's first record into the header of the very batch
+  // it was given (WriteBatchInternal::InsertInto calls SetSequence on each
+  // writer's batch, whether RocksDB inserts its write group serially or with
+  // concurrent memtable writes), and with the options idem opens with (no
+  // seq_per_batch, which only the write-prepared transaction DBs use; no
+  // two_write_queues or unordered_write) each of the batch's Count() records
+  // takes the next sequence number. So the batch's records hold
+  // first .. first + Count() - 1. CommitQueueTest checks it against
+  // GetLatestSequenceNumber.
+  const uint64_t first = GetFixed64LE(written.Data().data());
+  return first + written.Count() - 1;
+}
+
 rocksdb::WriteBatch MergeBatches(const rocksdb::WriteBatch* const* batches,
                                  size_t n) {
   size_t bytes = kHeaderBytes;
@@ -63,10 +81,32 @@ rocksdb::Status CommitQueue::WriteGroup(rocksdb::DB* db,
       if (w->batch_->Count() > 0) batches.push_back(w->batch_);
     }
     if (batches.empty()) return rocksdb::Status::OK();
-    RocksWriteScope rocks_write;
-    if (batches.size() == 1) return db->Write(options, batches[0]);
-    rocksdb::WriteBatch merged = MergeBatches(batches.data(), batches.size());
-    return db->Write(options, &merged);
+    rocksdb::Status s;
+    uint64_t last = 0;
+    {
+      RocksWriteScope rocks_write;
+      if (batches.size() == 1) {
+        s = db->Write(options, batches[0]);
+        if (s.ok()) last = LastSequenceOf(*batches[0]);
+      } else {
+        rocksdb::WriteBatch merged =
+            MergeBatches(batches.data(), batches.size());
+        s = db->Write(options, &merged);
+        if (s.ok()) last = LastSequenceOf(merged);
+      }
+    }
+    if (!s.ok()) return s;
+    // The group's records are its writers' batches in order (MergeBatches).
+    uint64_t total = 0;
+    for (const rocksdb::WriteBatch* b : batches) total += b->Count();
+    uint64_t next = last + 1 - total;
+    for (Writer* w : group) {
+      const uint32_t n = w->batch_->Count();
+      if (n == 0) continue;  // a barrier: nothing of its own
+      next += n;
+      w->last_sequence_ = next - 1;
+    }
+    return s;
   } catch (const std::exception& e) {
     // An allocation failed (or the database threw): the group fails as a
     // failed write does, so no writer is left waiting.

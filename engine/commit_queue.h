@@ -55,9 +55,16 @@ class CommitQueue {
     Writer(const Writer&) = delete;
     Writer& operator=(const Writer&) = delete;
 
+    // Once Wait returned OK: the sequence number of the last record of this
+    // writer's batch, exactly (no other write's records share or follow
+    // within it), even when it landed in a group with others. 0 for a
+    // barrier, which wrote nothing.
+    uint64_t last_sequence() const { return last_sequence_; }
+
    private:
     friend class CommitQueue;
     rocksdb::WriteBatch* const batch_;
+    uint64_t last_sequence_ = 0;
     bool done_ = false;
     // done_, readable without the lock: Wait's spin looks at it first.
     std::atomic<bool> done_hint_{false};
@@ -82,6 +89,10 @@ class CommitQueue {
   // the writer to lead, before it sleeps until woken.
   static constexpr std::chrono::microseconds kSpin{50};
 
+  // The sequence number of the last record of `written`, a batch (with at
+  // least one record) that DB::Write has just written successfully.
+  static uint64_t LastSequenceOf(const rocksdb::WriteBatch& written);
+
   // Clears the failure that fails every write (after the store was
   // reopened). REQUIRES: no writer is queued, and none that decided on a
   // value of a failed write is still to be added (the engine holds its
@@ -95,7 +106,8 @@ class CommitQueue {
  private:
   void SpinBriefly(const Writer* writer) const;
   // Writes the batches of `group` as one write (none if every batch is
-  // empty). Never throws: an exception becomes a failed status.
+  // empty) and sets each writer's last_sequence_. Never throws: an exception
+  // becomes a failed status.
   rocksdb::Status WriteGroup(rocksdb::DB* db, const std::vector<Writer*>& group)
       ABSL_LOCKS_EXCLUDED(mu_);
 

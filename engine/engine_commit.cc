@@ -207,7 +207,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::CommitBatch(
       continue;
     }
     // Step 7: publish the outcomes (the state writes were, at step 6).
-    CountOutcomes(store, *results, run.ages, run.commit.emitted());
+    CountOutcomes(store, *results, run.ages, run.commit.emitted(),
+                  run.sequence);
     return results;
   }
 }
@@ -310,6 +311,9 @@ absl::StatusOr<bool> EngineImpl::WriteCommit(Store& store,
     return s;
   }
   if (*queued == Queued::kQueued) {
+    // Written alone with unordered_writes, so its own header was stamped.
+    run.sequence = hooks_.unordered_writes ? CommitQueue::LastSequenceOf(batch)
+                                           : writer.last_sequence();
     absl::MutexLock lock(&durations_mu_);
     commit_micros_.Add(std::chrono::duration<double, std::micro>(
                            std::chrono::steady_clock::now() - write_start)
@@ -317,6 +321,7 @@ absl::StatusOr<bool> EngineImpl::WriteCommit(Store& store,
   }
   if (split_records.has_value()) {
     if (absl::Status s = Write(store, &*split_records); !s.ok()) return s;
+    run.sequence = 0;  // the store's latest covers the second write
   }
   return true;
 }
@@ -497,10 +502,19 @@ absl::Status EngineImpl::Landed(Store& store, const rocksdb::Status& s,
 }
 
 void EngineImpl::CountOutcomes(Store& store, std::vector<Result>& results,
-                               const DuplicateAges& ages, uint64_t emitted) {
+                               const DuplicateAges& ages, uint64_t emitted,
+                               uint64_t own_sequence) {
   AddIfNonZero(outbox_emitted_, emitted);
-  // Every outcome depends on at most the commits published so far.
-  const uint64_t sequence = store.db->GetLatestSequenceNumber();
+  // A commit that wrote: its own write's last record, which every commit
+  // its outcomes depend on precedes (an ID's first delivery, a value read
+  // in flight: both landed first, in queue order). Not the store's latest:
+  // a later group may have landed meanwhile, and two commits would report
+  // one sequence. A commit that wrote nothing depends on at most the
+  // commits published so far.
+  const uint64_t sequence =
+      own_sequence != 0 && !hooks_.outcomes_take_latest_sequence
+          ? own_sequence
+          : store.db->GetLatestSequenceNumber();
   // Counted here, published once per commit.
   OutcomeCounts counts;
   for (Result& result : results) {

@@ -83,6 +83,11 @@ struct EngineHooks {
   // for its write. A test makes it throw, as an allocation failing there
   // would, to show nothing is left in flight.
   std::function<void()> after_queue;
+  // A commit's outcomes take the store's latest sequence once it landed,
+  // not its own write's: commits that land in one group write, or one
+  // behind another, report one sequence (the crash harness's commit_prefix
+  // cannot order them).
+  bool outcomes_take_latest_sequence = false;
   // Commits the state writes and offsets, then the dedupe records, in two
   // separate writes (breaks atomicity, guarantee 2).
   bool split_commit = false;

@@ -465,9 +465,11 @@ class EngineImpl : public Engine {
       std::optional<SourcePartition> where) const;
 
   // Counts the outcomes (and `emitted` outbox entries) of a landed commit
-  // and sets the outcomes' sequence.
+  // and sets the outcomes' sequence: `own_sequence`, its write's last
+  // record's, or the store's latest if 0 (it wrote nothing of its own).
   void CountOutcomes(Store& store, std::vector<Result>& results,
-                     const DuplicateAges& ages, uint64_t emitted);
+                     const DuplicateAges& ages, uint64_t emitted,
+                     uint64_t own_sequence);
 
   // CommitBatch's steps (engine/engine_commit.cc). ReadStored fills `in`'s
   // stored records, offsets and fingerprints.

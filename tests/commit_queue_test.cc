@@ -2,7 +2,8 @@
 // land in the order they were added, whichever thread leads; a failed write
 // fails every later one until Reset; an empty batch is a barrier that
 // writes nothing; a group write that throws fails its group instead of
-// leaving its writers asleep.
+// leaving its writers asleep; each writer learns its own batch's last
+// sequence.
 
 #include "engine/commit_queue.h"
 
@@ -131,6 +132,55 @@ TEST(CommitQueueTest, AnEmptyBatchWritesNothingAndLandsInItsTurn) {
   EXPECT_TRUE(queue.Wait(db.get(), &barrier).ok());
   EXPECT_EQ(db->GetLatestSequenceNumber(), before);
   EXPECT_EQ(queue.writes(), 1u);
+}
+
+// Each writer of a group learns the sequence of its own batch's last
+// record, whether RocksDB inserts into its memtables serially or
+// concurrently (CommitQueue::LastSequenceOf reads what DB::Write stamped).
+void CheckEachWriterGetsItsOwnLastSequence(bool concurrent_memtable) {
+  util::TempDir dir;
+  rocksdb::Options options;
+  options.create_if_missing = true;
+  options.allow_concurrent_memtable_write = concurrent_memtable;
+  rocksdb::DB* raw = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(options, dir.Sub("db"), &raw).ok());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  CommitQueue queue(/*sync=*/false);
+  rocksdb::WriteBatch two, none, three, one;
+  ASSERT_TRUE(two.Put("a", "1").ok());
+  ASSERT_TRUE(two.Put("b", "2").ok());
+  ASSERT_TRUE(three.Put("c", "3").ok());
+  ASSERT_TRUE(three.Delete("a").ok());
+  ASSERT_TRUE(three.Put("d", "4").ok());
+  ASSERT_TRUE(one.Put("e", "5").ok());
+  const uint64_t before = db->GetLatestSequenceNumber();
+  CommitQueue::Writer first(&two), barrier(&none), third(&three);
+  queue.Add(&first);
+  queue.Add(&barrier);
+  queue.Add(&third);
+  // The first leads one group write of all three.
+  ASSERT_TRUE(queue.Wait(db.get(), &first).ok());
+  ASSERT_TRUE(queue.Wait(db.get(), &barrier).ok());
+  ASSERT_TRUE(queue.Wait(db.get(), &third).ok());
+  EXPECT_EQ(queue.groups(), 1u);
+  EXPECT_EQ(first.last_sequence(), before + 2);
+  EXPECT_EQ(barrier.last_sequence(), 0u);
+  EXPECT_EQ(third.last_sequence(), before + 2 + three.Count());
+  EXPECT_EQ(third.last_sequence(), db->GetLatestSequenceNumber());
+  // Alone in its group: its own batch is written, not a merged copy.
+  CommitQueue::Writer alone(&one);
+  queue.Add(&alone);
+  ASSERT_TRUE(queue.Wait(db.get(), &alone).ok());
+  EXPECT_EQ(alone.last_sequence(), third.last_sequence() + 1);
+  EXPECT_EQ(alone.last_sequence(), db->GetLatestSequenceNumber());
+}
+
+TEST(CommitQueueTest, EachWriterOfAGroupGetsItsOwnLastSequence) {
+  CheckEachWriterGetsItsOwnLastSequence(/*concurrent_memtable=*/true);
+}
+
+TEST(CommitQueueTest, EachWriterGetsItsOwnLastSequenceWithSerialInserts) {
+  CheckEachWriterGetsItsOwnLastSequence(/*concurrent_memtable=*/false);
 }
 
 // A database whose writes throw, as an allocation failing inside one would.

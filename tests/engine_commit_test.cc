@@ -6,7 +6,8 @@
 // after EngineImpl::kRerunsBeforePriority reruns and so reruns at most
 // EngineImpl::kMaxReruns times; CompactExpired during a slow handler stalls
 // no other commit; a commit that read the value of a write that failed
-// never returns an outcome decided on it, even as the store is reopened.
+// never returns an outcome decided on it, even as the store is reopened;
+// commits that land in one group write each report their own sequence.
 //
 // The subtle ones are checks run against the real engine and against a
 // deliberately broken one (engine/engine_hooks.h), which they must catch.
@@ -526,6 +527,75 @@ TEST(EngineCommitTest, CommitsRacingBucketDropsLoseNothing) {
 
 TEST(EngineCommitTest, CommitsRacingBucketDropsAndReopensLoseNothing) {
   CheckCommitsRacingMaintenance(/*reopen=*/true);
+}
+
+// ---- Each commit reports its own write's sequence ------------------------
+
+// Two commits land in one group write: the first to queue waits (in
+// after_queue) until the second has queued behind it, so the first's group
+// write carries both. Each outcome's sequence must be its own commit's
+// last: the two differ, the later is the store's latest. The store's latest
+// read once each landed is the later commit's for both, and the crash
+// harness's commit_prefix could not order them.
+::testing::AssertionResult CheckGroupedCommitsReportTheirOwnSequences(
+    EngineHarness& h) {
+  Findings f;
+  absl::Notification second_queued;
+  std::atomic<int> queued{0};
+  EngineHooks hooks = h.hooks();
+  hooks.after_queue = [&] {
+    if (queued.fetch_add(1) == 0) {
+      if (!second_queued.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+        f.Fail("the second commit never queued");
+      }
+    } else {
+      second_queued.Notify();
+    }
+  };
+  h.set_hooks(hooks);
+  if (!f.Ok(h.Open(), "Open")) return f.Result();
+  Engine& engine = h.engine();
+  auto put = [](const Message& m, Txn& txn) {
+    txn.Put(m.id, "v");
+    return absl::OkStatus();
+  };
+  absl::StatusOr<Result> a = absl::UnknownError("not run");
+  absl::StatusOr<Result> b = absl::UnknownError("not run");
+  std::thread ta([&] { a = engine.Process(Message{.id = "a"}, put); });
+  std::thread tb([&] { b = engine.Process(Message{.id = "b"}, put); });
+  ta.join();
+  tb.join();
+  if (!f.Ok(a.status(), "a") || !f.Ok(b.status(), "b")) return f.Result();
+  f.Expect(
+      a->outcome == Outcome::kProcessed && b->outcome == Outcome::kProcessed,
+      "both commits processed");
+  f.Expect(a->sequence != b->sequence,
+           absl::StrCat("two commits of one group write report one sequence ",
+                        a->sequence));
+  // The later one's is the latest: WaitDurable refuses anything above it.
+  const uint64_t later = std::max(a->sequence, b->sequence);
+  f.Ok(engine.WaitDurable(later), "WaitDurable(the later sequence)");
+  f.Expect(absl::IsInvalidArgument(engine.WaitDurable(later + 1)),
+           "the later commit's sequence is the store's latest");
+  return f.Result();
+}
+
+TEST(EngineCommitTest, CommitsOfOneGroupWriteReportSequencesOfTheirOwn) {
+  EngineHarness h(CommitOptions(Durability::kBuffered));
+  EXPECT_TRUE(CheckGroupedCommitsReportTheirOwnSequences(h));
+}
+
+TEST(EngineCommitBrokenVariantTest,
+     TheStoresLatestSequenceGivesAGroupOneSequence) {
+  test::ExpectCaught(
+      {.name = "outcomes_take_latest_sequence",
+       .hooks =
+           [](Clock*) {
+             return HooksWith(&EngineHooks::outcomes_take_latest_sequence);
+           },
+       .check = CheckGroupedCommitsReportTheirOwnSequences,
+       .failure = "report one sequence"},
+      CommitOptions(Durability::kBuffered));
 }
 
 }  // namespace

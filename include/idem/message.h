@@ -83,8 +83,12 @@ struct Result {
   absl::Status error;
   // The commit this outcome depends on. Under Durability::kBuffered call
   // Engine::WaitDurable(sequence) before acknowledging the message to the
-  // broker; under kSync the outcome is already durable. 0 for a transient
-  // kFailed.
+  // broker; under kSync the outcome is already durable. For a call whose
+  // commit wrote (kProcessed, a remembered kFailed, and the other outcomes
+  // of its batch), the sequence of that commit's last record: no other
+  // commit reports it, and commits of one store are ordered by it. For a
+  // call that wrote nothing, the store's latest when it returned. 0 for a
+  // transient kFailed.
   uint64_t sequence = 0;
   // kFailed only: the failure is permanent and remembered (the offset
   // advances; acknowledge the message once `sequence` is durable).
