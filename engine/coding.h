@@ -57,8 +57,11 @@ T BigEndian(T v) {
 
 }  // namespace coding_internal
 
-// Little-endian, written at `out`. REQUIRES: 4 writable bytes.
+// Little-endian, written at `out`. REQUIRES: 4 (8) writable bytes.
 inline void EncodeFixed32LE(char* out, uint32_t v) {
+  coding_internal::Store(out, coding_internal::LittleEndian(v));
+}
+inline void EncodeFixed64LE(char* out, uint64_t v) {
   coding_internal::Store(out, coding_internal::LittleEndian(v));
 }
 
@@ -70,7 +73,7 @@ inline void PutFixed32LE(std::string* out, uint32_t v) {
 }
 inline void PutFixed64LE(std::string* out, uint64_t v) {
   char buf[8];
-  coding_internal::Store(buf, coding_internal::LittleEndian(v));
+  EncodeFixed64LE(buf, v);
   out->append(buf, 8);
 }
 

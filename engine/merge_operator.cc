@@ -30,6 +30,20 @@ std::string StoredOperand(MergeOp op, std::string_view operand,
 
 namespace {
 
+// ValidateMerge(op, operand).ok(), without building a status: the test of
+// every operand a read or compaction folds.
+bool IsFoldable(MergeOp op, std::string_view operand) {
+  switch (op) {
+    case MergeOp::kAddInt64:
+    case MergeOp::kMaxInt64:
+    case MergeOp::kMinInt64:
+      return operand.size() == 8;
+    case MergeOp::kAppend:
+      return true;
+  }
+  return false;
+}
+
 // Takes a fixed64 LE field off the front of `rest` if `flag` is in `tag`:
 // false if it is but `rest` is too short.
 bool TakeField(uint8_t tag, uint8_t flag, std::string_view& rest,
@@ -55,7 +69,7 @@ std::optional<ParsedOperand> ParseStoredOperand(std::string_view stored) {
                  parsed.written_micros)) {
     return std::nullopt;
   }
-  if (!ValidateMerge(parsed.op, parsed.operand).ok()) return std::nullopt;
+  if (!IsFoldable(parsed.op, parsed.operand)) return std::nullopt;
   return parsed;
 }
 
@@ -82,10 +96,16 @@ void PendingMerges::Append(const PendingMerges& later) {
 }
 
 MergeFold::MergeFold(std::optional<std::string_view> base) {
-  if (base.has_value()) {
-    state_ = State::kBytes;
-    bytes_.assign(*base);
+  if (!base.has_value()) return;
+  if (base->size() == 8) {
+    // An int64 as ApplyMerge reads it, and the same 8 bytes if an append
+    // or Take turns it back into bytes: a counter's base is not copied.
+    state_ = State::kInt;
+    int_ = static_cast<int64_t>(GetFixed64LE(base->data()));
+    return;
   }
+  state_ = State::kBytes;
+  bytes_.assign(*base);
 }
 
 int64_t MergeFold::AsInt() const {
@@ -95,9 +115,7 @@ int64_t MergeFold::AsInt() const {
 }
 
 void MergeFold::Apply(MergeOp op, std::string_view operand) {
-  const bool int_op = op == MergeOp::kAddInt64 || op == MergeOp::kMaxInt64 ||
-                      op == MergeOp::kMinInt64;
-  if ((int_op && operand.size() != 8) || (!int_op && op != MergeOp::kAppend)) {
+  if (!IsFoldable(op, operand)) {
     // Invalid: ApplyMerge keeps the base, an absent one as empty bytes.
     if (state_ == State::kAbsent) {
       state_ = State::kBytes;
@@ -153,6 +171,19 @@ std::optional<std::string> MergeFold::Take() {
   return std::nullopt;
 }
 
+std::optional<std::string_view> MergeFold::View() {
+  switch (state_) {
+    case State::kAbsent:
+      return std::nullopt;
+    case State::kInt:
+      EncodeFixed64LE(int_bytes_, static_cast<uint64_t>(int_));
+      return std::string_view(int_bytes_, sizeof(int_bytes_));
+    case State::kBytes:
+      return bytes_;
+  }
+  return std::nullopt;
+}
+
 std::string PendingMerges::FoldOnto(
     std::optional<std::string_view> base) const {
   MergeFold value(base);
@@ -203,8 +234,8 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
         expires_micros = *parsed->expires_micros;
       }
     }
-    out->new_value = EncodeStateValue(value.Take().value_or(std::string()),
-                                      expires_micros, enveloped);
+    EncodeStateValueTo(&out->new_value, value.View().value_or(""),
+                       expires_micros, enveloped);
     return true;
   }
 
