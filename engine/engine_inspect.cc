@@ -218,6 +218,8 @@ absl::StatusOr<Stats> EngineImpl::GetStats() {
   stats.timers_dead_lettered =
       timers_dead_lettered_.load(std::memory_order_relaxed);
   stats.timer_failures = timer_failures_.load(std::memory_order_relaxed);
+  // The store's statistics count only kReportedTickers
+  // (engine/reported_statistics.h): a ticker read here must be listed there.
   const rocksdb::Statistics& tickers = *parts_.statistics;
   stats.wal_bytes = tickers.getTickerCount(rocksdb::WAL_FILE_BYTES);
   stats.flush_bytes = tickers.getTickerCount(rocksdb::FLUSH_WRITE_BYTES);

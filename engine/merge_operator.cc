@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "engine/coding.h"
 
 namespace idem {
@@ -30,6 +31,20 @@ std::string StoredOperand(MergeOp op, std::string_view operand,
 
 namespace {
 
+// ValidateMerge(op, operand).ok(), without building a status: the test of
+// every operand a read or compaction folds.
+bool IsFoldable(MergeOp op, std::string_view operand) {
+  switch (op) {
+    case MergeOp::kAddInt64:
+    case MergeOp::kMaxInt64:
+    case MergeOp::kMinInt64:
+      return operand.size() == 8;
+    case MergeOp::kAppend:
+      return true;
+  }
+  return false;
+}
+
 // Takes a fixed64 LE field off the front of `rest` if `flag` is in `tag`:
 // false if it is but `rest` is too short.
 bool TakeField(uint8_t tag, uint8_t flag, std::string_view& rest,
@@ -41,21 +56,31 @@ bool TakeField(uint8_t tag, uint8_t flag, std::string_view& rest,
   return true;
 }
 
+// Decodes `stored` into `parsed`: false if it does not decode. Inlined
+// into the fold's loop, so that the operand's fields stay in registers
+// instead of a std::optional<ParsedOperand> built on the stack and copied
+// out at each operand.
+ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool DecodeStoredOperand(
+    std::string_view stored, ParsedOperand& parsed) {
+  if (stored.empty()) return false;
+  const auto tag = static_cast<uint8_t>(stored[0]);
+  parsed.op =
+      static_cast<MergeOp>(tag & ~(kOperandExpiryFlag | kOperandWrittenFlag));
+  parsed.operand = stored.substr(1);
+  parsed.expires_micros.reset();
+  parsed.written_micros.reset();
+  return TakeField(tag, kOperandExpiryFlag, parsed.operand,
+                   parsed.expires_micros) &&
+         TakeField(tag, kOperandWrittenFlag, parsed.operand,
+                   parsed.written_micros) &&
+         IsFoldable(parsed.op, parsed.operand);
+}
+
 }  // namespace
 
 std::optional<ParsedOperand> ParseStoredOperand(std::string_view stored) {
-  if (stored.empty()) return std::nullopt;
-  const auto tag = static_cast<uint8_t>(stored[0]);
-  ParsedOperand parsed{
-      static_cast<MergeOp>(tag & ~(kOperandExpiryFlag | kOperandWrittenFlag)),
-      stored.substr(1), std::nullopt, std::nullopt};
-  if (!TakeField(tag, kOperandExpiryFlag, parsed.operand,
-                 parsed.expires_micros) ||
-      !TakeField(tag, kOperandWrittenFlag, parsed.operand,
-                 parsed.written_micros)) {
-    return std::nullopt;
-  }
-  if (!ValidateMerge(parsed.op, parsed.operand).ok()) return std::nullopt;
+  ParsedOperand parsed{};
+  if (!DecodeStoredOperand(stored, parsed)) return std::nullopt;
   return parsed;
 }
 
@@ -82,10 +107,16 @@ void PendingMerges::Append(const PendingMerges& later) {
 }
 
 MergeFold::MergeFold(std::optional<std::string_view> base) {
-  if (base.has_value()) {
-    state_ = State::kBytes;
-    bytes_.assign(*base);
+  if (!base.has_value()) return;
+  if (base->size() == 8) {
+    // An int64 as ApplyMerge reads it, and the same 8 bytes if an append
+    // or Take turns it back into bytes: a counter's base is not copied.
+    state_ = State::kInt;
+    int_ = static_cast<int64_t>(GetFixed64LE(base->data()));
+    return;
   }
+  state_ = State::kBytes;
+  bytes_.assign(*base);
 }
 
 int64_t MergeFold::AsInt() const {
@@ -95,9 +126,7 @@ int64_t MergeFold::AsInt() const {
 }
 
 void MergeFold::Apply(MergeOp op, std::string_view operand) {
-  const bool int_op = op == MergeOp::kAddInt64 || op == MergeOp::kMaxInt64 ||
-                      op == MergeOp::kMinInt64;
-  if ((int_op && operand.size() != 8) || (!int_op && op != MergeOp::kAppend)) {
+  if (!IsFoldable(op, operand)) {
     // Invalid: ApplyMerge keeps the base, an absent one as empty bytes.
     if (state_ == State::kAbsent) {
       state_ = State::kBytes;
@@ -153,6 +182,19 @@ std::optional<std::string> MergeFold::Take() {
   return std::nullopt;
 }
 
+std::optional<std::string_view> MergeFold::View() {
+  switch (state_) {
+    case State::kAbsent:
+      return std::nullopt;
+    case State::kInt:
+      EncodeFixed64LE(int_bytes_, static_cast<uint64_t>(int_));
+      return std::string_view(int_bytes_, sizeof(int_bytes_));
+    case State::kBytes:
+      return bytes_;
+  }
+  return std::nullopt;
+}
+
 std::string PendingMerges::FoldOnto(
     std::optional<std::string_view> base) const {
   MergeFold value(base);
@@ -190,21 +232,20 @@ class StateMergeOperator final : public rocksdb::MergeOperator {
     MergeFold value(base_value);
     for (const rocksdb::Slice& stored : in.operand_list) {
       // An operand that does not decode is skipped: never fail.
-      std::optional<ParsedOperand> parsed =
-          ParseStoredOperand(stored.ToStringView());
-      if (!parsed.has_value()) continue;
-      if (WrittenAt(*parsed) >= expires_micros) {
+      ParsedOperand parsed{};
+      if (!DecodeStoredOperand(stored.ToStringView(), parsed)) continue;
+      if (WrittenAt(parsed) >= expires_micros) {
         // Written once the value had expired: it starts a new one.
         value.Reset();
         expires_micros = kNeverExpires;
       }
-      value.Apply(parsed->op, parsed->operand);
-      if (parsed->expires_micros.has_value()) {
-        expires_micros = *parsed->expires_micros;
+      value.Apply(parsed.op, parsed.operand);
+      if (parsed.expires_micros.has_value()) {
+        expires_micros = *parsed.expires_micros;
       }
     }
-    out->new_value = EncodeStateValue(value.Take().value_or(std::string()),
-                                      expires_micros, enveloped);
+    EncodeStateValueTo(&out->new_value, value.View().value_or(""),
+                       expires_micros, enveloped);
     return true;
   }
 

@@ -75,6 +75,9 @@ class MergeFold {
   void Reset() { state_ = State::kAbsent; }
   // The folded value (nullopt: absent). The fold is left absent.
   std::optional<std::string> Take();
+  // The folded value (nullopt: absent) without a copy: valid until the
+  // fold's next call or its end.
+  std::optional<std::string_view> View();
 
  private:
   enum class State : uint8_t { kAbsent, kInt, kBytes };
@@ -85,6 +88,7 @@ class MergeFold {
   State state_ = State::kAbsent;
   int64_t int_ = 0;    // kInt
   std::string bytes_;  // kBytes
+  char int_bytes_[8];  // View() of a kInt
 };
 
 // A key's merges, oldest first, not yet folded into a value.

@@ -38,16 +38,21 @@ std::optional<std::string_view> LiveStateValue(std::string_view stored,
 
 std::string EncodeStateValue(std::string_view value, int64_t expires_micros,
                              bool enveloped) {
+  std::string stored;
+  EncodeStateValueTo(&stored, value, expires_micros, enveloped);
+  return stored;
+}
+
+void EncodeStateValueTo(std::string* out, std::string_view value,
+                        int64_t expires_micros, bool enveloped) {
+  out->assign(value);
   if (!enveloped ||
       (expires_micros == kNeverExpires && !LooksLikeEnvelope(value))) {
-    return std::string(value);
+    return;
   }
-  std::string stored;
-  stored.reserve(value.size() + kEnvelopeBytes);
-  stored.append(value);
-  PutFixed64LE(&stored, static_cast<uint64_t>(expires_micros));
-  stored.append(kEnvelopeMagic);
-  return stored;
+  out->reserve(value.size() + kEnvelopeBytes);
+  PutFixed64LE(out, static_cast<uint64_t>(expires_micros));
+  out->append(kEnvelopeMagic);
 }
 
 int64_t ExpiryAfter(int64_t now_micros, absl::Duration ttl) {

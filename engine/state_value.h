@@ -94,6 +94,10 @@ std::optional<std::string_view> LiveStateValue(std::string_view stored,
 // not kNeverExpires (the store was marked first).
 std::string EncodeStateValue(std::string_view value, int64_t expires_micros,
                              bool enveloped);
+// The same written over `*out` (its bytes reused): the merge operator's
+// result. REQUIRES: `value` does not point into `*out`.
+void EncodeStateValueTo(std::string* out, std::string_view value,
+                        int64_t expires_micros, bool enveloped);
 
 // The expiry of a write at engine time `now_micros` with `ttl` (infinite:
 // kNeverExpires), saturating far in the future.

@@ -11,6 +11,7 @@
 #include "engine/absl_view.h"
 #include "engine/info_log.h"
 #include "engine/merge_operator.h"
+#include "engine/reported_statistics.h"
 #include "engine/status_util.h"
 #include "engine/store_directory.h"
 #include "rocksdb/cache.h"
@@ -385,10 +386,9 @@ Store::~Store() {
 StoreParts MakeStoreParts(const Options& options,
                           std::shared_ptr<TtlFilterFactory> ttl_filter) {
   StoreParts parts;
-  parts.statistics = rocksdb::CreateDBStatistics();
-  // Tickers only: timing every read and write costs more than it tells here.
-  parts.statistics->set_stats_level(
-      rocksdb::StatsLevel::kExceptHistogramOrTimers);
+  // The tickers GetStats reports, no others: counting every read and timing
+  // every write costs more than it tells here.
+  parts.statistics = NewReportedStatistics();
   parts.block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   parts.state_ttl = std::make_shared<StateTtlContext>(
       ttl_filter != nullptr ? ttl_filter->time() : nullptr);

@@ -356,6 +356,8 @@ TEST(EngineCallsTest, StatsReportRocksDbsOwnFiguresAfterAFlush) {
   ASSERT_TRUE(after.ok()) << after.status();
   // Flushed once and compacted once: W-Amp (flush + compaction) / flush.
   EXPECT_GE(after->dedupe_compaction_write_amplification, 1.0);
+  EXPECT_GT(after->flush_bytes, 0u);
+  EXPECT_GT(after->compaction_bytes, 0u);
   EXPECT_GT(after->table_reader_bytes + after->block_cache_bytes, 0u);
   // Most absent IDs are ruled out by the Bloom filter; present ones pass it
   // and read their data block.

@@ -15,6 +15,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -40,6 +41,16 @@ TEST(StateValueTest, PlainValueStaysRawAndExpiringOneRoundTrips) {
   // A store older than format 5 reads every value raw.
   EXPECT_EQ(DecodeStateValue(stored, false).value, stored);
   EXPECT_EQ(DecodeStateValue(stored, false).expires_micros, kNeverExpires);
+}
+
+TEST(StateValueTest, EncodingOverAStringReplacesWhatItHeld) {
+  std::string out = "an earlier, longer value";
+  EncodeStateValueTo(&out, "abc", 42, true);
+  EXPECT_EQ(out, EncodeStateValue("abc", 42, true));
+  EncodeStateValueTo(&out, "abc", kNeverExpires, true);
+  EXPECT_EQ(out, "abc");
+  EncodeStateValueTo(&out, "de", 42, false);
+  EXPECT_EQ(out, "de");
 }
 
 TEST(StateValueTest, ValueThatLooksLikeAnEnvelopeIsWrappedAndReadsBackWhole) {
@@ -235,6 +246,12 @@ TEST(StateValueTest, MergeFoldFoldsExactlyAsRepeatedApplyMerge) {
         expected.reset();
         fold.Reset();
       }
+    }
+    // View and Take give the same value.
+    const std::optional<std::string_view> view = fold.View();
+    EXPECT_EQ(view.has_value(), expected.has_value()) << "case " << i;
+    if (view.has_value() && expected.has_value()) {
+      EXPECT_EQ(*view, *expected) << "case " << i;
     }
     EXPECT_EQ(fold.Take(), expected) << "case " << i;
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/expiry_buckets.h"
+#include "engine/reported_statistics.h"
 #include "engine/store.h"
 
 namespace idem::bench {
@@ -111,9 +112,7 @@ rocksdb::ColumnFamilyOptions RawOptionsFor(const std::string& name,
 
 RawParts MakeRawParts(const TargetOptions& o) {
   RawParts parts;
-  parts.statistics = rocksdb::CreateDBStatistics();
-  parts.statistics->set_stats_level(
-      rocksdb::StatsLevel::kExceptHistogramOrTimers);
+  parts.statistics = NewReportedStatistics();  // as the engine's
   parts.cache = rocksdb::NewLRUCache(o.block_cache_bytes);
   parts.filter = std::make_shared<TtlFilterFactory>(o.clock);
   if (o.layout == Layout::kFifo) {
