@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <cstdlib>
+#include <cstring>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "brokers/reserved_headers.h"
+#include "nats/message_headers.h"
 
 namespace idem::nats {
 namespace {
@@ -431,10 +432,15 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
     fetched.deliveries.push_back(MakeDelivery(list.Msgs[i]));
   natsMsgList_Destroy(&list);
   if (in_progress_ != nullptr && !fetched.deliveries.empty()) {
-    std::vector<std::string> replies;
-    replies.reserve(fetched.deliveries.size());
+    // One buffer for the batch, each subject NUL-terminated.
+    size_t size = 0;
     for (const brokers::Delivery& d : fetched.deliveries) {
-      replies.push_back(d.receipt);
+      size += d.receipt.size() + 1;
+    }
+    std::string replies;
+    replies.reserve(size);
+    for (const brokers::Delivery& d : fetched.deliveries) {
+      replies.append(d.receipt.c_str(), d.receipt.size() + 1);
     }
     in_progress_->Hold(slot, std::move(replies));
   }
@@ -463,32 +469,46 @@ void JetStreamBroker::ReturnPrefetched() {
   }
 }
 
+namespace {
+
+// The decimal number `token` spells (digits only, not empty, no overflow).
+template <typename Int>
+bool ReadNumber(std::string_view token, Int* out) {
+  const char* end = token.data() + token.size();
+  const std::from_chars_result r = std::from_chars(token.data(), end, *out);
+  return !token.empty() && r.ec == std::errc() && r.ptr == end;
+}
+
+}  // namespace
+
 std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
-  constexpr size_t kMaxTokens = 13;
-  std::array<std::string_view, kMaxTokens> tokens;
-  size_t count = 0;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = reply.find('.', start);
-    if (count == kMaxTokens) return std::nullopt;
-    tokens[count++] = reply.substr(start, dot - start);
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
+  constexpr std::string_view kPrefix = "$JS.ACK.";
+  if (reply.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  // One pass over the subject: where each dot is (at most 12: 13 tokens),
+  // the prefix's two first.
+  constexpr size_t kMaxDots = 12;
+  std::array<size_t, kMaxDots> dots = {3, 7};
+  size_t count = 2;
+  const char* const first_char = reply.data();
+  const char* const last = first_char + reply.size();
+  for (const char* at = first_char + kPrefix.size() - 1;
+       (at = static_cast<const char*>(std::memchr(
+            at + 1, '.', static_cast<size_t>(last - at - 1)))) != nullptr;) {
+    if (count == kMaxDots) return std::nullopt;
+    dots[count++] = static_cast<size_t>(at - first_char);
   }
-  if (count < 9 || tokens[0] != "$JS" || tokens[1] != "ACK" || count == 10) {
-    return std::nullopt;
-  }
-  const size_t first = count == 9 ? 4 : 6;  // <delivered>'s token
-  AckSubject parsed;
-  auto number = [&](size_t i, auto* out) {
-    const std::string_view token = tokens[i];
-    const char* end = token.data() + token.size();
-    const std::from_chars_result r = std::from_chars(token.data(), end, *out);
-    return !token.empty() && r.ec == std::errc() && r.ptr == end;
+  const size_t tokens = count + 1;
+  if (tokens < 9 || tokens == 10) return std::nullopt;
+  auto token = [&](size_t i) {  // REQUIRES: i >= 1
+    const size_t begin = dots[i - 1] + 1;
+    const size_t end = i < count ? dots[i] : reply.size();
+    return reply.substr(begin, end - begin);
   };
-  if (!number(first, &parsed.delivered) ||
-      !number(first + 1, &parsed.stream_sequence) ||
-      !number(first + 3, &parsed.timestamp)) {
+  const size_t first = tokens == 9 ? 4 : 6;  // <delivered>'s token
+  AckSubject parsed;
+  if (!ReadNumber(token(first), &parsed.delivered) ||
+      !ReadNumber(token(first + 1), &parsed.stream_sequence) ||
+      !ReadNumber(token(first + 3), &parsed.timestamp)) {
     return std::nullopt;
   }
   return parsed;
@@ -523,23 +543,7 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
         max_deliver_ > 0 &&
         meta->delivered >= static_cast<uint64_t>(max_deliver_);
   }
-  const char** keys = nullptr;
-  int key_count = 0;
-  if (natsMsgHeader_Keys(msg, &keys, &key_count) == NATS_OK) {
-    for (int k = 0; k < key_count; ++k) {
-      const char** values = nullptr;
-      int value_count = 0;
-      if (natsMsgHeader_Values(msg, keys[k], &values, &value_count) !=
-          NATS_OK) {
-        continue;
-      }
-      for (int v = 0; v < value_count; ++v) {
-        delivery.headers.emplace_back(keys[k], values[v]);
-      }
-      free(static_cast<void*>(values));
-    }
-    free(static_cast<void*>(keys));
-  }
+  AppendHeaders(msg, &delivery.headers);
   std::optional<std::string_view> id;
   if (!options_.id_header.empty()) id = delivery.Header(options_.id_header);
   delivery.id = id.has_value()
