@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <system_error>
@@ -471,12 +471,21 @@ void JetStreamBroker::ReturnPrefetched() {
 
 namespace {
 
-// The decimal number `token` spells (digits only, not empty, no overflow).
-template <typename Int>
-bool ReadNumber(std::string_view token, Int* out) {
-  const char* end = token.data() + token.size();
-  const std::from_chars_result r = std::from_chars(token.data(), end, *out);
-  return !token.empty() && r.ec == std::errc() && r.ptr == end;
+// The decimal number `token` spells: digits only, not empty, no overflow.
+// (std::from_chars says the same at about three times the instructions for
+// a timestamp's nineteen digits.)
+bool ReadDecimal(std::string_view token, uint64_t* out) {
+  if (token.empty()) return false;
+  uint64_t value = 0;
+  for (char c : token) {
+    const uint64_t digit = static_cast<unsigned char>(c) - uint64_t{'0'};
+    if (digit > 9 || __builtin_mul_overflow(value, uint64_t{10}, &value) ||
+        __builtin_add_overflow(value, digit, &value)) {
+      return false;
+    }
+  }
+  *out = value;
+  return true;
 }
 
 }  // namespace
@@ -506,11 +515,14 @@ std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
   };
   const size_t first = tokens == 9 ? 4 : 6;  // <delivered>'s token
   AckSubject parsed;
-  if (!ReadNumber(token(first), &parsed.delivered) ||
-      !ReadNumber(token(first + 1), &parsed.stream_sequence) ||
-      !ReadNumber(token(first + 3), &parsed.timestamp)) {
+  uint64_t timestamp = 0;
+  if (!ReadDecimal(token(first), &parsed.delivered) ||
+      !ReadDecimal(token(first + 1), &parsed.stream_sequence) ||
+      !ReadDecimal(token(first + 3), &timestamp) ||
+      timestamp > static_cast<uint64_t>(INT64_MAX)) {
     return std::nullopt;
   }
+  parsed.timestamp = static_cast<int64_t>(timestamp);
   return parsed;
 }
 
