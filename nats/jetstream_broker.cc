@@ -472,13 +472,25 @@ void JetStreamBroker::ReturnPrefetched() {
 namespace {
 
 // The decimal number `token` spells: digits only, not empty, no overflow.
-// (std::from_chars says the same at about three times the instructions for
-// a timestamp's nineteen digits.)
+// Nineteen digits cannot overflow a uint64_t, so only a twentieth is
+// checked. (std::from_chars says the same at about three times the
+// instructions for a timestamp's nineteen digits.)
 bool ReadDecimal(std::string_view token, uint64_t* out) {
-  if (token.empty()) return false;
+  constexpr size_t kSafeDigits = 19;
+  if (token.empty() || token.size() > kSafeDigits + 1) return false;
+  auto digit_at = [&](size_t i) {
+    return static_cast<uint64_t>(static_cast<unsigned char>(token[i])) -
+           uint64_t{'0'};
+  };
   uint64_t value = 0;
-  for (char c : token) {
-    const uint64_t digit = static_cast<unsigned char>(c) - uint64_t{'0'};
+  const size_t safe = std::min(token.size(), kSafeDigits);
+  for (size_t i = 0; i < safe; ++i) {
+    const uint64_t digit = digit_at(i);
+    if (digit > 9) return false;
+    value = value * 10 + digit;
+  }
+  if (token.size() > kSafeDigits) {
+    const uint64_t digit = digit_at(kSafeDigits);
     if (digit > 9 || __builtin_mul_overflow(value, uint64_t{10}, &value) ||
         __builtin_add_overflow(value, digit, &value)) {
       return false;
