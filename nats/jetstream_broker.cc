@@ -429,7 +429,7 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
   Fetched fetched;
   fetched.deliveries.reserve(static_cast<size_t>(list.Count));
   for (int i = 0; i < list.Count; ++i)
-    fetched.deliveries.push_back(MakeDelivery(list.Msgs[i]));
+    MakeDelivery(list.Msgs[i], fetched.deliveries.emplace_back());
   natsMsgList_Destroy(&list);
   if (in_progress_ != nullptr && !fetched.deliveries.empty()) {
     // One buffer for the batch, each subject NUL-terminated.
@@ -538,8 +538,7 @@ std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
   return parsed;
 }
 
-brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
-  brokers::Delivery delivery;
+void JetStreamBroker::MakeDelivery(natsMsg* msg, brokers::Delivery& delivery) {
   delivery.source = options_.stream;
   delivery.payload.assign(natsMsg_GetData(msg), natsMsg_GetDataLength(msg));
   if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) {
@@ -573,7 +572,6 @@ brokers::Delivery JetStreamBroker::MakeDelivery(natsMsg* msg) {
   delivery.id = id.has_value()
                     ? std::string(*id)
                     : absl::StrCat(options_.stream, "/", delivery.offset);
-  return delivery;
 }
 
 absl::Status JetStreamBroker::Reply(
