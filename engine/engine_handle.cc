@@ -5,6 +5,7 @@
 // handler runs.
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,6 +16,28 @@
 #include "engine/timer_record.h"
 
 namespace idem {
+namespace {
+
+// The timer partition key of the message asked about last: a batch's
+// messages mostly come in runs from one partition, whose key is then built
+// once per run.
+class RunPartitionKey {
+ public:
+  const std::string& For(const Message& message) {
+    if (of_ == nullptr || of_->partition != message.partition ||
+        of_->source != message.source) {
+      key_ = TimerPartitionKey(message.source, message.partition);
+    }
+    of_ = &message;
+    return key_;
+  }
+
+ private:
+  const Message* of_ = nullptr;  // in the batch, which outlives this
+  std::string key_;
+};
+
+}  // namespace
 
 absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     HandlePass& pass) {
@@ -24,6 +47,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
   absl::flat_hash_map<RecordKey, size_t> committed_here;
   const bool may_repeat = pass.messages.size() > 1;
   std::vector<Result> results(pass.messages.size());
+  RunPartitionKey partition_key;
   for (size_t i = 0; i < pass.messages.size(); ++i) {
     const Message& message = pass.messages[i];
     if (auto first = may_repeat ? committed_here.find(pass.record_keys[i])
@@ -53,8 +77,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::HandleMessages(
     }
     if (std::optional<int64_t> micros =
             StreamAdvance(message, pass.now_micros)) {
-      pass.timers.AdvanceStreamTime(
-          TimerPartitionKey(message.source, message.partition), *micros);
+      pass.timers.AdvanceStreamTime(partition_key.For(message), *micros);
     }
   }
   return results;

@@ -14,8 +14,7 @@ bool OffsetTracker::HasPosition(const Message& message) {
 
 void OffsetTracker::Add(const Message& message, Outcome outcome) {
   if (!HasPosition(message)) return;
-  Partition& p =
-      partitions_[EncodeOffsetKey(message.source, message.partition)];
+  Partition& p = PartitionOf(message);
   if (outcome == Outcome::kFailed) {
     p.lowest_failed =
         std::min(p.lowest_failed.value_or(message.offset), message.offset);
@@ -37,12 +36,32 @@ void OffsetTracker::ForEach(
   }
 }
 
+OffsetTracker::Partition& OffsetTracker::PartitionOf(const Message& message) {
+  // A batch's messages mostly come from one partition: its key is encoded
+  // and looked up once per run of them. No insert has happened since `last_`
+  // was taken, so it still points into partitions_.
+  if (last_ == nullptr || message.partition != last_partition_ ||
+      message.source != last_source_) {
+    last_ = &partitions_[EncodeOffsetKey(message.source, message.partition)];
+    last_source_.assign(message.source.data(), message.source.size());
+    last_partition_ = message.partition;
+  }
+  return *last_;
+}
+
 std::vector<std::string> OffsetTracker::OffsetKeys(
     absl::Span<const Message> messages) {
   std::vector<std::string> keys;
   absl::flat_hash_set<std::string> seen;
+  const Message* previous = nullptr;
   for (const Message& message : messages) {
     if (!HasPosition(message)) continue;
+    // A run of messages of one partition has one key.
+    if (previous != nullptr && message.partition == previous->partition &&
+        message.source == previous->source) {
+      continue;
+    }
+    previous = &message;
     std::string key = EncodeOffsetKey(message.source, message.partition);
     if (seen.insert(key).second) keys.push_back(std::move(key));
   }

@@ -23,6 +23,11 @@ namespace idem {
 
 class OffsetTracker {
  public:
+  OffsetTracker() = default;
+  // Not copyable: PartitionOf keeps a pointer into partitions_.
+  OffsetTracker(const OffsetTracker&) = delete;
+  OffsetTracker& operator=(const OffsetTracker&) = delete;
+
   // Records the outcome of `message`; messages without a position (empty
   // source or negative offset) are ignored.
   void Add(const Message& message, Outcome outcome);
@@ -45,7 +50,14 @@ class OffsetTracker {
     std::optional<int64_t> lowest_failed;  // nullopt: nothing failed
     std::vector<int64_t> succeeded;
   };
+  // The entry of `message`'s (source, partition), created if new.
+  Partition& PartitionOf(const Message& message);
+
   absl::flat_hash_map<std::string, Partition> partitions_;
+  // The entry PartitionOf returned last, and its source and partition.
+  Partition* last_ = nullptr;
+  std::string last_source_;
+  int32_t last_partition_ = 0;
 };
 
 }  // namespace idem

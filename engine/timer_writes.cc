@@ -24,9 +24,14 @@ void TimerWrites::PutDead(std::string key, std::string value) {
 
 void TimerWrites::AdvanceStreamTime(std::string_view partition_key,
                                     int64_t micros) {
-  auto [it, inserted] =
-      stream_times_.try_emplace(std::string(partition_key), micros);
-  if (!inserted) it->second = std::max(it->second, micros);
+  // Looked up first: a batch's messages mostly advance one partition, whose
+  // key then need not be copied again.
+  if (auto it = stream_times_.find(AbslView(partition_key));
+      it != stream_times_.end()) {
+    it->second = std::max(it->second, micros);
+    return;
+  }
+  stream_times_.emplace(std::string(partition_key), micros);
 }
 
 int64_t TimerWrites::StreamTime(std::string_view partition_key) const {

@@ -1,5 +1,7 @@
 #include "nats/in_progress.h"
 
+#include <cstring>
+#include <string>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -26,7 +28,7 @@ void InProgress::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void InProgress::Hold(Slot slot, std::vector<std::string> replies) {
+void InProgress::Hold(Slot slot, std::string replies) {
   absl::MutexLock lock(&mu_);
   held_[slot] = Held{std::move(replies), absl::Now()};
 }
@@ -62,10 +64,12 @@ void InProgress::PingDue() {
   const absl::Time now = absl::Now();
   for (Held& held : held_) {
     if (held.replies.empty() || now - held.since < interval_) continue;
-    for (const std::string& reply : held.replies) {
+    for (size_t at = 0; at < held.replies.size();) {
+      const char* reply = held.replies.c_str() + at;
+      at += std::strlen(reply) + 1;
       // A lost connection loses the +WPI: the message comes back after the
       // ack wait, and the engine finds it a duplicate if it was processed.
-      if (natsConnection_Publish(connection_, reply.c_str(), kInProgress.data(),
+      if (natsConnection_Publish(connection_, reply, kInProgress.data(),
                                  static_cast<int>(kInProgress.size())) ==
           NATS_OK) {
         ++sent_;

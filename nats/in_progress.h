@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -36,8 +35,9 @@ class InProgress {
   InProgress& operator=(const InProgress&) = delete;
 
   // `slot` now holds the messages with these reply subjects, received now
-  // (what it held before is released).
-  void Hold(Slot slot, std::vector<std::string> replies);
+  // (what it held before is released). `replies`: the subjects one after
+  // another, each ending with a NUL ('\0'), so that a batch is one buffer.
+  void Hold(Slot slot, std::string replies);
   // Moves what kPrefetched holds to kCurrent (the prefetched batch is now
   // the one processed), keeping its timer.
   void PromotePrefetched();
@@ -50,8 +50,8 @@ class InProgress {
 
  private:
   struct Held {
-    std::vector<std::string> replies;
-    absl::Time since;  // receipt or last +WPI
+    std::string replies;  // NUL-terminated subjects, one after another
+    absl::Time since;     // receipt or last +WPI
   };
 
   void Loop();

@@ -144,7 +144,8 @@ class JetStreamBroker : public brokers::Broker {
   // A flush, if replies were sent since the last one: returns once the
   // server has processed them.
   absl::Status ConfirmReplies(std::string_view what);
-  brokers::Delivery MakeDelivery(natsMsg* msg);
+  // Fills `delivery` (a default one, in place in its batch) from `msg`.
+  void MakeDelivery(natsMsg* msg, brokers::Delivery& delivery);
   // The error of a JetStream publish to `subject` that got no responders:
   // kNotFound if JetStream answers (so no stream captures the subject),
   // kUnavailable if it does not (a server restarting).

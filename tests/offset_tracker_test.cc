@@ -165,6 +165,29 @@ TEST(OffsetTrackerTest, RepeatedOffsetIsRecordedOnce) {
               ElementsAre(Pair(EncodeOffsetKey("t", 2), 11)));
 }
 
+// Runs of one partition share an entry, and new partitions grow the map
+// between runs (rehashing it): each partition still gets its own offsets.
+TEST(OffsetTrackerTest, RunsOfPartitionsBetweenNewOnesAreEachRecorded) {
+  OffsetTracker tracker;
+  std::map<std::string, int64_t> expected;
+  for (int32_t partition = 0; partition < 64; ++partition) {
+    for (int64_t offset = 0; offset < 3; ++offset) {
+      tracker.Add(At("t", partition, partition * 10 + offset),
+                  Outcome::kProcessed);
+      tracker.Add(At("t", 0, 1000 + partition * 10 + offset),
+                  offset == 1 && partition == 63 ? Outcome::kFailed
+                                                 : Outcome::kProcessed);
+    }
+    expected[EncodeOffsetKey("t", partition)] = partition * 10 + 2;
+  }
+  // Partition 0's lowest failure (1631) holds it below it.
+  expected[EncodeOffsetKey("t", 0)] = 1630;
+  std::map<std::string, int64_t> recorded;
+  tracker.ForEach(
+      [&](const std::string& key, int64_t offset) { recorded[key] = offset; });
+  EXPECT_EQ(recorded, expected);
+}
+
 // The commit reads these stored offsets before any handler runs, so every
 // key ForEach can report must be among them.
 TEST(OffsetTrackerTest, OffsetKeysAreTheDistinctPartitionsWithAPosition) {

@@ -6,8 +6,10 @@
 
 #include "absl/time/time.h"
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -104,6 +106,34 @@ TEST_F(StreamTimeTest, TheHandlerSeesItIncludingEarlierMessagesOfTheBatch) {
                                            kEvent0 + absl::Seconds(5),
                                            kEvent0 + absl::Seconds(5)}));
   EXPECT_EQ(Stream(), kEvent0 + absl::Seconds(5));
+}
+
+// A batch interleaving partitions and sources: each (source, partition)
+// keeps its own stream time, whatever the order of its runs.
+TEST_F(StreamTimeTest, EachPartitionOfAnInterleavedBatchKeepsItsOwn) {
+  auto at = [](const char* id, std::string_view source, int32_t partition,
+               int64_t offset, absl::Duration after) {
+    return Message{.id = id,
+                   .source = source,
+                   .partition = partition,
+                   .offset = offset,
+                   .event_time = kEvent0 + after};
+  };
+  const std::vector<Message> batch = {
+      at("a", kStreamSource, 0, 1, absl::Seconds(5)),
+      at("b", kStreamSource, 1, 1, absl::Seconds(9)),
+      at("c", kStreamSource, 1, 2, absl::Seconds(2)),
+      at("d", kStreamSource, 0, 2, absl::Seconds(7)),
+      at("e", "other", 0, 1, absl::Seconds(20)),
+      at("f", kStreamSource, 0, 3, absl::Seconds(6))};
+  absl::StatusOr<std::vector<Result>> results = engine().ProcessBatch(
+      batch, [](const Message&, Txn&) { return absl::OkStatus(); });
+  ASSERT_TRUE(results.ok()) << results.status();
+  EXPECT_EQ(Stream(0), kEvent0 + absl::Seconds(7));
+  EXPECT_EQ(Stream(1), kEvent0 + absl::Seconds(9));
+  absl::StatusOr<absl::Time> other = engine().StreamTime("other", 0);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(*other, kEvent0 + absl::Seconds(20));
 }
 
 TEST_F(StreamTimeTest, ATransientlyFailedMessageDoesNotAdvanceIt) {

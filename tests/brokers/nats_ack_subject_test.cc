@@ -31,12 +31,24 @@ TEST(NatsAckSubjectTest, ReadsTheFieldsOfTheFormWithDomainAndAccount) {
   }
 }
 
+TEST(NatsAckSubjectTest, ReadsTheLargestValues) {
+  const std::optional<AckSubject> parsed = ParseAckSubject(
+      "$JS.ACK.s.d.1.18446744073709551615.40.9223372036854775807.7");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->stream_sequence, 18446744073709551615u);
+  EXPECT_EQ(parsed->timestamp, 9223372036854775807);
+}
+
 TEST(NatsAckSubjectTest, OtherSubjectsAreNotRead) {
-  for (const char* subject : {"", "_INBOX.abc", "$JS.ACK.orders.d.3.42.40.17",
-                              "$JS.NAK.s.d.1.2.3.4.5",
-                              "$JS.ACK.orders.d.x.42.40.1700000000123456789.7",
-                              "$JS.ACK.a.b.orders.d.1.2.3.4",
-                              "$JS.ACK.a.b.orders.d.1.2.3.4.5.6.7.8"}) {
+  for (const char* subject :
+       {"", "_INBOX.abc", "$JS.ACK.orders.d.3.42.40.17",
+        "$JS.NAK.s.d.1.2.3.4.5",
+        "$JS.ACK.orders.d.x.42.40.1700000000123456789.7",
+        "$JS.ACK.a.b.orders.d.1.2.3.4", "$JS.ACK.a.b.orders.d.1.2.3.4.5.6.7.8",
+        "$JS.ACK.orders.d.3..40.1700000000123456789.7", "$JS.ACK.",
+        // Past uint64 (a sequence), past int64 (a time).
+        "$JS.ACK.orders.d.3.18446744073709551616.40.1.7",
+        "$JS.ACK.orders.d.3.42.40.9223372036854775808.7"}) {
     EXPECT_FALSE(ParseAckSubject(subject).has_value()) << subject;
   }
 }
