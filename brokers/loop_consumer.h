@@ -2,10 +2,11 @@
 // idem::nats::Consumer, ...) shares on top of its brokers::Broker: PollBatch
 // through the DeliveryLoop, Run until Stop (retrying after a lost
 // connection), Close. An adapter derives from it, naming its public
-// interface, its Broker and its options (which hold `delivery` and
-// `reconnect_backoff`), and adds stats(). CreateLoopConsumer validates,
-// constructs and starts one. Not thread-safe, as the interfaces say; Stop
-// may be called from any thread.
+// interface (a BrokerConsumer, idem/brokers/consumer.h), its Broker and its
+// options (which hold `delivery` and `reconnect_backoff`), and adds Start(),
+// set_hooks() and stats(). CreateLoopConsumer validates, constructs and starts
+// one. Not thread-safe, as the interfaces say; Stop may be called from any
+// thread.
 
 #ifndef IDEM_BROKERS_LOOP_CONSUMER_H_
 #define IDEM_BROKERS_LOOP_CONSUMER_H_
@@ -71,12 +72,13 @@ class LoopConsumer : public Interface {
 };
 
 // Validates `options` with `validate` (then the loop's options), constructs
-// an Impl(engine, options, hooks) and returns it once its Start() is OK.
+// an Impl(engine, options, hooks), starts it and, once its Start() is OK,
+// gives it the adapter's own test hooks (Impl::set_hooks(adapter_hooks)).
 template <typename Interface, typename Impl, typename Options,
-          typename Validate>
+          typename AdapterHooks, typename Validate>
 absl::StatusOr<std::unique_ptr<Interface>> CreateLoopConsumer(
     Engine* engine, const Options& options, const LoopHooks& hooks,
-    Validate validate) {
+    const AdapterHooks& adapter_hooks, Validate validate) {
   if (engine == nullptr) return absl::InvalidArgumentError("engine is null");
   if (engine->shard_count() > 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -90,6 +92,7 @@ absl::StatusOr<std::unique_ptr<Interface>> CreateLoopConsumer(
   }
   auto consumer = std::make_unique<Impl>(engine, options, hooks);
   if (absl::Status s = consumer->Start(); !s.ok()) return s;
+  consumer->set_hooks(adapter_hooks);
   return std::unique_ptr<Interface>(std::move(consumer));
 }
 
