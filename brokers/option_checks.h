@@ -20,9 +20,9 @@ namespace idem::brokers {
 // kInvalidArgument "<adapter>::ConsumerOptions::<what>", e.g.
 // InvalidOption("redis", "host is required").
 inline absl::Status InvalidOption(const char* adapter, std::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(adapter, "::ConsumerOptions::",
-                   absl::string_view(what.data(), what.size())));
+  return absl::InvalidArgumentError(absl::StrCat(
+      adapter,
+      "::ConsumerOptions::", absl::string_view(what.data(), what.size())));
 }
 
 // `host` names a server and `port` is a TCP port.

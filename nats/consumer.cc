@@ -119,13 +119,6 @@ class ConsumerImpl
     broker_.set_keep_prefetched_on_close(hooks.keep_prefetched_on_close);
     if (hooks.no_in_progress_acks) broker_.StopInProgress();
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.redelivered = broker_.redelivered();
-    stats.in_progress_sent = broker_.in_progress_sent();
-    return stats;
-  }
 };
 
 }  // namespace

@@ -73,14 +73,6 @@ class ConsumerImpl
     broker_.set_ask_cancel_notify(false);
     broker_.CloseConsuming();
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.redelivered = broker_.redelivered();
-    stats.connects = broker_.connects();
-    stats.cancelled = broker_.cancelled();
-    return stats;
-  }
 };
 
 }  // namespace

@@ -72,14 +72,6 @@ class ConsumerImpl
   void set_hooks(const RedisHooks& hooks) {
     broker_.set_let_sigpipe_through(hooks.let_sigpipe_through);
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.claimed = broker_.claimed();
-    stats.reclaimed = broker_.reclaimed();
-    stats.connects = broker_.connects();
-    return stats;
-  }
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "brokers/loop_consumer.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,13 +29,19 @@ struct TestOptions {
   std::vector<std::string>* steps = nullptr;
 };
 
+// The adapter's stats: the loop's totals and one counter of its broker.
+struct TestStats : LoopStats {
+  int64_t broker_counter = 0;
+};
+
 class TestBroker : public test::FakeBroker {
  public:
   explicit TestBroker(const TestOptions&) {}
   void Close() {}
+  void CountInto(TestStats* stats) const { stats->broker_counter = counter; }
+  int64_t counter = 0;
 };
 
-struct TestStats : LoopStats {};
 struct TestHooks {
   bool broken = false;
 };
@@ -52,7 +59,6 @@ class TestConsumerImpl
     options_.steps->push_back(hooks.broken ? "broken hooks" : "hooks");
   }
   TestBroker& broker() { return broker_; }
-  TestStats stats() const override { return LoopStatsAs<TestStats>(); }
 };
 
 absl::Status Accept(const TestOptions& options) {
@@ -109,15 +115,19 @@ TEST_F(LoopConsumerTest, CreateRejectsTheLoopsOwnOptionsBeforeStarting) {
   EXPECT_THAT(steps_, ElementsAre("validate"));
 }
 
-TEST_F(LoopConsumerTest, PollsThroughTheLoopUntilClosed) {
+TEST_F(LoopConsumerTest, PollsThroughTheLoopAndCountsBothUntilClosed) {
   absl::StatusOr<std::unique_ptr<BrokerConsumer<TestStats>>> consumer =
       Create();
   ASSERT_TRUE(consumer.ok()) << consumer.status();
-  static_cast<TestConsumerImpl&>(**consumer).broker().Add("a", "1");
+  TestBroker& broker = static_cast<TestConsumerImpl&>(**consumer).broker();
+  broker.Add("a", "1");
+  broker.counter = 7;
   absl::StatusOr<BatchReport> report = (*consumer)->PollBatch(Count);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->processed, 1);
-  EXPECT_EQ((*consumer)->stats().processed, 1);
+  const TestStats stats = (*consumer)->stats();
+  EXPECT_EQ(stats.processed, 1);
+  EXPECT_EQ(stats.broker_counter, broker.counter);
   ASSERT_TRUE((*consumer)->Close().ok());
   EXPECT_EQ((*consumer)->PollBatch(Count).status().code(),
             absl::StatusCode::kFailedPrecondition);

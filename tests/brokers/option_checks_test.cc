@@ -54,7 +54,8 @@ TEST(ConnectionTimesProblemTest, RejectsAnIoTimeoutThatIsNotPositiveAndFinite) {
 }
 
 TEST(ConnectionTimesProblemTest, RejectsANegativeOrInfiniteBackoff) {
-  for (absl::Duration bad : {-absl::Milliseconds(1), absl::InfiniteDuration()}) {
+  for (absl::Duration bad :
+       {-absl::Milliseconds(1), absl::InfiniteDuration()}) {
     TimesOptions options;
     options.reconnect_backoff = bad;
     EXPECT_EQ(ConnectionTimesProblem(options),
