@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/option_checks.h"
 #include "nats/consumer_hooks.h"
 #include "nats/jetstream_broker.h"
 
@@ -47,9 +48,7 @@ absl::Status CheckAuthentication(const ConsumerOptions& options) {
 
 absl::Status ValidateOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nats::ConsumerOptions::",
-                     absl::string_view(what.data(), what.size())));
+    return brokers::InvalidOption("nats", what);
   };
   auto positive = [](absl::Duration d) {
     return d > absl::ZeroDuration() && d != absl::InfiniteDuration();
@@ -93,12 +92,9 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   for (absl::Duration d : options.backoff) {
     if (!positive(d)) return invalid("backoff entries must be > 0 and finite");
   }
-  if (!positive(options.io_timeout)) {
-    return invalid("io_timeout must be > 0 and finite");
-  }
-  if (options.reconnect_backoff < absl::ZeroDuration() ||
-      options.reconnect_backoff == absl::InfiniteDuration()) {
-    return invalid("reconnect_backoff must be >= 0 and finite");
+  if (const std::string problem = brokers::ConnectionTimesProblem(options);
+      !problem.empty()) {
+    return invalid(problem);
   }
   return absl::OkStatus();
 }
@@ -123,13 +119,6 @@ class ConsumerImpl
     broker_.set_keep_prefetched_on_close(hooks.keep_prefetched_on_close);
     if (hooks.no_in_progress_acks) broker_.StopInProgress();
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.redelivered = broker_.redelivered();
-    stats.in_progress_sent = broker_.in_progress_sent();
-    return stats;
-  }
 };
 
 }  // namespace
@@ -137,12 +126,8 @@ class ConsumerImpl
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
     const brokers::LoopHooks& hooks, const NatsHooks& nats_hooks) {
-  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
-      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-          engine, options, hooks, ValidateOptions);
-  if (consumer.ok())
-    static_cast<ConsumerImpl&>(**consumer).set_hooks(nats_hooks);
-  return consumer;
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, nats_hooks, ValidateOptions);
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

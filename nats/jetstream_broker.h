@@ -98,17 +98,17 @@ class JetStreamBroker : public brokers::Broker {
     return CheckSubject(destination);
   }
 
-  int64_t redelivered() const { return redelivered_.load(); }
+  // ConsumerStats::redelivered and in_progress_sent (+WPI messages sent).
+  void CountInto(ConsumerStats* stats) const {
+    stats->redelivered = redelivered_.load();
+    stats->in_progress_sent =
+        in_progress_ != nullptr ? in_progress_->sent() : 0;
+  }
   // nats.c's reconnects of the connection.
   int64_t Reconnects() const override;
   // 1 if, when Start bound the existing durable consumer, another client's
   // pull requests were waiting on it (its NumWaiting); else 0.
   int64_t CompetingConsumers() const override { return competing_.seen(); }
-
-  // +WPI messages sent so far.
-  int64_t in_progress_sent() const {
-    return in_progress_ != nullptr ? in_progress_->sent() : 0;
-  }
 
   // Test-only (NatsHooks): no more +WPI.
   void StopInProgress();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/option_checks.h"
 #include "brokers/tls_files.h"
 #include "rabbitmq/consumer_hooks.h"
 #include "rabbitmq/queue_broker.h"
@@ -14,13 +15,12 @@ namespace {
 
 absl::Status ValidateOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rabbitmq::ConsumerOptions::",
-                     absl::string_view(what.data(), what.size())));
+    return brokers::InvalidOption("rabbitmq", what);
   };
-  if (options.host.empty()) return invalid("host is required");
-  if (options.port < 1 || options.port > 65535) {
-    return invalid("port must be in [1, 65535]");
+  if (const std::string problem =
+          brokers::AddressProblem(options.host, options.port);
+      !problem.empty()) {
+    return invalid(problem);
   }
   if (options.queue.empty()) return invalid("queue is required");
   // A TLS consumer names the CA it trusts (ConsumerOptions::tls).
@@ -52,13 +52,9 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
   if (options.queue_arguments.message_ttl_ms < 0) {
     return invalid("queue_arguments.message_ttl_ms must be >= 0");
   }
-  if (options.io_timeout <= absl::ZeroDuration() ||
-      options.io_timeout == absl::InfiniteDuration()) {
-    return invalid("io_timeout must be > 0 and finite");
-  }
-  if (options.reconnect_backoff < absl::ZeroDuration() ||
-      options.reconnect_backoff == absl::InfiniteDuration()) {
-    return invalid("reconnect_backoff must be >= 0 and finite");
+  if (const std::string problem = brokers::ConnectionTimesProblem(options);
+      !problem.empty()) {
+    return invalid(problem);
   }
   return absl::OkStatus();
 }
@@ -77,14 +73,6 @@ class ConsumerImpl
     broker_.set_ask_cancel_notify(false);
     broker_.CloseConsuming();
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.redelivered = broker_.redelivered();
-    stats.connects = broker_.connects();
-    stats.cancelled = broker_.cancelled();
-    return stats;
-  }
 };
 
 }  // namespace
@@ -92,13 +80,8 @@ class ConsumerImpl
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
     const brokers::LoopHooks& hooks, const RabbitMqHooks& rabbitmq_hooks) {
-  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
-      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-          engine, options, hooks, ValidateOptions);
-  if (consumer.ok()) {
-    static_cast<ConsumerImpl&>(**consumer).set_hooks(rabbitmq_hooks);
-  }
-  return consumer;
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, rabbitmq_hooks, ValidateOptions);
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

@@ -63,9 +63,12 @@ class QueueBroker : public brokers::Broker {
     return CheckQueueName(destination);
   }
 
-  int64_t redelivered() const { return redelivered_; }
-  int64_t connects() const { return connects_; }
-  int64_t cancelled() const { return cancelled_; }
+  // ConsumerStats::redelivered, connects and cancelled.
+  void CountInto(ConsumerStats* stats) const {
+    stats->redelivered = redelivered_;
+    stats->connects = connects_;
+    stats->cancelled = cancelled_;
+  }
   // Consuming connections opened after the first.
   int64_t Reconnects() const override {
     return connects_ > 0 ? connects_ - 1 : 0;

@@ -3,8 +3,8 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "brokers/loop_consumer.h"
+#include "brokers/option_checks.h"
 #include "brokers/tls_files.h"
 #include "redis/consumer_hooks.h"
 #include "redis/stream_broker.h"
@@ -14,13 +14,12 @@ namespace {
 
 absl::Status ValidateOptions(const ConsumerOptions& options) {
   auto invalid = [](std::string_view what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis::ConsumerOptions::",
-                     absl::string_view(what.data(), what.size())));
+    return brokers::InvalidOption("redis", what);
   };
-  if (options.host.empty()) return invalid("host is required");
-  if (options.port < 1 || options.port > 65535) {
-    return invalid("port must be in [1, 65535]");
+  if (const std::string problem =
+          brokers::AddressProblem(options.host, options.port);
+      !problem.empty()) {
+    return invalid(problem);
   }
   if (const std::string problem = brokers::TlsFilesProblem(
           options.tls, options.tls_ca_file, options.tls_cert_file,
@@ -53,13 +52,9 @@ absl::Status ValidateOptions(const ConsumerOptions& options) {
       options.claim_interval == absl::InfiniteDuration()) {
     return invalid("claim_interval must be > 0 and finite");
   }
-  if (options.io_timeout <= absl::ZeroDuration() ||
-      options.io_timeout == absl::InfiniteDuration()) {
-    return invalid("io_timeout must be > 0 and finite");
-  }
-  if (options.reconnect_backoff < absl::ZeroDuration() ||
-      options.reconnect_backoff == absl::InfiniteDuration()) {
-    return invalid("reconnect_backoff must be >= 0 and finite");
+  if (const std::string problem = brokers::ConnectionTimesProblem(options);
+      !problem.empty()) {
+    return invalid(problem);
   }
   return absl::OkStatus();
 }
@@ -77,14 +72,6 @@ class ConsumerImpl
   void set_hooks(const RedisHooks& hooks) {
     broker_.set_let_sigpipe_through(hooks.let_sigpipe_through);
   }
-
-  ConsumerStats stats() const override {
-    ConsumerStats stats = LoopStatsAs<ConsumerStats>();
-    stats.claimed = broker_.claimed();
-    stats.reclaimed = broker_.reclaimed();
-    stats.connects = broker_.connects();
-    return stats;
-  }
 };
 
 }  // namespace
@@ -92,13 +79,8 @@ class ConsumerImpl
 absl::StatusOr<std::unique_ptr<Consumer>> CreateConsumerWithHooks(
     Engine* engine, const ConsumerOptions& options,
     const brokers::LoopHooks& hooks, const RedisHooks& redis_hooks) {
-  absl::StatusOr<std::unique_ptr<Consumer>> consumer =
-      brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
-          engine, options, hooks, ValidateOptions);
-  if (consumer.ok()) {
-    static_cast<ConsumerImpl&>(**consumer).set_hooks(redis_hooks);
-  }
-  return consumer;
+  return brokers::CreateLoopConsumer<Consumer, ConsumerImpl>(
+      engine, options, hooks, redis_hooks, ValidateOptions);
 }
 
 absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(

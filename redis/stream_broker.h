@@ -49,8 +49,12 @@ class StreamBroker : public brokers::Broker {
   // header over the server's proto-max-bulk-len.
   absl::Status Publish(const OutboxEntry& entry) override;
 
-  int64_t claimed() const { return claimed_; }
-  int64_t reclaimed() const { return reclaimed_; }
+  // ConsumerStats::claimed, reclaimed and connects.
+  void CountInto(ConsumerStats* stats) const {
+    stats->claimed = claimed_;
+    stats->reclaimed = reclaimed_;
+    stats->connects = connects();
+  }
   int64_t connects() const { return connection_.connects(); }
   int64_t Reconnects() const override {
     return connects() > 0 ? connects() - 1 : 0;

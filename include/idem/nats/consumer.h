@@ -34,9 +34,8 @@
 //   downstream idem consumer drops any that get past it.
 //
 // Requires the optional idem::nats library (built when libnats is found).
-// A Consumer is not thread-safe: call it from one thread at a time; only
-// Stop may be called from any thread at any time. The Engine is borrowed
-// and must outlive the Consumer.
+// A Consumer is not thread-safe (only Stop may be called from any thread)
+// and borrows its Engine, as brokers::BrokerConsumer says.
 
 #ifndef IDEM_NATS_CONSUMER_H_
 #define IDEM_NATS_CONSUMER_H_
@@ -49,6 +48,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "idem/brokers/consumer.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/engine.h"
 
@@ -178,7 +178,13 @@ struct ConsumerStats : brokers::LoopStats {
   int64_t in_progress_sent = 0;
 };
 
-class Consumer {
+// A JetStream consumer: the contract of brokers::BrokerConsumer
+// (idem/brokers/consumer.h), with the stream's own. PollBatch fetches (the
+// next batch is fetched ahead with `prefetch`). Close waits for the fetch
+// running ahead, if any (at most delivery.receive_timeout), and NAKs what
+// it brought; confirms the last acks; unsubscribes (the durable consumer
+// stays on the server) and closes the connection.
+class Consumer : public brokers::BrokerConsumer<ConsumerStats> {
  public:
   // Validates the options (kInvalidArgument naming the field and the rule:
   // stream and durable names without '.', '*', '>', '/', '\' or
@@ -191,34 +197,6 @@ class Consumer {
   // `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
-
-  Consumer() = default;
-  Consumer(const Consumer&) = delete;
-  Consumer& operator=(const Consumer&) = delete;
-  virtual ~Consumer() = default;
-
-  // Fetches up to delivery.max_batch messages (waiting up to
-  // delivery.receive_timeout), processes them with `handler`, acks them
-  // once durable and relays the outbox. Errors: see
-  // DeliveryLoop::PollBatch; kUnavailable while the connection is down.
-  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
-
-  // Calls PollBatch until Stop; a kUnavailable error is followed by
-  // reconnect_backoff, and polling goes on. Returns OK after Stop, or
-  // PollBatch's first other error. Does not close the consumer.
-  virtual absl::Status Run(Handler handler) = 0;
-
-  // Makes Run return after its current batch. Safe from any thread and from
-  // signal handlers.
-  virtual void Stop() = 0;
-
-  // Waits for the fetch running ahead, if any (at most
-  // delivery.receive_timeout), and NAKs what it brought; confirms the last
-  // acks; unsubscribes (the durable consumer stays on the server) and closes
-  // the connection. Idempotent.
-  virtual absl::Status Close() = 0;
-
-  virtual ConsumerStats stats() const = 0;
 };
 
 }  // namespace idem::nats

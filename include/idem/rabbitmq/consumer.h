@@ -40,9 +40,8 @@
 //   (basic.return) and is dead-lettered, never lost.
 //
 // Requires the optional idem::rabbitmq library (built when librabbitmq is
-// found). A Consumer is not thread-safe: call it from one thread at a time;
-// only Stop may be called from any thread at any time. The Engine is
-// borrowed and must outlive the Consumer.
+// found). A Consumer is not thread-safe (only Stop may be called from any
+// thread) and borrows its Engine, as brokers::BrokerConsumer says.
 
 #ifndef IDEM_RABBITMQ_CONSUMER_H_
 #define IDEM_RABBITMQ_CONSUMER_H_
@@ -54,6 +53,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "idem/brokers/consumer.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/engine.h"
 
@@ -173,7 +173,12 @@ struct ConsumerStats : brokers::LoopStats {
   int64_t cancelled = 0;
 };
 
-class Consumer {
+// A RabbitMQ queue's consumer: the contract of brokers::BrokerConsumer
+// (idem/brokers/consumer.h), with the queue's own: PollBatch acknowledges a
+// batch with one basic.ack (multiple); a lost connection's unacknowledged
+// messages are requeued by RabbitMQ; Close closes both connections (the
+// consuming one and the relay's).
+class Consumer : public brokers::BrokerConsumer<ConsumerStats> {
  public:
   // Validates the options (kInvalidArgument naming the field and the rule:
   // queue names of 1 to 255 bytes outside "amq."), connects, declares the
@@ -186,33 +191,6 @@ class Consumer {
   // borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
-
-  Consumer() = default;
-  Consumer(const Consumer&) = delete;
-  Consumer& operator=(const Consumer&) = delete;
-  virtual ~Consumer() = default;
-
-  // Receives up to delivery.max_batch messages (waiting up to
-  // delivery.receive_timeout for the first), processes them with `handler`,
-  // acks them once durable and relays the outbox. Errors: see
-  // DeliveryLoop::PollBatch; kUnavailable when the connection is lost (the
-  // next call reconnects).
-  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
-
-  // Calls PollBatch until Stop; a kUnavailable error is followed by
-  // reconnect_backoff, and polling goes on. Returns OK after Stop, or
-  // PollBatch's first other error. Does not close the consumer.
-  virtual absl::Status Run(Handler handler) = 0;
-
-  // Makes Run return after its current batch. Safe from any thread and from
-  // signal handlers.
-  virtual void Stop() = 0;
-
-  // Closes the connections (nothing is unacknowledged between batches).
-  // Idempotent.
-  virtual absl::Status Close() = 0;
-
-  virtual ConsumerStats stats() const = 0;
 };
 
 }  // namespace idem::rabbitmq

@@ -30,9 +30,8 @@
 //   downstream idem consumer drops republished copies.
 //
 // Requires the optional idem::redis library (built when hiredis is found).
-// A Consumer is not thread-safe: call it from one thread at a time; only
-// Stop may be called from any thread at any time. The Engine is borrowed
-// and must outlive the Consumer.
+// A Consumer is not thread-safe (only Stop may be called from any thread)
+// and borrows its Engine, as brokers::BrokerConsumer says.
 
 #ifndef IDEM_REDIS_CONSUMER_H_
 #define IDEM_REDIS_CONSUMER_H_
@@ -44,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "idem/brokers/consumer.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/engine.h"
 
@@ -154,7 +154,16 @@ struct ConsumerStats : brokers::LoopStats {
   int64_t connects = 0;   // connections made (1 without reconnects)
 };
 
-class Consumer {
+// A Redis stream's consumer: the contract of brokers::BrokerConsumer
+// (idem/brokers/consumer.h), with the stream's own. PollBatch reads its own
+// pending entries first, then claimed ones, then new ones, and XACKs them
+// once durable; after a lost connection its unacknowledged entries come
+// back as this consumer's pending entries; it returns kFailedPrecondition
+// naming the group when the group was removed (NOGROUP). A relay that stops
+// at a server over its maxmemory reports kResourceExhausted in
+// BatchReport::outbox_error (the entry stays in the outbox; Run waits and
+// goes on). Close leaves unacknowledged entries pending.
+class Consumer : public brokers::BrokerConsumer<ConsumerStats> {
  public:
   // Validates the options (kInvalidArgument naming the field), connects and,
   // with create_group, creates the group; without, checks that the stream
@@ -164,38 +173,6 @@ class Consumer {
   // error reply (e.g. the key is not a stream). `engine` is borrowed.
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       Engine* engine, const ConsumerOptions& options);
-
-  Consumer() = default;
-  Consumer(const Consumer&) = delete;
-  Consumer& operator=(const Consumer&) = delete;
-  virtual ~Consumer() = default;
-
-  // Receives up to delivery.max_batch entries (own pending ones first, then
-  // claimed ones, then new ones, waiting up to delivery.receive_timeout),
-  // processes them with `handler`, XACKs them once durable and relays the
-  // outbox. Errors: see DeliveryLoop::PollBatch; kUnavailable when the
-  // connection is lost (the next call reconnects; unacknowledged entries
-  // come back as this consumer's pending entries); kFailedPrecondition
-  // naming the group when it was removed (NOGROUP). A relay that stops at
-  // a server over its maxmemory reports kResourceExhausted in
-  // BatchReport::outbox_error; the entry stays in the outbox.
-  virtual absl::StatusOr<brokers::BatchReport> PollBatch(Handler handler) = 0;
-
-  // Calls PollBatch until Stop; a kUnavailable error, or a relay's
-  // kResourceExhausted, is counted, followed by reconnect_backoff, and
-  // polling goes on. Returns OK after Stop, or
-  // PollBatch's first other error. Does not close the consumer.
-  virtual absl::Status Run(Handler handler) = 0;
-
-  // Makes Run return after its current batch. Safe from any thread and from
-  // signal handlers.
-  virtual void Stop() = 0;
-
-  // Closes the connection. Unacknowledged entries stay pending (nothing is
-  // unacknowledged between batches). Idempotent.
-  virtual absl::Status Close() = 0;
-
-  virtual ConsumerStats stats() const = 0;
 };
 
 }  // namespace idem::redis
