@@ -310,7 +310,7 @@ absl::StatusOr<bool> EngineImpl::WriteCommit(Store& store,
     return s;
   }
   if (*queued == Queued::kQueued) {
-    absl::MutexLock lock(&durations_mu_);
+    PlainMutexLock lock(&durations_mu_);
     commit_micros_.Add(std::chrono::duration<double, std::micro>(
                            std::chrono::steady_clock::now() - write_start)
                            .count());
