@@ -369,7 +369,7 @@ rocksdb::ColumnFamilyOptions MakeStateOptions(
     // A handler's Get of a key the memtable does not hold (a first write,
     // or a key only in files) skips the skiplist search: about 4,500
     // instructions per such read at 10,000 keys (docs/performance.md,
-    // "Per-call cost at batch 1"). 2% of the memtable's budget.
+    // "Batch 1 against RocksDB used directly"). 2% of the memtable's budget.
     cf.memtable_prefix_bloom_size_ratio = 0.02;
     cf.memtable_whole_key_filtering = true;
   }
