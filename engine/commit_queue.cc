@@ -55,7 +55,7 @@ rocksdb::WriteBatch MergeBatches(const rocksdb::WriteBatch* const* batches,
 }
 
 void CommitQueue::Add(Writer* writer) {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   queue_.push_back(writer);
   front_hint_.store(queue_.front(), std::memory_order_release);
 }
@@ -123,11 +123,11 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   std::vector<Writer*> group;
   rocksdb::Status failed;
   {
-    absl::MutexLock lock(&mu_);
-    auto done_or_front = [this, writer]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    PlainMutexLock lock(&mu_);
+    mu_.Await(changed_, [this, writer]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      // Runs with mu_ held (PlainMutex::Await).
       return writer->done_ || queue_.front() == writer;
-    };
-    mu_.Await(absl::Condition(&done_or_front));
+    });
     if (writer->done_) return writer->status_;
     // This writer leads: it and those behind it, up to the byte limit.
     size_t bytes = 0;
@@ -144,7 +144,7 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   // and form the next one.
   rocksdb::Status s = failed;
   if (s.ok()) s = WriteGroup(db, group);
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   if (!s.ok() && failed_.ok()) failed_ = s;
   if (failed.ok()) {
     ++groups_;
@@ -158,22 +158,22 @@ rocksdb::Status CommitQueue::Wait(rocksdb::DB* db, Writer* writer) {
   }
   front_hint_.store(queue_.empty() ? nullptr : queue_.front(),
                     std::memory_order_release);
-  // Unlocking wakes the writers done and the next leader.
+  changed_.notify_all();  // the writers done, and the next leader
   return s;
 }
 
 void CommitQueue::Reset() {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   failed_ = rocksdb::Status::OK();
 }
 
 uint64_t CommitQueue::groups() const {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return groups_;
 }
 
 uint64_t CommitQueue::writes() const {
-  absl::MutexLock lock(&mu_);
+  PlainMutexLock lock(&mu_);
   return writes_;
 }
 

@@ -314,7 +314,7 @@ absl::StatusOr<bool> EngineImpl::WriteCommit(Store& store,
     // Written alone with unordered_writes, so its own header was stamped.
     run.sequence = hooks_.unordered_writes ? CommitQueue::LastSequenceOf(batch)
                                            : writer.last_sequence();
-    absl::MutexLock lock(&durations_mu_);
+    PlainMutexLock lock(&durations_mu_);
     commit_micros_.Add(std::chrono::duration<double, std::micro>(
                            std::chrono::steady_clock::now() - write_start)
                            .count());

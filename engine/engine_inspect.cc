@@ -184,7 +184,7 @@ Options EngineImpl::options() {
 absl::StatusOr<Stats> EngineImpl::GetStats() {
   Stats stats;
   {
-    absl::MutexLock lock(&durations_mu_);
+    PlainMutexLock lock(&durations_mu_);
     const LatencyHistogram& h = commit_micros_;
     CommitDurations& d = stats.commit_durations;
     int64_t below = 0;

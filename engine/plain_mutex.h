@@ -8,9 +8,10 @@
 // (EngineImpl::commit_mu_) use this instead (docs/performance.md, "Per-call
 // costs and the hashed memtable"), and so do the locks of
 // engine/state_versions.h (three or four times a commit) and
-// engine/inflight_ids.h (twice), whose waits use Await with a condition
-// variable; every other lock, and every lock that needs shared holders,
-// stays an absl::Mutex.
+// engine/inflight_ids.h (twice), the commit queue's (engine/commit_queue.h,
+// three times) and the commit-duration histogram's (once), whose waits use
+// Await with a condition variable; every other lock, and every lock that
+// needs shared holders, stays an absl::Mutex.
 
 #ifndef IDEM_ENGINE_PLAIN_MUTEX_H_
 #define IDEM_ENGINE_PLAIN_MUTEX_H_
