@@ -199,9 +199,10 @@ int main(int argc, char** argv) {
   options.transactional_output = flags.transactional;
   options.workers = flags.workers;
   if (flags.key_ordering) options.ordering = idem::kafka::Ordering::kKey;
-  options.kafka_config = {{"session.timeout.ms", "3000"},
-                          {"heartbeat.interval.ms", "100"},
-                          {"log_level", "3"}};
+  options.kafka_config = {
+      {"session.timeout.ms", std::to_string(idem::test::kTestSessionTimeoutMs)},
+      {"heartbeat.interval.ms", "100"},
+      {"log_level", "3"}};
   if (!flags.stall_at.empty()) {
     options.max_batch = 6;
     options.kafka_config.emplace_back("max.poll.interval.ms", "4000");

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -23,6 +24,7 @@ namespace {
 
 using ::idem::test::ApplyRecord;
 using ::idem::test::KafkaTestBed;
+using ::idem::test::kTestSessionTimeoutMs;
 using ::idem::test::MakeStream;
 using ::idem::test::PollUntil;
 using ::idem::test::ProducedStream;
@@ -100,7 +102,9 @@ TEST_F(KafkaConsumerOperationsTest, OnLostIsCalledWhenTheAssignmentIsLost) {
   ASSERT_NO_FATAL_FAILURE(Produce(8, 1));
   ASSERT_OPEN(engine, dir_.Sub("store"), Options());
   ConsumerOptions options = TestConsumerOptions(bed_, "g");
-  options.kafka_config.emplace_back("max.poll.interval.ms", "3000");
+  // The shortest librdkafka accepts: the session's.
+  options.kafka_config.emplace_back("max.poll.interval.ms",
+                                    absl::StrCat(kTestSessionTimeoutMs));
   int revoked = 0;
   std::set<int32_t> lost;
   options.on_revoke = [&](const std::string&, int32_t) { ++revoked; };
@@ -113,7 +117,8 @@ TEST_F(KafkaConsumerOperationsTest, OnLostIsCalledWhenTheAssignmentIsLost) {
   ASSERT_TRUE(PollUntil(**consumer, ApplyRecord, [&] {
                 return (*consumer)->stats().records == 8;
               }).ok());
-  absl::SleepFor(absl::Seconds(4));  // past max.poll.interval.ms
+  // Past max.poll.interval.ms.
+  absl::SleepFor(absl::Milliseconds(kTestSessionTimeoutMs) + absl::Seconds(1));
   ASSERT_TRUE(PollUntil(
                   **consumer, ApplyRecord,
                   [&] { return lost.size() == kOperationsPartitions; },

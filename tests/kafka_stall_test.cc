@@ -252,7 +252,9 @@ struct StallSetup {
   // transaction needs more than a second on a busy machine, and on the mock
   // the records a timed-out transaction delivered stay readable (the mock
   // aborts nothing), unlike against brokers.
-  absl::Duration max_poll_interval = absl::Seconds(3);
+  // At least test::kTestSessionTimeoutMs.
+  absl::Duration max_poll_interval =
+      absl::Milliseconds(test::kTestSessionTimeoutMs);
   absl::Duration transaction_timeout = absl::Seconds(2);
   // The brokers' answer to a stalled member's late TxnOffsetCommit is
   // injected before each wake-up (see the file comment).
@@ -289,7 +291,8 @@ class KafkaStallTest : public test::ChangelogTestBase {
 
   // Transactional output, small batches (a stalled batch is part of a
   // cycle), and a short max.poll.interval.ms (the transaction timeout must
-  // stay below it, session.timeout.ms may not exceed it).
+  // stay below it; the session, test::kTestSessionTimeoutMs, may not exceed
+  // it).
   ConsumerOptions StallOptions(const StallSetup& setup,
                                std::vector<RestoreReport>* reports) {
     ConsumerOptions options = MemberOptions(reports);
@@ -299,7 +302,6 @@ class KafkaStallTest : public test::ChangelogTestBase {
     const std::string max_poll_ms =
         absl::StrCat(absl::ToInt64Milliseconds(setup.max_poll_interval));
     options.kafka_config.emplace_back("max.poll.interval.ms", max_poll_ms);
-    options.kafka_config.emplace_back("session.timeout.ms", max_poll_ms);
     return options;
   }
 

@@ -13,10 +13,10 @@
 // member on the same store, in the same group; a member in this process
 // then consumes the rest. Every input message is applied once, each
 // partition's total is exact, and a read_committed reader counts every
-// output once. Each restart waits about 6 s for the mock's group to give
+// output once. Each restart waits about 7 s for the mock's group to give
 // the killed member's partitions to its successor (its rebalance delays
-// and the killed member's session.timeout.ms of 3 s), so the kills take
-// about two minutes.
+// and the killed member's session.timeout.ms, test::kTestSessionTimeoutMs),
+// so the kills take about two minutes.
 //
 // What the readers can show here. librdkafka 2.0.2's mock cluster keeps no
 // transaction state (tests/kafka_transactional_test.cc says what it lacks):

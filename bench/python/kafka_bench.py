@@ -32,7 +32,7 @@ BATCH = 500
 PARTITIONS = 4
 # As examples/python/kafka_native_consumer.py: a short session, so a group
 # is handed on quickly, and librdkafka's notices kept out.
-KAFKA_CONFIG = {"session.timeout.ms": 3000, "heartbeat.interval.ms": 100,
+KAFKA_CONFIG = {"session.timeout.ms": 4000, "heartbeat.interval.ms": 100,
                 "log_level": 3}
 
 

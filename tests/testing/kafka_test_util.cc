@@ -238,9 +238,10 @@ kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
   options.topics = {bed.topic};
   options.poll_timeout = absl::Milliseconds(50);
   options.retry_backoff = absl::Milliseconds(1);
-  options.kafka_config = {{"session.timeout.ms", "3000"},
-                          {"heartbeat.interval.ms", "100"},
-                          {"log_level", "3"}};
+  options.kafka_config = {
+      {"session.timeout.ms", absl::StrCat(kTestSessionTimeoutMs)},
+      {"heartbeat.interval.ms", "100"},
+      {"log_level", "3"}};
   return options;
 }
 

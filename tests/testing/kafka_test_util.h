@@ -120,8 +120,30 @@ absl::Status PollUntil(kafka::Consumer& consumer, kafka::Handler handler,
                        const std::function<bool()>& done,
                        absl::Duration timeout = absl::Seconds(60));
 
+// librdkafka 2.0.2's mock cluster elects the first member of an empty group
+// this long after its JoinGroup (its stand-in for the brokers'
+// group.initial.rebalance.delay.ms; rdkafka_mock_cgrp.c). Its session sweep,
+// once a second, drops a member whose session.timeout.ms has passed since
+// that JoinGroup, waiting answer included: the answer is never sent, and the
+// member's connection stays blocked until librdkafka gives the JoinGroup up
+// (max.poll.interval.ms + 3 s, 303 s by default). A session of exactly this
+// long lost that race whenever the sweep ran late (2 of 109 runs of the
+// transactional outage test on a loaded machine: the consumer rejoined its
+// emptied group and was never answered).
+inline constexpr int kMockFirstElectionMs = 3000;
+// How long the mock's election may run late without dropping the member: the
+// margin its rebalances of a group with members leave too (they wait
+// session.timeout.ms - 1 s).
+inline constexpr int kMockElectionMarginMs = 1000;
+// session.timeout.ms of the tests' consumers (TestConsumerOptions and the
+// child consumer): as short as the mock's first election allows, so that a
+// killed member's partitions move on soon. A test that sets
+// max.poll.interval.ms sets it to at least this (librdkafka refuses less).
+inline constexpr int kTestSessionTimeoutMs =
+    kMockFirstElectionMs + kMockElectionMarginMs;
+
 // ConsumerOptions for `bed` with fast settings for tests (short poll and
-// retry backoff, short session timeout).
+// retry backoff, session.timeout.ms kTestSessionTimeoutMs).
 kafka::ConsumerOptions TestConsumerOptions(const KafkaTestBed& bed,
                                            const std::string& group);
 
