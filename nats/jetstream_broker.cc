@@ -133,6 +133,14 @@ absl::Duration ShortestAckWait(const ConsumerOptions& options) {
 
 }  // namespace
 
+int SafeFetchSize(natsSubscription* subscription, int max) {
+  int waiting = 0;
+  if (natsSubscription_GetPending(subscription, &waiting, nullptr) != NATS_OK) {
+    return max;  // closed: the fetch reports it
+  }
+  return waiting > 0 ? 1 : max;
+}
+
 absl::Status CheckSubject(std::string_view subject) {
   auto refused = [&](std::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -440,7 +448,8 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(
     std::vector<brokers::Delivery> batch) {
   natsMsgList list = {nullptr, 0};
   jsErrCode js_error = static_cast<jsErrCode>(0);
-  natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
+  natsStatus s = natsSubscription_Fetch(&list, subscription_,
+                                        SafeFetchSize(subscription_, max),
                                         Millis(timeout), &js_error);
   Fetched fetched;
   if (list.Count == 0) {
