@@ -96,6 +96,7 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
   absl::Duration broker_time;
   absl::Duration fetch_time;
   absl::Duration paused_time;
+  absl::StatusOr<std::vector<Delivery>> batch;
   absl::Status status = [&]() -> absl::Status {
     // Step 0: backpressure: no fetch while the outbox is over its bound.
     absl::StatusOr<bool> room;
@@ -107,7 +108,6 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
     if (!*room) return absl::OkStatus();
     paused_time = absl::ZeroDuration();  // room: not paused
     // Step 1: receive.
-    absl::StatusOr<std::vector<Delivery>> batch;
     {
       Timed timed(&fetch_time);
       batch = broker_->Receive(options_.max_batch, options_.receive_timeout);
@@ -158,6 +158,8 @@ absl::StatusOr<BatchReport> DeliveryLoop::PollBatch(Handler handler) {
     if (options_.relay_outbox) report.outbox_error = Relay(report);
     return absl::OkStatus();
   }();
+  // Step 6: the batch's memory goes back to the broker.
+  if (batch.ok()) broker_->Recycle(std::move(*batch));
   Count(report, engine_time, broker_time, fetch_time);
   if (report.paused) {
     absl::MutexLock lock(&mu_);

@@ -133,6 +133,14 @@ absl::Duration ShortestAckWait(const ConsumerOptions& options) {
 
 }  // namespace
 
+int SafeFetchSize(natsSubscription* subscription, int max) {
+  int waiting = 0;
+  if (natsSubscription_GetPending(subscription, &waiting, nullptr) != NATS_OK) {
+    return max;  // closed: the fetch reports it
+  }
+  return waiting > 0 ? 1 : max;
+}
+
 absl::Status CheckSubject(std::string_view subject) {
   auto refused = [&](std::string_view rule) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -413,23 +421,45 @@ absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
     fetched = prefetch_.get();
     if (in_progress_ != nullptr) in_progress_->PromotePrefetched();
   } else {
-    fetched = Fetch(max, timeout, InProgress::kCurrent);
+    fetched = Fetch(max, timeout, InProgress::kCurrent, TakeSpare());
   }
+  if (!fetched.unused.empty()) Recycle(std::move(fetched.unused));
   if (!fetched.status.ok()) return fetched.status;
   if (options_.prefetch) StartPrefetch(max, timeout);
   return std::move(fetched.deliveries);
 }
 
-JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
-                                                InProgress::Slot slot) {
+void JetStreamBroker::Recycle(std::vector<brokers::Delivery> batch) {
+  constexpr size_t kMaxSpare = 2;  // the batch processed, the one prefetched
+  if (!batch.empty() && spare_.size() < kMaxSpare) {
+    spare_.push_back(std::move(batch));
+  }
+}
+
+std::vector<brokers::Delivery> JetStreamBroker::TakeSpare() {
+  if (spare_.empty()) return {};
+  std::vector<brokers::Delivery> batch = std::move(spare_.back());
+  spare_.pop_back();
+  return batch;
+}
+
+JetStreamBroker::Fetched JetStreamBroker::Fetch(
+    int max, absl::Duration timeout, InProgress::Slot slot,
+    std::vector<brokers::Delivery> batch) {
   natsMsgList list = {nullptr, 0};
   jsErrCode js_error = static_cast<jsErrCode>(0);
-  natsStatus s = natsSubscription_Fetch(&list, subscription_, max,
+  natsStatus s = natsSubscription_Fetch(&list, subscription_,
+                                        SafeFetchSize(subscription_, max),
                                         Millis(timeout), &js_error);
   Fetched fetched;
-  fetched.deliveries.reserve(static_cast<size_t>(list.Count));
-  for (int i = 0; i < list.Count; ++i)
-    MakeDelivery(list.Msgs[i], fetched.deliveries.emplace_back());
+  if (list.Count == 0) {
+    fetched.unused = std::move(batch);
+  } else {
+    // Fewer messages than the batch held: the rest of it is freed.
+    batch.resize(static_cast<size_t>(list.Count));
+    for (int i = 0; i < list.Count; ++i) MakeDelivery(list.Msgs[i], batch[i]);
+    fetched.deliveries = std::move(batch);
+  }
   natsMsgList_Destroy(&list);
   if (in_progress_ != nullptr && !fetched.deliveries.empty()) {
     // One buffer for the batch, each subject NUL-terminated.
@@ -452,8 +482,9 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(int max, absl::Duration timeout,
 
 void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
   try {
-    prefetch_ = std::async(std::launch::async, [this, max, timeout] {
-      return Fetch(max, timeout, InProgress::kPrefetched);
+    prefetch_ = std::async(std::launch::async, [this, max, timeout,
+                                                batch = TakeSpare()]() mutable {
+      return Fetch(max, timeout, InProgress::kPrefetched, std::move(batch));
     });
   } catch (const std::system_error&) {
     // No thread to be had: the next Receive fetches itself.
@@ -539,11 +570,15 @@ std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
 }
 
 void JetStreamBroker::MakeDelivery(natsMsg* msg, brokers::Delivery& delivery) {
-  delivery.source = options_.stream;
+  // Every field is assigned (a recycled delivery holds another message's).
+  delivery.source.assign(options_.stream);
+  delivery.partition = 0;
+  delivery.offset = -1;
+  delivery.event_time = absl::InfinitePast();
+  delivery.final_delivery = false;
   delivery.payload.assign(natsMsg_GetData(msg), natsMsg_GetDataLength(msg));
-  if (const char* reply = natsMsg_GetReply(msg); reply != nullptr) {
-    delivery.receipt = reply;
-  }
+  const char* reply = natsMsg_GetReply(msg);
+  delivery.receipt.assign(reply != nullptr ? reply : "");
   std::optional<AckSubject> meta = ParseAckSubject(delivery.receipt);
   if (!meta.has_value()) {
     jsMsgMetaData* nats_meta = nullptr;
@@ -566,12 +601,15 @@ void JetStreamBroker::MakeDelivery(natsMsg* msg, brokers::Delivery& delivery) {
         max_deliver_ > 0 &&
         meta->delivered >= static_cast<uint64_t>(max_deliver_);
   }
-  AppendHeaders(msg, &delivery.headers);
+  ReadHeaders(msg, &delivery.headers);
   std::optional<std::string_view> id;
   if (!options_.id_header.empty()) id = delivery.Header(options_.id_header);
-  delivery.id = id.has_value()
-                    ? std::string(*id)
-                    : absl::StrCat(options_.stream, "/", delivery.offset);
+  if (id.has_value()) {
+    delivery.id.assign(id->data(), id->size());
+  } else {
+    delivery.id.assign(options_.stream);
+    absl::StrAppend(&delivery.id, "/", delivery.offset);
+  }
 }
 
 absl::Status JetStreamBroker::Reply(

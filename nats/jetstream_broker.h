@@ -52,6 +52,17 @@ struct AckSubject {
 // its names for every message.)
 std::optional<AckSubject> ParseAckSubject(std::string_view reply);
 
+// How many messages a fetch of up to `max` on `subscription` may ask for:
+// `max`, or 1 while messages wait in the subscription already (late
+// deliveries of an earlier pull request whose fetch timed out). nats.c
+// before 3.8.1 (Debian 12 ships 3.4.1; nats-io/nats.c pull request 749)
+// writes past the end of the list a fetch returns when the fetch starts
+// with messages waiting and takes more than half its batch from them: it
+// then waits for more than it asked the server for. A fetch of one
+// cannot; it takes one waiting message, or asks for one. That is rare: a
+// fetch that timed out while the server was still delivering.
+int SafeFetchSize(natsSubscription* subscription, int max);
+
 class JetStreamBroker : public brokers::Broker {
  public:
   explicit JetStreamBroker(const ConsumerOptions& options);
@@ -93,6 +104,8 @@ class JetStreamBroker : public brokers::Broker {
   // (JetStream answers, but nothing takes the message); another JetStream
   // error kFailedPrecondition.
   absl::Status Publish(const OutboxEntry& entry) override;
+  // Keeps `batch` (at most two) to fill a later fetch's deliveries in place.
+  void Recycle(std::vector<brokers::Delivery> batch) override;
   // CheckSubject.
   absl::Status CheckDestination(std::string_view destination) const override {
     return CheckSubject(destination);
@@ -122,10 +135,16 @@ class JetStreamBroker : public brokers::Broker {
   struct Fetched {
     absl::Status status;
     std::vector<brokers::Delivery> deliveries;
+    // The batch Fetch was given to fill, when nothing came to fill it with.
+    std::vector<brokers::Delivery> unused;
   };
 
-  // One fetch; with in-progress acks, its messages are held in `slot`.
-  Fetched Fetch(int max, absl::Duration timeout, InProgress::Slot slot);
+  // One fetch, its deliveries filled in place in `batch` (a recycled one,
+  // or empty); with in-progress acks, its messages are held in `slot`.
+  Fetched Fetch(int max, absl::Duration timeout, InProgress::Slot slot,
+                std::vector<brokers::Delivery> batch);
+  // A recycled batch to fill, or an empty one.
+  std::vector<brokers::Delivery> TakeSpare();
   // Runs Fetch(max, timeout) on a thread of its own, into prefetch_.
   void StartPrefetch(int max, absl::Duration timeout);
   // Waits for the prefetch in flight, if any, and NAKs what it brought, so
@@ -144,7 +163,8 @@ class JetStreamBroker : public brokers::Broker {
   // A flush, if replies were sent since the last one: returns once the
   // server has processed them.
   absl::Status ConfirmReplies(std::string_view what);
-  // Fills `delivery` (a default one, in place in its batch) from `msg`.
+  // Fills `delivery` (a default one, or one of a recycled batch: every
+  // field is set, its strings' memory reused) from `msg`.
   void MakeDelivery(natsMsg* msg, brokers::Delivery& delivery);
   // The error of a JetStream publish to `subject` that got no responders:
   // kNotFound if JetStream answers (so no stream captures the subject),
@@ -158,6 +178,8 @@ class JetStreamBroker : public brokers::Broker {
   // The fetch running ahead (options_.prefetch), on its own thread; it
   // alone uses subscription_ while it runs.
   std::future<Fetched> prefetch_;
+  // Batches the loop is done with (Recycle), for Fetch to fill again.
+  std::vector<std::vector<brokers::Delivery>> spare_;
   // Replies were sent and not yet confirmed by a flush.
   bool unconfirmed_replies_ = false;
   bool keep_prefetched_on_close_ = false;

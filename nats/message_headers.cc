@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <tuple>
 
 namespace idem::nats {
@@ -22,17 +23,40 @@ std::string_view TrimSpaces(std::string_view s) {
   return s;
 }
 
+// Writes headers over a list's entries in order, reusing their strings'
+// memory, then drops the entries left over (Finish).
+class HeaderWriter {
+ public:
+  explicit HeaderWriter(HeaderList* out) : out_(out) {}
+
+  void Add(std::string_view name, std::string_view value) {
+    if (written_ < out_->size()) {
+      auto& [old_name, old_value] = (*out_)[written_];
+      old_name.assign(name.data(), name.size());
+      old_value.assign(value.data(), value.size());
+    } else {
+      out_->emplace_back(std::piecewise_construct,
+                         std::forward_as_tuple(name.data(), name.size()),
+                         std::forward_as_tuple(value.data(), value.size()));
+    }
+    ++written_;
+  }
+  void Finish() { out_->resize(written_); }
+
+ private:
+  HeaderList* const out_;
+  size_t written_ = 0;
+};
+
 // One "Name: value" line (without its "\r\n") into `out`; false if it is
 // not one nats.c reads as such.
-bool ParseHeaderLine(std::string_view line, HeaderList* out) {
+bool ParseHeaderLine(std::string_view line, HeaderWriter& out) {
   if (line.empty() || IsSpace(line.front())) return false;  // folded line
   const size_t colon = line.find(':');
   if (colon == std::string_view::npos || colon == 0) return false;
   const std::string_view value = TrimSpaces(line.substr(colon + 1));
   if (value.empty()) return false;
-  out->emplace_back(std::piecewise_construct,
-                    std::forward_as_tuple(line.data(), colon),
-                    std::forward_as_tuple(value.data(), value.size()));
+  out.Add(line.substr(0, colon), value);
   return true;
 }
 
@@ -58,22 +82,24 @@ bool LayoutKnown() {
   return known;
 }
 
-void AppendHeadersFromMap(natsMsg* msg, HeaderList* out) {
+void ReadHeadersFromMap(natsMsg* msg, HeaderList* out) {
+  HeaderWriter writer(out);
   const char** keys = nullptr;
   int key_count = 0;
-  if (natsMsgHeader_Keys(msg, &keys, &key_count) != NATS_OK) return;
-  for (int k = 0; k < key_count; ++k) {
-    const char** values = nullptr;
-    int value_count = 0;
-    if (natsMsgHeader_Values(msg, keys[k], &values, &value_count) != NATS_OK) {
-      continue;
+  if (natsMsgHeader_Keys(msg, &keys, &key_count) == NATS_OK) {
+    for (int k = 0; k < key_count; ++k) {
+      const char** values = nullptr;
+      int value_count = 0;
+      if (natsMsgHeader_Values(msg, keys[k], &values, &value_count) !=
+          NATS_OK) {
+        continue;
+      }
+      for (int v = 0; v < value_count; ++v) writer.Add(keys[k], values[v]);
+      free(static_cast<void*>(values));
     }
-    for (int v = 0; v < value_count; ++v) {
-      out->emplace_back(keys[k], values[v]);
-    }
-    free(static_cast<void*>(values));
+    free(static_cast<void*>(keys));
   }
-  free(static_cast<void*>(keys));
+  writer.Finish();
 }
 
 }  // namespace
@@ -88,19 +114,21 @@ bool ParseHeaderBlock(std::string_view block, HeaderList* out) {
   const std::string_view status =
       block.substr(kStatusLinePrefix.size(), end - kStatusLinePrefix.size());
   if (!TrimSpaces(status).empty()) return false;
-  const size_t size_before = out->size();
+  HeaderWriter writer(out);
   size_t start = end + kLineEnd.size();
   while (start < block.size()) {
     end = block.find(kLineEnd, start);
-    if (end == std::string_view::npos) break;
+    if (end == std::string_view::npos) return false;
     if (end == start) {  // the blank line: it must end the block
-      if (end + kLineEnd.size() == block.size()) return true;
-      break;
+      if (end + kLineEnd.size() != block.size()) return false;
+      writer.Finish();
+      return true;
     }
-    if (!ParseHeaderLine(block.substr(start, end - start), out)) break;
+    if (!ParseHeaderLine(block.substr(start, end - start), writer)) {
+      return false;
+    }
     start = end + kLineEnd.size();
   }
-  out->resize(size_before);
   return false;
 }
 
@@ -128,12 +156,14 @@ std::optional<std::string_view> ReceivedHeaderBlock(natsMsg* msg) {
   return std::string_view(layout.hdr, static_cast<size_t>(layout.hdr_len));
 }
 
-void AppendHeaders(natsMsg* msg, HeaderList* out) {
+void ReadHeaders(natsMsg* msg, HeaderList* out) {
   const std::optional<std::string_view> block = ReceivedHeaderBlock(msg);
-  if (block.has_value() && (block->empty() || ParseHeaderBlock(*block, out))) {
+  if (block.has_value() && block->empty()) {
+    out->clear();
     return;
   }
-  AppendHeadersFromMap(msg, out);
+  if (block.has_value() && ParseHeaderBlock(*block, out)) return;
+  ReadHeadersFromMap(msg, out);
 }
 
 }  // namespace idem::nats

@@ -20,14 +20,17 @@ namespace idem::nats {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
-// Appends to `out` the headers of `block`, a NATS header block as the server
+// Sets `out` to the headers of `block`, a NATS header block as the server
 // sends it ("NATS/1.0[ status]\r\n", then "Name: value\r\n" lines, then
 // "\r\n"), in their order, names repeating as they do, each value trimmed of
 // the spaces around it: what natsMsgHeader_Keys and _Values give for the
-// same block. Returns false, leaving `out` as it was, for any block it does
-// not read the same way as nats.c: a malformed one, an empty name or value,
-// a folded (continuation) line, or a status on the first line (which nats.c
-// turns into headers of its own). The caller then asks nats.c.
+// same block. The strings `out` holds are written over (their memory
+// reused), so a list refilled for every message allocates only when a
+// header outgrows its string. Returns false for any block it does not read
+// the same way as nats.c: a malformed one, an empty name or value, a
+// folded (continuation) line, or a status on the first line (which nats.c
+// turns into headers of its own); `out` then holds some of its first
+// headers, or what it held. The caller then asks nats.c.
 bool ParseHeaderBlock(std::string_view block, HeaderList* out);
 
 // The header block of `msg`, a message received from the server, read in
@@ -38,10 +41,10 @@ bool ParseHeaderBlock(std::string_view block, HeaderList* out);
 // The view lives as long as `msg`.
 std::optional<std::string_view> ReceivedHeaderBlock(natsMsg* msg);
 
-// `msg`'s headers, appended to `out`: ParseHeaderBlock on
+// Sets `out` to `msg`'s headers, reusing its strings: ParseHeaderBlock on
 // ReceivedHeaderBlock where it can, else natsMsgHeader_Keys and _Values
 // (then grouped by name, in nats.c's map order).
-void AppendHeaders(natsMsg* msg, HeaderList* out);
+void ReadHeaders(natsMsg* msg, HeaderList* out);
 
 }  // namespace idem::nats
 

@@ -248,6 +248,26 @@ TEST_F(DeliveryLoopTest, FetchesCountReceivesThatBroughtDeliveries) {
   EXPECT_EQ(stats.reconnects, 3);
 }
 
+// Each batch goes back to the broker (Broker::Recycle) once the loop is
+// done with it: acknowledged, or nacked when the run failed.
+TEST_F(DeliveryLoopTest, HandsEachBatchBackAfterAnsweringIt) {
+  LoopOptions options = FastOptions();
+  options.max_batch = 2;
+  options.dead_letter_destination.clear();
+  DeliveryLoop loop(&engine(), &broker_, options);
+  broker_.Add("a", "1");
+  broker_.Add("b", "2");
+  broker_.Add("c", "3");
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  ASSERT_TRUE(loop.PollBatch(AddToSum).ok());
+  EXPECT_THAT(broker_.recycled,
+              ElementsAre(ElementsAre("0", "1"), ElementsAre("2")));
+  broker_.Add("bad", "x");  // given up on, no dead-letter destination
+  EXPECT_FALSE(loop.PollBatch(AddToSum).ok());
+  EXPECT_THAT(broker_.recycled.back(), ElementsAre("3"));
+  EXPECT_THAT(broker_.nacked, ElementsAre("3"));
+}
+
 TEST_F(DeliveryLoopTest, WithoutDeadLetterDestinationGivingUpAbortsAndNacks) {
   LoopOptions options = FastOptions();
   options.dead_letter_destination.clear();

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -605,6 +606,56 @@ TEST_F(NatsConsumerTest, EmptyIdArrivesAsNoIdAndIsNamedByTheSequence) {
       [&] { return Drained(stream_, "d"); });
   EXPECT_EQ((*consumer)->stats().dead_lettered, 0);
   EXPECT_THAT(ids, testing::ElementsAre(stream_ + "/1", stream_ + "/2"));
+}
+
+// The consumer fills each batch in the deliveries of one the loop is done
+// with: messages with headers and without, long payloads and short,
+// alternate one per batch, and none carries anything of the one before.
+TEST_F(NatsConsumerTest, RecycledDeliveriesCarryNothingOfTheMessageBefore) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  ConsumerOptions options = BaseOptions();
+  options.delivery.max_batch = 1;
+  auto consumer = Consumer::Create(engine.get(), options);
+  ASSERT_TRUE(consumer.ok()) << consumer.status();
+  constexpr int kMessages = 8;
+  const std::string long_payload(100, 'p');
+  for (int i = 0; i < kMessages; ++i) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (i % 2 == 0) {
+      headers = {{"message-id", absl::StrCat("with-headers-", i)},
+                 {"trace", std::string(40, 't')}};
+    }
+    ASSERT_TRUE(client_
+                    ->Publish(stream_ + ".in",
+                              i % 2 == 0 ? long_payload : std::to_string(i),
+                              headers)
+                    .ok());
+  }
+  std::vector<Delivery> seen;
+  test::Drain(
+      **consumer,
+      [&](const Delivery& d, Txn&) {
+        seen.push_back(d);
+        return absl::OkStatus();
+      },
+      [&] { return Drained(stream_, "d"); });
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kMessages));
+  for (int i = 0; i < kMessages; ++i) {
+    const Delivery& d = seen[static_cast<size_t>(i)];
+    EXPECT_EQ(d.offset, i + 1);
+    EXPECT_EQ(d.source, stream_);
+    EXPECT_NE(d.event_time, absl::InfinitePast());
+    EXPECT_FALSE(d.final_delivery);
+    if (i % 2 == 0) {
+      EXPECT_EQ(d.id, absl::StrCat("with-headers-", i));
+      EXPECT_EQ(d.payload, long_payload);
+      EXPECT_EQ(d.headers.size(), 2u);
+    } else {
+      EXPECT_EQ(d.id, absl::StrCat(stream_, "/", i + 1));
+      EXPECT_EQ(d.payload, std::to_string(i));
+      EXPECT_TRUE(d.headers.empty());
+    }
+  }
 }
 
 // The server is restarted while a consumer runs (and half the stream is

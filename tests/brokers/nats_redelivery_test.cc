@@ -1,8 +1,11 @@
 // idem::nats::Consumer's redelivery settings against a real nats-server
 // with JetStream (the fixture: tests/brokers/nats_suite.h): in-progress acks
 // for a batch that outlasts the ack wait, MaxDeliver's last delivery
-// dead-lettered, an existing durable consumer bound as it is, and a server
-// paused longer than the ack wait.
+// dead-lettered, an existing durable consumer bound as it is, a server
+// paused longer than the ack wait, and a fetch that starts with messages
+// waiting kept to one.
+
+#include <nats/nats.h>
 
 #include <memory>
 #include <string>
@@ -16,6 +19,8 @@
 #include "idem/engine.h"
 #include "idem/nats/consumer.h"
 #include "nats/consumer_hooks.h"
+#include "nats/jetstream_broker.h"
+#include "servers/nats_server.h"
 #include "tests/brokers/nats_suite.h"
 #include "tests/testing/recording_logger.h"
 
@@ -24,6 +29,59 @@ namespace {
 
 using test::ApplyLedger;
 using test::Ledger;
+
+// A fetch that starts with messages waiting in its subscription (here
+// those of a pull request sent by hand, as a timed-out fetch leaves them)
+// asks for one message, the size nats.c 3.4's fetch cannot overflow its
+// list with; without any waiting, the whole batch.
+TEST_F(NatsConsumerTest, AFetchStartingWithMessagesWaitingAsksForOne) {
+  std::unique_ptr<Engine> engine = OpenEngine("db");
+  {
+    auto creator = Consumer::Create(engine.get(), BaseOptions());  // durable
+    ASSERT_TRUE(creator.ok()) << creator.status();
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(client_->Publish(stream_ + ".in", "1", {}).ok());
+  }
+  natsConnection* connection = nullptr;
+  jsCtx* js = nullptr;
+  natsSubscription* sub = nullptr;
+  jsErrCode js_error = static_cast<jsErrCode>(0);
+  ASSERT_EQ(natsConnection_ConnectTo(&connection,
+                                     servers::NatsUrl(server_->port()).c_str()),
+            NATS_OK);
+  ASSERT_EQ(natsConnection_JetStream(&js, connection, nullptr), NATS_OK);
+  jsSubOptions sub_options;
+  jsSubOptions_Init(&sub_options);
+  sub_options.Stream = stream_.c_str();
+  sub_options.Consumer = "d";
+  ASSERT_EQ(js_PullSubscribe(&sub, js, (stream_ + ".in").c_str(), "d", nullptr,
+                             &sub_options, &js_error),
+            NATS_OK);
+  EXPECT_EQ(SafeFetchSize(sub, 500), 500);
+  const std::string next =
+      absl::StrCat("$JS.API.CONSUMER.MSG.NEXT.", stream_, ".d");
+  ASSERT_EQ(natsConnection_PublishRequestString(
+                connection, next.c_str(), natsSubscription_GetSubject(sub),
+                "{\"batch\":2}"),
+            NATS_OK);
+  int waiting = 0;
+  for (int i = 0; i < 500 && waiting < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    ASSERT_EQ(natsSubscription_GetPending(sub, &waiting, nullptr), NATS_OK);
+  }
+  ASSERT_EQ(waiting, 2);
+  EXPECT_EQ(SafeFetchSize(sub, 500), 1);
+  natsMsgList list = {nullptr, 0};
+  ASSERT_EQ(natsSubscription_Fetch(&list, sub, SafeFetchSize(sub, 500), 1000,
+                                   &js_error),
+            NATS_OK);
+  EXPECT_EQ(list.Count, 1);
+  natsMsgList_Destroy(&list);
+  natsSubscription_Destroy(sub);
+  jsCtx_Destroy(js);
+  natsConnection_Destroy(connection);
+}
 
 // A batch whose handler runs 2.5 times the ack wait (1 s), with the next
 // fetch waiting meanwhile (prefetch, a long receive timeout): the consumer

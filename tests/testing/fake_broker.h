@@ -5,6 +5,7 @@
 #ifndef IDEM_TESTS_TESTING_FAKE_BROKER_H_
 #define IDEM_TESTS_TESTING_FAKE_BROKER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -105,6 +106,19 @@ class FakeBroker : public brokers::Broker {
     return absl::InvalidArgumentError("fake broker: no spaces in a name");
   }
 
+  // Records each batch handed back: its receipts, each with whether it was
+  // acknowledged or nacked by then.
+  void Recycle(std::vector<brokers::Delivery> batch) override {
+    std::vector<std::string> receipts;
+    for (const brokers::Delivery& d : batch) {
+      const bool answered =
+          std::find(acked.begin(), acked.end(), d.receipt) != acked.end() ||
+          std::find(nacked.begin(), nacked.end(), d.receipt) != nacked.end();
+      receipts.push_back(answered ? d.receipt : d.receipt + " unanswered");
+    }
+    recycled.push_back(std::move(receipts));
+  }
+
   int64_t Reconnects() const override { return reconnects; }
   int64_t CompetingConsumers() const override { return competing; }
 
@@ -131,6 +145,7 @@ class FakeBroker : public brokers::Broker {
   std::vector<std::string> acked;
   std::vector<std::string> nacked;
   std::vector<OutboxEntry> published;
+  std::vector<std::vector<std::string>> recycled;
 
  private:
   std::deque<brokers::Delivery> queue_;
