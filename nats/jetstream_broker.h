@@ -54,13 +54,13 @@ std::optional<AckSubject> ParseAckSubject(std::string_view reply);
 
 // How many messages a fetch of up to `max` on `subscription` may ask for:
 // `max`, or 1 while messages wait in the subscription already (late
-// deliveries of an earlier pull request whose fetch timed out). nats.c
-// before 3.8.1 (Debian 12 ships 3.4.1; nats-io/nats.c pull request 749)
-// writes past the end of the list a fetch returns when the fetch starts
-// with messages waiting and takes more than half its batch from them: it
-// then waits for more than it asked the server for. A fetch of one
-// cannot; it takes one waiting message, or asks for one. That is rare: a
-// fetch that timed out while the server was still delivering.
+// deliveries of an earlier pull request whose fetch timed out). Debian
+// 12's nats.c 3.4.1 (memcheck places it in its _fetch) writes past the end of
+// the list a fetch returns when the fetch starts with messages waiting and
+// takes more than half its batch from them: it then waits for more than it
+// asked the server for. A fetch of one cannot; it takes one waiting message, or
+// asks for one. That is rare: a fetch that timed out while the server was still
+// delivering.
 int SafeFetchSize(natsSubscription* subscription, int max);
 
 class JetStreamBroker : public brokers::Broker {
