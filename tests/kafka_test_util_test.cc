@@ -7,6 +7,8 @@
 // emptied group with a session exactly as long as the mock's wait, and lost
 // whenever the mock's session sweep ran late.
 
+#include "tests/testing/kafka_test_util.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,7 +21,6 @@
 #include "idem/engine.h"
 #include "idem/kafka/consumer.h"
 #include "tests/testing/engine_test_util.h"
-#include "tests/testing/kafka_test_util.h"
 #include "util/temp_dir.h"
 
 namespace idem::test {
