@@ -38,6 +38,10 @@ struct ConsumerHooks {
   // Called inside PollBatch once the first record of a batch is in flight,
   // so a test can make a rebalance arrive mid-collection.
   std::function<void()> after_first_record;
+  // Called at the start of each revocation (the rebalance callback), before
+  // anything is processed, published or committed there, so a test can
+  // inject the brokers' answer to the revocation's own requests.
+  std::function<void()> before_revoke;
   // Never publish the outbox (after batches and on revocation): as a member
   // killed right after each commit would leave it. Not a broken variant.
   bool skip_relay = false;
