@@ -53,6 +53,11 @@ struct ConsumerHooks {
   // member stalled past max.poll.interval.ms publishes after its
   // successor).
   bool changelog_skip_membership_check = false;
+  // Changelog mode, broken: after a revocation's membership check failed
+  // and every partition was unfenced (cooperative assignment: some are
+  // kept), the same poll goes on taking the kept partitions' records, which
+  // meet no fence before their check.
+  bool changelog_polls_on_after_unfence = false;
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).
   bool changelog_restore_ignores_epochs = false;
