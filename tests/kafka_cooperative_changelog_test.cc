@@ -237,6 +237,14 @@ TEST_F(KafkaCooperativeChangelogTest,
   EXPECT_THAT(RunPartialRevocation({}), IsEmpty());
 }
 
+// The same with workers: what they run of the kept partitions when the
+// revocation comes is handled under the partitions' fences.
+TEST_F(KafkaCooperativeChangelogTest,
+       FailedCheckInAPartialRevocationKeepsTheKeptPartitionsGoingWithWorkers) {
+  workers_ = 3;
+  EXPECT_THAT(RunPartialRevocation({}), IsEmpty());
+}
+
 // The broken variant: the poll that served the revocation goes on taking
 // the kept partitions' records, which meet no fence.
 TEST_F(KafkaCooperativeChangelogTest,
