@@ -140,6 +140,8 @@ absl::StatusOr<BatchReport> ConsumerImpl::PollBatch(Handler handler) {
       !s.ok()) {
     return s;
   }
+  // The held partitions are checked again at the next call first.
+  if (UnfencedByRevocation()) return report;
   if (timer_pump_ != nullptr) FireDueTimers();
   if (RoundDue()) {
     if (absl::Status s = RelayOutbox(report); !s.ok()) return s;
@@ -157,6 +159,12 @@ absl::Status ConsumerImpl::PollAndProcess() {
     MessagePtr message = Poll(wait);
     wait = absl::ZeroDuration();
     if (!callback_error_.ok()) return FailFromCallback();
+    if (UnfencedByRevocation()) {
+      // Nothing more is processed before the held partitions' check, which
+      // reads from the changelog's commits what this drops.
+      in_flight_.clear();
+      return absl::OkStatus();
+    }
     if (message == nullptr) break;
     if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
         OfRestoringPartition(*message)) {

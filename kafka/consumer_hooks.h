@@ -38,6 +38,10 @@ struct ConsumerHooks {
   // Called inside PollBatch once the first record of a batch is in flight,
   // so a test can make a rebalance arrive mid-collection.
   std::function<void()> after_first_record;
+  // Called at the start of each revocation (the rebalance callback), before
+  // anything is processed, published or committed there, so a test can
+  // inject the brokers' answer to the revocation's own requests.
+  std::function<void()> before_revoke;
   // Never publish the outbox (after batches and on revocation): as a member
   // killed right after each commit would leave it. Not a broken variant.
   bool skip_relay = false;
@@ -49,6 +53,11 @@ struct ConsumerHooks {
   // member stalled past max.poll.interval.ms publishes after its
   // successor).
   bool changelog_skip_membership_check = false;
+  // Changelog mode, broken: after a revocation's membership check failed
+  // and every partition was unfenced (cooperative assignment: some are
+  // kept), the same poll goes on taking the kept partitions' records, which
+  // meet no fence before their check.
+  bool changelog_polls_on_after_unfence = false;
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).
   bool changelog_restore_ignores_epochs = false;

@@ -318,6 +318,13 @@ class ConsumerImpl final : public Consumer {
 
   // Null (no protocol) once the member has left the group, as after
   // max.poll.interval.ms passed.
+  // Changelog mode: a revocation (with cooperative assignment, partial)
+  // found this member may be out of the group and unfenced every partition
+  // (Unfence), so nothing of the partitions it keeps may be processed
+  // before RecheckPartitions, at the start of the next PollBatch.
+  bool UnfencedByRevocation() const {
+    return recheck_ && !hooks_.changelog_polls_on_after_unfence;
+  }
   bool Cooperative() const {
     const char* protocol = rd_kafka_rebalance_protocol(rk_.get());
     return protocol != nullptr && std::strcmp(protocol, "COOPERATIVE") == 0;

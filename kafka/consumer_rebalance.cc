@@ -181,6 +181,7 @@ absl::Status ConsumerImpl::StepRestores() {
 
 void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
   ++stats_.revocations;
+  if (hooks_.before_revoke) hooks_.before_revoke();
   const bool lost = rd_kafka_assignment_lost(rk_.get());
   if (runner_ != nullptr) {
     SettleWorkers(partitions, lost);

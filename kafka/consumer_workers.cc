@@ -53,6 +53,8 @@ absl::Status ConsumerImpl::TakeRecords(
       return std::exchange(callback_error_, absl::OkStatus());
     }
     if (!failed_.ok()) return failed_;
+    // No more records before the held partitions' check (PollAndProcess).
+    if (UnfencedByRevocation()) return absl::OkStatus();
     ResumeDrained(paused);
     if (message == nullptr) {
       if (runner_->Idle()) return absl::OkStatus();

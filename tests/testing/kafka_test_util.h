@@ -30,9 +30,11 @@ namespace idem::test {
 
 // Kafka protocol: API keys and error codes the tests inject
 // (kafka::MockCluster::FailNextRequests).
+inline constexpr int16_t kOffsetCommit = 8;
 inline constexpr int16_t kEndTxn = 26;
 inline constexpr int16_t kTxnOffsetCommit = 28;
 inline constexpr int32_t kIllegalGeneration = 22;
+inline constexpr int32_t kRebalanceInProgress = 27;
 inline constexpr int32_t kProducerFenced = 90;
 
 // A mock cluster with one topic and a producer for it; fails the test (and
