@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "idem/engine.h"
@@ -40,8 +41,9 @@ struct ConsumerHooks {
   std::function<void()> after_first_record;
   // Called at the start of each revocation (the rebalance callback), before
   // anything is processed, published or committed there, so a test can
-  // inject the brokers' answer to the revocation's own requests.
-  std::function<void()> before_revoke;
+  // inject the brokers' answer to the revocation's own requests. Gets the
+  // numbers of the partitions revoked.
+  std::function<void(const std::vector<int32_t>& partitions)> before_revoke;
   // Never publish the outbox (after batches and on revocation): as a member
   // killed right after each commit would leave it. Not a broken variant.
   bool skip_relay = false;
@@ -58,6 +60,10 @@ struct ConsumerHooks {
   // kept), the same poll goes on taking the kept partitions' records, which
   // meet no fence before their check.
   bool changelog_polls_on_after_unfence = false;
+  // Changelog mode with workers, broken: a revocation waits only for the
+  // revoked partitions' records, so the kept partitions' records the
+  // workers still run meet no fence once its membership check failed.
+  bool changelog_revoke_leaves_workers = false;
   // Changelog mode, broken: restores and standby copies let a commit of an
   // epoch that is over complete (ChangelogImageBuilder's epoch rule off).
   bool changelog_restore_ignores_epochs = false;

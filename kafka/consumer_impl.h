@@ -302,7 +302,9 @@ class ConsumerImpl final : public Consumer {
   // so far are handled (at most 2 * max_batch * workers in one call) and
   // brings their engine offsets to the watermark; for lost ones (or when
   // closing), drops those not started and waits only for the groups
-  // running. Nothing of them commits afterwards.
+  // running. Nothing of them commits afterwards. In changelog mode (not
+  // lost) it waits for every record taken, of kept partitions too: the
+  // membership check that follows may unfence them all.
   void SettleWorkers(const rd_kafka_topic_partition_list_t* partitions,
                      bool lost);
 

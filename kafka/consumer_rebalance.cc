@@ -181,7 +181,13 @@ absl::Status ConsumerImpl::StepRestores() {
 
 void ConsumerImpl::Revoke(rd_kafka_topic_partition_list_t* partitions) {
   ++stats_.revocations;
-  if (hooks_.before_revoke) hooks_.before_revoke();
+  if (hooks_.before_revoke) {
+    std::vector<int32_t> revoked;
+    for (int i = 0; i < partitions->cnt; ++i) {
+      revoked.push_back(partitions->elems[i].partition);
+    }
+    hooks_.before_revoke(revoked);
+  }
   const bool lost = rd_kafka_assignment_lost(rk_.get());
   if (runner_ != nullptr) {
     SettleWorkers(partitions, lost);

@@ -175,7 +175,14 @@ void ConsumerImpl::SettleWorkers(
     runner_->Cancel(revoked);
     return;
   }
-  runner_->Finish(revoked);
+  if (changelog_ != nullptr && !hooks_.changelog_revoke_leaves_workers) {
+    // The membership check that follows may unfence every partition
+    // (Unfence), kept ones too: what the workers hold of those is handled
+    // first, under their fences, as without workers (ProcessInFlight).
+    runner_->WaitIdle();
+  } else {
+    runner_->Finish(revoked);
+  }
   if (const uint64_t sequence = runner_->MaxSequence(); sequence > 0) {
     if (absl::Status s = engine_->WaitDurable(sequence); !s.ok()) {
       // Not durable: commit nothing of them to Kafka (Revoke commits the

@@ -11,14 +11,17 @@
 // test injects that answer (MockCluster::FailNextRequests) from the
 // revocation's start (ConsumerHooks::before_revoke).
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,15 +56,45 @@ constexpr absl::Duration kRebalanceWait =
     absl::Milliseconds(test::kTestSessionTimeoutMs + 1000);
 // How long the first member's polls wait for a record.
 constexpr absl::Duration kKeptRecordsWait = absl::Seconds(5);
+// With workers held (Gate): how long, from the revocation, a kept
+// partition's records wait for the revoked ones to be released.
+constexpr absl::Duration kKeptHold = absl::Seconds(1);
+// Workers of the members when the revocation comes while they hold
+// records: more than partitions, so one call's limit (2 * max_batch *
+// workers) is above what the held partitions queue before they are paused
+// (2 * max_batch each), and the call polls on until the revocation.
+constexpr int kMoreWorkersThanPartitions = kPartitions + 1;
 
 class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
  protected:
+  // Holds the first member's handler while it is `holding`: every record
+  // until a revocation begins, then the records of a partition it keeps
+  // until the revoked ones are released (or kKeptHold passed). So the
+  // revocation comes while the workers still hold kept partitions' records.
+  struct Gate {
+    absl::Mutex mu;
+    bool holding ABSL_GUARDED_BY(mu) = false;
+    bool revoking ABSL_GUARDED_BY(mu) = false;
+    bool released ABSL_GUARDED_BY(mu) = false;
+    std::set<int32_t> revoked ABSL_GUARDED_BY(mu);
+    absl::Time revoked_at ABSL_GUARDED_BY(mu) = absl::InfinitePast();
+
+    void Pass(int32_t partition, absl::Time deadline) {
+      absl::MutexLock lock(&mu);
+      if (!holding) return;
+      mu.AwaitWithDeadline(absl::Condition(&revoking), deadline);
+      if (revoked.contains(partition)) return;
+      mu.AwaitWithDeadline(absl::Condition(&released), revoked_at + kKeptHold);
+    }
+  };
+
   // A member of the group: its store, consumer and held partitions.
   struct Member {
     std::unique_ptr<Engine> store;
     std::unique_ptr<Consumer> consumer;
     std::set<int32_t> held;
-    int lost = 0;  // partitions it lost (ConsumerOptions::on_lost)
+    int lost = 0;          // partitions it lost (ConsumerOptions::on_lost)
+    Gate* gate = nullptr;  // told when partitions are revoked
   };
 
   // Options of a cooperative changelog-mode member; `held` follows its
@@ -69,6 +102,7 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
   // membership check is its first OffsetCommit.
   ConsumerOptions CooperativeOptions(Member* member) {
     std::set<int32_t>* held = &member->held;
+    Gate* gate = member->gate;
     ConsumerOptions options = MemberOptions(&reports_);
     options.max_batch = 10;
     options.commit_to_kafka = false;
@@ -77,14 +111,18 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
     options.on_assign = [held](const kafka::PartitionStart& start) {
       held->insert(start.partition);
     };
-    options.on_revoke = [held](const std::string&, int32_t partition) {
+    options.on_revoke = [held, gate](const std::string&, int32_t partition) {
       held->erase(partition);
+      if (gate == nullptr) return;
+      absl::MutexLock lock(&gate->mu);
+      gate->released = true;
     };
     options.on_lost = [member](const std::string&, int32_t partition) {
       member->held.erase(partition);
       ++member->lost;
     };
     options.dead_letter = [this](const Record& record, const absl::Status&) {
+      absl::MutexLock lock(&dead_lettered_mu_);  // called by workers
       dead_lettered_.insert(std::string(record.id));
       return absl::OkStatus();
     };
@@ -107,10 +145,15 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
   // One PollBatch of `member`; false (the error noted in problems_) on an
   // error that would end Consumer::Run.
   bool PollOnce(Member& member, const std::string& name) {
-    absl::StatusOr<kafka::BatchReport> report =
-        member.consumer->PollBatch(test::ApplyInPartition);
-    if (report.ok()) return true;
-    switch (report.status().code()) {
+    return GoesOn(member.consumer->PollBatch(test::ApplyInPartition).status(),
+                  name);
+  }
+
+  // Whether Consumer::Run would go on after a PollBatch of `name` returned
+  // `status` (if not, the error is noted in problems_).
+  bool GoesOn(const absl::Status& status, const std::string& name) {
+    if (status.ok()) return true;
+    switch (status.code()) {
       case absl::StatusCode::kUnavailable:
       case absl::StatusCode::kDeadlineExceeded:
       case absl::StatusCode::kResourceExhausted:
@@ -118,9 +161,40 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
         return true;  // Run retries these
       default:
         problems_.push_back(
-            absl::StrCat(name, " stopped: ", report.status().ToString()));
+            absl::StrCat(name, " stopped: ", status.ToString()));
         return false;
     }
+  }
+
+  // B joins while A's workers are held (`gate`) in one PollBatch of A, which
+  // serves A's revocation with records of the kept partitions still taken
+  // and not handled. B polls on a thread of its own meanwhile. False when
+  // either stopped.
+  bool RebalanceWhileWorkersRun(Member& a, Member& b, Gate& gate,
+                                absl::Time deadline) {
+    {
+      absl::MutexLock lock(&gate.mu);
+      gate.holding = true;
+    }
+    auto held = [&gate, deadline](const Record& record, Txn& txn) {
+      gate.Pass(record.partition, deadline);
+      return test::ApplyInPartition(record, txn);
+    };
+    std::atomic<bool> a_done{false};
+    bool b_running = true;
+    std::thread b_polls([&] {
+      while (b_running && !a_done.load() && absl::Now() < deadline) {
+        b_running = PollOnce(b, "B");
+      }
+    });
+    const absl::Status a_status = a.consumer->PollBatch(held).status();
+    a_done.store(true);
+    b_polls.join();
+    {
+      absl::MutexLock lock(&gate.mu);
+      gate.holding = false;
+    }
+    return GoesOn(a_status, "A") && b_running;
   }
 
   // Records of `partitions` that `member`'s store has committed.
@@ -142,18 +216,28 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
   // revocation was partial and its check failed. Returns what went wrong: a
   // member stopped, records dead-lettered, a kept partition that made no
   // progress, records not applied exactly once in C's copy.
+  // `while_workers_run`: the revocation comes while A's workers hold
+  // records of the partitions A keeps (RebalanceWhileWorkersRun).
   std::vector<std::string> RunPartialRevocation(
-      const kafka::ConsumerHooks& a_hooks) {
+      const kafka::ConsumerHooks& a_hooks, bool while_workers_run = false) {
     Stream all = MakeStream("m", kRecords);
     Produce(all);
     Member a, b;
+    Gate gate;
+    if (while_workers_run) a.gate = &gate;
     bool revoked = false;
     std::set<int32_t> held_before;
     std::map<int32_t, int64_t> handled_before;
     kafka::ConsumerHooks hooks = a_hooks;
-    hooks.before_revoke = [&] {
+    hooks.before_revoke = [&](const std::vector<int32_t>& partitions) {
       if (revoked) return;
       revoked = true;
+      {
+        absl::MutexLock lock(&gate.mu);
+        gate.revoking = true;
+        gate.revoked.insert(partitions.begin(), partitions.end());
+        gate.revoked_at = absl::Now();
+      }
       held_before = a.held;
       for (int32_t p : a.held) handled_before[p] = HandledOf(a, {p});
       ASSERT_TRUE(bed_.cluster
@@ -181,9 +265,14 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
     // one sent under the generation that just ended loses A its whole
     // assignment (ILLEGAL_GENERATION). Its revocation waits for its next
     // poll.
-    const absl::Time rebalanced = absl::Now() + kRebalanceWait;
-    while (running && absl::Now() < rebalanced) running = PollOnce(b, "B");
     std::set<int32_t> kept;
+    if (while_workers_run) {
+      running = RebalanceWhileWorkersRun(a, b, gate, deadline);
+      kept = a.held;
+    } else {
+      const absl::Time rebalanced = absl::Now() + kRebalanceWait;
+      while (running && absl::Now() < rebalanced) running = PollOnce(b, "B");
+    }
     while (running && !revoked && absl::Now() < deadline) {
       running = PollOnce(a, "A");
       kept = a.held;
@@ -230,6 +319,7 @@ class KafkaCooperativeChangelogTest : public test::ChangelogTestBase {
 
   std::vector<RestoreReport> reports_;
   std::vector<std::string> problems_;  // members that stopped
+  absl::Mutex dead_lettered_mu_;
 };
 
 TEST_F(KafkaCooperativeChangelogTest,
@@ -243,6 +333,26 @@ TEST_F(KafkaCooperativeChangelogTest,
        FailedCheckInAPartialRevocationKeepsTheKeptPartitionsGoingWithWorkers) {
   workers_ = 3;
   EXPECT_THAT(RunPartialRevocation({}), IsEmpty());
+}
+
+// The revocation comes while the workers hold records of the partitions A
+// keeps: they are handled under their fences before the membership check
+// unfences every partition.
+TEST_F(KafkaCooperativeChangelogTest,
+       FailedCheckInAPartialRevocationComesAfterTheWorkersKeptRecords) {
+  workers_ = kMoreWorkersThanPartitions;
+  EXPECT_THAT(RunPartialRevocation({}, /*while_workers_run=*/true), IsEmpty());
+}
+
+// The broken variant: the revocation waits only for the revoked
+// partitions' records; the kept ones the workers run after the failed check
+// meet no fence and are dead-lettered.
+TEST_F(KafkaCooperativeChangelogTest,
+       BrokenVariantRevocationLeavingTheWorkersRunningIsCaught) {
+  workers_ = kMoreWorkersThanPartitions;
+  EXPECT_THAT(RunPartialRevocation({.changelog_revoke_leaves_workers = true},
+                                   /*while_workers_run=*/true),
+              Not(IsEmpty()));
 }
 
 // The broken variant: the poll that served the revocation goes on taking
