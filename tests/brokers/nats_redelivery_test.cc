@@ -119,7 +119,10 @@ TEST_P(NatsInProgressTest, SlowBatchIsNotRedeliveredWhileItRuns) {
     EXPECT_EQ(stats.duplicates, 0);
     EXPECT_GE(stats.in_progress_sent, kMessages);
   } else {
-    EXPECT_EQ(stats.redelivered, kMessages);
+    // Each message once at least: on a loaded machine the batch can outlast
+    // a second ack wait, and the server redelivers it again.
+    EXPECT_GE(stats.redelivered, kMessages);
+    EXPECT_EQ(stats.redelivered % kMessages, 0);
     EXPECT_EQ(stats.in_progress_sent, 0);
   }
   test::ExpectBalances(*engine, expected, true);
