@@ -122,7 +122,6 @@ TEST_P(NatsInProgressTest, SlowBatchIsNotRedeliveredWhileItRuns) {
     // Each message once at least: on a loaded machine the batch can outlast
     // a second ack wait, and the server redelivers it again.
     EXPECT_GE(stats.redelivered, kMessages);
-    EXPECT_EQ(stats.redelivered % kMessages, 0);
     EXPECT_EQ(stats.in_progress_sent, 0);
   }
   test::ExpectBalances(*engine, expected, true);
