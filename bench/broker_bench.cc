@@ -95,16 +95,23 @@ namespace {
 // idem's engine alone on the same payments, without a broker: a fresh store
 // under kSync, then Engine::ProcessBatch over batches of BenchBatch(state)
 // with the ledger's handler, each message carrying its payment's ID and
-// payload and a stream position (source "bench", offset its index) as a
-// broker consumer's do. What an idem consumer of any broker can reach on
-// this machine at most.
-void EngineOnlyLoop(benchmark::State& state) {
+// payload and what a consumer's delivery of the broker carries beside them
+// (`shape`): a stream position in a source named as the idem loop's streams
+// and queues are (FreshName), and an event time where the adapter sets one.
+// What an idem consumer of the broker can reach on this machine at most,
+// and what the engine's own work on its deliveries costs.
+void EngineOnlyLoop(benchmark::State& state, const DeliveryShape& shape) {
   const std::vector<examples::LedgerMessage>& payments = BrokerBenchPayments();
   const size_t batch = static_cast<size_t>(BenchBatch(state));
   std::vector<Message> messages;
   messages.reserve(batch);
+  int64_t iteration = 0;
   for (auto _ : state) {
     state.PauseTiming();
+    const std::string source = FreshName("idem", iteration++);
+    // As a broker stamps the messages it stores: one after another, just
+    // before they are consumed.
+    const absl::Time stored = absl::Now() - absl::Seconds(1);
     util::TempDir dir;
     absl::StatusOr<std::unique_ptr<Engine>> engine =
         OpenBenchStore(dir.Sub("db"), Durability::kSync);
@@ -120,8 +127,12 @@ void EngineOnlyLoop(benchmark::State& state) {
         Message message;
         message.id = payments[i].id;
         message.payload = payments[i].payload;
-        message.source = "bench";
-        message.offset = static_cast<int64_t>(i);
+        message.source = source;
+        message.offset = static_cast<int64_t>(i) + 1;
+        if (shape.event_time) {
+          message.event_time =
+              stored + absl::Microseconds(static_cast<int64_t>(i));
+        }
         messages.push_back(message);
       }
       absl::StatusOr<std::vector<Result>> results =
@@ -150,7 +161,8 @@ void BrokerBenchRuns(benchmark::internal::Benchmark* b) {
       ->Unit(benchmark::kMillisecond);
 }
 
-int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {
+int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain,
+                        DeliveryShape shape) {
   benchmark::RegisterBenchmark("BM_Idem", [idem](benchmark::State& state) {
     idem(state, Durability::kSync);
   })->Apply(BrokerBenchRuns);
@@ -166,8 +178,10 @@ int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain) {
       "BM_PlainAckBatch",
       [plain](benchmark::State& state) { plain(state, false); })
       ->Apply(BrokerBenchRuns);
-  benchmark::RegisterBenchmark("BM_EngineOnly", EngineOnlyLoop)
-      ->Apply(BrokerBenchRuns);
+  benchmark::RegisterBenchmark("BM_EngineOnly", [shape](
+                                                    benchmark::State& state) {
+    EngineOnlyLoop(state, shape);
+  })->Apply(BrokerBenchRuns);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -125,14 +125,27 @@ using PlainLoop = void (*)(benchmark::State& state, bool ack_each);
 // message: the CPU column's milliseconds / kBrokerBenchMessages.
 void BrokerBenchRuns(benchmark::internal::Benchmark* b);
 
+// What a broker's deliveries carry beside the payment, so that
+// BM_EngineOnly's messages cost the engine what the consumer's do. Each
+// carries a stream position in a source named as the idem loop's streams
+// and queues (FreshName("idem", ...)); `event_time`: also an event time, as
+// the adapter sets one from the broker's timestamp of the message (NATS,
+// Redis; RabbitMQ only when the publisher set the timestamp property, which
+// the benchmark's publisher does not).
+struct DeliveryShape {
+  bool event_time = false;
+};
+
 // The benchmarks' main: registers, under the same names for every broker,
 // BM_Idem (kSync), BM_IdemBuffered (kBuffered), BM_PlainAckEach,
 // BM_PlainAckBatch and BM_EngineOnly (the same payments straight to
-// Engine::ProcessBatch under kSync, no broker: the most an idem consumer
-// can reach), each with batch 100, 500 and 2000, three iterations, wall time
-// in milliseconds; then runs what the command line selects. Returns the exit
+// Engine::ProcessBatch under kSync, no broker, shaped as `shape` says: the
+// most an idem consumer can reach, and the engine's own share of its CPU),
+// each with batch 100, 500 and 2000, three iterations, wall time in
+// milliseconds; then runs what the command line selects. Returns the exit
 // code.
-int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain);
+int RunBrokerBenchmarks(int argc, char** argv, IdemLoop idem, PlainLoop plain,
+                        DeliveryShape shape);
 
 }  // namespace idem::bench
 

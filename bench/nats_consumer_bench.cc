@@ -257,6 +257,6 @@ int main(int argc, char** argv) {
     idem::IdemLoopWith(state, idem::Durability::kSync,
                        /*prefetch=*/false);
   })->Apply(idem::bench::BrokerBenchRuns);
-  return idem::bench::RunBrokerBenchmarks(argc, argv, idem::IdemLoop,
-                                          idem::PlainLoop);
+  return idem::bench::RunBrokerBenchmarks(
+      argc, argv, idem::IdemLoop, idem::PlainLoop, {.event_time = true});
 }

@@ -151,6 +151,6 @@ void IdemLoop(benchmark::State& state, Durability durability) {
 }  // namespace idem
 
 int main(int argc, char** argv) {
-  return idem::bench::RunBrokerBenchmarks(argc, argv, idem::IdemLoop,
-                                          idem::PlainLoop);
+  return idem::bench::RunBrokerBenchmarks(
+      argc, argv, idem::IdemLoop, idem::PlainLoop, {.event_time = true});
 }
