@@ -134,7 +134,8 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       // read, until its write has landed or failed (the end of this scope):
       // CompactExpired's removal horizon stays at or below it
       // (engine/commit_time_watermark.h). A store marked format 6 later
-      // waits for this commit first (MarkFormat takes the store lock).
+      // waits for this commit first (MarkFormat takes the store lock
+      // exclusively).
       CommitTimeWatermark::InFlight commit_time(&watermark_);
       now_micros = (*store)->format_version >= kStateTtlFormatVersion
                        ? commit_time.Start()
