@@ -130,7 +130,16 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
-      now_micros = clock_->NowMicros();
+      // In a store of format 6 the commit's time is registered as it is
+      // read, until its write has landed or failed (the end of this scope):
+      // CompactExpired's removal horizon stays at or below it
+      // (engine/commit_time_watermark.h). A store marked format 6 later
+      // waits for this commit first (MarkFormat takes the store lock
+      // exclusively).
+      CommitTimeWatermark::InFlight commit_time(&watermark_);
+      now_micros = (*store)->format_version >= kStateTtlFormatVersion
+                       ? commit_time.Start()
+                       : clock_->NowMicros();
       if (!now_micros.ok()) return now_micros.status();
       // Each record's expiry and bucket, once for the whole commit.
       placements = PlaceRecords(options_, messages, *now_micros);

@@ -70,6 +70,13 @@ struct EngineHooks {
   // lock shared, and every commit after it waits behind it (breaks "a slow
   // handler blocks no one", idem/txn.h).
   bool compact_always_locks_store = false;
+  // CompactExpired's removal horizon in a store of format 6 is the engine
+  // time alone, not min(it, the oldest commit in flight)
+  // (engine/commit_time_watermark.h): an expired value is removed while a
+  // commit in flight since before its expiry merges into it, and that
+  // operand, landing after, folds onto nothing: a live value made of the
+  // operand alone (breaks "expired state is never returned").
+  bool watermark_ignores_in_flight = false;
   // The reopen after a failed write clears the commit queue's failure
   // (CommitQueue::Reset) before it takes the store lock exclusively, while
   // commits that read the failed write's values may still be in flight:

@@ -34,6 +34,7 @@ EngineImpl::EngineImpl(std::string path, const Options& options,
       hooks_(hooks),
       ttl_filter_(std::move(ttl_filter)),
       parts_(std::move(parts)),
+      watermark_(clock_.get(), hooks.watermark_ignores_in_flight),
       queue_(options.durability == Durability::kSync && !hooks.skip_wal_sync),
       store_(std::move(store)) {
   syncer_.set_skip_sync_for_testing(hooks_.skip_wal_sync);

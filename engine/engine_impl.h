@@ -42,6 +42,7 @@
 #include "engine/commit_batch.h"
 #include "engine/commit_pass.h"
 #include "engine/commit_queue.h"
+#include "engine/commit_time_watermark.h"
 #include "engine/dedupe_policy.h"
 #include "engine/engine_clock.h"
 #include "engine/engine_hooks.h"
@@ -706,6 +707,9 @@ class EngineImpl : public Engine {
   // IDs in flight, the versions of state keys, and the group commit.
   InflightIds inflight_;
   StateVersions versions_;
+  // The engine times of the commits in flight in a store of format 6:
+  // CompactExpired's removal horizon (engine/commit_time_watermark.h).
+  CommitTimeWatermark watermark_;
   // Timers (engine/timer_writes.h): the versions of their index entries,
   // each partition's stream time as queued, and the fire cursors.
   StateVersions timer_versions_;

@@ -300,34 +300,33 @@ absl::Status EngineImpl::CompactExpired() {
     return s;
   }
   // Expired state values up to this engine time are removed, not only cut
-  // down to markers (StateTtlFilter, engine/ttl_filter.h): read before the
-  // store lock below is taken exclusively (always, in a store of format 6),
-  // so every commit of an earlier time has landed before the flush.
+  // down to markers (StateTtlFilter, engine/ttl_filter.h): a time every
+  // earlier commit has reached, so that each has landed before the flush.
   int64_t state_horizon = StateReadTime::kNoExpiryCheck;
   if (!options_.read_only) {
     // Buckets that have ended go whole, under the commit lock like any
-    // change to the bucket set.
+    // change to the bucket set; the lock also keeps out the writes outside
+    // the handler path (imports) while the horizon is read.
     PlainMutexLock commit_lock(&commit_mu_);
     // Before the store lock, as on the commit path.
     absl::StatusOr<int64_t> now_micros = clock_->NowMicros();
     if (!now_micros.ok()) return now_micros.status();
     // Taking the store lock exclusively waits for every commit in flight,
     // a slow handler's included, and holds back every commit behind it
-    // meanwhile: only when a bucket has ended, or when the store holds
-    // state that expires, whose removal needs a time every earlier commit
-    // has reached.
+    // meanwhile: only when a bucket has ended.
     bool exclusive = false;
+    bool expiring_state = false;
     {
       absl::ReaderMutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
       exclusive = !(*store)->read_only &&
                   (hooks_.compact_always_locks_store ||
-                   (*store)->format_version >= kStateTtlFormatVersion ||
                    HasExpiredBuckets(**store, BucketDropHorizon(*now_micros)));
+      expiring_state = !(*store)->read_only &&
+                       (*store)->format_version >= kStateTtlFormatVersion;
     }
     if (exclusive) {
-      state_horizon = *now_micros;
       absl::MutexLock store_lock(&store_mu_);
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
@@ -337,6 +336,16 @@ absl::Status EngineImpl::CompactExpired() {
           !s.ok()) {
         return s;
       }
+    }
+    if (expiring_state) {
+      // min(now, the oldest commit in flight): such a commit lowers the
+      // horizon, and nothing waits for it (a slow handler's operand lands
+      // above the marker its value was cut to; engine/
+      // commit_time_watermark.h). A store marked format 6 after the commit
+      // lock is released is compacted without a horizon (markers only).
+      absl::StatusOr<int64_t> horizon = watermark_.Horizon();
+      if (!horizon.ok()) return horizon.status();
+      state_horizon = *horizon;
     }
   }
   ReadLock lock(this);

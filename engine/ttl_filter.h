@@ -85,11 +85,13 @@ class TtlFilterFactory : public rocksdb::CompactionFilterFactory {
 // expired (engine/merge_operator.h) may sit above it, not yet folded in,
 // in a file this compaction does not read. Folded onto nothing, it would
 // show as a live value of its own; folded onto the marker, it stays part
-// of the expired value. Only Engine::CompactExpired sets a horizon: the
-// engine time before it flushed, with no commit in flight, so every
+// of the expired value. Only Engine::CompactExpired sets a horizon: a time
+// every earlier commit had reached before it flushed, min(the engine time,
+// the oldest commit in flight) (engine/commit_time_watermark.h), so every
 // operand written before the horizon is in the files its manual
 // compaction carries down, level by level, through the value's own
-// compaction, and any operand written after it starts a new value anyway.
+// compaction, and any operand written at or after it starts a new value
+// over a value the horizon removes (that value expired at or before it).
 class StateTtlFilter : public rocksdb::CompactionFilter {
  public:
   StateTtlFilter(const StateReadTime& now, int64_t removal_horizon,

@@ -24,16 +24,19 @@ case "${1:-}" in
 esac
 # First two binaries: the engine's concurrency_test, parallel_commit_test,
 # inflight_ids_test, commit_queue_test, state_versions_test,
-# state_serializable_test (scans validated as ranges, range deletions) and
-# engine_commit_test (the path of a commit that writes nothing, a throw
-# between queueing and landing, bounded reruns, CompactExpired during a slow
-# handler, a reopen after a failed write while a commit that read its value
-# is in flight, commits racing the expiry sweep's bucket drops and reopens,
-# whose flushes and log purges run on RocksDB's background threads through
-# idem's info log and file wrappers; its broken twins are left out here to
-# bound the run), and the sharded engine's batches across shards from
-# parallel threads (sharded_engine_concurrency_test; its broken twin left
-# out too), and the
+# state_serializable_test (scans validated as ranges, range deletions),
+# commit_time_watermark_test (commits registering and ending while removal
+# horizons are taken) and engine_commit_test (the path of a commit that
+# writes nothing, a throw between queueing and landing, bounded reruns,
+# CompactExpired during a slow handler, also in a store whose state
+# expires, a merge in flight while CompactExpired sets its removal horizon,
+# a reopen after a failed write while a commit that read its value is in
+# flight, commits racing the expiry sweep's bucket drops and reopens, whose
+# flushes and log purges run on RocksDB's background threads through idem's
+# info log and file wrappers; its broken twins are left out here to bound
+# the run), and the sharded engine's batches across shards from parallel
+# threads (sharded_engine_concurrency_test; its broken twin left out too),
+# and the
 # Kafka consumer's workers (kafka_parallel_runner_test: lanes, and groups
 # through a real engine; the consumer itself cannot run under TSan with
 # Debian's librdkafka, see tests/CMakeLists.txt).

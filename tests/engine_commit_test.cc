@@ -5,9 +5,12 @@
 // read waiting; a handler that keeps losing conflicts runs with priority
 // after EngineImpl::kRerunsBeforePriority reruns and so reruns at most
 // EngineImpl::kMaxReruns times; CompactExpired during a slow handler stalls
-// no other commit; a commit that read the value of a write that failed
-// never returns an outcome decided on it, even as the store is reopened;
-// commits that land in one group write each report their own sequence.
+// no other commit, also in a store whose state expires, where its removal
+// horizon stays below the commits in flight (a merge in flight into a value
+// that expires meanwhile stays part of it); a commit that read the value of a
+// write that failed never returns an outcome decided on it, even as the store
+// is reopened; commits that land in one group write each report their own
+// sequence.
 //
 // The subtle ones are checks run against the real engine and against a
 // deliberately broken one (engine/engine_hooks.h), which they must catch.
@@ -296,17 +299,28 @@ TEST(EngineCommitBrokenVariantTest, WithoutPriorityReRunsAreUnbounded) {
 // ---- A slow handler stalls no one ----------------------------------------
 
 // A handler runs for 1 s; meanwhile CompactExpired runs and other commits
-// go on: all of them land while the slow handler still runs.
-::testing::AssertionResult CheckCompactLetsOthersCommit(EngineHarness& h) {
+// go on: all of them land while the slow handler still runs. With
+// `expiring_state` the store uses state TTLs (format 6), where
+// CompactExpired also sets a removal horizon (engine/commit_time_watermark.h).
+::testing::AssertionResult CheckCompactLetsOthersCommit(EngineHarness& h,
+                                                        bool expiring_state) {
   Findings f;
   if (!f.Ok(h.Open(), "Open")) return f.Result();
   Engine& engine = h.engine();
+  if (expiring_state) {
+    // Marks the store of format 6.
+    absl::StatusOr<Result> r =
+        engine.Process(Message{.id = "ttl"}, [](const Message&, Txn& txn) {
+          return txn.Put("ttl", "v", PutOptions{.ttl = absl::Hours(1)});
+        });
+    if (!f.Ok(r.status(), "the put with a ttl")) return f.Result();
+  }
   absl::Notification running;
   std::atomic<bool> slow_done{false};
   std::thread slow([&] {
     absl::StatusOr<Result> r =
         engine.Process(Message{.id = "slow"}, [&](const Message&, Txn& txn) {
-          running.Notify();
+          if (!running.HasBeenNotified()) running.Notify();
           absl::SleepFor(absl::Seconds(1));
           txn.Put("slow", "done");
           return absl::OkStatus();
@@ -340,18 +354,98 @@ TEST(EngineCommitBrokenVariantTest, WithoutPriorityReRunsAreUnbounded) {
 
 TEST(EngineCommitTest, CompactExpiredDuringASlowHandlerStallsNoOtherCommit) {
   EngineHarness h;
-  EXPECT_TRUE(CheckCompactLetsOthersCommit(h));
+  EXPECT_TRUE(CheckCompactLetsOthersCommit(h, /*expiring_state=*/false));
+}
+
+// The same in a store whose state expires: the removal horizon waits for
+// no commit either.
+TEST(EngineCommitTest,
+     CompactExpiredDuringASlowHandlerStallsNoOtherCommitInAStoreWithTtls) {
+  EngineHarness h;
+  EXPECT_TRUE(CheckCompactLetsOthersCommit(h, /*expiring_state=*/true));
 }
 
 TEST(EngineCommitBrokenVariantTest, CompactHoldingTheStoreLockStallsCommits) {
+  for (bool expiring_state : {false, true}) {
+    SCOPED_TRACE(expiring_state ? "a store with ttls" : "a plain store");
+    test::ExpectCaught(
+        {.name = "compact_always_locks_store",
+         .hooks =
+             [](Clock*) {
+               return HooksWith(&EngineHooks::compact_always_locks_store);
+             },
+         .check =
+             [expiring_state](EngineHarness& h) {
+               return CheckCompactLetsOthersCommit(h, expiring_state);
+             },
+         .failure = "waited for the slow handler"},
+        Options{});
+  }
+}
+
+// ---- CompactExpired's removal horizon stays below commits in flight ------
+
+// "n" = 1 expires at 10 s. A commit at 5 s merges +2 into it (while the
+// value is live, so the operand joins it and keeps its expiry), then its
+// handler waits. At 20 s CompactExpired runs, without waiting for that
+// commit, which lands afterwards. "n" must read absent: the operand belongs
+// to the expired value. Had the compaction removed the value, as a horizon
+// past the commit's time (20 s) does, the operand would fold onto nothing:
+// "n" = 2, live, made of the operand alone. Run under ThreadSanitizer too.
+::testing::AssertionResult CheckInFlightMergeStaysExpired(EngineHarness& h) {
+  Findings f;
+  if (!f.Ok(h.Open(), "Open")) return f.Result();
+  Engine& engine = h.engine();
+  absl::StatusOr<Result> put =
+      engine.Process(Message{.id = "put"}, [](const Message&, Txn& txn) {
+        return txn.Put("n", Int64Operand(1),
+                       PutOptions{.ttl = absl::Seconds(10)});
+      });
+  if (!f.Ok(put.status(), "the put")) return f.Result();
+  h.clock().Advance(absl::Seconds(5));
+  absl::Notification merged;
+  absl::Notification land;
+  std::thread merge([&] {
+    absl::StatusOr<Result> r =
+        engine.Process(Message{.id = "merge"}, [&](const Message&, Txn& txn) {
+          absl::Status s = txn.Merge("n", MergeOp::kAddInt64, Int64Operand(2));
+          if (!merged.HasBeenNotified()) merged.Notify();
+          land.WaitForNotification();
+          return s;
+        });
+    if (f.Ok(r.status(), "the merge")) {
+      f.Expect(r->outcome == Outcome::kProcessed, "the merge failed");
+    }
+  });
+  merged.WaitForNotification();
+  h.clock().Advance(absl::Seconds(15));
+  f.Ok(engine.CompactExpired(), "CompactExpired");
+  land.Notify();
+  merge.join();
+  absl::StatusOr<std::optional<std::string>> n = engine.GetState("n");
+  if (f.Ok(n.status(), "GetState") && n->has_value()) {
+    f.Expect(false,
+             absl::StrCat("the expired value came back as a live ",
+                          ReadInt64(**n).value_or(-1), ", its operand alone"));
+  }
+  return f.Result();
+}
+
+TEST(EngineCommitTest, MergeInFlightDuringCompactExpiredStaysExpired) {
+  EngineHarness h;
+  EXPECT_TRUE(CheckInFlightMergeStaysExpired(h));
+}
+
+TEST(EngineCommitBrokenVariantTest,
+     HorizonIgnoringCommitsInFlightRevivesState) {
   test::ExpectCaught(
-      {.name = "compact_always_locks_store",
+      {.name = "watermark_ignores_in_flight",
        .hooks =
            [](Clock*) {
-             return HooksWith(&EngineHooks::compact_always_locks_store);
+             return HooksWith(&EngineHooks::watermark_ignores_in_flight);
            },
-       .check = CheckCompactLetsOthersCommit,
-       .failure = "waited for the slow handler"},
+       .check = CheckInFlightMergeStaysExpired,
+       .failure = "came back as a live 2"},
       Options{});
 }
 

@@ -4,14 +4,16 @@
 // exports), judged by the engine's clock; values with and without a TTL
 // mix; a merge keeps the expiry of the value it folds onto, starts fresh
 // over an expired one, and under Options::state_ttl sets a new expiry;
-// compaction drops expired values from disk; a zero or negative TTL is
-// kInvalidArgument; a store of an older format, holding a value whose bytes
-// look like an envelope, reads the same after the upgrade to format 5 (also
-// when the upgrade was interrupted); and the broken variant that skips the
-// read-time check is caught.
+// compaction drops expired values from disk, also after a commit threw in
+// flight; a zero or negative TTL is kInvalidArgument; a store of an older
+// format, holding a value whose bytes look like an envelope, reads the same
+// after the upgrade to format 5 (also when the upgrade was interrupted); and
+// the broken variant that skips the read-time check is caught.
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <utility>
@@ -397,6 +399,29 @@ TEST_F(StateTtlTest, CompactionDropsExpiredValuesFromDisk) {
   ASSERT_EQ(engine_->CompactExpired(), absl::OkStatus());
   engine_.reset();
   EXPECT_EQ(RawStateKeys(path()), size_t{kPlain});
+}
+
+TEST_F(StateTtlTest, CompactExpiredStillRemovesValuesAfterACommitThrew) {
+  // A commit that throws once queued (as an allocation failing there would)
+  // leaves the commit-time watermark too (engine/commit_time_watermark.h):
+  // left in it, its time would hold every later removal horizon back, and
+  // expired values would stay on disk as markers.
+  std::atomic<bool> armed{false};
+  EngineHooks hooks;
+  hooks.after_queue = [&] {
+    if (armed.exchange(false)) throw std::bad_alloc();
+  };
+  Open(hooks);
+  PutWithTtl("t", "v", absl::Seconds(10));
+  armed.store(true);
+  EXPECT_THROW((void)engine_->Process(
+                   Message{.id = "thrown"},
+                   [](const Message&, Txn&) { return absl::OkStatus(); }),
+               std::bad_alloc);
+  clock_.Advance(absl::Seconds(10));
+  ASSERT_EQ(engine_->CompactExpired(), absl::OkStatus());
+  engine_.reset();
+  EXPECT_EQ(RawStateKeys(path()), 0u);
 }
 
 TEST_F(StateTtlTest, OldFormatStoreReadsTheSameAfterTheUpgradeToFormat5) {

@@ -283,7 +283,10 @@ class Engine {
   // flushes memtables and compacts every dedupe record through the TTL
   // filter now, so expired records are dropped from disk; likewise the state
   // values that expired (PutOptions::ttl, Options::state_ttl), once the
-  // store holds any (format 6). kFailedPrecondition
+  // store holds any (format 6). It waits for no commit in flight (only a
+  // bucket's drop does): a state value that expired after the time of the
+  // oldest commit still in flight is cut down to a marker, which reads as
+  // absent, and removed by a later call. kFailedPrecondition
   // or kUnavailable if the clock cannot be read (idem/clock.h; nothing
   // dropped).
   virtual absl::Status CompactExpired() = 0;
