@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -417,8 +416,8 @@ absl::Status JetStreamBroker::CheckExistingConsumer(
 absl::StatusOr<std::vector<brokers::Delivery>> JetStreamBroker::Receive(
     int max, absl::Duration timeout) {
   Fetched fetched;
-  if (prefetch_.valid()) {
-    fetched = prefetch_.get();
+  if (prefetch_.pending()) {
+    fetched = prefetch_.Take();
     if (in_progress_ != nullptr) in_progress_->PromotePrefetched();
   } else {
     fetched = Fetch(max, timeout, InProgress::kCurrent, TakeSpare());
@@ -481,19 +480,14 @@ JetStreamBroker::Fetched JetStreamBroker::Fetch(
 }
 
 void JetStreamBroker::StartPrefetch(int max, absl::Duration timeout) {
-  try {
-    prefetch_ = std::async(std::launch::async, [this, max, timeout,
-                                                batch = TakeSpare()]() mutable {
-      return Fetch(max, timeout, InProgress::kPrefetched, std::move(batch));
-    });
-  } catch (const std::system_error&) {
-    // No thread to be had: the next Receive fetches itself.
-  }
+  prefetch_.Start([this, max, timeout, batch = TakeSpare()]() mutable {
+    return Fetch(max, timeout, InProgress::kPrefetched, std::move(batch));
+  });
 }
 
 void JetStreamBroker::ReturnPrefetched() {
-  if (!prefetch_.valid()) return;
-  Fetched fetched = prefetch_.get();
+  if (!prefetch_.pending()) return;
+  Fetched fetched = prefetch_.Take();
   if (in_progress_ != nullptr) in_progress_->Release(InProgress::kPrefetched);
   if (!fetched.deliveries.empty() && !keep_prefetched_on_close_) {
     Nack(fetched.deliveries).IgnoreError();  // else redelivered after AckWait

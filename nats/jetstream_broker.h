@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "brokers/background_call.h"
 #include "brokers/competing_consumers.h"
 #include "idem/brokers/delivery_loop.h"
 #include "idem/nats/consumer.h"
@@ -145,7 +145,8 @@ class JetStreamBroker : public brokers::Broker {
                 std::vector<brokers::Delivery> batch);
   // A recycled batch to fill, or an empty one.
   std::vector<brokers::Delivery> TakeSpare();
-  // Runs Fetch(max, timeout) on a thread of its own, into prefetch_.
+  // Runs Fetch(max, timeout) on prefetch_'s thread (kept from one batch to
+  // the next); if no thread can be had, the next Receive fetches itself.
   void StartPrefetch(int max, absl::Duration timeout);
   // Waits for the prefetch in flight, if any, and NAKs what it brought, so
   // the server redelivers those messages at once.
@@ -177,7 +178,7 @@ class JetStreamBroker : public brokers::Broker {
   natsSubscription* subscription_ = nullptr;
   // The fetch running ahead (options_.prefetch), on its own thread; it
   // alone uses subscription_ while it runs.
-  std::future<Fetched> prefetch_;
+  brokers::BackgroundCall<Fetched> prefetch_;
   // Batches the loop is done with (Recycle), for Fetch to fill again.
   std::vector<std::vector<brokers::Delivery>> spare_;
   // Replies were sent and not yet confirmed by a flush.

@@ -42,7 +42,8 @@ esac
 # Debian's librdkafka, see tests/CMakeLists.txt).
 # Then, where libnats-dev is installed, the NATS consumer's suite against a
 # private nats-server (tests/brokers/nats_consumer_test.cc): its prefetch
-# thread shares a redelivery counter with the consumer's thread, which
+# thread (brokers/background_call.h, kept from batch to batch) shares a
+# redelivery counter with the consumer's thread, which
 # StatsReadWhileTheNextBatchIsFetchedCountRedeliveries reads while a fetch
 # runs ahead; and tests/brokers/nats_redelivery_test.cc, whose +WPI thread
 # (nats/in_progress.h) takes the batches the loop and the prefetch hold.
