@@ -268,16 +268,23 @@ absl::StatusOr<std::vector<Result>> EngineImpl::RunHandlers(
   return HandleMessages(pass);
 }
 
-int EngineImpl::FormatNeeded(const Store& store, const HandlerRun& run) const {
-  // Values that expire need format 5.
-  if (run.commit.state().has_expiry() &&
-      store.format_version < kStateTtlFormatVersion) {
+int EngineImpl::StateFormatNeeded(const Store& store,
+                                  const BatchOverlay& state) {
+  // Values that expire need format 6.
+  if (state.has_expiry() && store.format_version < kStateTtlFormatVersion) {
     return kStateTtlFormatVersion;
   }
   // Merge operands need format 4.
-  if (run.commit.state().has_merges() &&
-      store.format_version < kMergeFormatVersion) {
+  if (state.has_merges() && store.format_version < kMergeFormatVersion) {
     return kMergeFormatVersion;
+  }
+  return 0;
+}
+
+int EngineImpl::FormatNeeded(const Store& store, const HandlerRun& run) const {
+  if (const int needed = StateFormatNeeded(store, run.commit.state());
+      needed != 0) {
+    return needed;
   }
   if (!run.timers.empty() && store.format_version < kTimerFormatVersion) {
     return kTimerFormatVersion;

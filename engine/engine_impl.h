@@ -364,14 +364,21 @@ class EngineImpl : public Engine {
   struct FireRound {
     size_t fired = 0;
     absl::Status failure;
+    // Set when the handlers' state writes need a newer store format:
+    // nothing was written; the caller marks the store and runs the round
+    // again (its handlers run again, as a message's do).
+    int needs_format = 0;
   };
   // Fires up to `max` due timers of the queue starting at `queue_start`
   // (partition key `partition_key`, the fire's `fire` fields set but its
-  // key, time and payload) due at or before `limit_micros`, in one commit.
+  // key, time and payload) due at or before `limit_micros`, in one commit
+  // at engine time `now_micros` (what the handlers' reads judge expiry by
+  // and their writes expire from, as a message commit's).
   absl::StatusOr<FireRound> FireRoundLocked(Store& store,
                                             const TimerFire& partition,
                                             const std::string& partition_key,
                                             int64_t limit_micros, size_t max,
+                                            int64_t now_micros,
                                             TimerHandler handler)
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
 
@@ -389,6 +396,7 @@ class EngineImpl : public Engine {
     StateReads& reads;
     TimerWrites& timers;
     TimerWrites& split;  // EngineHooks::fire_outside_commit's deletions
+    int64_t now_micros;  // the round's engine time
     FireRound round = {};
     uint64_t dead = 0;      // dead-lettered (a PermanentError)
     uint64_t handlers = 0;  // handlers run
@@ -483,6 +491,9 @@ class EngineImpl : public Engine {
       ABSL_SHARED_LOCKS_REQUIRED(store_mu_);
   // The store format what `run` wrote needs, if `store` is older; else 0.
   int FormatNeeded(const Store& store, const HandlerRun& run) const;
+  // The store format the state writes `state` holds need (values that
+  // expire, merge operands), if `store` is older; else 0.
+  static int StateFormatNeeded(const Store& store, const BatchOverlay& state);
   // Validates, builds and queues `run` (QueueCommit), then waits for its
   // write (WriteQueued) and, with the split_commit hook, writes its records
   // apart: true once written, false if a read went stale (nothing queued:

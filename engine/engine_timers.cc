@@ -228,19 +228,34 @@ absl::StatusOr<size_t> EngineImpl::FireTimers(std::string_view source,
       absl::StatusOr<Store*> store = CurrentStore();
       if (!store.ok()) return store.status();
       if ((*store)->timers == nullptr) return fired;
+      // The round's engine time, registered until its write has landed in
+      // a store whose state expires, as a message commit's is
+      // (engine/engine_commit.cc).
+      CommitTimeWatermark::InFlight commit_time(&watermark_);
+      absl::StatusOr<int64_t> engine_now =
+          (*store)->format_version >= kStateTtlFormatVersion
+              ? commit_time.Start()
+              : clock_->NowMicros();
+      if (!engine_now.ok()) return engine_now.status();
       // What is due: up to the domain's time, and up to `up_to`.
       absl::StatusOr<int64_t> now =
           domain == TimeDomain::kProcessing
-              ? clock_->NowMicros()
+              ? engine_now
               : stream_times_.Load((*store)->db, (*store)->timers,
                                    partition_key);
       if (!now.ok()) return now.status();
       const int64_t limit = std::min(*now, ToMicrosSaturated(up_to));
       if (limit == kNoStreamTime) return fired;
       round = FireRoundLocked(**store, where, partition_key, limit, wanted,
-                              handler);
+                              *engine_now, handler);
     }
     if (!round.ok()) return round.status();
+    if (round->needs_format != 0) {
+      // Once per store: the round runs again on the marked store.
+      CommitLock commit_lock(this);
+      if (absl::Status s = MarkFormat(round->needs_format); !s.ok()) return s;
+      continue;
+    }
     fired += round->fired;
     if (!round->failure.ok()) return round->failure;
     if (round->fired < wanted) break;  // none left due
@@ -250,7 +265,8 @@ absl::StatusOr<size_t> EngineImpl::FireTimers(std::string_view source,
 
 absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
     Store& store, const TimerFire& partition, const std::string& partition_key,
-    int64_t limit_micros, size_t max, TimerHandler handler) {
+    int64_t limit_micros, size_t max, int64_t now_micros,
+    TimerHandler handler) {
   const std::string queue_start =
       TimerQueueStart(partition_key, partition.domain);
   const std::string queue_end =
@@ -278,6 +294,7 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
     if (due->empty()) return FireRound();
     // Run the due timers' handlers into one commit.
     CommitBuilder commit(store.state, store.offsets, store.outbox);
+    commit.set_state_enveloped(store.format_version >= kStateTtlFormatVersion);
     StateReads reads;
     TimerWrites timers;
     // The fired timers' deletions alone, for the broken variant that writes
@@ -292,13 +309,22 @@ absl::StatusOr<EngineImpl::FireRound> EngineImpl::FireRoundLocked(
                   .commit = commit,
                   .reads = reads,
                   .timers = timers,
-                  .split = split};
+                  .split = split,
+                  .now_micros = now_micros};
     std::string last_key;
     for (DueTimer& timer : *due) {
       absl::StatusOr<bool> fired = FireOne(pass, timer.fire, timer.queue_key);
       if (!fired.ok()) return fired.status();
       if (!*fired) break;  // a transient failure ends the round
       last_key = timer.queue_key;
+    }
+    // Values that expire, or merge operands, in an older store: it is
+    // marked first (FireTimers), then the round runs again.
+    if (const int needed = StateFormatNeeded(store, commit.state());
+        needed != 0) {
+      FireRound marked;
+      marked.needs_format = needed;
+      return marked;
     }
     // Validate, build, queue and write it.
     absl::StatusOr<bool> landed = CommitFireRound(pass, rerun_turn);
@@ -366,6 +392,12 @@ absl::StatusOr<bool> EngineImpl::FireOne(FirePass& pass, TimerFire& fire,
                    .partition = 0,
                    .event_micros = kNoStreamTime};
   txn.set_timers(&scope);
+  // As a message's handler (engine/engine_handle.cc): reads judge expiry,
+  // and writes expire, by the round's engine time.
+  txn.set_state_time(
+      BatchTxn::StateTime{.read = StateReadTimeAt(pass.store, pass.now_micros),
+                          .now_micros = pass.now_micros,
+                          .default_ttl = options_.state_ttl});
   const std::string index_key =
       TimerIndexKey(pass.partition_key, fire.timer_key);
   pass.timer_reads.Add(index_key, pass.in_flight.version);

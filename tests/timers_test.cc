@@ -609,3 +609,62 @@ TEST_F(TimersFiredOutsideCommitTest, BrokenVariantLosesTheEffect) {
 
 }  // namespace
 }  // namespace idem
+
+namespace idem {
+namespace {
+
+// In a store whose state expires (a Put with a ttl marks it format 6), a
+// timer handler reads values as a message's handler does (not their
+// envelopes), and its own Put with a ttl expires that long after the
+// fire's engine time.
+TEST_F(TimersTest, ATimerHandlerReadsAndWritesStateThatExpires) {
+  Deliver("m", absl::InfinitePast(), [](Txn& txn) {
+    if (absl::Status s =
+            txn.Put("kept", "v", PutOptions{.ttl = absl::Hours(1)});
+        !s.ok()) {
+      return s;
+    }
+    txn.Put("plain", "p");
+    return txn.SetTimer("t", TimeDomain::kProcessing, test::kStart, "");
+  });
+  std::optional<std::string> kept, plain;
+  absl::StatusOr<size_t> fired = engine().FireTimers(
+      kTimerSource, 0, TimeDomain::kProcessing, absl::InfiniteFuture(), 10,
+      [&](const TimerFire&, Txn& txn) -> absl::Status {
+        absl::StatusOr<std::optional<std::string>> k = txn.Get("kept");
+        absl::StatusOr<std::optional<std::string>> p = txn.Get("plain");
+        if (!k.ok()) return k.status();
+        if (!p.ok()) return p.status();
+        kept = *k;
+        plain = *p;
+        return txn.Put("written", "w", PutOptions{.ttl = absl::Hours(1)});
+      });
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  EXPECT_EQ(*fired, 1u);
+  EXPECT_EQ(kept, "v");
+  EXPECT_EQ(plain, "p");
+  EXPECT_EQ(State("written"), "w");
+}
+
+// A timer handler's Put with a ttl in a store whose state did not expire
+// yet marks the store first (the round runs again), so the value expires
+// as one a message's handler puts does.
+TEST_F(TimersTest, ATimerHandlersPutWithATtlExpiresInAStoreWithoutTtlsYet) {
+  SetTimerBy("m", "t", TimeDomain::kProcessing, test::kStart);
+  int runs = 0;
+  absl::StatusOr<size_t> fired = engine().FireTimers(
+      kTimerSource, 0, TimeDomain::kProcessing, absl::InfiniteFuture(), 10,
+      [&](const TimerFire&, Txn& txn) {
+        ++runs;
+        return txn.Put("brief", "b", PutOptions{.ttl = absl::Minutes(1)});
+      });
+  ASSERT_TRUE(fired.ok()) << fired.status();
+  EXPECT_EQ(*fired, 1u);
+  EXPECT_GE(runs, 1);
+  EXPECT_EQ(State("brief"), "b");
+  harness_.clock().Advance(absl::Minutes(2));
+  EXPECT_EQ(State("brief"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace idem
