@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "examples/ledger.h"
 #include "util/temp_dir.h"
@@ -51,16 +52,35 @@ int BenchBatch(const benchmark::State& state) {
   return static_cast<int>(state.range(0));
 }
 
+absl::Duration BenchReceiveTimeout() {
+  constexpr char kVariable[] = "IDEM_BENCH_RECEIVE_TIMEOUT_MS";
+  const char* text = std::getenv(kVariable);
+  if (text == nullptr) return brokers::LoopOptions().receive_timeout;
+  int64_t millis = 0;
+  if (!absl::SimpleAtoi(text, &millis) || millis < 0) {
+    std::fprintf(stderr, "%s must be a number of milliseconds >= 0, not '%s'\n",
+                 kVariable, text);
+    std::exit(1);
+  }
+  return absl::Milliseconds(millis);
+}
+
 void IdemShares::Add(const brokers::LoopStats& stats, absl::Duration wall) {
   engine_ += stats.engine_time;
   broker_ += stats.broker_time;
   wall_ += wall;
+  received_ += stats.received;
+  batches_ += stats.batches;
 }
 
 void IdemShares::Report(benchmark::State& state,
                         const std::string& broker) const {
   state.counters["engine_share"] = absl::FDivDuration(engine_, wall_);
   state.counters[broker + "_share"] = absl::FDivDuration(broker_, wall_);
+  state.counters["deliveries_per_batch"] =
+      batches_ > 0
+          ? static_cast<double>(received_) / static_cast<double>(batches_)
+          : 0.0;
 }
 
 absl::StatusOr<absl::Duration> DrainIdem(

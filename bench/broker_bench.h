@@ -59,9 +59,21 @@ class PlainLedger {
 // A batch size and prefetch for the runs: state.range(0).
 int BenchBatch(const benchmark::State& state);
 
+// LoopOptions::receive_timeout for the idem loops: LoopOptions' default, or
+// the milliseconds the environment variable IDEM_BENCH_RECEIVE_TIMEOUT_MS
+// gives (exits with 1, naming it, if it is not a number >= 0). A profile
+// under valgrind needs a long one: valgrind runs one thread at a time, so a
+// prefetch waits out the default while the batch before it is processed and
+// brings only a part of a batch; the engine's and the loop's cost per batch
+// is then spread over a few deliveries instead of max_batch (the
+// deliveries_per_batch counter shows it), which a run at full speed does not
+// do.
+absl::Duration BenchReceiveTimeout();
+
 // idem's figures over the iterations, reported as counters engine_share and
 // <broker>_share (LoopStats::engine_time and broker_time over the wall time
-// of the draining).
+// of the draining) and deliveries_per_batch (LoopStats::received over
+// LoopStats::batches).
 class IdemShares {
  public:
   void Add(const brokers::LoopStats& stats, absl::Duration wall);
@@ -71,6 +83,8 @@ class IdemShares {
   absl::Duration engine_;
   absl::Duration broker_;
   absl::Duration wall_;
+  int64_t received_ = 0;
+  int64_t batches_ = 0;
 };
 
 // Calls `poll` (a consumer's PollBatch with the ledger's handler) until

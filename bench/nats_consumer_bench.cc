@@ -227,6 +227,7 @@ void IdemLoopWith(benchmark::State& state, Durability durability,
     options.prefetch = prefetch;
     options.delivery.max_batch = BenchBatch(state);
     options.delivery.relay_outbox = false;
+    options.delivery.receive_timeout = bench::BenchReceiveTimeout();
     absl::StatusOr<std::unique_ptr<nats::Consumer>> consumer =
         engine.ok() ? nats::Consumer::Create(engine->get(), options)
                     : engine.status();

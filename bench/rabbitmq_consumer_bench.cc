@@ -69,6 +69,7 @@ rabbitmq::ConsumerOptions Connection(const std::string& queue, int batch) {
   options.prefetch = Prefetch(batch);
   options.delivery.max_batch = batch;
   options.delivery.relay_outbox = false;
+  options.delivery.receive_timeout = bench::BenchReceiveTimeout();
   return options;
 }
 

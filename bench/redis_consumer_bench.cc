@@ -134,6 +134,7 @@ void IdemLoop(benchmark::State& state, Durability durability) {
     options.consumer_name = "c";
     options.delivery.max_batch = BenchBatch(state);
     options.delivery.relay_outbox = false;
+    options.delivery.receive_timeout = bench::BenchReceiveTimeout();
     absl::StatusOr<std::unique_ptr<redis::Consumer>> consumer =
         engine.ok() ? redis::Consumer::Create(engine->get(), options)
                     : engine.status();
