@@ -8,12 +8,15 @@
 // started and not yet taken. The destructor waits for a call under way,
 // drops one not yet begun and a result not taken.
 //
-// Start, pending and Take are for one owner thread (the loop's); the
+// A call that throws ends with its exception, which Take rethrows on the
+// owner's thread (as std::future::get does); the thread serves the next
+// call. Start, pending and Take are for one owner thread (the loop's); the
 // calls run on the background thread, one after another.
 
 #ifndef IDEM_BROKERS_BACKGROUND_CALL_H_
 #define IDEM_BROKERS_BACKGROUND_CALL_H_
 
+#include <exception>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -61,15 +64,20 @@ class BackgroundCall {
   // A call was started and its result is not taken yet.
   bool pending() const { return pending_; }
 
-  // The started call's result, once it has ended. REQUIRES: pending().
+  // The started call's result, once it has ended; rethrows what the call
+  // threw. REQUIRES: pending().
   T Take() {
     absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](std::optional<T>* result) { return result->has_value(); },
-        &result_));
+    mu_.Await(absl::Condition(&ended_));
+    ended_ = false;
+    pending_ = false;
+    if (error_ != nullptr) {
+      std::exception_ptr error = std::move(error_);
+      error_ = nullptr;
+      std::rethrow_exception(error);
+    }
     T result = *std::move(result_);
     result_.reset();
-    pending_ = false;
     return result;
   }
 
@@ -88,15 +96,26 @@ class BackgroundCall {
         call = std::move(call_);
         call_ = nullptr;
       }
-      T result = std::move(call)();
+      std::optional<T> result;
+      std::exception_ptr error;
+      try {
+        result.emplace(std::move(call)());
+      } catch (...) {
+        error = std::current_exception();
+      }
       absl::MutexLock lock(&mu_);
       result_ = std::move(result);
+      error_ = std::move(error);
+      ended_ = true;
     }
   }
 
   absl::Mutex mu_;
   Call call_ ABSL_GUARDED_BY(mu_);
   std::optional<T> result_ ABSL_GUARDED_BY(mu_);
+  std::exception_ptr error_ ABSL_GUARDED_BY(mu_);
+  // The started call has ended (result_ or error_ holds how).
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // The owner thread's alone.
   bool pending_ = false;

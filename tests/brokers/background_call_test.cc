@@ -1,11 +1,13 @@
 // BackgroundCall (brokers/background_call.h): a started call runs while
-// its owner goes on, Take gives its result, successive calls share one
-// thread, and the destructor waits for a call under way.
+// its owner goes on, Take gives its result or rethrows its exception,
+// successive calls share one thread, and the destructor waits for a call
+// under way.
 
 #include "brokers/background_call.h"
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -64,6 +66,26 @@ TEST(BackgroundCallTest, CarriesMoveOnlyCallsAndResults) {
   std::unique_ptr<int> result = call.Take();
   ASSERT_NE(result, nullptr);
   EXPECT_EQ(*result, 42);
+}
+
+// As std::future::get: what the call threw is thrown by Take, and the
+// thread takes the next call.
+TEST(BackgroundCallTest, TakeRethrowsWhatTheCallThrewAndTheNextCallRuns) {
+  BackgroundCall<int> call;
+  ASSERT_TRUE(call.Start([]() -> int { throw std::runtime_error("no room"); }));
+  EXPECT_THROW(
+      {
+        try {
+          call.Take();
+        } catch (const std::runtime_error& e) {
+          EXPECT_STREQ(e.what(), "no room");
+          throw;
+        }
+      },
+      std::runtime_error);
+  EXPECT_FALSE(call.pending());
+  ASSERT_TRUE(call.Start([] { return 3; }));
+  EXPECT_EQ(call.Take(), 3);
 }
 
 TEST(BackgroundCallTest, DestructionWaitsForACallUnderWay) {
