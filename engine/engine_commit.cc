@@ -137,9 +137,7 @@ absl::StatusOr<std::vector<Result>> EngineImpl::ProcessBatch(
       // waits for this commit first (MarkFormat takes the store lock
       // exclusively).
       CommitTimeWatermark::InFlight commit_time(&watermark_);
-      now_micros = (*store)->format_version >= kStateTtlFormatVersion
-                       ? commit_time.Start()
-                       : clock_->NowMicros();
+      now_micros = ReadCommitTime(**store, commit_time);
       if (!now_micros.ok()) return now_micros.status();
       // Each record's expiry and bucket, once for the whole commit.
       placements = PlaceRecords(options_, messages, *now_micros);
@@ -266,6 +264,12 @@ absl::StatusOr<std::vector<Result>> EngineImpl::RunHandlers(
                   .ages = run.ages,
                   .reads = run.reads};
   return HandleMessages(pass);
+}
+
+absl::StatusOr<int64_t> EngineImpl::ReadCommitTime(
+    const Store& store, CommitTimeWatermark::InFlight& commit_time) {
+  return store.format_version >= kStateTtlFormatVersion ? commit_time.Start()
+                                                        : clock_->NowMicros();
 }
 
 int EngineImpl::StateFormatNeeded(const Store& store,

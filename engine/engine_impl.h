@@ -218,6 +218,12 @@ class EngineImpl : public Engine {
   // How the state reads of a call judge expiry in `store` at `now_micros`
   // (no check under EngineHooks::skip_state_expiry_check).
   StateReadTime StateReadTimeAt(const Store& store, int64_t now_micros) const;
+  // The engine time of a commit (a message batch's, or a timer round's)
+  // in `store`: in a store whose state expires (format 6), read and
+  // registered by `commit_time` as one step, until it ends with the
+  // commit's write (engine/commit_time_watermark.h); else just read.
+  absl::StatusOr<int64_t> ReadCommitTime(
+      const Store& store, CommitTimeWatermark::InFlight& commit_time);
   // As StateReadTimeAt at the engine's time now, read only for a store of
   // format 6; the clock's error if it cannot be read.
   absl::StatusOr<StateReadTime> StateReadTimeNow(const Store& store);

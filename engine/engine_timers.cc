@@ -232,10 +232,7 @@ absl::StatusOr<size_t> EngineImpl::FireTimers(std::string_view source,
       // a store whose state expires, as a message commit's is
       // (engine/engine_commit.cc).
       CommitTimeWatermark::InFlight commit_time(&watermark_);
-      absl::StatusOr<int64_t> engine_now =
-          (*store)->format_version >= kStateTtlFormatVersion
-              ? commit_time.Start()
-              : clock_->NowMicros();
+      absl::StatusOr<int64_t> engine_now = ReadCommitTime(**store, commit_time);
       if (!engine_now.ok()) return engine_now.status();
       // What is due: up to the domain's time, and up to `up_to`.
       absl::StatusOr<int64_t> now =
