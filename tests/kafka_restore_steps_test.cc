@@ -59,6 +59,20 @@ absl::Status ApplyWithBulk(const kafka::Record& record, Txn& txn) {
   return absl::OkStatus();
 }
 
+// `hooks` with partition 0's restore paced: it applies what it read every
+// kStepRecords and pauses kChunkPause after each such chunk, so it lasts
+// seconds, longer than the first fetch of partitions 1 and 2 takes however
+// loaded the machine is (unpaced, a loaded run restored all of it before
+// that fetch returned, and nothing could flow meanwhile).
+constexpr absl::Duration kChunkPause = absl::Milliseconds(100);
+kafka::ConsumerHooks PacedRestore(kafka::ConsumerHooks hooks = {}) {
+  hooks.restore_chunk_records = kStepRecords;
+  hooks.restore_step = [](const char* step) {
+    if (std::string_view(step) == "chunk") absl::SleepFor(kChunkPause);
+  };
+  return hooks;
+}
+
 // `count` messages "<prefix>-<i>" on `partition`, each 10th followed by a
 // producer duplicate.
 void AddMessages(Stream& stream, const std::string& prefix, int32_t partition,
@@ -197,7 +211,7 @@ class KafkaRestoreStepsTest : public test::ChangelogTestBase {
 // 1,000 between polls; partitions 1 and 2 are checked at once and their
 // records handled meanwhile; one assignment, no other rebalance.
 TEST_F(KafkaRestoreStepsTest, RestoreOfALargePartitionLetsTheOthersFlow) {
-  const Takeover takeover = TakeOver({});
+  const Takeover takeover = TakeOver(PacedRestore());
   RecordProperty("restore_steps", takeover.stats.restore_steps);
   RecordProperty("handled_during_restore", takeover.handled_during_restore);
   RecordProperty("restore_ms",
@@ -215,7 +229,7 @@ TEST_F(KafkaRestoreStepsTest, RestoreOfALargePartitionLetsTheOthersFlow) {
 // the workers while partition 0 is restored between polls.
 TEST_F(KafkaRestoreStepsTest, RestoreWithWorkersLetsTheOthersFlow) {
   workers_ = 4;
-  const Takeover takeover = TakeOver({});
+  const Takeover takeover = TakeOver(PacedRestore());
   EXPECT_TRUE(takeover.partition0.restored);
   EXPECT_GT(takeover.handled_during_restore, 0);
   EXPECT_GE(takeover.stats.restore_steps, 20);
@@ -227,7 +241,8 @@ TEST_F(KafkaRestoreStepsTest, RestoreWithWorkersLetsTheOthersFlow) {
 // check above catches.
 TEST_F(KafkaRestoreStepsTest,
        BrokenVariantRestoreInTheCallbackBlocksTheOthers) {
-  const Takeover takeover = TakeOver({.restore_in_callback = true});
+  const Takeover takeover =
+      TakeOver(PacedRestore({.restore_in_callback = true}));
   EXPECT_TRUE(takeover.partition0.restored);
   EXPECT_EQ(takeover.handled_during_restore, 0);
   EXPECT_EQ(takeover.stats.restore_steps, 0);
