@@ -12,6 +12,10 @@
 // owner's thread (as std::future::get does); the thread serves the next
 // call. Start, pending and Take are for one owner thread (the loop's); the
 // calls run on the background thread, one after another.
+//
+// The background thread runs as a batch thread where it can
+// (ScheduleAsBatchThread, brokers/batch_scheduling.h): what it does runs
+// ahead of its owner, so waking it need not preempt the thread running.
 
 #ifndef IDEM_BROKERS_BACKGROUND_CALL_H_
 #define IDEM_BROKERS_BACKGROUND_CALL_H_
@@ -25,6 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
+#include "brokers/batch_scheduling.h"
 
 namespace idem::brokers {
 
@@ -87,6 +92,7 @@ class BackgroundCall {
   }
 
   void Loop() {
+    ScheduleAsBatchThread();
     while (true) {
       Call call;
       {

@@ -1,15 +1,14 @@
 #include "nats/jetstream_broker.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
-#include <cstring>
 #include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "brokers/reserved_headers.h"
+#include "nats/ack_subject.h"
 #include "nats/message_headers.h"
 
 namespace idem::nats {
@@ -492,75 +491,6 @@ void JetStreamBroker::ReturnPrefetched() {
   if (!fetched.deliveries.empty() && !keep_prefetched_on_close_) {
     Nack(fetched.deliveries).IgnoreError();  // else redelivered after AckWait
   }
-}
-
-namespace {
-
-// The decimal number `token` spells: digits only, not empty, no overflow.
-// Nineteen digits cannot overflow a uint64_t, so only a twentieth is
-// checked. (std::from_chars says the same at about three times the
-// instructions for a timestamp's nineteen digits.)
-bool ReadDecimal(std::string_view token, uint64_t* out) {
-  constexpr size_t kSafeDigits = 19;
-  if (token.empty() || token.size() > kSafeDigits + 1) return false;
-  auto digit_at = [&](size_t i) {
-    return static_cast<uint64_t>(static_cast<unsigned char>(token[i])) -
-           uint64_t{'0'};
-  };
-  uint64_t value = 0;
-  const size_t safe = std::min(token.size(), kSafeDigits);
-  for (size_t i = 0; i < safe; ++i) {
-    const uint64_t digit = digit_at(i);
-    if (digit > 9) return false;
-    value = value * 10 + digit;
-  }
-  if (token.size() > kSafeDigits) {
-    const uint64_t digit = digit_at(kSafeDigits);
-    if (digit > 9 || __builtin_mul_overflow(value, uint64_t{10}, &value) ||
-        __builtin_add_overflow(value, digit, &value)) {
-      return false;
-    }
-  }
-  *out = value;
-  return true;
-}
-
-}  // namespace
-
-std::optional<AckSubject> ParseAckSubject(std::string_view reply) {
-  constexpr std::string_view kPrefix = "$JS.ACK.";
-  if (reply.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-  // One pass over the subject: where each dot is (at most 12: 13 tokens),
-  // the prefix's two first.
-  constexpr size_t kMaxDots = 12;
-  std::array<size_t, kMaxDots> dots = {3, 7};
-  size_t count = 2;
-  const char* const first_char = reply.data();
-  const char* const last = first_char + reply.size();
-  for (const char* at = first_char + kPrefix.size() - 1;
-       (at = static_cast<const char*>(std::memchr(
-            at + 1, '.', static_cast<size_t>(last - at - 1)))) != nullptr;) {
-    if (count == kMaxDots) return std::nullopt;
-    dots[count++] = static_cast<size_t>(at - first_char);
-  }
-  const size_t tokens = count + 1;
-  if (tokens < 9 || tokens == 10) return std::nullopt;
-  auto token = [&](size_t i) {  // REQUIRES: i >= 1
-    const size_t begin = dots[i - 1] + 1;
-    const size_t end = i < count ? dots[i] : reply.size();
-    return reply.substr(begin, end - begin);
-  };
-  const size_t first = tokens == 9 ? 4 : 6;  // <delivered>'s token
-  AckSubject parsed;
-  uint64_t timestamp = 0;
-  if (!ReadDecimal(token(first), &parsed.delivered) ||
-      !ReadDecimal(token(first + 1), &parsed.stream_sequence) ||
-      !ReadDecimal(token(first + 3), &timestamp) ||
-      timestamp > static_cast<uint64_t>(INT64_MAX)) {
-    return std::nullopt;
-  }
-  parsed.timestamp = static_cast<int64_t>(timestamp);
-  return parsed;
 }
 
 void JetStreamBroker::MakeDelivery(natsMsg* msg, brokers::Delivery& delivery) {

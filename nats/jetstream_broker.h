@@ -38,20 +38,6 @@ absl::Status CheckSubject(std::string_view subject);
 // would make the name part of the API subjects it appears in).
 absl::Status CheckStreamName(std::string_view name);
 
-// What a JetStream message's reply (ack) subject says of its delivery.
-struct AckSubject {
-  uint64_t delivered = 0;        // deliveries so far, this one included
-  uint64_t stream_sequence = 0;  // the message's sequence in the stream
-  int64_t timestamp = 0;         // when the stream stored it, ns since epoch
-};
-// Parses `reply` in place: "$JS.ACK.<stream>.<consumer>.<delivered>.<stream
-// sequence>.<consumer sequence>.<timestamp>.<pending>", or with
-// "<domain>.<account hash>" after "ACK" and a trailing token (servers 2.9
-// on: 11 tokens or more). nullopt for any other subject. (nats.c's
-// natsMsg_GetMetaData says the same, but allocates the metadata and copies
-// its names for every message.)
-std::optional<AckSubject> ParseAckSubject(std::string_view reply);
-
 // How many messages a fetch of up to `max` on `subscription` may ask for:
 // `max`, or 1 while messages wait in the subscription already (late
 // deliveries of an earlier pull request whose fetch timed out). Debian
