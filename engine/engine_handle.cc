@@ -182,10 +182,7 @@ absl::StatusOr<Result> EngineImpl::RunHandler(HandlePass& pass, size_t i) {
       .event_micros =
           StreamAdvance(message, pass.now_micros).value_or(kNoStreamTime)};
   txn.set_timers(&timers);
-  txn.set_state_time(
-      BatchTxn::StateTime{.read = StateReadTimeAt(pass.store, pass.now_micros),
-                          .now_micros = pass.now_micros,
-                          .default_ttl = options_.state_ttl});
+  txn.set_state_time(HandlerStateTime(pass.store, pass.now_micros));
   absl::Status status;
   ++pass.ages.handlers;
   {

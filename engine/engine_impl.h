@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/batch_txn.h"
 #include "engine/commit_batch.h"
 #include "engine/commit_pass.h"
 #include "engine/commit_queue.h"
@@ -218,6 +219,11 @@ class EngineImpl : public Engine {
   // How the state reads of a call judge expiry in `store` at `now_micros`
   // (no check under EngineHooks::skip_state_expiry_check).
   StateReadTime StateReadTimeAt(const Store& store, int64_t now_micros) const;
+  // What a handler's Txn in `store` judges expiry by and stamps its writes
+  // with, at the commit's engine time `now_micros` (a message's handler and
+  // a timer's alike): StateReadTimeAt, and Options::state_ttl.
+  BatchTxn::StateTime HandlerStateTime(const Store& store,
+                                       int64_t now_micros) const;
   // The engine time of a commit (a message batch's, or a timer round's)
   // in `store`: in a store whose state expires (format 6), read and
   // registered by `commit_time` as one step, until it ends with the

@@ -43,6 +43,13 @@ StateReadTime EngineImpl::StateReadTimeAt(const Store& store,
   return time;
 }
 
+BatchTxn::StateTime EngineImpl::HandlerStateTime(const Store& store,
+                                                 int64_t now_micros) const {
+  return BatchTxn::StateTime{.read = StateReadTimeAt(store, now_micros),
+                             .now_micros = now_micros,
+                             .default_ttl = options_.state_ttl};
+}
+
 absl::StatusOr<StateReadTime> EngineImpl::StateReadTimeNow(const Store& store) {
   // A store without values that expire needs no clock.
   if (store.format_version < kStateTtlFormatVersion) return StateReadTime();

@@ -389,12 +389,9 @@ absl::StatusOr<bool> EngineImpl::FireOne(FirePass& pass, TimerFire& fire,
                    .partition = 0,
                    .event_micros = kNoStreamTime};
   txn.set_timers(&scope);
-  // As a message's handler (engine/engine_handle.cc): reads judge expiry,
-  // and writes expire, by the round's engine time.
-  txn.set_state_time(
-      BatchTxn::StateTime{.read = StateReadTimeAt(pass.store, pass.now_micros),
-                          .now_micros = pass.now_micros,
-                          .default_ttl = options_.state_ttl});
+  // As a message's handler: reads judge expiry, and writes expire, by the
+  // round's engine time.
+  txn.set_state_time(HandlerStateTime(pass.store, pass.now_micros));
   const std::string index_key =
       TimerIndexKey(pass.partition_key, fire.timer_key);
   pass.timer_reads.Add(index_key, pass.in_flight.version);
